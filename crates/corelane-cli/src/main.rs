@@ -1,0 +1,46 @@
+//! The `corelane` command: clap subcommands over the library and the lab, nothing else.
+#![deny(unsafe_code)]
+
+mod args;
+mod lab;
+mod topo;
+mod udp;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Multicore-aware packet, connection and file I/O for Linux, proved by measurement.
+#[derive(Debug, Parser)]
+#[command(name = "corelane", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Send or receive UDP datagrams with batched syscalls, GSO/GRO and reuseport lanes.
+    #[command(subcommand)]
+    Udp(udp::UdpCommand),
+    /// Run an experiment and print its table (`corelane lab` lists them).
+    Lab(lab::LabArgs),
+    /// Show the CPUs, SMT siblings, shared caches and NUMA nodes of this machine.
+    Topo(topo::TopoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Udp(cmd) => udp::run(cmd),
+        Command::Lab(args) => lab::run(args),
+        Command::Topo(args) => topo::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("corelane: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

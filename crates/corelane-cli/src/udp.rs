@@ -1,0 +1,264 @@
+//! `corelane udp send` and `corelane udp recv`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use corelane::stats::format_rate_line;
+use corelane::topology::CpuList;
+use corelane::udp::{
+    Receiver, ReceiverConfig, RecvInterval, RecvSummary, SendSummary, Sender, SenderConfig,
+    SocketMode,
+};
+
+use crate::args::{parse_duration, parse_size, stop_on_signals};
+
+#[derive(Debug, Subcommand)]
+pub enum UdpCommand {
+    /// Send numbered datagrams with sendmmsg (and GSO) to one or more targets.
+    Send(SendArgs),
+    /// Receive with recvmmsg (and GRO) on shared or reuseport lanes; print pps every second.
+    Recv(RecvArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SocketsArg {
+    /// One socket, all lanes read it (contends on the socket lock).
+    Shared,
+    /// One SO_REUSEPORT socket per lane; the kernel hashes each flow to one.
+    Reuseport,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Where to send, e.g. 127.0.0.1:4321; several targets are spread over flows and lanes.
+    #[arg(required = true, value_name = "TARGET")]
+    targets: Vec<SocketAddr>,
+    /// Messages per sendmmsg call (1-1024).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Sender lanes (threads).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Payload bytes per datagram (16 to 65507; 4K and 1K forms work).
+    #[arg(long, default_value = "32", value_parser = parse_size)]
+    size: usize,
+    /// Distinct flows (source ports), so RSS/RPS and reuseport hashing see many flows.
+    #[arg(long, default_value_t = 1)]
+    flows: usize,
+    /// Cap in datagrams per second over all lanes; 0 sends flat out.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Datagrams per sendmmsg message with UDP GSO (UDP_SEGMENT), 1-64; falls back when refused.
+    #[arg(long, value_name = "SEGMENTS")]
+    gso: Option<usize>,
+    /// How long to send (10, 10s, 500ms, 2m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Stop after this many datagrams in all.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Pin lanes round-robin to these CPUs, e.g. 0 or 0,2-3.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// One JSON object per second and a final summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecvArgs {
+    /// Addresses to bind, e.g. 0.0.0.0:4321 (several are read by every lane).
+    #[arg(required = true, value_name = "ADDR")]
+    addrs: Vec<SocketAddr>,
+    /// Messages per recvmmsg call (1-1024).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Receiver lanes (threads).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// How lanes share the port.
+    #[arg(long, value_enum, default_value_t = SocketsArg::Reuseport)]
+    sockets: SocketsArg,
+    /// Pin lanes round-robin to these CPUs, e.g. 1 or 0,2-3.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// Receive buffer per socket (e.g. 4M); root may exceed net.core.rmem_max.
+    #[arg(long, value_parser = parse_size)]
+    rcvbuf: Option<usize>,
+    /// Let the kernel coalesce datagrams of a flow (UDP_GRO); falls back when refused.
+    #[arg(long)]
+    gro: bool,
+    /// Bytes per receive buffer (default 2K, 64K with --gro); longer datagrams count as truncated.
+    #[arg(long, value_parser = parse_size)]
+    slot: Option<usize>,
+    /// Skip the per-datagram header check (loss, order, corruption) for a bare receive loop.
+    #[arg(long)]
+    no_check: bool,
+    /// How long to receive; runs until Ctrl-C without it.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop after this many datagrams.
+    #[arg(long)]
+    count: Option<u64>,
+    /// One JSON object per second and a final summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        UdpCommand::Send(args) => send(args),
+        UdpCommand::Recv(args) => recv(args),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (e.g. `| head`) is not an error worth a panic.
+    let _ = serde_json::to_writer(&mut out, value).map(|_| writeln!(out)).map(|_| out.flush());
+}
+
+fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
+    let stop = stop_on_signals()?;
+    let sender = Sender::connect(SenderConfig {
+        targets: args.targets,
+        threads: args.threads,
+        batch: args.batch,
+        size: args.size,
+        flows: args.flows,
+        rate: args.rate,
+        gso: args.gso,
+        pin: args.pin,
+        duration: Some(args.duration),
+        count: args.count,
+    })?;
+    let json = args.json;
+    let summary = sender.run(&stop, |i| {
+        if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": i}));
+        } else {
+            println!("sent {}", format_rate_line(i.interval.rate));
+        }
+    })?;
+    if json {
+        print_json(&serde_json::json!({"type": "summary", "summary": summary}));
+    } else {
+        print_send_summary(&summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_send_summary(s: &SendSummary) {
+    println!(
+        "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",
+        s.datagrams,
+        s.elapsed_secs,
+        format_rate_line(s.mean),
+        s.syscalls,
+        s.flows
+    );
+    if s.backpressure > 0 || s.refused > 0 {
+        println!(
+            "kernel pushed back {} times (ENOBUFS), {} sends refused (nobody listening)",
+            s.backpressure, s.refused
+        );
+    }
+    match (&s.gso.requested, s.gso.active, &s.gso.note) {
+        (Some(seg), true, _) => println!("GSO: {seg} datagrams per message"),
+        (Some(_), false, Some(note)) => println!("GSO: off: {note}"),
+        _ => {}
+    }
+}
+
+fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
+    let stop = stop_on_signals()?;
+    let receiver = Receiver::bind(ReceiverConfig {
+        addrs: args.addrs,
+        threads: args.threads,
+        sockets: match args.sockets {
+            SocketsArg::Shared => SocketMode::Shared,
+            SocketsArg::Reuseport => SocketMode::Reuseport,
+        },
+        batch: args.batch,
+        pin: args.pin,
+        rcvbuf: args.rcvbuf,
+        gro: args.gro,
+        slot: args.slot,
+        check: !args.no_check,
+        duration: args.duration,
+        until_datagrams: args.count,
+    })?;
+    let json = args.json;
+    if json {
+        print_json(&serde_json::json!({"type": "ready", "addrs": receiver.local_addrs()}));
+    } else {
+        let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
+        eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));
+    }
+    let summary = receiver.run(&stop, |i| {
+        if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": i}));
+        } else {
+            println!("{}", interval_line(i));
+        }
+    })?;
+    if json {
+        print_json(&serde_json::json!({"type": "summary", "summary": summary}));
+    } else {
+        print_recv_summary(&summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The seed's line, then per-lane rates and the interval's kernel drops.
+fn interval_line(i: &RecvInterval) -> String {
+    let mut line = format_rate_line(i.interval.rate);
+    if i.interval.lane_pps.len() > 1 {
+        let lanes: Vec<String> =
+            i.interval.lane_pps.iter().map(|p| format!("{:.3}M", p / 1e6)).collect();
+        line.push_str(&format!("  lanes {}", lanes.join(" ")));
+    }
+    line.push_str(&format!(
+        "  drops {}  cpu {:.0} ns/dgram",
+        i.kernel_drops, i.cpu_ns_per_datagram
+    ));
+    line
+}
+
+fn print_recv_summary(s: &RecvSummary) {
+    let q = &s.sequence;
+    println!(
+        "received {} datagrams in {:.2}s: median {:.3}M pps, mean {}",
+        s.datagrams,
+        s.elapsed_secs,
+        s.median_pps / 1e6,
+        format_rate_line(s.mean)
+    );
+    println!(
+        "cpu {:.0} ns/datagram (user {:.2}s, sys {:.2}s); kernel drops {}; truncated {}",
+        s.cpu_ns_per_datagram, s.cpu_user_secs, s.cpu_sys_secs, s.kernel_drops, s.truncated
+    );
+    println!(
+        "flows {}: missing {}, duplicates {}, late {}, corrupt {}, foreign {}",
+        q.flows, q.missing, q.duplicates, q.late, s.corrupt, s.foreign
+    );
+    for lane in &s.lanes {
+        let cpu = lane.cpu.map_or("any".to_string(), |c| c.to_string());
+        println!(
+            "  lane {} on cpu {}: {} datagrams in {} syscalls",
+            lane.lane, cpu, lane.datagrams, lane.syscalls
+        );
+    }
+    if s.truncated > 0 {
+        println!(
+            "warning: {} datagrams were longer than the {}-byte buffer: raise --slot",
+            s.truncated, "receive"
+        );
+    }
+    if let Some(note) = &s.gro.note {
+        println!("GRO: {note}");
+    }
+}

@@ -1,0 +1,21 @@
+//! corelane: multicore-aware packet, connection and file I/O for Linux.
+//!
+//! The idea in one line: give every core its own *lane* — its own socket, buffers, thread and
+//! receive CPU — batch every crossing of the user/kernel boundary, and measure what it buys.
+//!
+//! * [`topology`] reads CPUs, SMT siblings, caches and NUMA nodes from sysfs.
+//! * [`lane`] runs a thread pinned to a CPU with its own stop signal.
+//! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
+//! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
+//!
+//! The library never prints: it returns results and reports progress through callbacks.
+//! All unsafe code lives in `sys`, the one module allowed to call libc directly.
+#![deny(unsafe_code)]
+
+pub mod lane;
+pub mod stats;
+pub mod topology;
+pub mod udp;
+
+#[allow(unsafe_code)]
+mod sys;

@@ -1,0 +1,160 @@
+//! The kernel's CPU list format (`0,2-3`), used by sysfs, taskset and corelane's `--pin`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An ordered, duplicate-free list of CPU numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct CpuList(Vec<usize>);
+
+/// Why a CPU list did not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CpuListError {
+    #[error("empty CPU list: give CPUs like `0`, `0,2` or `0-3`")]
+    Empty,
+    #[error("`{0}` is not a CPU number or range: use forms like `0`, `0,2` or `0-3`")]
+    Malformed(String),
+    #[error("range `{0}` runs backwards: write the lower CPU first, e.g. `2-5`")]
+    Backwards(String),
+    #[error("CPU {0} is beyond the {max} CPUs Linux supports", max = CpuList::MAX_CPU)]
+    TooLarge(usize),
+}
+
+impl CpuList {
+    /// Matches CPU_SETSIZE, the largest set sched_setaffinity takes through glibc's cpu_set_t.
+    pub const MAX_CPU: usize = 1024;
+
+    pub fn new(mut cpus: Vec<usize>) -> Self {
+        cpus.sort_unstable();
+        cpus.dedup();
+        Self(cpus)
+    }
+
+    pub fn cpus(&self) -> &[usize] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.0.binary_search(&cpu).is_ok()
+    }
+
+    /// The hexadecimal mask that /sys/class/net/*/queues/rx-*/rps_cpus expects, in the
+    /// comma-separated 32-bit groups of the kernel's bitmap format.
+    pub fn to_mask(&self) -> String {
+        let Some(&max) = self.0.last() else { return "0".into() };
+        let mut words = vec![0u32; max / 32 + 1];
+        for &cpu in &self.0 {
+            words[cpu / 32] |= 1 << (cpu % 32);
+        }
+        let mut out = format!("{:x}", words[words.len() - 1]);
+        for word in words.iter().rev().skip(1) {
+            out.push_str(&format!(",{word:08x}"));
+        }
+        out
+    }
+}
+
+impl FromStr for CpuList {
+    type Err = CpuListError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(CpuListError::Empty);
+        }
+        let number = |t: &str| -> Result<usize, CpuListError> {
+            let cpu: usize = t.trim().parse().map_err(|_| CpuListError::Malformed(t.into()))?;
+            if cpu >= Self::MAX_CPU {
+                return Err(CpuListError::TooLarge(cpu));
+            }
+            Ok(cpu)
+        };
+        let mut cpus = Vec::new();
+        for part in s.split(',') {
+            match part.split_once('-') {
+                Some((lo, hi)) => {
+                    let (lo, hi) = (number(lo)?, number(hi)?);
+                    if lo > hi {
+                        return Err(CpuListError::Backwards(part.into()));
+                    }
+                    cpus.extend(lo..=hi);
+                }
+                None => cpus.push(number(part)?),
+            }
+        }
+        Ok(Self::new(cpus))
+    }
+}
+
+impl fmt::Display for CpuList {
+    /// Prints the compact kernel form: consecutive CPUs become ranges.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut i = 0;
+        let mut first = true;
+        while i < self.0.len() {
+            let start = self.0[i];
+            let mut end = start;
+            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
+                i += 1;
+                end = self.0[i];
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_lists_and_ranges() {
+        let list: CpuList = "0,2-3, 7".parse().unwrap();
+        assert_eq!(list.cpus(), &[0, 2, 3, 7]);
+        assert_eq!(list.to_string(), "0,2-3,7");
+    }
+
+    #[test]
+    fn rejects_bad_forms_with_the_offending_part() {
+        assert_eq!("".parse::<CpuList>(), Err(CpuListError::Empty));
+        assert_eq!("a".parse::<CpuList>(), Err(CpuListError::Malformed("a".into())));
+        assert_eq!("3-1".parse::<CpuList>(), Err(CpuListError::Backwards("3-1".into())));
+        assert_eq!("5000".parse::<CpuList>(), Err(CpuListError::TooLarge(5000)));
+        assert!("1,,2".parse::<CpuList>().is_err());
+    }
+
+    #[test]
+    fn masks_follow_the_kernel_bitmap_format() {
+        assert_eq!(CpuList::new(vec![1]).to_mask(), "2");
+        assert_eq!(CpuList::new(vec![0, 1]).to_mask(), "3");
+        assert_eq!(CpuList::new(vec![33]).to_mask(), "2,00000000");
+        assert_eq!(CpuList::default().to_mask(), "0");
+    }
+
+    proptest! {
+        #[test]
+        fn display_parses_back(cpus in proptest::collection::vec(0usize..200, 1..40)) {
+            let list = CpuList::new(cpus);
+            prop_assert_eq!(list.to_string().parse::<CpuList>().unwrap(), list);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! What can go wrong on the UDP path, each error naming the cause and the fix.
+
+use std::io;
+use std::net::SocketAddr;
+
+use crate::topology::TopologyError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UdpError {
+    #[error("batch {0} is out of range: use 1 to 1024 (the kernel's limit for recvmmsg/sendmmsg)")]
+    Batch(usize),
+    #[error("--threads must be at least 1")]
+    NoThreads,
+    #[error("give at least one address")]
+    NoAddress,
+    #[error("payload size {size} is out of range: use {min} to {max} bytes")]
+    Size { size: usize, min: usize, max: usize },
+    #[error("GSO segments {0} is out of range: use 1 to 64 (the kernel's UDP_MAX_SEGMENTS)")]
+    Segments(usize),
+    #[error("{addr} is already bound (another receiver running?): pick another port, or start every receiver on it with --sockets reuseport")]
+    AddrInUse { addr: SocketAddr },
+    #[error("{addr} is not an address of this host or network namespace: bind 0.0.0.0 or an address `ip addr` lists")]
+    AddrNotAvailable { addr: SocketAddr },
+    #[error("binding {addr} is not permitted: ports below 1024 need root or CAP_NET_BIND_SERVICE")]
+    Permission { addr: SocketAddr },
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
+
+impl UdpError {
+    /// Maps a bind failure to the error a user can act on.
+    pub(crate) fn bind(addr: SocketAddr, source: io::Error) -> Self {
+        match source.kind() {
+            io::ErrorKind::AddrInUse => Self::AddrInUse { addr },
+            io::ErrorKind::AddrNotAvailable => Self::AddrNotAvailable { addr },
+            io::ErrorKind::PermissionDenied => Self::Permission { addr },
+            _ => Self::Io { what: format!("cannot bind {addr}"), source },
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Self::Io { what: what.into(), source }
+    }
+}

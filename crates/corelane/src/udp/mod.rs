@@ -1,0 +1,22 @@
+//! Seed 000's UDP path: batched senders and receivers (sendmmsg/recvmmsg), UDP GSO and GRO as
+//! run-time state that falls back when the kernel refuses, one shared socket or one
+//! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
+
+mod error;
+pub mod payload;
+mod recv;
+mod send;
+pub mod sequence;
+mod socket;
+
+pub use error::UdpError;
+pub use recv::{
+    LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvInterval, RecvSummary, SocketMode,
+};
+pub use send::{
+    GsoState, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS, MAX_PAYLOAD,
+};
+pub use sequence::{SequenceReport, SequenceTracker};
+
+/// The most messages one recvmmsg/sendmmsg call takes.
+pub const MAX_BATCH: usize = crate::sys::mmsg::MAX_BATCH;

@@ -1,0 +1,444 @@
+//! The receiver: lanes of recvmmsg (optionally UDP_GRO) over one shared socket or one
+//! SO_REUSEPORT socket per lane, a meter that reports every second, and a summary.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use socket2::Socket;
+
+use super::payload::{self, PayloadError};
+use super::sequence::{SequenceReport, SequenceTracker};
+use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
+use super::UdpError;
+use crate::lane::{Lane, StopSignal};
+use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, UdpCounters};
+use crate::sys::{mmsg, sockopt};
+use crate::topology::{CpuList, Topology};
+
+/// How receiver lanes share the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SocketMode {
+    /// One socket per address, every lane reading it (the seed's "multiple thread" step:
+    /// the lanes contend on the socket's lock).
+    Shared,
+    /// One SO_REUSEPORT socket per lane and address (the seed's "binding port" step).
+    Reuseport,
+}
+
+/// What to receive and how.
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    pub addrs: Vec<SocketAddr>,
+    pub threads: usize,
+    pub sockets: SocketMode,
+    pub batch: usize,
+    /// Lanes are pinned round-robin over these CPUs; unpinned when `None`.
+    pub pin: Option<CpuList>,
+    pub rcvbuf: Option<usize>,
+    pub gro: bool,
+    /// Bytes per receive buffer; default 2048, or 64 KiB with GRO (room for 64 segments).
+    pub slot: Option<usize>,
+    /// Check every datagram's header (loss, duplicates, order, corruption).
+    pub check: bool,
+    pub duration: Option<Duration>,
+    /// Stop once this many datagrams arrived.
+    pub until_datagrams: Option<u64>,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        Self {
+            addrs: Vec::new(),
+            threads: 1,
+            sockets: SocketMode::Reuseport,
+            batch: 32,
+            pin: None,
+            rcvbuf: None,
+            gro: false,
+            slot: None,
+            check: true,
+            duration: None,
+            until_datagrams: None,
+        }
+    }
+}
+
+/// One second of receiving.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecvInterval {
+    #[serde(flatten)]
+    pub interval: Interval,
+    /// Datagrams the kernel dropped for a full receive buffer (RcvbufErrors) this interval.
+    pub kernel_drops: u64,
+    /// The receiver process's user+system CPU time per datagram read this interval.
+    pub cpu_ns_per_datagram: f64,
+}
+
+/// One lane's totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneSummary {
+    pub lane: usize,
+    pub cpu: Option<usize>,
+    pub datagrams: u64,
+    pub syscalls: u64,
+    pub cpu_user_secs: f64,
+    pub cpu_sys_secs: f64,
+}
+
+/// Whether GRO was asked for and whether the kernel accepted it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OffloadState {
+    pub requested: bool,
+    pub active: bool,
+    pub note: Option<String>,
+}
+
+/// Everything a receive run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecvSummary {
+    pub addrs: Vec<SocketAddr>,
+    pub sockets: SocketMode,
+    pub threads: usize,
+    pub batch: usize,
+    pub elapsed_secs: f64,
+    pub datagrams: u64,
+    pub bytes: u64,
+    /// Median of the per-second rates over the seconds that carried traffic.
+    pub median_pps: f64,
+    pub mean: Rate,
+    pub kernel_drops: u64,
+    pub truncated: u64,
+    pub corrupt: u64,
+    pub foreign: u64,
+    pub sequence: SequenceReport,
+    pub cpu_user_secs: f64,
+    pub cpu_sys_secs: f64,
+    pub cpu_ns_per_datagram: f64,
+    pub gro: OffloadState,
+    pub rcvbuf_bytes: Option<usize>,
+    pub lanes: Vec<LaneSummary>,
+}
+
+/// Bound sockets, ready to run.
+#[derive(Debug)]
+pub struct Receiver {
+    config: ReceiverConfig,
+    /// `lane_sockets[i]`: the sockets lane `i` reads (shared ones appear in every lane).
+    lane_sockets: Vec<Vec<Arc<Socket>>>,
+    bound: Vec<SocketAddr>,
+    gro: OffloadState,
+    rcvbuf_bytes: Option<usize>,
+}
+
+impl Receiver {
+    /// Validates the configuration and binds every socket, so that a busy port or a wrong
+    /// address is reported before any thread starts.
+    pub fn bind(config: ReceiverConfig) -> Result<Self, UdpError> {
+        if config.addrs.is_empty() {
+            return Err(UdpError::NoAddress);
+        }
+        if config.threads == 0 {
+            return Err(UdpError::NoThreads);
+        }
+        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
+            return Err(UdpError::Batch(config.batch));
+        }
+        if let Some(pin) = &config.pin {
+            Topology::read()?.check(pin)?;
+        }
+        let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.threads];
+        let mut bound = Vec::new();
+        let reuseport = config.sockets == SocketMode::Reuseport;
+        for &addr in &config.addrs {
+            let first = Arc::new(bind_receiver(addr, reuseport, config.rcvbuf)?);
+            // Port 0 picks a free port once; the rest of a reuseport group joins that port.
+            let actual = local_addr(&first)?;
+            bound.push(actual);
+            lane_sockets[0].push(Arc::clone(&first));
+            for sockets in lane_sockets.iter_mut().skip(1) {
+                let socket = match config.sockets {
+                    SocketMode::Shared => Arc::clone(&first),
+                    SocketMode::Reuseport => Arc::new(bind_receiver(actual, true, config.rcvbuf)?),
+                };
+                sockets.push(socket);
+            }
+        }
+        let rcvbuf_bytes = lane_sockets[0][0].recv_buffer_size().ok();
+        let mut gro = OffloadState { requested: config.gro, active: false, note: None };
+        if config.gro {
+            let refused = lane_sockets
+                .iter()
+                .flatten()
+                .find_map(|s| sockopt::set_udp_gro(s.as_fd(), true).err());
+            match refused {
+                None => gro.active = true,
+                Some(e) => {
+                    gro.note = Some(format!(
+                        "kernel refused UDP_GRO ({e}); receiving datagram by datagram"
+                    ))
+                }
+            }
+        }
+        Ok(Self { config, lane_sockets, bound, gro, rcvbuf_bytes })
+    }
+
+    /// The addresses actually bound (port 0 resolved).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.bound
+    }
+
+    /// Receives until `stop`, the configured duration or datagram count, calling
+    /// `on_interval` once a second from the calling thread.
+    pub fn run(
+        self,
+        stop: &StopSignal,
+        mut on_interval: impl FnMut(&RecvInterval),
+    ) -> Result<RecvSummary, UdpError> {
+        let cfg = &self.config;
+        let slot = cfg.slot.unwrap_or(if self.gro.active { 65_536 } else { 2048 });
+        let counters: Arc<Vec<LaneCounters>> =
+            Arc::new((0..cfg.threads).map(|_| LaneCounters::default()).collect());
+        let lane_stop = StopSignal::new();
+        let mut lanes = Vec::with_capacity(cfg.threads);
+        for (index, sockets) in self.lane_sockets.iter().enumerate() {
+            let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
+            let work = LaneWork {
+                sockets: sockets.clone(),
+                batch: mmsg::MmsgRecv::new(cfg.batch, slot),
+                counters: Arc::clone(&counters),
+                index,
+                check: cfg.check,
+                stop: lane_stop.clone(),
+            };
+            match Lane::spawn("corelane-rx", index, cpu, move || work.run()) {
+                Ok(lane) => lanes.push(lane),
+                Err(e) => {
+                    lane_stop.stop();
+                    lanes.into_iter().for_each(|l: Lane<LaneResult>| drop(l.join()));
+                    return Err(UdpError::io("cannot start a receiver lane", e));
+                }
+            }
+        }
+
+        let snmp_start = UdpCounters::read().unwrap_or_default();
+        let mut snmp_last = snmp_start;
+        let cpu_start = stats::process_cpu();
+        let mut cpu_last = cpu_start;
+        let mut meter = Meter::new(cfg.threads);
+        let mut busy_pps: Vec<f64> = Vec::new();
+        let mut last_total = 0u64;
+        let start = Instant::now();
+        let deadline = cfg.duration.map(|d| start + d);
+        let mut next_tick = start + Duration::from_secs(1);
+        loop {
+            let now = Instant::now();
+            let lanes_done = lanes.iter().any(|l| l.is_finished());
+            let total: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+            let reached = cfg.until_datagrams.is_some_and(|n| total >= n);
+            if stop.is_stopped() || lanes_done || reached || deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if now >= next_tick {
+                next_tick += Duration::from_secs(1);
+                let refs: Vec<&LaneCounters> = counters.iter().collect();
+                let interval = meter.tick(&refs);
+                let snmp = UdpCounters::read().unwrap_or_default();
+                let cpu = stats::process_cpu();
+                let used = cpu_delta(cpu, cpu_last);
+                let got = interval.datagrams - last_total;
+                last_total = interval.datagrams;
+                if interval.rate.pps > 0.0 {
+                    busy_pps.push(interval.rate.pps);
+                }
+                let report = RecvInterval {
+                    kernel_drops: snmp.since(&snmp_last).rcvbuf_errors,
+                    cpu_ns_per_datagram: ns_per(used, got),
+                    interval,
+                };
+                snmp_last = snmp;
+                cpu_last = cpu;
+                on_interval(&report);
+                continue;
+            }
+            let mut wake = next_tick.min(now + Duration::from_millis(20));
+            if let Some(d) = deadline {
+                wake = wake.min(d);
+            }
+            std::thread::sleep(wake.saturating_duration_since(now));
+        }
+        lane_stop.stop();
+        let elapsed = start.elapsed();
+        let cpu_end = stats::process_cpu();
+        let snmp_end = UdpCounters::read().unwrap_or_default();
+        let mut results = Vec::with_capacity(lanes.len());
+        for lane in lanes {
+            let (index, cpu) = (lane.index, lane.cpu);
+            let result =
+                lane.join().map_err(|e| UdpError::io(format!("receiver lane {index}"), e))?;
+            results.push((index, cpu, result));
+        }
+        let trackers: Vec<&SequenceTracker> = results.iter().map(|(_, _, r)| &r.tracker).collect();
+        let sequence = SequenceTracker::report(&trackers);
+        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
+        let used = cpu_delta(cpu_end, cpu_start);
+        Ok(RecvSummary {
+            addrs: self.bound.clone(),
+            sockets: cfg.sockets,
+            threads: cfg.threads,
+            batch: cfg.batch,
+            elapsed_secs: elapsed.as_secs_f64(),
+            datagrams,
+            bytes,
+            median_pps: stats::median(&busy_pps).unwrap_or(0.0),
+            mean: Rate::over(datagrams, bytes, elapsed),
+            kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
+            truncated: results.iter().map(|(_, _, r)| r.truncated).sum(),
+            corrupt: results.iter().map(|(_, _, r)| r.corrupt).sum(),
+            foreign: results.iter().map(|(_, _, r)| r.foreign).sum(),
+            sequence,
+            cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
+            cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
+            cpu_ns_per_datagram: ns_per(used, datagrams),
+            gro: self.gro.clone(),
+            rcvbuf_bytes: self.rcvbuf_bytes,
+            lanes: results
+                .iter()
+                .map(|(index, cpu, r)| LaneSummary {
+                    lane: *index,
+                    cpu: *cpu,
+                    datagrams: counters[*index].datagrams(),
+                    syscalls: r.syscalls,
+                    cpu_user_secs: r.cpu.user.as_secs_f64(),
+                    cpu_sys_secs: r.cpu.system.as_secs_f64(),
+                })
+                .collect(),
+        })
+    }
+}
+
+fn cpu_delta(now: CpuUsage, then: CpuUsage) -> Duration {
+    (now.user + now.system).saturating_sub(then.user + then.system)
+}
+
+fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
+    if datagrams == 0 {
+        return 0.0;
+    }
+    cpu.as_nanos() as f64 / datagrams as f64
+}
+
+/// What a lane owns.
+struct LaneWork {
+    sockets: Vec<Arc<Socket>>,
+    batch: mmsg::MmsgRecv,
+    counters: Arc<Vec<LaneCounters>>,
+    index: usize,
+    check: bool,
+    stop: StopSignal,
+}
+
+/// What a lane found.
+struct LaneResult {
+    tracker: SequenceTracker,
+    truncated: u64,
+    corrupt: u64,
+    foreign: u64,
+    syscalls: u64,
+    cpu: CpuUsage,
+}
+
+impl LaneWork {
+    fn run(mut self) -> io::Result<LaneResult> {
+        let cpu_start = stats::thread_cpu();
+        let mut result = LaneResult {
+            tracker: SequenceTracker::new(),
+            truncated: 0,
+            corrupt: 0,
+            foreign: 0,
+            syscalls: 0,
+            cpu: CpuUsage::default(),
+        };
+        let sockets = std::mem::take(&mut self.sockets);
+        if sockets.len() == 1 {
+            // One socket: block in recvmmsg (SO_RCVTIMEO wakes us to check the stop signal).
+            let fd = sockets[0].as_fd();
+            while !self.stop.is_stopped() {
+                self.receive(fd, libc::MSG_WAITFORONE, &mut result)?;
+            }
+        } else {
+            for s in &sockets {
+                s.set_nonblocking(true)?;
+            }
+            let timeout = rustix::event::Timespec::try_from(WAKE_INTERVAL).ok();
+            while !self.stop.is_stopped() {
+                let mut fds: Vec<rustix::event::PollFd<'_>> = sockets
+                    .iter()
+                    .map(|s| rustix::event::PollFd::new(s, rustix::event::PollFlags::IN))
+                    .collect();
+                match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                for socket in &sockets {
+                    // Drain while batches come back full; an empty socket answers EAGAIN.
+                    while self.receive(socket.as_fd(), libc::MSG_DONTWAIT, &mut result)?
+                        == self.batch.batch()
+                    {}
+                }
+            }
+        }
+        let cpu_end = stats::thread_cpu();
+        result.cpu = CpuUsage {
+            user: cpu_end.user.saturating_sub(cpu_start.user),
+            system: cpu_end.system.saturating_sub(cpu_start.system),
+        };
+        Ok(result)
+    }
+
+    /// One recvmmsg and the accounting of what it brought; returns the message count.
+    #[inline]
+    fn receive(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        flags: libc::c_int,
+        r: &mut LaneResult,
+    ) -> io::Result<usize> {
+        r.syscalls += 1;
+        let n = match self.batch.recv(fd, flags) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) =>
+            {
+                return Ok(0)
+            }
+            Err(e) => return Err(e),
+        };
+        let (mut datagrams, mut bytes) = (0u64, 0u64);
+        for i in 0..n {
+            let (meta, data) = self.batch.message(i);
+            if meta.truncated {
+                r.truncated += 1;
+            }
+            let segment = meta.segment_size.unwrap_or(data.len()).max(1);
+            for datagram in data.chunks(segment) {
+                datagrams += 1;
+                bytes += datagram.len() as u64;
+                if self.check {
+                    match payload::read(datagram) {
+                        Ok(h) => r.tracker.record(h.flow, h.seq),
+                        Err(PayloadError::Corrupt) => r.corrupt += 1,
+                        Err(PayloadError::Foreign | PayloadError::Short) => r.foreign += 1,
+                    }
+                }
+            }
+        }
+        self.counters[self.index].add(datagrams, bytes);
+        Ok(n)
+    }
+}

@@ -1,0 +1,406 @@
+//! The sender: lanes of sendmmsg, each owning some flows (one connected socket, so one source
+//! port, per flow), optionally with UDP GSO so that one message leaves as up to 64 datagrams,
+//! paced to a rate cap so that a cheap sender cannot livelock the receiver it measures.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use socket2::Socket;
+
+use super::payload;
+use super::socket::new_udp;
+use super::UdpError;
+use crate::lane::{Lane, StopSignal};
+use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
+use crate::sys::{mmsg, sockopt};
+use crate::topology::{CpuList, Topology};
+
+/// UDP_MAX_SEGMENTS in include/linux/udp.h.
+pub const MAX_GSO_SEGMENTS: usize = 64;
+/// The largest UDP payload over IPv4.
+pub const MAX_PAYLOAD: usize = 65_507;
+
+/// What to send and how.
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    pub targets: Vec<SocketAddr>,
+    pub threads: usize,
+    pub batch: usize,
+    /// Payload bytes per datagram.
+    pub size: usize,
+    /// Distinct flows (source ports); at least one per thread.
+    pub flows: usize,
+    /// Total datagrams per second over all lanes; 0 = as fast as possible.
+    pub rate: u64,
+    /// Datagrams per GSO message; `None` sends one datagram per message.
+    pub gso: Option<usize>,
+    pub pin: Option<CpuList>,
+    pub duration: Option<Duration>,
+    /// Stop after this many datagrams in all.
+    pub count: Option<u64>,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            targets: Vec::new(),
+            threads: 1,
+            batch: 32,
+            size: 32,
+            flows: 1,
+            rate: 0,
+            gso: None,
+            pin: None,
+            duration: Some(Duration::from_secs(10)),
+            count: None,
+        }
+    }
+}
+
+/// One second of sending.
+#[derive(Debug, Clone, Serialize)]
+pub struct SendInterval {
+    #[serde(flatten)]
+    pub interval: Interval,
+}
+
+/// Whether GSO ran, and why not when it was asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct GsoState {
+    pub requested: Option<usize>,
+    pub active: bool,
+    pub note: Option<String>,
+}
+
+/// Everything a send run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SendSummary {
+    pub targets: Vec<SocketAddr>,
+    pub threads: usize,
+    pub flows: usize,
+    pub elapsed_secs: f64,
+    pub datagrams: u64,
+    pub bytes: u64,
+    pub median_pps: f64,
+    pub mean: Rate,
+    pub syscalls: u64,
+    /// Sends the kernel refused for lack of buffer space (ENOBUFS/EAGAIN); retried.
+    pub backpressure: u64,
+    /// ICMP port unreachable reported back (ECONNREFUSED): nobody listening yet.
+    pub refused: u64,
+    pub gso: GsoState,
+    pub cpu_user_secs: f64,
+    pub cpu_sys_secs: f64,
+}
+
+/// One flow: its id and connected socket.
+#[derive(Debug)]
+struct Flow {
+    id: u32,
+    socket: Socket,
+    next_seq: u64,
+}
+
+/// Connected sockets, ready to send.
+#[derive(Debug)]
+pub struct Sender {
+    config: SenderConfig,
+    lane_flows: Vec<Vec<Flow>>,
+    gso: GsoState,
+}
+
+impl Sender {
+    /// Validates the configuration and connects one socket per flow.
+    pub fn connect(mut config: SenderConfig) -> Result<Self, UdpError> {
+        if config.targets.is_empty() {
+            return Err(UdpError::NoAddress);
+        }
+        if config.threads == 0 {
+            return Err(UdpError::NoThreads);
+        }
+        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
+            return Err(UdpError::Batch(config.batch));
+        }
+        if !(payload::HEADER_LEN..=MAX_PAYLOAD).contains(&config.size) {
+            return Err(UdpError::Size {
+                size: config.size,
+                min: payload::HEADER_LEN,
+                max: MAX_PAYLOAD,
+            });
+        }
+        if let Some(seg) = config.gso {
+            if !(1..=MAX_GSO_SEGMENTS).contains(&seg) {
+                return Err(UdpError::Segments(seg));
+            }
+            let max = MAX_PAYLOAD / seg;
+            if config.size * seg > MAX_PAYLOAD {
+                return Err(UdpError::Size { size: config.size, min: payload::HEADER_LEN, max });
+            }
+        }
+        if let Some(pin) = &config.pin {
+            Topology::read()?.check(pin)?;
+        }
+        config.flows = config.flows.max(config.threads);
+        let mut lane_flows: Vec<Vec<Flow>> = (0..config.threads).map(|_| Vec::new()).collect();
+        for id in 0..config.flows {
+            let target = config.targets[id % config.targets.len()];
+            let socket = new_udp(&target)?;
+            let any: IpAddr = match target {
+                SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+                SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+            };
+            let local = SocketAddr::new(any, 0);
+            socket.bind(&local.into()).map_err(|e| UdpError::bind(local, e))?;
+            socket
+                .connect(&target.into())
+                .map_err(|e| UdpError::io(format!("cannot reach {target}"), e))?;
+            socket
+                .set_write_timeout(Some(super::socket::WAKE_INTERVAL))
+                .map_err(|e| UdpError::io("SO_SNDTIMEO", e))?;
+            let id32 = u32::try_from(id).map_err(|_| UdpError::Size {
+                size: id,
+                min: 1,
+                max: u32::MAX as usize,
+            })?;
+            lane_flows[id % config.threads].push(Flow { id: id32, socket, next_seq: 0 });
+        }
+        let mut gso = GsoState { requested: config.gso, active: false, note: None };
+        if let Some(seg) = config.gso {
+            // Probe with setsockopt; a kernel that accepts it may still refuse a send
+            // (a device without checksum offload), which the lane handles at run time.
+            match sockopt::set_udp_segment(lane_flows[0][0].socket.as_fd(), config.size as u16) {
+                Ok(()) if seg > 1 => gso.active = true,
+                Ok(()) => gso.note = Some("1 segment per message is plain sending".into()),
+                Err(e) => {
+                    gso.note = Some(format!(
+                        "kernel refused UDP_SEGMENT ({e}); sending datagram by datagram"
+                    ))
+                }
+            }
+            if config.size > u16::MAX as usize {
+                gso.active = false;
+            }
+        }
+        Ok(Self { config, lane_flows, gso })
+    }
+
+    /// Sends until `stop`, the duration or the count, calling `on_interval` every second.
+    pub fn run(
+        self,
+        stop: &StopSignal,
+        mut on_interval: impl FnMut(&SendInterval),
+    ) -> Result<SendSummary, UdpError> {
+        let cfg = self.config;
+        let counters: Arc<Vec<LaneCounters>> =
+            Arc::new((0..cfg.threads).map(|_| LaneCounters::default()).collect());
+        let lane_stop = StopSignal::new();
+        let start = Instant::now();
+        let deadline = cfg.duration.map(|d| start + d);
+        let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
+        let threads = cfg.threads as u64;
+        let mut lanes = Vec::new();
+        for (index, flows) in self.lane_flows.into_iter().enumerate() {
+            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
+            let work = SendLane {
+                flows,
+                batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
+                batch_len: cfg.batch,
+                size: cfg.size,
+                segments,
+                rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
+                count: cfg.count.map(share),
+                deadline,
+                counters: Arc::clone(&counters),
+                index,
+                stop: lane_stop.clone(),
+            };
+            let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
+            match Lane::spawn("corelane-tx", index, cpu, move || work.run()) {
+                Ok(lane) => lanes.push(lane),
+                Err(e) => {
+                    lane_stop.stop();
+                    lanes.into_iter().for_each(|l: Lane<SendResult>| drop(l.join()));
+                    return Err(UdpError::io("cannot start a sender lane", e));
+                }
+            }
+        }
+        let cpu_start = stats::process_cpu();
+        let mut meter = Meter::new(cfg.threads);
+        let mut busy = Vec::new();
+        let mut next_tick = start + Duration::from_secs(1);
+        while !stop.is_stopped() && !lanes.iter().all(|l| l.is_finished()) {
+            let now = Instant::now();
+            if now >= next_tick {
+                next_tick += Duration::from_secs(1);
+                let refs: Vec<&LaneCounters> = counters.iter().collect();
+                let interval = meter.tick(&refs);
+                if interval.rate.pps > 0.0 {
+                    busy.push(interval.rate.pps);
+                }
+                on_interval(&SendInterval { interval });
+                continue;
+            }
+            std::thread::sleep(next_tick.min(now + Duration::from_millis(20)) - now);
+        }
+        lane_stop.stop();
+        let elapsed = start.elapsed();
+        let cpu_end = stats::process_cpu();
+        let mut gso = self.gso;
+        let (mut syscalls, mut backpressure, mut refused) = (0, 0, 0);
+        for lane in lanes {
+            let index = lane.index;
+            let r = lane.join().map_err(|e| UdpError::io(format!("sender lane {index}"), e))?;
+            syscalls += r.syscalls;
+            backpressure += r.backpressure;
+            refused += r.refused;
+            if let Some(note) = r.gso_fallback {
+                gso.active = false;
+                gso.note = Some(note);
+            }
+        }
+        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
+        Ok(SendSummary {
+            targets: cfg.targets,
+            threads: cfg.threads,
+            flows: cfg.flows,
+            elapsed_secs: elapsed.as_secs_f64(),
+            datagrams,
+            bytes,
+            median_pps: stats::median(&busy).unwrap_or(0.0),
+            mean: Rate::over(datagrams, bytes, elapsed),
+            syscalls,
+            backpressure,
+            refused,
+            gso,
+            cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
+            cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
+        })
+    }
+}
+
+struct SendLane {
+    flows: Vec<Flow>,
+    batch: mmsg::MmsgSend,
+    batch_len: usize,
+    size: usize,
+    segments: usize,
+    /// Datagrams per second for this lane.
+    rate: Option<u64>,
+    count: Option<u64>,
+    deadline: Option<Instant>,
+    counters: Arc<Vec<LaneCounters>>,
+    index: usize,
+    stop: StopSignal,
+}
+
+struct SendResult {
+    syscalls: u64,
+    backpressure: u64,
+    refused: u64,
+    gso_fallback: Option<String>,
+}
+
+impl SendLane {
+    fn run(mut self) -> io::Result<SendResult> {
+        let mut r = SendResult { syscalls: 0, backpressure: 0, refused: 0, gso_fallback: None };
+        self.prepare();
+        let start = Instant::now();
+        let mut sent = 0u64;
+        let mut turn = 0usize;
+        loop {
+            if self.stop.is_stopped() || self.count.is_some_and(|c| sent >= c) {
+                break;
+            }
+            let now = Instant::now();
+            if self.deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if let Some(rate) = self.rate {
+                // Pace: datagram `sent` is due at start + sent/rate.
+                let due = start + Duration::from_secs_f64(sent as f64 / rate as f64);
+                if due > now {
+                    std::thread::sleep((due - now).min(Duration::from_millis(50)));
+                    continue;
+                }
+            }
+            let per_message = self.segments as u64;
+            let mut messages = self.batch_len;
+            if let Some(c) = self.count {
+                let left = c - sent;
+                messages = messages.min(left.div_ceil(per_message) as usize);
+            }
+            let flow_index = turn % self.flows.len();
+            turn = turn.wrapping_add(1);
+            let (id, first_seq) = (self.flows[flow_index].id, self.flows[flow_index].next_seq);
+            let datagrams_planned =
+                self.fill(id, first_seq, messages, self.count.map(|c| c - sent));
+            r.syscalls += 1;
+            let fd = self.flows[flow_index].socket.as_fd();
+            match self.batch.send(fd, messages) {
+                Ok(n) => {
+                    let accepted =
+                        if n == messages { datagrams_planned } else { n as u64 * per_message };
+                    // Sequences of messages the kernel did not take are sent again next time.
+                    self.flows[flow_index].next_seq = first_seq + accepted;
+                    sent += accepted;
+                    self.counters[self.index].add(accepted, accepted * self.size as u64);
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::ENOBUFS | libc::EAGAIN | libc::EINTR) => r.backpressure += 1,
+                    Some(libc::ECONNREFUSED) => {
+                        r.refused += 1;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Some(libc::EIO | libc::EINVAL) if self.segments > 1 => {
+                        r.gso_fallback = Some(format!(
+                            "a GSO send failed ({e}); fell back to datagram by datagram"
+                        ));
+                        self.segments = 1;
+                        self.prepare();
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+        Ok(r)
+    }
+
+    /// Lays out every message once: filler pattern, length and GSO segment size.
+    fn prepare(&mut self) {
+        let segment = (self.segments > 1).then_some(self.size as u16);
+        for i in 0..self.batch_len {
+            let buf = self.batch.buffer_mut(i);
+            for datagram in buf.chunks_mut(self.size) {
+                payload::prefill(datagram);
+            }
+            self.batch.set_message(i, self.size * self.segments, segment);
+        }
+    }
+
+    /// Writes the headers of up to `messages` messages of flow `id` from `first_seq`, the last
+    /// one shortened when `remaining` datagrams is fewer; returns the datagrams laid out.
+    fn fill(&mut self, id: u32, first_seq: u64, messages: usize, remaining: Option<u64>) -> u64 {
+        let (size, segments) = (self.size, self.segments);
+        let mut left = remaining.unwrap_or(u64::MAX);
+        let mut planned = 0u64;
+        for m in 0..messages {
+            let here = (segments as u64).min(left) as usize;
+            let buf = self.batch.buffer_mut(m);
+            for s in 0..here {
+                payload::write_header(&mut buf[s * size..], id, first_seq + planned + s as u64);
+            }
+            if here < segments {
+                let segment = (segments > 1).then_some(size as u16);
+                self.batch.set_message(m, here * size, segment);
+            }
+            planned += here as u64;
+            left -= here as u64;
+        }
+        planned
+    }
+}
