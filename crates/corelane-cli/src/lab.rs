@@ -1,12 +1,136 @@
-//! `corelane lab`: run experiments.
+//! `corelane lab`: list the experiments, or run one (or all) and print its table.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Args;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use corelane_lab::report;
+use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
+use corelane_lab::{LabError, EXPERIMENTS};
+
+use crate::args::{parse_duration, stop_on_signals};
 
 #[derive(Debug, Args)]
-pub struct LabArgs {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    experiment: Option<Experiment>,
+}
 
-pub fn run(_args: LabArgs) -> anyhow::Result<ExitCode> {
+#[derive(Debug, Subcommand)]
+enum Experiment {
+    /// Seed 000: UDP receive scaling (Table 1) on a two-namespace testbed, with peers.
+    Udp(UdpArgs),
+    /// Every experiment, one after the other.
+    All(CommonArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+struct CommonArgs {
+    /// A short run for CI: 1 trial of 3 seconds per configuration.
+    #[arg(long)]
+    quick: bool,
+    /// Write the full results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write one CSV row per configuration to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct UdpArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long)]
+    trials: Option<usize>,
+    /// Sending time per trial, at least 3s (default 5s, 3s with --quick).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Datagrams/s the paced GSO sender offers on the plain rows.
+    #[arg(long, default_value_t = 1_500_000)]
+    offered: u64,
+    /// Datagrams/s offered on the GSO+GRO row.
+    #[arg(long, default_value_t = 20_000_000)]
+    offered_gro: u64,
+    /// Peers to measure beside corelane: c-loop, sockperf, iperf3, or none
+    /// (default: every one installed).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    vs: Option<Vec<String>>,
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+    match args.experiment {
+        None => {
+            println!("experiments (run one with `corelane lab NAME`, or `corelane lab all`):");
+            for e in EXPERIMENTS {
+                println!("  {:<8} seed {}  {}", e.name, e.seed, e.about);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Experiment::Udp(args)) => run_udp(args),
+        Some(Experiment::All(common)) => run_udp(UdpArgs {
+            common,
+            trials: None,
+            duration: None,
+            offered: 1_500_000,
+            offered_gro: 20_000_000,
+            vs: None,
+        }),
+    }
+}
+
+fn parse_peers(vs: Option<Vec<String>>) -> anyhow::Result<Vec<Peer>> {
+    let Some(names) = vs else { return Ok(Peer::ALL.to_vec()) };
+    if names.iter().any(|n| n == "none") {
+        return Ok(Vec::new());
+    }
+    names
+        .iter()
+        .map(|n| {
+            Peer::parse(n).with_context(|| format!("unknown peer `{n}`: choose from c-loop, sockperf, iperf3, none"))
+        })
+        .collect()
+}
+
+fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("cannot find the corelane binary to run as receiver and sender")?;
+    let mut opts = if args.common.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
+    if let Some(t) = args.trials {
+        anyhow::ensure!(t >= 1, "--trials must be at least 1");
+        opts.trials = t;
+    }
+    if let Some(d) = args.duration {
+        opts.duration = Duration::from_secs(d.as_secs());
+    }
+    anyhow::ensure!(args.offered > 0 && args.offered_gro > 0, "--offered and --offered-gro must be above 0");
+    opts.offered_pps = args.offered;
+    opts.offered_gro_pps = args.offered_gro;
+    opts.peers = parse_peers(args.vs)?;
+    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+        report::check_writable(path)?;
+    }
+    let stop = stop_on_signals()?;
+    let result = udp::run(&opts, &stop, &mut |line| eprintln!("{line}"));
+    let report: UdpLabReport = match result {
+        Ok(r) => r,
+        Err(LabError::Interrupted) => {
+            eprintln!("corelane: interrupted; the testbed and every process it started were removed");
+            return Ok(ExitCode::from(130));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print!("{}", report::udp_text(&report));
+    if let Some(path) = &args.common.json {
+        report::write_atomic(path, &serde_json::to_vec_pretty(&report)?)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.common.csv {
+        report::write_atomic(path, &report::udp_csv(&report)?)?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(ExitCode::SUCCESS)
 }

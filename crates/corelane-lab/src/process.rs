@@ -1,0 +1,168 @@
+//! Child processes the lab starts (receivers, senders, peers), possibly inside a network
+//! namespace. A child is interrupted and reaped when dropped, so an error or Ctrl-C in the lab
+//! never leaves one behind; only processes the lab started are ever signalled, by PID.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+
+use crate::LabError;
+
+/// A running child with its stdout as a channel of lines.
+#[derive(Debug)]
+pub struct ChildProcess {
+    name: String,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl ChildProcess {
+    /// Starts `program args…`, inside network namespace `ns` when given (`ip netns exec`,
+    /// which execs the program, so the child's PID is the program's own).
+    pub fn spawn(name: &str, ns: Option<&str>, program: &str, args: &[String]) -> Result<Self, LabError> {
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]);
+                c
+            }
+            None => Command::new(program),
+        };
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child =
+            cmd.spawn().map_err(|e| LabError::io(format!("cannot start {name} ({program})"), e))?;
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr is piped");
+        let sink = std::sync::Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err_pipe.read_to_string(&mut text);
+            if let Ok(mut s) = sink.lock() {
+                *s = text;
+            }
+        });
+        Ok(Self { name: name.into(), child, lines, stderr })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok()
+    }
+
+    /// User+system CPU time so far, from /proc/PID/stat (clock-tick resolution).
+    pub fn cpu_time(&self) -> Option<Duration> {
+        cpu_time_of(self.pid())
+    }
+
+    /// Waits up to `timeout` for the child to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What the child wrote to stderr (complete once it exited).
+    pub fn stderr_text(&self) -> String {
+        std::thread::sleep(Duration::from_millis(20));
+        self.stderr.lock().map(|s| s.trim().to_owned()).unwrap_or_default()
+    }
+
+    /// Asks the child to stop (SIGINT), as Ctrl-C would.
+    pub fn interrupt(&self) {
+        if let Some(pid) = Pid::from_raw(self.pid() as i32) {
+            let _ = kill_process(pid, Signal::INT);
+        }
+    }
+
+    /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
+    pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
+        let status = self.wait_timeout(timeout);
+        let lines: Vec<String> = self.lines.try_iter().collect();
+        match status {
+            Some(s) if s.success() => Ok(lines),
+            Some(s) => Err(LabError::Child(format!("{} failed ({s}): {}", self.name, self.stderr_text()))),
+            None => Err(LabError::Child(format!("{} did not finish within {timeout:?}", self.name))),
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.interrupt();
+            if self.wait_timeout(Duration::from_secs(2)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+/// User+system CPU time of process `pid`.
+pub fn cpu_time_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state is the first, utime the 12th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+}
+
+/// Whether `program` is on PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_output_and_status() {
+        let child = ChildProcess::spawn("echo", None, "sh", &["-c".into(), "echo hi".into()]).unwrap();
+        assert_eq!(child.finish(Duration::from_secs(5)).unwrap(), vec!["hi".to_string()]);
+    }
+
+    #[test]
+    fn a_failing_child_reports_its_stderr() {
+        let args = ["-c".to_string(), "echo broken >&2; exit 3".into()];
+        let child = ChildProcess::spawn("bad", None, "sh", &args).unwrap();
+        let err = child.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(err.contains("bad failed") && err.contains("broken"), "{err}");
+    }
+
+    #[test]
+    fn dropping_a_running_child_ends_it() {
+        let child = ChildProcess::spawn("sleep", None, "sleep", &["30".into()]).unwrap();
+        let pid = child.pid();
+        assert!(cpu_time_of(pid).is_some());
+        drop(child);
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+}

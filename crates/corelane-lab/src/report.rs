@@ -1,0 +1,190 @@
+//! Turning lab results into what people read: a table in the seed's shape, JSON, CSV.
+//! Files are written to a temporary name beside the target and renamed over it when complete,
+//! so an interrupted run never leaves a half-written report.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+
+use crate::udp::UdpLabReport;
+use crate::LabError;
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3}M", pps / 1e6)
+}
+
+fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// The Table 1 analog, the peers table, what was skipped and the findings, as text.
+pub fn udp_text(r: &UdpLabReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
+    out.push_str(&format!("testbed: {}\n", r.network));
+    if let Some(reason) = &r.fallback_reason {
+        out.push_str(&format!("note: {reason}\n"));
+    }
+    out.push_str(&format!(
+        "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
+        r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let cpu_ids: Vec<usize> = r.rows.first().map(|row| row.cpu.iter().map(|c| c.cpu).collect()).unwrap_or_default();
+    let mut header: Vec<String> = ["configuration", "offered", "sent", "received", "gap", "drops/s", "rx ns/dgram"]
+        .map(String::from)
+        .to_vec();
+    header.extend(cpu_ids.iter().map(|c| format!("CPU{c} usr/sys/si %")));
+    table.set_header(header);
+    for row in &r.rows {
+        let mut cells = vec![
+            Cell::new(&row.config),
+            right(mpps(row.offered_pps)),
+            right(mpps(row.sent_pps)),
+            right(mpps(row.median_pps)),
+            right(format!("{:+.1}%", row.gap_pct)),
+            right(format!("{:.0}", row.drops_per_sec)),
+            right(format!("{:.0}", row.cpu_ns_per_datagram)),
+        ];
+        for id in &cpu_ids {
+            let text = row
+                .cpu
+                .iter()
+                .find(|c| c.cpu == *id)
+                .map(|c| format!("{:.0}/{:.0}/{:.0}", c.user_pct, c.sys_pct, c.softirq_pct))
+                .unwrap_or_default();
+            cells.push(right(text));
+        }
+        table.add_row(cells);
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+    for row in &r.rows {
+        out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
+    }
+    if !r.peers.is_empty() {
+        let mut peers = Table::new();
+        peers.load_preset(UTF8_FULL_CONDENSED);
+        peers.set_header(["receiver", "driven by", "received", "rx ns/dgram", "corelane pps ×", "their CPU ×"]);
+        for p in &r.peers {
+            let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
+            peers.add_row(vec![
+                Cell::new(&p.receiver),
+                Cell::new(&p.sender),
+                right(mpps(p.median_pps)),
+                right(format!("{:.0}", p.cpu_ns_per_datagram)),
+                right(ratio(p.corelane_pps_ratio)),
+                right(ratio(p.corelane_cpu_ratio)),
+            ]);
+        }
+        out.push_str("\npeers on the same testbed (RPS off, receiver pinned to its CPU):\n");
+        out.push_str(&peers.to_string());
+        out.push('\n');
+    }
+    for s in &r.skipped {
+        out.push_str(&format!("skipped: {s}\n"));
+    }
+    if !r.findings.is_empty() {
+        out.push_str("\nfindings:\n");
+        for f in &r.findings {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+    out
+}
+
+/// Checks up front that a report can be written to `path` (its directory exists).
+pub fn check_writable(path: &Path) -> Result<(), LabError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(LabError::Testbed(format!(
+            "cannot write {}: directory {} does not exist (create it or choose another path)",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically (temporary file + rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
+    check_writable(path)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
+    let tmp: PathBuf = path.with_file_name(format!(".{name}.corelane-tmp-{}", std::process::id()));
+    let result = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(LabError::io(format!("cannot write {}", path.display()), e));
+    }
+    Ok(())
+}
+
+/// One CSV row per configuration and per peer.
+pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| LabError::Testbed(format!("cannot format CSV: {e}"));
+    w.write_record([
+        "kind", "config", "offered_pps", "sent_pps", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram", "trials_pps",
+    ])
+    .map_err(csv_err)?;
+    let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
+    for row in &r.rows {
+        w.write_record([
+            "config".to_string(),
+            row.config.clone(),
+            format!("{:.0}", row.offered_pps),
+            format!("{:.0}", row.sent_pps),
+            format!("{:.0}", row.median_pps),
+            format!("{:.2}", row.gap_pct),
+            format!("{:.0}", row.drops_per_sec),
+            format!("{:.1}", row.cpu_ns_per_datagram),
+            join(&row.trials_pps),
+        ])
+        .map_err(csv_err)?;
+    }
+    for p in &r.peers {
+        w.write_record([
+            "peer".to_string(),
+            format!("{} <- {}", p.receiver, p.sender),
+            String::new(),
+            String::new(),
+            format!("{:.0}", p.median_pps),
+            String::new(),
+            String::new(),
+            format!("{:.1}", p.cpu_ns_per_datagram),
+            join(&p.trials_pps),
+        ])
+        .map_err(csv_err)?;
+    }
+    w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("corelane-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_directory_is_named() {
+        let err = check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent-corelane does not exist"), "{err}");
+    }
+}

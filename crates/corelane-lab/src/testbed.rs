@@ -1,0 +1,234 @@
+//! The two-host testbed: a sender namespace and a receiver namespace joined by a veth pair
+//! whose receiving end has several RX queues and two addresses. RPS masks on those queues
+//! stand in for RSS queue→CPU steering and IRQ affinity, which veth does not have.
+//!
+//! Namespaces are named `corelane-<pid>-tx|rx`, so a later run can find those of a killed run
+//! (their PID is gone) and remove them. Without root, or where namespaces cannot be made,
+//! the testbed falls back to loopback and says why.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+
+use corelane::topology::CpuList;
+
+use crate::LabError;
+
+const PREFIX: &str = "corelane-";
+/// RX (and TX) queues on each veth end.
+pub const QUEUES: usize = 2;
+/// Addresses inside the namespaces this testbed creates; never routed anywhere else.
+const TX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
+const RX_ADDRS: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 201, 0, 2), Ipv4Addr::new(10, 201, 0, 3)];
+
+/// Where the testbed's traffic flows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// Two namespaces and a veth pair (`tx`, `rx` are namespace names).
+    Namespaces { tx: String, rx: String },
+    /// Everything on this host's loopback; `reason` says why namespaces were not used.
+    Loopback { reason: String },
+}
+
+/// A testbed; removed (namespaces and veth) when dropped.
+#[derive(Debug)]
+pub struct Testbed {
+    pub network: Network,
+    /// The stale namespaces of killed runs that were removed at start.
+    pub removed_stale: Vec<String>,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip`: {e} (install iproute2)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+fn netns_names() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes `corelane-<pid>-*` namespaces whose process is gone; returns their names.
+pub fn remove_stale_namespaces() -> Vec<String> {
+    netns_names()
+        .into_iter()
+        .filter(|name| {
+            let Some(rest) = name.strip_prefix(PREFIX) else { return false };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .filter(|name| ip(&["netns", "del", name]).is_ok())
+        .collect()
+}
+
+impl Testbed {
+    /// Builds the namespace testbed, or a loopback one with the reason it had to.
+    pub fn create() -> Self {
+        if !rustix::process::geteuid().is_root() {
+            return Self::loopback("not root: network namespaces need root (run with sudo for the full lab)");
+        }
+        let removed_stale = remove_stale_namespaces();
+        // The counter keeps two testbeds of one process (parallel tests) apart.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let (tx, rx) = (format!("{PREFIX}{pid}-{n}-tx"), format!("{PREFIX}{pid}-{n}-rx"));
+        let mut bed = Self { network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() }, removed_stale };
+        if let Err(reason) = bed.build(&tx, &rx) {
+            let removed_stale = std::mem::take(&mut bed.removed_stale);
+            drop(bed); // removes whatever part was built
+            let reason = format!("could not build the namespace testbed: {reason}");
+            let mut fallback = Self::loopback(&reason);
+            fallback.removed_stale = removed_stale;
+            return fallback;
+        }
+        bed
+    }
+
+    fn loopback(reason: &str) -> Self {
+        Self { network: Network::Loopback { reason: reason.into() }, removed_stale: Vec::new() }
+    }
+
+    fn build(&self, tx: &str, rx: &str) -> Result<(), String> {
+        let q = QUEUES.to_string();
+        ip(&["netns", "add", tx])?;
+        ip(&["netns", "add", rx])?;
+        ip(&[
+            "link", "add", "vtx", "numtxqueues", &q, "numrxqueues", &q, "netns", tx, "type", "veth",
+            "peer", "name", "vrx", "numtxqueues", &q, "numrxqueues", &q, "netns", rx,
+        ])?;
+        ip(&["-n", tx, "link", "set", "lo", "up"])?;
+        ip(&["-n", rx, "link", "set", "lo", "up"])?;
+        ip(&["-n", tx, "addr", "add", &format!("{TX_ADDR}/24"), "dev", "vtx"])?;
+        for addr in RX_ADDRS {
+            ip(&["-n", rx, "addr", "add", &format!("{addr}/24"), "dev", "vrx"])?;
+        }
+        ip(&["-n", tx, "link", "set", "vtx", "up"])?;
+        ip(&["-n", rx, "link", "set", "vrx", "up"])?;
+        Ok(())
+    }
+
+    fn teardown(&self) {
+        if let Network::Namespaces { tx, rx } = &self.network {
+            // Deleting a namespace removes its end of the veth pair, and with it the pair.
+            let _ = ip(&["netns", "del", tx]);
+            let _ = ip(&["netns", "del", rx]);
+        }
+    }
+
+    pub fn is_namespaced(&self) -> bool {
+        matches!(self.network, Network::Namespaces { .. })
+    }
+
+    /// Namespace of the sender, if any.
+    pub fn tx_ns(&self) -> Option<&str> {
+        match &self.network {
+            Network::Namespaces { tx, .. } => Some(tx),
+            Network::Loopback { .. } => None,
+        }
+    }
+
+    /// Namespace of the receiver, if any.
+    pub fn rx_ns(&self) -> Option<&str> {
+        match &self.network {
+            Network::Namespaces { rx, .. } => Some(rx),
+            Network::Loopback { .. } => None,
+        }
+    }
+
+    /// The receiver's two addresses (loopback: 127.0.0.1 and 127.0.0.2, both on `lo`).
+    pub fn rx_addrs(&self) -> [IpAddr; 2] {
+        match self.network {
+            Network::Namespaces { .. } => RX_ADDRS.map(IpAddr::V4),
+            Network::Loopback { .. } => [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)].map(IpAddr::V4),
+        }
+    }
+
+    /// Steers receive processing of every RX queue of the receiver's veth to `cpus` (RPS);
+    /// an empty list turns RPS off, so the sender's CPU does the receive work in its softirq.
+    pub fn steer_receive(&self, cpus: &CpuList) -> Result<(), LabError> {
+        let Network::Namespaces { rx, .. } = &self.network else {
+            return Err(LabError::Testbed("RPS needs the namespace testbed".into()));
+        };
+        let mask = cpus.to_mask();
+        let script: String = (0..QUEUES)
+            .map(|q| format!("echo {mask} > /sys/class/net/vrx/queues/rx-{q}/rps_cpus;"))
+            .collect();
+        // `ip netns exec` mounts the namespace's own sysfs, so the write reaches vrx.
+        let out = Command::new("ip")
+            .args(["netns", "exec", rx, "sh", "-c", &script])
+            .output()
+            .map_err(|e| LabError::io("cannot run ip netns exec", e))?;
+        if !out.status.success() {
+            return Err(LabError::Testbed(format!(
+                "cannot set RPS mask {mask}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the receiver namespace's UDP counters through the process `pid` living in it.
+    pub fn rx_udp_counters(pid: u32) -> Option<corelane::stats::UdpCounters> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/snmp")).ok()?;
+        corelane::stats::UdpCounters::parse(&text)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_and_removes_its_namespaces_when_root() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: building network namespaces needs root");
+            return;
+        }
+        let bed = Testbed::create();
+        let Network::Namespaces { tx, rx } = bed.network.clone() else {
+            panic!("root but no namespaces: {:?}", bed.network);
+        };
+        assert!(netns_names().contains(&tx) && netns_names().contains(&rx));
+        bed.steer_receive(&CpuList::new(vec![0])).unwrap();
+        let mask = Command::new("ip")
+            .args(["netns", "exec", &rx, "cat", "/sys/class/net/vrx/queues/rx-1/rps_cpus"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&mask.stdout).trim().trim_start_matches('0'), "1");
+        drop(bed);
+        let left = netns_names();
+        assert!(!left.contains(&tx) && !left.contains(&rx), "namespaces left behind: {left:?}");
+    }
+
+    #[test]
+    fn stale_namespaces_of_dead_runs_are_removed() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: creating network namespaces needs root");
+            return;
+        }
+        // PID 0x7fffffff cannot be running: pid_max is at most 2^22.
+        let stale = format!("{PREFIX}2147483647-rx");
+        ip(&["netns", "add", &stale]).unwrap();
+        let removed = remove_stale_namespaces();
+        assert!(removed.contains(&stale), "{removed:?}");
+        assert!(!netns_names().contains(&stale));
+    }
+}

@@ -1,0 +1,135 @@
+//! The rows of Table 1, laid out for this machine's CPUs.
+
+use corelane::topology::CpuList;
+
+use super::UdpLabOptions;
+
+/// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
+/// have flows to spread.
+pub const FLOWS: usize = 8;
+/// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
+/// receiver-side stack, which is the work being measured.
+pub const GSO_SEGMENTS: usize = 16;
+/// Datagrams per GSO message on the GRO row: the kernel's maximum.
+pub const GRO_SEGMENTS: usize = 64;
+
+/// One configuration: network steering, receiver lanes, and the load offered.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub id: &'static str,
+    pub label: String,
+    /// RPS CPUs for the receiver's RX queues: empty turns RPS off; `None` leaves it alone
+    /// (loopback, where it cannot be set).
+    pub rps: Option<CpuList>,
+    /// CPUs the receiver lanes are pinned to, one lane each.
+    pub lanes: CpuList,
+    pub shared_socket: bool,
+    pub gro: bool,
+    /// How many of the receiver's addresses the sender targets.
+    pub targets: usize,
+    pub sender_threads: usize,
+    pub sender_cpu: usize,
+    pub gso_segments: usize,
+    pub offered_pps: u64,
+}
+
+/// The configurations to run here, and the ones that cannot run, with why.
+#[derive(Debug)]
+pub struct Plan {
+    pub configs: Vec<Config>,
+    pub skipped: Vec<String>,
+    pub receiver_cpu: usize,
+    pub receiver_cpus: CpuList,
+}
+
+pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespaced: bool) -> Plan {
+    let others: Vec<usize> = online.cpus().iter().copied().filter(|&c| c != sender_cpu).collect();
+    let receiver_cpus = if others.is_empty() { CpuList::new(vec![sender_cpu]) } else { CpuList::new(others) };
+    let receiver_cpu = receiver_cpus.cpus()[0];
+    // Spreading needs two CPUs; on a 2-CPU machine that includes the sender's.
+    let spread = if receiver_cpus.len() >= 2 { receiver_cpus.clone() } else { online.clone() };
+    let rps = |cpus: &CpuList| namespaced.then(|| cpus.clone());
+    let one = CpuList::new(vec![receiver_cpu]);
+    let base = Config {
+        id: "default",
+        label: format!("default: RPS off (receive softirq on sender CPU {sender_cpu}), 1 lane on CPU {receiver_cpu}, 1 IP"),
+        rps: rps(&CpuList::default()),
+        lanes: one.clone(),
+        shared_socket: false,
+        gro: false,
+        targets: 1,
+        sender_threads: 1,
+        sender_cpu,
+        gso_segments: GSO_SEGMENTS,
+        offered_pps: opts.offered_pps,
+    };
+    let mut configs = vec![base.clone()];
+    let mut skipped = Vec::new();
+    if namespaced {
+        configs.push(Config {
+            id: "placement",
+            label: format!("placement: RPS steers receive work to the lane's CPU {receiver_cpu} (same CPU)"),
+            rps: rps(&one),
+            ..base.clone()
+        });
+    } else {
+        skipped.push("placement: needs RPS on the namespace testbed (root)".to_string());
+    }
+    let multi = Config {
+        id: "multi-ip",
+        label: format!("multiple IPs: 2 sender lanes to 2 receiver IPs, RPS hashes flows over CPUs {spread}, 1 lane"),
+        rps: rps(&spread),
+        targets: 2,
+        sender_threads: 2,
+        ..base.clone()
+    };
+    configs.push(multi.clone());
+    configs.push(Config {
+        id: "shared-socket",
+        label: format!("multiple threads: {} lanes on CPUs {spread} share one socket", spread.len()),
+        lanes: spread.clone(),
+        shared_socket: true,
+        ..multi.clone()
+    });
+    let reuse = Config {
+        id: "reuseport",
+        label: format!("binding port: one SO_REUSEPORT socket per lane on CPUs {spread}"),
+        lanes: spread.clone(),
+        ..multi
+    };
+    configs.push(reuse.clone());
+    configs.push(Config {
+        id: "gso-gro",
+        label: format!("beyond the seed: reuseport + UDP GRO, sender GSO {GRO_SEGMENTS} per send"),
+        gro: true,
+        gso_segments: GRO_SEGMENTS,
+        offered_pps: opts.offered_gro_pps,
+        ..reuse
+    });
+    Plan { configs, skipped, receiver_cpu, receiver_cpus }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_cpus_give_the_seed_rows_in_order() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let plan = plan(&CpuList::new(vec![0, 1]), 0, &opts, true);
+        let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"]);
+        assert_eq!(plan.receiver_cpu, 1);
+        assert_eq!(plan.configs[0].rps, Some(CpuList::default()));
+        assert_eq!(plan.configs[4].lanes.cpus(), &[0, 1]);
+    }
+
+    #[test]
+    fn loopback_skips_placement_and_leaves_rps_alone() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let plan = plan(&CpuList::new(vec![0, 1, 2, 3]), 0, &opts, false);
+        assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
+        assert_eq!(plan.skipped.len(), 1);
+        assert_eq!(plan.configs[3].lanes.cpus(), &[1, 2, 3]);
+    }
+}

@@ -1,0 +1,271 @@
+//! `corelane lab udp`: seed 000's Table 1 on a two-namespace testbed, with the peers beside it.
+//!
+//! Why the load comes from a paced GSO sender: on a small machine the kernel runs the receive
+//! path inside the *sender's* softirq, and a plain sender's core saturates first (≈0.3 Mpps
+//! here), so a naive lab measures the sender and every receiver configuration looks alike.
+//! A GSO sender hands the kernel up to 64 datagrams per send, so offering load costs it little;
+//! pacing it keeps it from livelocking the receiver. RPS masks then decide which CPU does the
+//! receive work, standing in for RSS queues and IRQ affinity. Every row also reports the
+//! receiver's CPU time per datagram and each CPU's user/sys/softirq split, which stay
+//! meaningful whichever side is the bottleneck.
+
+mod configs;
+mod peers;
+mod trial;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use corelane::lane::StopSignal;
+use corelane::stats::{median, CpuSplit};
+use corelane::topology::{CpuList, Topology};
+use serde::Serialize;
+
+pub use configs::Config;
+pub use peers::Peer;
+
+use crate::testbed::{Network, Testbed};
+use crate::LabError;
+
+/// How to run the experiment.
+#[derive(Debug, Clone)]
+pub struct UdpLabOptions {
+    /// The corelane binary that runs as receiver and sender.
+    pub exe: PathBuf,
+    pub trials: usize,
+    /// Sending time per trial (whole seconds, at least 3: the first second is warm-up).
+    pub duration: Duration,
+    /// Datagrams per second the paced GSO sender offers on the plain rows.
+    pub offered_pps: u64,
+    /// Offered load on the GSO+GRO row.
+    pub offered_gro_pps: u64,
+    pub peers: Vec<Peer>,
+}
+
+impl UdpLabOptions {
+    pub fn full(exe: PathBuf) -> Self {
+        Self {
+            exe,
+            trials: 3,
+            duration: Duration::from_secs(5),
+            offered_pps: 1_500_000,
+            offered_gro_pps: 20_000_000,
+            peers: Peer::ALL.to_vec(),
+        }
+    }
+
+    /// A short run for CI: one trial of three seconds per row.
+    pub fn quick(exe: PathBuf) -> Self {
+        Self { trials: 1, duration: Duration::from_secs(3), ..Self::full(exe) }
+    }
+}
+
+/// One configuration of Table 1, over all trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigRow {
+    pub config: String,
+    pub label: String,
+    pub offered_pps: f64,
+    /// What the sender actually sent (median over trials).
+    pub sent_pps: f64,
+    pub trials_pps: Vec<f64>,
+    pub median_pps: f64,
+    /// Change against the `default` row, in percent.
+    pub gap_pct: f64,
+    /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
+    /// GRO one drop may be a whole coalesced buffer).
+    pub drops_per_sec: f64,
+    /// Receiver process CPU (user+sys) per datagram read; includes the softirq work that ran
+    /// on the receiver's CPU while it was scheduled (tick-based accounting).
+    pub cpu_ns_per_datagram: f64,
+    pub lane_pps: Vec<f64>,
+    /// Per-CPU split over the measured seconds (mean over trials).
+    pub cpu: Vec<CpuSplit>,
+}
+
+/// A peer receiver measured on the same testbed in the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerRow {
+    pub receiver: String,
+    pub sender: String,
+    pub trials_pps: Vec<f64>,
+    pub median_pps: f64,
+    pub cpu_ns_per_datagram: f64,
+    /// corelane's pps / this row's pps, against corelane receiving from the same sender.
+    pub corelane_pps_ratio: Option<f64>,
+    /// this row's CPU per datagram / corelane's (above 1: corelane is cheaper).
+    pub corelane_cpu_ratio: Option<f64>,
+}
+
+/// Everything `corelane lab udp` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpLabReport {
+    pub network: String,
+    pub fallback_reason: Option<String>,
+    pub machine: String,
+    pub sender_cpu: usize,
+    pub receiver_cpus: String,
+    pub trials: usize,
+    pub duration_secs: u64,
+    pub rows: Vec<ConfigRow>,
+    pub peers: Vec<PeerRow>,
+    /// Rows or peers that could not run here, with the reason.
+    pub skipped: Vec<String>,
+    /// What the figures say, derived from them.
+    pub findings: Vec<String>,
+    pub removed_stale_namespaces: Vec<String>,
+}
+
+fn machine() -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .unwrap_or_default();
+    let cpus = Topology::read().map(|t| t.cpus.len()).unwrap_or(0);
+    format!("{cpus} CPUs ({model}), Linux {}", kernel.trim())
+}
+
+/// Runs the experiment, reporting progress lines through `progress`.
+pub fn run(
+    opts: &UdpLabOptions,
+    stop: &StopSignal,
+    progress: &mut dyn FnMut(&str),
+) -> Result<UdpLabReport, LabError> {
+    if opts.duration < Duration::from_secs(3) {
+        return Err(LabError::Testbed("--duration must be at least 3s (1s warm-up, 2 measured)".into()));
+    }
+    let topo = Topology::read().map_err(|e| LabError::Testbed(e.to_string()))?;
+    let online = topo.online();
+    let sender_cpu = online.cpus()[0];
+    let testbed = Testbed::create();
+    for name in &testbed.removed_stale {
+        progress(&format!("removed a stale namespace of a killed run: {name}"));
+    }
+    let (network, fallback_reason) = match &testbed.network {
+        Network::Namespaces { tx, rx } => (format!("network namespaces {tx} → {rx} over veth ({} RX queues)", crate::testbed::QUEUES), None),
+        Network::Loopback { reason } => {
+            progress(&format!("falling back to loopback: {reason}"));
+            ("loopback (127.0.0.1)".to_string(), Some(reason.clone()))
+        }
+    };
+    let plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
+    let mut skipped: Vec<String> = plan.skipped.clone();
+    let mut rows: Vec<ConfigRow> = Vec::new();
+    let total = plan.configs.len();
+    for (i, config) in plan.configs.iter().enumerate() {
+        let mut trials = Vec::new();
+        for t in 0..opts.trials {
+            if stop.is_stopped() {
+                return Err(LabError::Interrupted);
+            }
+            let result = trial::run(&testbed, config, opts, stop)?;
+            progress(&format!(
+                "[{}/{total}] {} trial {}/{}: {:.3} Mpps received, {:.0} ns CPU/datagram",
+                i + 1,
+                config.id,
+                t + 1,
+                opts.trials,
+                result.pps / 1e6,
+                result.cpu_ns_per_datagram
+            ));
+            trials.push(result);
+        }
+        rows.push(trial::summarize(config, &trials));
+    }
+    if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
+        for row in &mut rows {
+            row.gap_pct = if default > 0.0 { (row.median_pps / default - 1.0) * 100.0 } else { 0.0 };
+        }
+    }
+    let peer_rows = peers::run_all(&testbed, sender_cpu, plan.receiver_cpu, opts, stop, progress, &mut skipped)?;
+    let findings = findings(&rows, &peer_rows, &online);
+    Ok(UdpLabReport {
+        network,
+        fallback_reason,
+        machine: machine(),
+        sender_cpu,
+        receiver_cpus: plan.receiver_cpus.to_string(),
+        trials: opts.trials,
+        duration_secs: opts.duration.as_secs(),
+        rows,
+        peers: peer_rows,
+        skipped,
+        findings,
+        removed_stale_namespaces: testbed.removed_stale.clone(),
+    })
+}
+
+fn row<'a>(rows: &'a [ConfigRow], id: &str) -> Option<&'a ConfigRow> {
+    rows.iter().find(|r| r.config == id)
+}
+
+/// Sentences derived from the measured figures: which step paid, and why where it did not.
+fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(best) = rows.iter().filter(|r| r.config != "gso-gro").max_by(|a, b| a.median_pps.total_cmp(&b.median_pps)) {
+        out.push(format!(
+            "Best plain configuration: {} at {:.3} Mpps ({:+.1}% vs default).",
+            best.config,
+            best.median_pps / 1e6,
+            best.gap_pct
+        ));
+    }
+    for r in rows {
+        if r.sent_pps < 0.9 * r.offered_pps {
+            out.push(format!(
+                "{}: the sender offered only {:.3} of {:.3} Mpps: its CPU also ran receive work (see the CPU split), so this row is partly sender-bound.",
+                r.config,
+                r.sent_pps / 1e6,
+                r.offered_pps / 1e6
+            ));
+        }
+    }
+    if let (Some(shared), Some(reuse)) = (row(rows, "shared-socket"), row(rows, "reuseport")) {
+        let ratio = reuse.median_pps / shared.median_pps.max(1.0);
+        let sys = |r: &ConfigRow| r.cpu.iter().map(|c| c.sys_pct).sum::<f64>();
+        if ratio >= 1.0 {
+            out.push(format!(
+                "reuseport beats the shared socket by {:.0}% (shared: {:.0}% sys over all CPUs, reuseport: {:.0}%): lanes no longer contend on one socket's lock.",
+                (ratio - 1.0) * 100.0, sys(shared), sys(reuse)
+            ));
+        } else {
+            out.push(format!(
+                "reuseport did not beat the shared socket here ({:.3} vs {:.3} Mpps): with {} CPUs one lane shares the sender's CPU, so the figures measure CPU contention, not the socket lock.",
+                reuse.median_pps / 1e6, shared.median_pps / 1e6, online.len()
+            ));
+        }
+    }
+    if let Some(reuse) = row(rows, "reuseport") {
+        if reuse.cpu_ns_per_datagram > 0.0 {
+            let per_core = 1e9 / reuse.cpu_ns_per_datagram;
+            out.push(format!(
+                "Per-core prediction: a reuseport lane spends {:.0} ns of CPU per datagram (receive softirq on its CPU included), so one dedicated core sustains ≈{:.2} Mpps and N cores with RSS ≈N×{:.2} Mpps; this machine has {} CPUs, one of them the sender's, so the multi-core gain cannot show here.",
+                reuse.cpu_ns_per_datagram, per_core / 1e6, per_core / 1e6, online.len()
+            ));
+        }
+    }
+    if let (Some(gro), Some(default)) = (row(rows, "gso-gro"), row(rows, "default")) {
+        out.push(format!(
+            "GSO+GRO moves {:.1}x the datagrams of the default path ({:.3} vs {:.3} Mpps) at {:.0} vs {:.0} ns CPU per datagram: one buffer carries up to 64 datagrams through the stack.",
+            gro.median_pps / default.median_pps.max(1.0),
+            gro.median_pps / 1e6,
+            default.median_pps / 1e6,
+            gro.cpu_ns_per_datagram,
+            default.cpu_ns_per_datagram
+        ));
+    }
+    for p in peers {
+        if let (Some(pps), Some(cpu)) = (p.corelane_pps_ratio, p.corelane_cpu_ratio) {
+            out.push(format!(
+                "vs {} (sender: {}): corelane receives {:.2}x its datagrams/s and it spends {:.2}x corelane's CPU per datagram.",
+                p.receiver, p.sender, pps, cpu
+            ));
+        }
+    }
+    out
+}
+
+pub(crate) fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
+    median(&values.into_iter().collect::<Vec<_>>()).unwrap_or(0.0)
+}
