@@ -60,6 +60,10 @@ struct UdpArgs {
     /// (default: every one installed).
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     vs: Option<Vec<String>>,
+    /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
+    /// gso-gro, or none (peers only).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    configs: Option<Vec<String>>,
 }
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
@@ -79,6 +83,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             offered: 1_500_000,
             offered_gro: 20_000_000,
             vs: None,
+            configs: None,
         }),
     }
 }
@@ -91,14 +96,18 @@ fn parse_peers(vs: Option<Vec<String>>) -> anyhow::Result<Vec<Peer>> {
     names
         .iter()
         .map(|n| {
-            Peer::parse(n).with_context(|| format!("unknown peer `{n}`: choose from c-loop, sockperf, iperf3, none"))
+            Peer::parse(n).with_context(|| {
+                format!("unknown peer `{n}`: choose from c-loop, sockperf, iperf3, none")
+            })
         })
         .collect()
 }
 
 fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("cannot find the corelane binary to run as receiver and sender")?;
-    let mut opts = if args.common.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
+    let exe = std::env::current_exe()
+        .context("cannot find the corelane binary to run as receiver and sender")?;
+    let mut opts =
+        if args.common.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
     if let Some(t) = args.trials {
         anyhow::ensure!(t >= 1, "--trials must be at least 1");
         opts.trials = t;
@@ -106,10 +115,23 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = args.duration {
         opts.duration = Duration::from_secs(d.as_secs());
     }
-    anyhow::ensure!(args.offered > 0 && args.offered_gro > 0, "--offered and --offered-gro must be above 0");
+    anyhow::ensure!(
+        args.offered > 0 && args.offered_gro > 0,
+        "--offered and --offered-gro must be above 0"
+    );
     opts.offered_pps = args.offered;
     opts.offered_gro_pps = args.offered_gro;
     opts.peers = parse_peers(args.vs)?;
+    if let Some(configs) = args.configs {
+        for c in &configs {
+            anyhow::ensure!(
+                c == "none" || udp::CONFIG_IDS.contains(&c.as_str()),
+                "unknown configuration `{c}`: choose from {}, or none",
+                udp::CONFIG_IDS.join(", ")
+            );
+        }
+        opts.only = Some(configs);
+    }
     for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
         report::check_writable(path)?;
     }
@@ -118,7 +140,9 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
     let report: UdpLabReport = match result {
         Ok(r) => r,
         Err(LabError::Interrupted) => {
-            eprintln!("corelane: interrupted; the testbed and every process it started were removed");
+            eprintln!(
+                "corelane: interrupted; the testbed and every process it started were removed"
+            );
             return Ok(ExitCode::from(130));
         }
         Err(e) => return Err(e.into()),

@@ -23,7 +23,12 @@ pub struct ChildProcess {
 impl ChildProcess {
     /// Starts `program args…`, inside network namespace `ns` when given (`ip netns exec`,
     /// which execs the program, so the child's PID is the program's own).
-    pub fn spawn(name: &str, ns: Option<&str>, program: &str, args: &[String]) -> Result<Self, LabError> {
+    pub fn spawn(
+        name: &str,
+        ns: Option<&str>,
+        program: &str,
+        args: &[String],
+    ) -> Result<Self, LabError> {
         let mut cmd = match ns {
             Some(ns) => {
                 let mut c = Command::new("ip");
@@ -104,8 +109,12 @@ impl ChildProcess {
         let lines: Vec<String> = self.lines.try_iter().collect();
         match status {
             Some(s) if s.success() => Ok(lines),
-            Some(s) => Err(LabError::Child(format!("{} failed ({s}): {}", self.name, self.stderr_text()))),
-            None => Err(LabError::Child(format!("{} did not finish within {timeout:?}", self.name))),
+            Some(s) => {
+                Err(LabError::Child(format!("{} failed ({s}): {}", self.name, self.stderr_text())))
+            }
+            None => {
+                Err(LabError::Child(format!("{} did not finish within {timeout:?}", self.name)))
+            }
         }
     }
 }
@@ -145,7 +154,8 @@ mod tests {
 
     #[test]
     fn reads_output_and_status() {
-        let child = ChildProcess::spawn("echo", None, "sh", &["-c".into(), "echo hi".into()]).unwrap();
+        let child =
+            ChildProcess::spawn("echo", None, "sh", &["-c".into(), "echo hi".into()]).unwrap();
         assert_eq!(child.finish(Duration::from_secs(5)).unwrap(), vec!["hi".to_string()]);
     }
 

@@ -32,10 +32,12 @@ pub fn udp_text(r: &UdpLabReport) -> String {
     ));
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    let cpu_ids: Vec<usize> = r.rows.first().map(|row| row.cpu.iter().map(|c| c.cpu).collect()).unwrap_or_default();
-    let mut header: Vec<String> = ["configuration", "offered", "sent", "received", "gap", "drops/s", "rx ns/dgram"]
-        .map(String::from)
-        .to_vec();
+    let cpu_ids: Vec<usize> =
+        r.rows.first().map(|row| row.cpu.iter().map(|c| c.cpu).collect()).unwrap_or_default();
+    let mut header: Vec<String> =
+        ["configuration", "offered", "sent", "received", "gap", "drops/s", "rx ns/dgram"]
+            .map(String::from)
+            .to_vec();
     header.extend(cpu_ids.iter().map(|c| format!("CPU{c} usr/sys/si %")));
     table.set_header(header);
     for row in &r.rows {
@@ -67,7 +69,14 @@ pub fn udp_text(r: &UdpLabReport) -> String {
     if !r.peers.is_empty() {
         let mut peers = Table::new();
         peers.load_preset(UTF8_FULL_CONDENSED);
-        peers.set_header(["receiver", "driven by", "received", "rx ns/dgram", "corelane pps ×", "their CPU ×"]);
+        peers.set_header([
+            "receiver",
+            "driven by",
+            "received",
+            "rx ns/dgram",
+            "corelane pps ×",
+            "their CPU ×",
+        ]);
         for p in &r.peers {
             let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
             peers.add_row(vec![
@@ -114,7 +123,10 @@ pub fn check_writable(path: &Path) -> Result<(), LabError> {
 /// Writes `bytes` to `path` atomically (temporary file + rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
     check_writable(path)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".into());
     let tmp: PathBuf = path.with_file_name(format!(".{name}.corelane-tmp-{}", std::process::id()));
     let result = std::fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
@@ -131,7 +143,15 @@ pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let csv_err = |e: csv::Error| LabError::Testbed(format!("cannot format CSV: {e}"));
     w.write_record([
-        "kind", "config", "offered_pps", "sent_pps", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram", "trials_pps",
+        "kind",
+        "config",
+        "offered_pps",
+        "sent_pps",
+        "median_pps",
+        "gap_pct",
+        "drops",
+        "cpu_ns_per_datagram",
+        "trials_pps",
     ])
     .map_err(csv_err)?;
     let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
@@ -184,7 +204,8 @@ mod tests {
 
     #[test]
     fn a_missing_directory_is_named() {
-        let err = check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
+        let err =
+            check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
         assert!(err.contains("/nonexistent-corelane does not exist"), "{err}");
     }
 }

@@ -38,11 +38,18 @@ pub struct Testbed {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip`: {e} (install iproute2)"))?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run `ip`: {e} (install iproute2)"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -76,7 +83,9 @@ impl Testbed {
     /// Builds the namespace testbed, or a loopback one with the reason it had to.
     pub fn create() -> Self {
         if !rustix::process::geteuid().is_root() {
-            return Self::loopback("not root: network namespaces need root (run with sudo for the full lab)");
+            return Self::loopback(
+                "not root: network namespaces need root (run with sudo for the full lab)",
+            );
         }
         let removed_stale = remove_stale_namespaces();
         // The counter keeps two testbeds of one process (parallel tests) apart.
@@ -84,7 +93,8 @@ impl Testbed {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pid = std::process::id();
         let (tx, rx) = (format!("{PREFIX}{pid}-{n}-tx"), format!("{PREFIX}{pid}-{n}-rx"));
-        let mut bed = Self { network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() }, removed_stale };
+        let mut bed =
+            Self { network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() }, removed_stale };
         if let Err(reason) = bed.build(&tx, &rx) {
             let removed_stale = std::mem::take(&mut bed.removed_stale);
             drop(bed); // removes whatever part was built
@@ -105,8 +115,26 @@ impl Testbed {
         ip(&["netns", "add", tx])?;
         ip(&["netns", "add", rx])?;
         ip(&[
-            "link", "add", "vtx", "numtxqueues", &q, "numrxqueues", &q, "netns", tx, "type", "veth",
-            "peer", "name", "vrx", "numtxqueues", &q, "numrxqueues", &q, "netns", rx,
+            "link",
+            "add",
+            "vtx",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            tx,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "vrx",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            rx,
         ])?;
         ip(&["-n", tx, "link", "set", "lo", "up"])?;
         ip(&["-n", rx, "link", "set", "lo", "up"])?;
@@ -151,7 +179,9 @@ impl Testbed {
     pub fn rx_addrs(&self) -> [IpAddr; 2] {
         match self.network {
             Network::Namespaces { .. } => RX_ADDRS.map(IpAddr::V4),
-            Network::Loopback { .. } => [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)].map(IpAddr::V4),
+            Network::Loopback { .. } => {
+                [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)].map(IpAddr::V4)
+            }
         }
     }
 

@@ -33,6 +33,10 @@ pub struct Config {
     pub offered_pps: u64,
 }
 
+/// Every configuration id, in table order.
+pub const IDS: [&str; 6] =
+    ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"];
+
 /// The configurations to run here, and the ones that cannot run, with why.
 #[derive(Debug)]
 pub struct Plan {
@@ -44,7 +48,8 @@ pub struct Plan {
 
 pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespaced: bool) -> Plan {
     let others: Vec<usize> = online.cpus().iter().copied().filter(|&c| c != sender_cpu).collect();
-    let receiver_cpus = if others.is_empty() { CpuList::new(vec![sender_cpu]) } else { CpuList::new(others) };
+    let receiver_cpus =
+        if others.is_empty() { CpuList::new(vec![sender_cpu]) } else { CpuList::new(others) };
     let receiver_cpu = receiver_cpus.cpus()[0];
     // Spreading needs two CPUs; on a 2-CPU machine that includes the sender's.
     let spread = if receiver_cpus.len() >= 2 { receiver_cpus.clone() } else { online.clone() };
@@ -68,7 +73,9 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
     if namespaced {
         configs.push(Config {
             id: "placement",
-            label: format!("placement: RPS steers receive work to the lane's CPU {receiver_cpu} (same CPU)"),
+            label: format!(
+                "placement: RPS steers receive work to the lane's CPU {receiver_cpu} (same CPU)"
+            ),
             rps: rps(&one),
             ..base.clone()
         });
@@ -86,7 +93,10 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
     configs.push(multi.clone());
     configs.push(Config {
         id: "shared-socket",
-        label: format!("multiple threads: {} lanes on CPUs {spread} share one socket", spread.len()),
+        label: format!(
+            "multiple threads: {} lanes on CPUs {spread} share one socket",
+            spread.len()
+        ),
         lanes: spread.clone(),
         shared_socket: true,
         ..multi.clone()
@@ -118,7 +128,10 @@ mod tests {
         let opts = UdpLabOptions::quick("corelane".into());
         let plan = plan(&CpuList::new(vec![0, 1]), 0, &opts, true);
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
-        assert_eq!(ids, ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"]);
+        assert_eq!(
+            ids,
+            ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"]
+        );
         assert_eq!(plan.receiver_cpu, 1);
         assert_eq!(plan.configs[0].rps, Some(CpuList::default()));
         assert_eq!(plan.configs[4].lanes.cpus(), &[0, 1]);

@@ -21,7 +21,7 @@ use corelane::stats::{median, CpuSplit};
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
-pub use configs::Config;
+pub use configs::{Config, IDS as CONFIG_IDS};
 pub use peers::Peer;
 
 use crate::testbed::{Network, Testbed};
@@ -40,6 +40,8 @@ pub struct UdpLabOptions {
     /// Offered load on the GSO+GRO row.
     pub offered_gro_pps: u64,
     pub peers: Vec<Peer>,
+    /// Only these configurations (by id); all when `None`.
+    pub only: Option<Vec<String>>,
 }
 
 impl UdpLabOptions {
@@ -51,6 +53,7 @@ impl UdpLabOptions {
             offered_pps: 1_500_000,
             offered_gro_pps: 20_000_000,
             peers: Peer::ALL.to_vec(),
+            only: None,
         }
     }
 
@@ -120,7 +123,11 @@ fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_default();
     let cpus = Topology::read().map(|t| t.cpus.len()).unwrap_or(0);
     format!("{cpus} CPUs ({model}), Linux {}", kernel.trim())
@@ -133,7 +140,9 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<UdpLabReport, LabError> {
     if opts.duration < Duration::from_secs(3) {
-        return Err(LabError::Testbed("--duration must be at least 3s (1s warm-up, 2 measured)".into()));
+        return Err(LabError::Testbed(
+            "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
+        ));
     }
     let topo = Topology::read().map_err(|e| LabError::Testbed(e.to_string()))?;
     let online = topo.online();
@@ -143,13 +152,22 @@ pub fn run(
         progress(&format!("removed a stale namespace of a killed run: {name}"));
     }
     let (network, fallback_reason) = match &testbed.network {
-        Network::Namespaces { tx, rx } => (format!("network namespaces {tx} → {rx} over veth ({} RX queues)", crate::testbed::QUEUES), None),
+        Network::Namespaces { tx, rx } => (
+            format!(
+                "network namespaces {tx} → {rx} over veth ({} RX queues)",
+                crate::testbed::QUEUES
+            ),
+            None,
+        ),
         Network::Loopback { reason } => {
             progress(&format!("falling back to loopback: {reason}"));
             ("loopback (127.0.0.1)".to_string(), Some(reason.clone()))
         }
     };
-    let plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
+    let mut plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
+    if let Some(only) = &opts.only {
+        plan.configs.retain(|c| only.iter().any(|o| o == c.id));
+    }
     let mut skipped: Vec<String> = plan.skipped.clone();
     let mut rows: Vec<ConfigRow> = Vec::new();
     let total = plan.configs.len();
@@ -175,10 +193,19 @@ pub fn run(
     }
     if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
         for row in &mut rows {
-            row.gap_pct = if default > 0.0 { (row.median_pps / default - 1.0) * 100.0 } else { 0.0 };
+            row.gap_pct =
+                if default > 0.0 { (row.median_pps / default - 1.0) * 100.0 } else { 0.0 };
         }
     }
-    let peer_rows = peers::run_all(&testbed, sender_cpu, plan.receiver_cpu, opts, stop, progress, &mut skipped)?;
+    let peer_rows = peers::run_all(
+        &testbed,
+        sender_cpu,
+        plan.receiver_cpu,
+        opts,
+        stop,
+        progress,
+        &mut skipped,
+    )?;
     let findings = findings(&rows, &peer_rows, &online);
     Ok(UdpLabReport {
         network,
@@ -203,7 +230,11 @@ fn row<'a>(rows: &'a [ConfigRow], id: &str) -> Option<&'a ConfigRow> {
 /// Sentences derived from the measured figures: which step paid, and why where it did not.
 fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(best) = rows.iter().filter(|r| r.config != "gso-gro").max_by(|a, b| a.median_pps.total_cmp(&b.median_pps)) {
+    if let Some(best) = rows
+        .iter()
+        .filter(|r| r.config != "gso-gro")
+        .max_by(|a, b| a.median_pps.total_cmp(&b.median_pps))
+    {
         out.push(format!(
             "Best plain configuration: {} at {:.3} Mpps ({:+.1}% vs default).",
             best.config,

@@ -49,7 +49,9 @@ impl Peer {
             Peer::Sockperf => ("sockperf", "sockperf"),
             Peer::Iperf3 => ("iperf3", "iperf3"),
         };
-        (!on_path(program)).then(|| format!("{}: `{program}` is not installed (apt-get install {package})", self.name()))
+        (!on_path(program)).then(|| {
+            format!("{}: `{program}` is not installed (apt-get install {package})", self.name())
+        })
     }
 }
 
@@ -57,6 +59,8 @@ impl Peer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
     Corelane,
+    /// corelane without user-space coalescing: the bare batched loop.
+    CorelaneNoCoalesce,
     CLoop,
     SockperfServer,
     Iperf3Server,
@@ -74,6 +78,7 @@ impl Receiver {
     fn label(self) -> &'static str {
         match self {
             Receiver::Corelane => "corelane udp recv (1 lane)",
+            Receiver::CorelaneNoCoalesce => "corelane udp recv --coalesce 0",
             Receiver::CLoop => "C recvmmsg loop (batch 32)",
             Receiver::SockperfServer => "sockperf server",
             Receiver::Iperf3Server => "iperf3 -s",
@@ -142,7 +147,8 @@ pub fn run_all(
         testbed.steer_receive(&corelane::topology::CpuList::default())?;
     }
     let workdir = std::env::temp_dir().join(format!("corelane-lab-{}", std::process::id()));
-    std::fs::create_dir_all(&workdir).map_err(|e| LabError::io(format!("cannot create {}", workdir.display()), e))?;
+    std::fs::create_dir_all(&workdir)
+        .map_err(|e| LabError::io(format!("cannot create {}", workdir.display()), e))?;
     let mut c_loop = None;
     if peers.contains(&Peer::CLoop) {
         match build_c_loop(&workdir) {
@@ -164,6 +170,7 @@ pub fn run_all(
     // corelane first in each pair: the reference the peer's ratio is taken against.
     let mut pairs = vec![(Receiver::Corelane, Sender::CorelanePlain)];
     if peers.contains(&Peer::CLoop) {
+        pairs.push((Receiver::CorelaneNoCoalesce, Sender::CorelanePlain));
         pairs.push((Receiver::CLoop, Sender::CorelanePlain));
     }
     if peers.contains(&Peer::Sockperf) {
@@ -234,7 +241,12 @@ pub fn run_all(
 }
 
 /// One receiver/sender pair: datagrams/s the receiver read and its CPU per datagram.
-fn measure(s: &Setup<'_>, rx: Receiver, tx: Sender, stop: &StopSignal) -> Result<(f64, f64), LabError> {
+fn measure(
+    s: &Setup<'_>,
+    rx: Receiver,
+    tx: Sender,
+    stop: &StopSignal,
+) -> Result<(f64, f64), LabError> {
     let port = pick_port(s.testbed)?;
     let ip = s.testbed.rx_addrs()[0];
     let target = SocketAddr::new(ip, port);
@@ -244,17 +256,41 @@ fn measure(s: &Setup<'_>, rx: Receiver, tx: Sender, stop: &StopSignal) -> Result
     let strings = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
     let life = (secs + 5).to_string();
     let mut receiver = match rx {
-        Receiver::Corelane => {
-            let args = strings(&["udp", "recv", &target.to_string(), "--json", "--pin", &rcpu, "--rcvbuf", "4M", "--duration", &life]);
+        Receiver::Corelane | Receiver::CorelaneNoCoalesce => {
+            let mut args = strings(&[
+                "udp",
+                "recv",
+                &target.to_string(),
+                "--json",
+                "--pin",
+                &rcpu,
+                "--rcvbuf",
+                "4M",
+                "--duration",
+                &life,
+            ]);
+            if rx == Receiver::CorelaneNoCoalesce {
+                args.extend(strings(&["--coalesce", "0"]));
+            }
             ChildProcess::spawn("corelane receiver", s.testbed.rx_ns(), &s.exe, &args)?
         }
         Receiver::CLoop => {
-            let bin = s.c_loop.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            let bin =
+                s.c_loop.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
             let args = strings(&["-c", &rcpu, &bin, &ip.to_string(), &port.to_string(), &life]);
             ChildProcess::spawn("C recvmmsg loop", s.testbed.rx_ns(), "taskset", &args)?
         }
         Receiver::SockperfServer => {
-            let args = strings(&["-c", &rcpu, "sockperf", "server", "-i", &ip.to_string(), "-p", &port.to_string()]);
+            let args = strings(&[
+                "-c",
+                &rcpu,
+                "sockperf",
+                "server",
+                "-i",
+                &ip.to_string(),
+                "-p",
+                &port.to_string(),
+            ]);
             ChildProcess::spawn("sockperf server", s.testbed.rx_ns(), "taskset", &args)?
         }
         Receiver::Iperf3Server => {
@@ -263,33 +299,70 @@ fn measure(s: &Setup<'_>, rx: Receiver, tx: Sender, stop: &StopSignal) -> Result
         }
     };
     match rx {
-        Receiver::Corelane | Receiver::CLoop => wait_ready(&mut receiver, rx.label())?,
+        Receiver::Corelane | Receiver::CorelaneNoCoalesce | Receiver::CLoop => {
+            wait_ready(&mut receiver, rx.label())?
+        }
         // Neither prints a ready line we can rely on; both bind within milliseconds.
-        Receiver::SockperfServer | Receiver::Iperf3Server => std::thread::sleep(Duration::from_millis(500)),
+        Receiver::SockperfServer | Receiver::Iperf3Server => {
+            std::thread::sleep(Duration::from_millis(500))
+        }
     }
     let sender = match tx {
         Sender::CorelanePlain => {
-            let args = strings(&["udp", "send", &target.to_string(), "--pin", &scpu, "--duration", &secs.to_string(), "--json"]);
+            let args = strings(&[
+                "udp",
+                "send",
+                &target.to_string(),
+                "--pin",
+                &scpu,
+                "--duration",
+                &secs.to_string(),
+                "--json",
+            ]);
             ChildProcess::spawn("corelane sender", s.testbed.tx_ns(), &s.exe, &args)?
         }
         Sender::SockperfClient => {
             let args = strings(&[
-                "-c", &scpu, "sockperf", "throughput", "-i", &ip.to_string(), "-p", &port.to_string(),
-                "-m", "32", "-t", &secs.to_string(), "--mps", "max",
+                "-c",
+                &scpu,
+                "sockperf",
+                "throughput",
+                "-i",
+                &ip.to_string(),
+                "-p",
+                &port.to_string(),
+                "-m",
+                "32",
+                "-t",
+                &secs.to_string(),
+                "--mps",
+                "max",
             ]);
             ChildProcess::spawn("sockperf client", s.testbed.tx_ns(), "taskset", &args)?
         }
         Sender::Iperf3Client => {
             let args = strings(&[
-                "-c", &ip.to_string(), "-p", &port.to_string(), "-u", "-b", "0", "-l", "32",
-                "-t", &secs.to_string(), "-A", &scpu,
+                "-c",
+                &ip.to_string(),
+                "-p",
+                &port.to_string(),
+                "-u",
+                "-b",
+                "0",
+                "-l",
+                "32",
+                "-t",
+                &secs.to_string(),
+                "-A",
+                &scpu,
             ]);
             ChildProcess::spawn("iperf3 client", s.testbed.tx_ns(), "iperf3", &args)?
         }
     };
     let started = Instant::now();
     let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
-        let udp = Testbed::rx_udp_counters(pid).or_else(|| corelane::stats::UdpCounters::read().ok())?;
+        let udp =
+            Testbed::rx_udp_counters(pid).or_else(|| corelane::stats::UdpCounters::read().ok())?;
         Some((Instant::now(), udp.in_datagrams, cpu_time_of(pid)?))
     };
     // Measure from 1 s after the sender started to 0.5 s before it stops.
@@ -307,7 +380,11 @@ fn measure(s: &Setup<'_>, rx: Receiver, tx: Sender, stop: &StopSignal) -> Result
     wait_until(s.duration - Duration::from_millis(500))?;
     let last = sample(receiver.pid());
     let (Some((t0, d0, c0)), Some((t1, d1, c1))) = (first, last) else {
-        return Err(LabError::Child(format!("{} exited early: {}", rx.label(), receiver.stderr_text())));
+        return Err(LabError::Child(format!(
+            "{} exited early: {}",
+            rx.label(),
+            receiver.stderr_text()
+        )));
     };
     let _ = sender.finish(Duration::from_secs(10));
     receiver.interrupt();

@@ -33,7 +33,8 @@ pub(crate) fn pick_port(testbed: &Testbed) -> Result<u16, LabError> {
     if testbed.is_namespaced() {
         return Ok(NAMESPACE_PORT);
     }
-    let probe = UdpSocket::bind("127.0.0.1:0").map_err(|e| LabError::io("cannot find a free UDP port", e))?;
+    let probe = UdpSocket::bind("127.0.0.1:0")
+        .map_err(|e| LabError::io("cannot find a free UDP port", e))?;
     probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
 }
 
@@ -46,7 +47,10 @@ pub(crate) fn wait_ready(child: &mut ChildProcess, what: &str) -> Result<(), Lab
             Some(_) => {}
             None => {
                 if let Some(status) = child.wait_timeout(Duration::ZERO) {
-                    return Err(LabError::Child(format!("{what} exited ({status}): {}", child.stderr_text())));
+                    return Err(LabError::Child(format!(
+                        "{what} exited ({status}): {}",
+                        child.stderr_text()
+                    )));
                 }
             }
         }
@@ -54,7 +58,12 @@ pub(crate) fn wait_ready(child: &mut ChildProcess, what: &str) -> Result<(), Lab
     Err(LabError::Child(format!("{what} did not report ready within 10s")))
 }
 
-pub fn run(testbed: &Testbed, cfg: &Config, opts: &UdpLabOptions, stop: &StopSignal) -> Result<Trial, LabError> {
+pub fn run(
+    testbed: &Testbed,
+    cfg: &Config,
+    opts: &UdpLabOptions,
+    stop: &StopSignal,
+) -> Result<Trial, LabError> {
     if let Some(cpus) = &cfg.rps {
         testbed.steer_receive(cpus)?;
     }
@@ -103,7 +112,8 @@ pub fn run(testbed: &Testbed, cfg: &Config, opts: &UdpLabOptions, stop: &StopSig
     ]);
     let sender = ChildProcess::spawn("corelane sender", testbed.tx_ns(), &exe, &tx_args)?;
 
-    let (mut pps, mut drops, mut cpu_ns, mut lanes) = (Vec::new(), Vec::new(), Vec::new(), Vec::<Vec<f64>>::new());
+    let (mut pps, mut drops, mut cpu_ns, mut lanes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::<Vec<f64>>::new());
     let mut stat_start = None;
     let mut cpu = Vec::new();
     let deadline = Instant::now() + opts.duration + Duration::from_secs(5);
@@ -112,7 +122,10 @@ pub fn run(testbed: &Testbed, cfg: &Config, opts: &UdpLabOptions, stop: &StopSig
             return Err(LabError::Interrupted);
         }
         if Instant::now() > deadline {
-            return Err(LabError::Child(format!("the receiver sent no interval {secs} within the trial: {}", receiver.stderr_text())));
+            return Err(LabError::Child(format!(
+                "the receiver sent no interval {secs} within the trial: {}",
+                receiver.stderr_text()
+            )));
         }
         let Some(line) = receiver.next_line(Duration::from_millis(200)) else { continue };
         let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
@@ -127,7 +140,12 @@ pub fn run(testbed: &Testbed, cfg: &Config, opts: &UdpLabOptions, stop: &StopSig
             pps.push(i["pps"].as_f64().unwrap_or(0.0));
             drops.push(i["kernel_drops"].as_f64().unwrap_or(0.0));
             cpu_ns.push(i["cpu_ns_per_datagram"].as_f64().unwrap_or(0.0));
-            lanes.push(i["lane_pps"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default());
+            lanes.push(
+                i["lane_pps"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                    .unwrap_or_default(),
+            );
         }
         if index >= secs {
             if let (Some(start), Ok(end)) = (&stat_start, ProcStat::read()) {
@@ -151,7 +169,9 @@ pub fn run(testbed: &Testbed, cfg: &Config, opts: &UdpLabOptions, stop: &StopSig
         sent_pps,
         drops_per_sec: median_of(drops),
         cpu_ns_per_datagram: median_of(cpu_ns),
-        lane_pps: (0..lane_count).map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied()))).collect(),
+        lane_pps: (0..lane_count)
+            .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
+            .collect(),
         cpu,
     })
 }
@@ -161,7 +181,8 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
     let n = trials.len().max(1) as f64;
     let mut cpu: Vec<CpuSplit> = trials.first().map(|t| t.cpu.clone()).unwrap_or_default();
     for split in &mut cpu {
-        let same: Vec<&CpuSplit> = trials.iter().filter_map(|t| t.cpu.iter().find(|c| c.cpu == split.cpu)).collect();
+        let same: Vec<&CpuSplit> =
+            trials.iter().filter_map(|t| t.cpu.iter().find(|c| c.cpu == split.cpu)).collect();
         split.user_pct = same.iter().map(|c| c.user_pct).sum::<f64>() / n;
         split.sys_pct = same.iter().map(|c| c.sys_pct).sum::<f64>() / n;
         split.softirq_pct = same.iter().map(|c| c.softirq_pct).sum::<f64>() / n;
@@ -178,7 +199,9 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         gap_pct: 0.0,
         drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
         cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),
-        lane_pps: (0..lane_count).map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied()))).collect(),
+        lane_pps: (0..lane_count)
+            .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
+            .collect(),
         cpu,
     }
 }

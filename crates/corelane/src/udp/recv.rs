@@ -45,6 +45,10 @@ pub struct ReceiverConfig {
     pub slot: Option<usize>,
     /// Check every datagram's header (loss, duplicates, order, corruption).
     pub check: bool,
+    /// After a batch that came back less than half full, wait this long before the next
+    /// call so that datagrams accumulate: fewer wake-ups for the receiver and for the CPU that
+    /// wakes it (interrupt moderation, done in user space), at up to this much added latency.
+    pub coalesce: Option<Duration>,
     pub duration: Option<Duration>,
     /// Stop once this many datagrams arrived.
     pub until_datagrams: Option<u64>,
@@ -62,6 +66,7 @@ impl Default for ReceiverConfig {
             gro: false,
             slot: None,
             check: true,
+            coalesce: None,
             duration: None,
             until_datagrams: None,
         }
@@ -213,6 +218,7 @@ impl Receiver {
                 counters: Arc::clone(&counters),
                 index,
                 check: cfg.check,
+                coalesce: cfg.coalesce,
                 stop: lane_stop.clone(),
             };
             match Lane::spawn("corelane-rx", index, cpu, move || work.run()) {
@@ -340,6 +346,7 @@ struct LaneWork {
     counters: Arc<Vec<LaneCounters>>,
     index: usize,
     check: bool,
+    coalesce: Option<Duration>,
     stop: StopSignal,
 }
 
@@ -368,8 +375,12 @@ impl LaneWork {
         if sockets.len() == 1 {
             // One socket: block in recvmmsg (SO_RCVTIMEO wakes us to check the stop signal).
             let fd = sockets[0].as_fd();
+            let half = self.batch.batch() / 2;
             while !self.stop.is_stopped() {
-                self.receive(fd, libc::MSG_WAITFORONE, &mut result)?;
+                let n = self.receive(fd, libc::MSG_WAITFORONE, &mut result)?;
+                if let Some(pause) = self.coalesce.filter(|_| n > 0 && n < half) {
+                    std::thread::sleep(pause);
+                }
             }
         } else {
             for s in &sockets {
