@@ -38,7 +38,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => n * 60.0,
         _ => return Err(bad()),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+    if !(0.0..=86_400.0).contains(&secs) {
         return Err(format!("`{s}` is out of range: use 0 to 24 hours"));
     }
     Ok(Duration::from_secs_f64(secs))

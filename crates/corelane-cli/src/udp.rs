@@ -259,8 +259,8 @@ fn print_recv_summary(s: &RecvSummary) {
     }
     if s.truncated > 0 {
         println!(
-            "warning: {} datagrams were longer than the {}-byte buffer: raise --slot",
-            s.truncated, "receive"
+            "warning: {} datagrams were longer than the {}-byte receive buffer: raise --slot",
+            s.truncated, s.slot_bytes
         );
     }
     if let Some(note) = &s.gro.note {

@@ -69,7 +69,7 @@ pub struct ConfigRow {
     pub config: String,
     pub label: String,
     pub offered_pps: f64,
-    /// What the sender actually sent (median over trials).
+    /// What the sender actually sent: its mean rate over the trial (median over trials).
     pub sent_pps: f64,
     pub trials_pps: Vec<f64>,
     pub median_pps: f64,

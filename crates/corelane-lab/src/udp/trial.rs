@@ -161,7 +161,7 @@ pub fn run(
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|v| v["type"] == "summary")
-        .and_then(|v| v["summary"]["median_pps"].as_f64())
+        .and_then(|v| v["summary"]["mean"]["pps"].as_f64())
         .unwrap_or(0.0);
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {

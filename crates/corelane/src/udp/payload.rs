@@ -40,9 +40,20 @@ fn check_word(flow: u32, seq: u64) -> u16 {
     (x ^ (x >> 16)) as u16
 }
 
-fn filler(i: usize) -> u8 {
+const fn filler(i: usize) -> u8 {
     (i as u8).wrapping_mul(31) ^ 0xA5
 }
+
+/// The filler bytes a receiver checks, computed once so the check is one slice compare.
+const CHECKED: [u8; CHECKED_FILLER] = {
+    let mut bytes = [0u8; CHECKED_FILLER];
+    let mut i = 0;
+    while i < CHECKED_FILLER {
+        bytes[i] = filler(HEADER_LEN + i);
+        i += 1;
+    }
+    bytes
+};
 
 /// Writes the filler pattern after the header once; [`write_header`] then rewrites only the
 /// header for each datagram, so a sender touches 16 bytes per datagram whatever its size.
@@ -80,7 +91,7 @@ pub fn read(datagram: &[u8]) -> Result<Header, PayloadError> {
         return Err(PayloadError::Corrupt);
     }
     let end = datagram.len().min(HEADER_LEN + CHECKED_FILLER);
-    if (HEADER_LEN..end).any(|i| datagram[i] != filler(i)) {
+    if datagram[HEADER_LEN..end] != CHECKED[..end - HEADER_LEN] {
         return Err(PayloadError::Corrupt);
     }
     Ok(Header { flow, seq })

@@ -126,6 +126,8 @@ pub struct RecvSummary {
     pub cpu_ns_per_datagram: f64,
     pub gro: OffloadState,
     pub rcvbuf_bytes: Option<usize>,
+    /// Bytes per receive buffer; longer datagrams were truncated.
+    pub slot_bytes: usize,
     pub lanes: Vec<LaneSummary>,
 }
 
@@ -313,6 +315,7 @@ impl Receiver {
             cpu_ns_per_datagram: ns_per(used, datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
+            slot_bytes: slot,
             lanes: results
                 .iter()
                 .map(|(index, cpu, r)| LaneSummary {

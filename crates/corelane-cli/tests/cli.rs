@@ -1,0 +1,143 @@
+//! The `corelane` binary as a user runs it: help, bad input, a send/receive round trip with
+//! JSON output, Ctrl-C, and (as root) the lab leaving no namespace behind.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn corelane(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        &["--help"][..],
+        &["udp", "--help"],
+        &["udp", "send", "--help"],
+        &["udp", "recv", "--help"],
+        &["lab", "--help"],
+        &["lab", "udp", "--help"],
+        &["topo", "--help"],
+    ] {
+        let out = corelane(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
+    }
+}
+
+#[test]
+fn lab_alone_lists_the_experiments() {
+    let out = corelane(&["lab"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("udp"));
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
+    let busy = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["udp".into(), "recv".into(), format!("127.0.0.1:{port}")], "already bound"),
+        (vec!["udp".into(), "send".into(), "not-an-address".into()], "invalid socket address"),
+        (vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()], "CPU 999 does not exist"),
+        (vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "3-1".into()], "runs backwards"),
+        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--batch".into(), "0".into()], "batch 0 is out of range"),
+        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--batch".into(), "100000".into()], "1 to 1024"),
+        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--size".into(), "4X".into()], "not a size unit"),
+        (vec!["lab".into(), "udp".into(), "--vs".into(), "netperf".into()], "unknown peer `netperf`"),
+        (vec!["lab".into(), "udp".into(), "--configs".into(), "fast".into()], "unknown configuration `fast`"),
+        (vec!["lab".into(), "udp".into(), "--json".into(), "/nonexistent-corelane/r.json".into()], "does not exist"),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = corelane(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn send_and_receive_round_trip_with_json() {
+    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["udp", "recv", "127.0.0.1:0", "--json", "--count", "5000", "--duration", "20", "--rcvbuf", "8M"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(rx.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(ready["type"], "ready");
+    let addr = ready["addrs"][0].as_str().unwrap().to_string();
+    let tx = corelane(&["udp", "send", &addr, "--count", "5000", "--rate", "100000", "--flows", "3", "--json"]);
+    assert!(tx.status.success(), "{}", stderr(&tx));
+    let sent: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&tx.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(sent.last().unwrap()["summary"]["datagrams"], 5000);
+    let summary = lines
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .find(|v| v["type"] == "summary")
+        .expect("a final summary");
+    assert!(rx.wait().unwrap().success());
+    let s = &summary["summary"];
+    assert_eq!(s["datagrams"], 5000);
+    assert_eq!(s["sequence"]["missing"], 0);
+    assert_eq!(s["sequence"]["duplicates"], 0);
+    assert_eq!(s["sequence"]["flows"], 3);
+}
+
+#[test]
+fn ctrl_c_stops_the_receiver_with_a_summary() {
+    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["udp", "recv", "127.0.0.1:0", "--threads", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(rx.stderr.take().unwrap()).lines();
+    assert!(err.next().unwrap().unwrap().starts_with("receiving on 127.0.0.1:"));
+    let pid = rustix::process::Pid::from_raw(rx.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let started = Instant::now();
+    let out = rx.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("received 0 datagrams"));
+}
+
+#[test]
+fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
+    if !is_root() {
+        eprintln!("skipped: the namespace testbed needs root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("corelane-cli-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, csv) = (dir.join("udp.json"), dir.join("udp.csv"));
+    let out = corelane(&[
+        "lab", "udp", "--quick", "--configs", "default", "--vs", "none",
+        "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(report["rows"][0]["median_pps"].as_f64().unwrap() > 0.0);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let header = csv_text.lines().next().unwrap();
+    for column in ["config", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram"] {
+        assert!(header.split(',').any(|c| c == column), "{header}");
+    }
+    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
+    let network = report["network"].as_str().unwrap();
+    let tx_name = network.split_whitespace().nth(2).unwrap();
+    assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
