@@ -49,14 +49,49 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["udp".into(), "recv".into(), format!("127.0.0.1:{port}")], "already bound"),
         (vec!["udp".into(), "send".into(), "not-an-address".into()], "invalid socket address"),
-        (vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()], "CPU 999 does not exist"),
-        (vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "3-1".into()], "runs backwards"),
-        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--batch".into(), "0".into()], "batch 0 is out of range"),
-        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--batch".into(), "100000".into()], "1 to 1024"),
-        (vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--size".into(), "4X".into()], "not a size unit"),
-        (vec!["lab".into(), "udp".into(), "--vs".into(), "netperf".into()], "unknown peer `netperf`"),
-        (vec!["lab".into(), "udp".into(), "--configs".into(), "fast".into()], "unknown configuration `fast`"),
-        (vec!["lab".into(), "udp".into(), "--json".into(), "/nonexistent-corelane/r.json".into()], "does not exist"),
+        (
+            vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()],
+            "CPU 999 does not exist",
+        ),
+        (
+            vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "3-1".into()],
+            "runs backwards",
+        ),
+        (
+            vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--batch".into(), "0".into()],
+            "batch 0 is out of range",
+        ),
+        (
+            vec![
+                "udp".into(),
+                "send".into(),
+                "127.0.0.1:9".into(),
+                "--batch".into(),
+                "100000".into(),
+            ],
+            "1 to 1024",
+        ),
+        (
+            vec!["udp".into(), "send".into(), "127.0.0.1:9".into(), "--size".into(), "4X".into()],
+            "not a size unit",
+        ),
+        (
+            vec!["lab".into(), "udp".into(), "--vs".into(), "netperf".into()],
+            "unknown peer `netperf`",
+        ),
+        (
+            vec!["lab".into(), "udp".into(), "--configs".into(), "fast".into()],
+            "unknown configuration `fast`",
+        ),
+        (
+            vec![
+                "lab".into(),
+                "udp".into(),
+                "--json".into(),
+                "/nonexistent-corelane/r.json".into(),
+            ],
+            "does not exist",
+        ),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -69,7 +104,18 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
 #[test]
 fn send_and_receive_round_trip_with_json() {
     let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["udp", "recv", "127.0.0.1:0", "--json", "--count", "5000", "--duration", "20", "--rcvbuf", "8M"])
+        .args([
+            "udp",
+            "recv",
+            "127.0.0.1:0",
+            "--json",
+            "--count",
+            "5000",
+            "--duration",
+            "20",
+            "--rcvbuf",
+            "8M",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -77,10 +123,14 @@ fn send_and_receive_round_trip_with_json() {
     let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(ready["type"], "ready");
     let addr = ready["addrs"][0].as_str().unwrap().to_string();
-    let tx = corelane(&["udp", "send", &addr, "--count", "5000", "--rate", "100000", "--flows", "3", "--json"]);
+    let tx = corelane(&[
+        "udp", "send", &addr, "--count", "5000", "--rate", "100000", "--flows", "3", "--json",
+    ]);
     assert!(tx.status.success(), "{}", stderr(&tx));
-    let sent: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&tx.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sent: Vec<serde_json::Value> = String::from_utf8_lossy(&tx.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(sent.last().unwrap()["summary"]["datagrams"], 5000);
     let summary = lines
         .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
@@ -123,8 +173,17 @@ fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
     std::fs::create_dir_all(&dir).unwrap();
     let (json, csv) = (dir.join("udp.json"), dir.join("udp.csv"));
     let out = corelane(&[
-        "lab", "udp", "--quick", "--configs", "default", "--vs", "none",
-        "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap(),
+        "lab",
+        "udp",
+        "--quick",
+        "--configs",
+        "default",
+        "--vs",
+        "none",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

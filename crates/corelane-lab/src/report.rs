@@ -88,7 +88,11 @@ pub fn udp_text(r: &UdpLabReport) -> String {
                 right(ratio(p.corelane_cpu_ratio)),
             ]);
         }
-        out.push_str("\npeers on the same testbed (RPS off, receiver pinned to its CPU):\n");
+        let steering = if r.fallback_reason.is_some() { "loopback" } else { "RPS off" };
+        out.push_str(&format!(
+            "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
+            r.receiver_cpus
+        ));
         out.push_str(&peers.to_string());
         out.push('\n');
     }

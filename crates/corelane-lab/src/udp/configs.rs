@@ -55,9 +55,19 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
     let spread = if receiver_cpus.len() >= 2 { receiver_cpus.clone() } else { online.clone() };
     let rps = |cpus: &CpuList| namespaced.then(|| cpus.clone());
     let one = CpuList::new(vec![receiver_cpu]);
+    let steering = |what: String| {
+        if namespaced {
+            what
+        } else {
+            "loopback, RPS as the host has it".to_string()
+        }
+    };
     let base = Config {
         id: "default",
-        label: format!("default: RPS off (receive softirq on sender CPU {sender_cpu}), 1 lane on CPU {receiver_cpu}, 1 IP"),
+        label: format!(
+            "default: {}, 1 lane on CPU {receiver_cpu}, 1 IP",
+            steering(format!("RPS off (receive softirq on sender CPU {sender_cpu})"))
+        ),
         rps: rps(&CpuList::default()),
         lanes: one.clone(),
         shared_socket: false,
@@ -84,7 +94,10 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
     }
     let multi = Config {
         id: "multi-ip",
-        label: format!("multiple IPs: 2 sender lanes to 2 receiver IPs, RPS hashes flows over CPUs {spread}, 1 lane"),
+        label: format!(
+            "multiple IPs: 2 sender lanes to 2 receiver IPs, {}, 1 lane",
+            steering(format!("RPS hashes flows over CPUs {spread}"))
+        ),
         rps: rps(&spread),
         targets: 2,
         sender_threads: 2,

@@ -252,6 +252,19 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
             ));
         }
     }
+    if let (Some(place), Some(default)) = (row(rows, "placement"), row(rows, "default")) {
+        if place.median_pps < default.median_pps {
+            out.push(format!(
+                "placement lost {:.0}% against default: the lane shares CPU {} with the receive softirq, and at {:.2} Mpps offered the softirq takes the CPU first ({:.0} drops/s, receive livelock); the default row pipelines softirq and lane on two CPUs instead. Seed 000's same-CPU gain needs a CPU whose softirq is not saturated.",
+                -place.gap_pct,
+                place.cpu.iter().max_by(|a, b| a.softirq_pct.total_cmp(&b.softirq_pct)).map_or(0, |c| c.cpu),
+                place.offered_pps / 1e6,
+                place.drops_per_sec
+            ));
+        } else {
+            out.push(format!("placement gained {:+.1}% over default: the receive work and the lane share a warm cache.", place.gap_pct));
+        }
+    }
     if let (Some(shared), Some(reuse)) = (row(rows, "shared-socket"), row(rows, "reuseport")) {
         let ratio = reuse.median_pps / shared.median_pps.max(1.0);
         let sys = |r: &ConfigRow| r.cpu.iter().map(|c| c.sys_pct).sum::<f64>();
