@@ -61,7 +61,7 @@ struct UdpArgs {
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     vs: Option<Vec<String>>,
     /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// gso-gro, or none (peers only).
+    /// reuseport-cpu, gso-gro, or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     configs: Option<Vec<String>>,
 }

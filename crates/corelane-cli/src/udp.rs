@@ -10,7 +10,7 @@ use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
     Receiver, ReceiverConfig, RecvInterval, RecvSummary, SendSummary, Sender, SenderConfig,
-    SocketMode,
+    SocketMode, Steering,
 };
 
 use crate::args::{parse_duration, parse_size, stop_on_signals};
@@ -29,6 +29,14 @@ pub enum SocketsArg {
     Shared,
     /// One SO_REUSEPORT socket per lane; the kernel hashes each flow to one.
     Reuseport,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SteerArg {
+    /// The kernel's flow hash.
+    Hash,
+    /// The lane on the CPU whose softirq processed the datagram (a reuseport BPF program).
+    Cpu,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +90,10 @@ pub struct RecvArgs {
     /// How lanes share the port.
     #[arg(long, value_enum, default_value_t = SocketsArg::Reuseport)]
     sockets: SocketsArg,
+    /// How a reuseport group picks a lane: the kernel's flow hash, or the lane pinned to the
+    /// CPU that ran the datagram's receive softirq (needs --pin).
+    #[arg(long, value_enum, default_value_t = SteerArg::Hash)]
+    steer: SteerArg,
     /// Pin lanes round-robin to these CPUs, e.g. 1 or 0,2-3.
     #[arg(long, value_name = "CPUS")]
     pin: Option<CpuList>,
@@ -185,6 +197,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         sockets: match args.sockets {
             SocketsArg::Shared => SocketMode::Shared,
             SocketsArg::Reuseport => SocketMode::Reuseport,
+        },
+        steering: match args.steer {
+            SteerArg::Hash => Steering::Hash,
+            SteerArg::Cpu => Steering::Cpu,
         },
         batch: args.batch,
         pin: args.pin,

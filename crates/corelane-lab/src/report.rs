@@ -46,8 +46,9 @@ pub fn udp_text(r: &UdpLabReport) -> String {
             right(mpps(row.offered_pps)),
             right(mpps(row.sent_pps)),
             right(mpps(row.median_pps)),
-            right(format!("{:+.1}%", row.gap_pct)),
+            right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
             right(format!("{:.0}", row.drops_per_sec)),
+            right(format!("{:.3}%", row.reordered_pct)),
             right(format!("{:.0}", row.cpu_ns_per_datagram)),
         ];
         for id in &cpu_ids {
@@ -166,8 +167,9 @@ pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
             format!("{:.0}", row.offered_pps),
             format!("{:.0}", row.sent_pps),
             format!("{:.0}", row.median_pps),
-            format!("{:.2}", row.gap_pct),
+            row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
             format!("{:.0}", row.drops_per_sec),
+            format!("{:.4}", row.reordered_pct),
             format!("{:.1}", row.cpu_ns_per_datagram),
             join(&row.trials_pps),
         ])
@@ -180,6 +182,7 @@ pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
             String::new(),
             String::new(),
             format!("{:.0}", p.median_pps),
+            String::new(),
             String::new(),
             String::new(),
             format!("{:.1}", p.cpu_ns_per_datagram),

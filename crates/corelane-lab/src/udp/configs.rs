@@ -24,6 +24,8 @@ pub struct Config {
     /// CPUs the receiver lanes are pinned to, one lane each.
     pub lanes: CpuList,
     pub shared_socket: bool,
+    /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
+    pub steer_cpu: bool,
     pub gro: bool,
     /// How many of the receiver's addresses the sender targets.
     pub targets: usize,
@@ -34,8 +36,8 @@ pub struct Config {
 }
 
 /// Every configuration id, in table order.
-pub const IDS: [&str; 6] =
-    ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"];
+pub const IDS: [&str; 7] =
+    ["default", "placement", "multi-ip", "shared-socket", "reuseport", "reuseport-cpu", "gso-gro"];
 
 /// The configurations to run here, and the ones that cannot run, with why.
 #[derive(Debug)]
@@ -71,6 +73,7 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
         rps: rps(&CpuList::default()),
         lanes: one.clone(),
         shared_socket: false,
+        steer_cpu: false,
         gro: false,
         targets: 1,
         sender_threads: 1,
@@ -122,6 +125,12 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
     };
     configs.push(reuse.clone());
     configs.push(Config {
+        id: "reuseport-cpu",
+        label: "beyond the seed: reuseport steered by CPU, each datagram to the lane on the CPU that ran its softirq".into(),
+        steer_cpu: true,
+        ..reuse.clone()
+    });
+    configs.push(Config {
         id: "gso-gro",
         label: format!("beyond the seed: reuseport + UDP GRO, sender GSO {GRO_SEGMENTS} per send"),
         gro: true,
@@ -143,7 +152,15 @@ mod tests {
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
         assert_eq!(
             ids,
-            ["default", "placement", "multi-ip", "shared-socket", "reuseport", "gso-gro"]
+            [
+                "default",
+                "placement",
+                "multi-ip",
+                "shared-socket",
+                "reuseport",
+                "reuseport-cpu",
+                "gso-gro"
+            ]
         );
         assert_eq!(plan.receiver_cpu, 1);
         assert_eq!(plan.configs[0].rps, Some(CpuList::default()));

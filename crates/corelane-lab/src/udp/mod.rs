@@ -73,14 +73,16 @@ pub struct ConfigRow {
     pub sent_pps: f64,
     pub trials_pps: Vec<f64>,
     pub median_pps: f64,
-    /// Change against the `default` row, in percent.
-    pub gap_pct: f64,
+    /// Change against the `default` row, in percent (absent when `default` did not run).
+    pub gap_pct: Option<f64>,
     /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
     /// GRO one drop may be a whole coalesced buffer).
     pub drops_per_sec: f64,
     /// Receiver process CPU (user+sys) per datagram read; includes the softirq work that ran
     /// on the receiver's CPU while it was scheduled (tick-based accounting).
     pub cpu_ns_per_datagram: f64,
+    /// Datagrams that arrived after a later one of their flow, in % of those received.
+    pub reordered_pct: f64,
     pub lane_pps: Vec<f64>,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
@@ -193,8 +195,7 @@ pub fn run(
     }
     if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
         for row in &mut rows {
-            row.gap_pct =
-                if default > 0.0 { (row.median_pps / default - 1.0) * 100.0 } else { 0.0 };
+            row.gap_pct = (default > 0.0).then(|| (row.median_pps / default - 1.0) * 100.0);
         }
     }
     let peer_rows = peers::run_all(
@@ -235,11 +236,11 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         .filter(|r| r.config != "gso-gro")
         .max_by(|a, b| a.median_pps.total_cmp(&b.median_pps))
     {
+        let gap = best.gap_pct.map_or(String::new(), |g| format!(" ({g:+.1}% vs default)"));
         out.push(format!(
-            "Best plain configuration: {} at {:.3} Mpps ({:+.1}% vs default).",
+            "Best plain configuration: {} at {:.3} Mpps{gap}.",
             best.config,
-            best.median_pps / 1e6,
-            best.gap_pct
+            best.median_pps / 1e6
         ));
     }
     for r in rows {
@@ -256,22 +257,24 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         if place.median_pps < default.median_pps {
             out.push(format!(
                 "placement lost {:.0}% against default: the lane shares CPU {} with the receive softirq, and at {:.2} Mpps offered the softirq takes the CPU first ({:.0} drops/s, receive livelock); the default row pipelines softirq and lane on two CPUs instead. Seed 000's same-CPU gain needs a CPU whose softirq is not saturated.",
-                -place.gap_pct,
+                -place.gap_pct.unwrap_or(0.0),
                 place.cpu.iter().max_by(|a, b| a.softirq_pct.total_cmp(&b.softirq_pct)).map_or(0, |c| c.cpu),
                 place.offered_pps / 1e6,
                 place.drops_per_sec
             ));
         } else {
-            out.push(format!("placement gained {:+.1}% over default: the receive work and the lane share a warm cache.", place.gap_pct));
+            out.push(format!(
+                "placement gained {:+.1}% over default: the receive work and the lane share a warm cache.",
+                place.gap_pct.unwrap_or(0.0)
+            ));
         }
     }
     if let (Some(shared), Some(reuse)) = (row(rows, "shared-socket"), row(rows, "reuseport")) {
         let ratio = reuse.median_pps / shared.median_pps.max(1.0);
-        let sys = |r: &ConfigRow| r.cpu.iter().map(|c| c.sys_pct).sum::<f64>();
         if ratio >= 1.0 {
             out.push(format!(
-                "reuseport beats the shared socket by {:.0}% (shared: {:.0}% sys over all CPUs, reuseport: {:.0}%): lanes no longer contend on one socket's lock.",
-                (ratio - 1.0) * 100.0, sys(shared), sys(reuse)
+                "reuseport beats the shared socket by {:.0}% at {:.0} vs {:.0} ns CPU per datagram: lanes no longer contend on one socket's lock and queue.",
+                (ratio - 1.0) * 100.0, reuse.cpu_ns_per_datagram, shared.cpu_ns_per_datagram
             ));
         } else {
             out.push(format!(
@@ -279,6 +282,24 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 reuse.median_pps / 1e6, shared.median_pps / 1e6, online.len()
             ));
         }
+    }
+    if let Some(shared) = row(rows, "shared-socket").filter(|r| r.reordered_pct > 0.0) {
+        out.push(format!(
+            "shared-socket reordered {:.3}% of datagrams within their flows (lanes race for one queue); a reuseport socket keeps a flow on one lane, so its rows reorder {:.3}%.",
+            shared.reordered_pct,
+            row(rows, "reuseport").map_or(0.0, |r| r.reordered_pct)
+        ));
+    }
+    if let (Some(hash), Some(cpu)) = (row(rows, "reuseport"), row(rows, "reuseport-cpu")) {
+        out.push(format!(
+            "CPU steering vs flow hash: {:.3} vs {:.3} Mpps, {:.0} vs {:.0} ns CPU per datagram; lanes received {} (CPU-steered) vs {} (hashed).",
+            cpu.median_pps / 1e6,
+            hash.median_pps / 1e6,
+            cpu.cpu_ns_per_datagram,
+            hash.cpu_ns_per_datagram,
+            lanes_text(&cpu.lane_pps),
+            lanes_text(&hash.lane_pps)
+        ));
     }
     if let Some(reuse) = row(rows, "reuseport") {
         if reuse.cpu_ns_per_datagram > 0.0 {
@@ -308,6 +329,10 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         }
     }
     out
+}
+
+fn lanes_text(pps: &[f64]) -> String {
+    pps.iter().map(|p| format!("{:.3}M", p / 1e6)).collect::<Vec<_>>().join(" + ")
 }
 
 pub(crate) fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {

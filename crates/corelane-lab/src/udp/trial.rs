@@ -24,6 +24,7 @@ pub struct Trial {
     pub sent_pps: f64,
     pub drops_per_sec: f64,
     pub cpu_ns_per_datagram: f64,
+    pub reordered_pct: f64,
     pub lane_pps: Vec<f64>,
     pub cpu: Vec<CpuSplit>,
 }
@@ -87,6 +88,9 @@ pub fn run(
     ]);
     if cfg.gro {
         rx_args.push("--gro".into());
+    }
+    if cfg.steer_cpu {
+        rx_args.extend(["--steer".into(), "cpu".into()]);
     }
     let mut receiver = ChildProcess::spawn("corelane receiver", testbed.rx_ns(), &exe, &rx_args)?;
     wait_ready(&mut receiver, "the corelane receiver")?;
@@ -156,7 +160,15 @@ pub fn run(
     }
     receiver.interrupt();
     let sent = sender.finish(Duration::from_secs(5))?;
-    receiver.finish(Duration::from_secs(5))?;
+    let received = receiver.finish(Duration::from_secs(5))?;
+    let summary = received
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .ok_or_else(|| LabError::Child("the receiver printed no summary".into()))?;
+    let sequence = &summary["summary"]["sequence"];
+    let reordered_pct = 100.0 * sequence["late"].as_f64().unwrap_or(0.0)
+        / sequence["received"].as_f64().unwrap_or(0.0).max(1.0);
     let sent_pps = sent
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -169,6 +181,7 @@ pub fn run(
         sent_pps,
         drops_per_sec: median_of(drops),
         cpu_ns_per_datagram: median_of(cpu_ns),
+        reordered_pct,
         lane_pps: (0..lane_count)
             .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
             .collect(),
@@ -196,9 +209,10 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
         trials_pps: trials.iter().map(|t| t.pps).collect(),
         median_pps: median_of(trials.iter().map(|t| t.pps)),
-        gap_pct: 0.0,
+        gap_pct: None,
         drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
         cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),
+        reordered_pct: median_of(trials.iter().map(|t| t.reordered_pct)),
         lane_pps: (0..lane_count)
             .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
             .collect(),

@@ -37,3 +37,40 @@ pub(crate) fn set_rcvbuf_force(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<(
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value)
 }
+
+/// SO_ATTACH_REUSEPORT_CBPF (include/uapi/asm-generic/socket.h; Linux 4.5+), which libc
+/// exports only for Android.
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Makes a SO_REUSEPORT group hand each datagram to the socket of the lane pinned to the CPU
+/// that is processing it: a classic BPF program loads the current CPU and returns
+/// `lane_cpus.iter().position(cpu)`. A CPU with no lane returns an index past the group, and
+/// the kernel then falls back to its flow hash (net/core/sock_reuseport.c).
+pub(crate) fn steer_reuseport_by_cpu(fd: BorrowedFd<'_>, lane_cpus: &[usize]) -> io::Result<()> {
+    let insn =
+        |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
+    let mut program = vec![insn(
+        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
+        0,
+        0,
+        (libc::SKF_AD_OFF + libc::SKF_AD_CPU) as u32,
+    )];
+    for (index, &cpu) in lane_cpus.iter().enumerate() {
+        // if A == cpu { return index } else skip the return
+        program.push(insn(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, cpu as u32));
+        program.push(insn(libc::BPF_RET | libc::BPF_K, 0, 0, index as u32));
+    }
+    program.push(insn(libc::BPF_RET | libc::BPF_K, 0, 0, lane_cpus.len() as u32));
+    let len = u16::try_from(program.len()).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "too many lanes for a BPF program")
+    })?;
+    let fprog = libc::sock_fprog { len, filter: program.as_mut_ptr() };
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        SO_ATTACH_REUSEPORT_CBPF,
+        (&fprog as *const libc::sock_fprog).cast(),
+        std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+    ))
+    .map(drop)
+}

@@ -23,6 +23,8 @@ pub enum UdpError {
     AddrNotAvailable { addr: SocketAddr },
     #[error("binding {addr} is not permitted: ports below 1024 need root or CAP_NET_BIND_SERVICE")]
     Permission { addr: SocketAddr },
+    #[error("--steer cpu needs --sockets reuseport and --pin (the lanes' CPUs decide the socket)")]
+    Steering,
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error(transparent)]

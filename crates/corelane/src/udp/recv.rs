@@ -30,12 +30,25 @@ pub enum SocketMode {
     Reuseport,
 }
 
+/// How a reuseport group picks the socket (and so the lane) for a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The kernel's flow hash: a flow sticks to a socket, whichever CPU processed it.
+    Hash,
+    /// The socket of the lane pinned to the CPU whose softirq processed the datagram, so the
+    /// datagram never crosses CPUs between the receive path and the lane that reads it.
+    Cpu,
+}
+
 /// What to receive and how.
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
     pub addrs: Vec<SocketAddr>,
     pub threads: usize,
     pub sockets: SocketMode,
+    /// Reuseport only: how the group picks a socket.
+    pub steering: Steering,
     pub batch: usize,
     /// Lanes are pinned round-robin over these CPUs; unpinned when `None`.
     pub pin: Option<CpuList>,
@@ -60,6 +73,7 @@ impl Default for ReceiverConfig {
             addrs: Vec::new(),
             threads: 1,
             sockets: SocketMode::Reuseport,
+            steering: Steering::Hash,
             batch: 32,
             pin: None,
             rcvbuf: None,
@@ -108,6 +122,7 @@ pub struct OffloadState {
 pub struct RecvSummary {
     pub addrs: Vec<SocketAddr>,
     pub sockets: SocketMode,
+    pub steering: Steering,
     pub threads: usize,
     pub batch: usize,
     pub elapsed_secs: f64,
@@ -173,6 +188,19 @@ impl Receiver {
                     SocketMode::Reuseport => Arc::new(bind_receiver(actual, true, config.rcvbuf)?),
                 };
                 sockets.push(socket);
+            }
+        }
+        if config.steering == Steering::Cpu {
+            let Some(pin) = config.pin.as_ref().filter(|_| reuseport) else {
+                return Err(UdpError::Steering);
+            };
+            let lane_cpus: Vec<usize> =
+                (0..config.threads).map(|i| pin.cpus()[i % pin.len()]).collect();
+            // The program belongs to the group; one socket per address carries it.
+            for socket in &lane_sockets[0] {
+                sockopt::steer_reuseport_by_cpu(socket.as_fd(), &lane_cpus).map_err(|e| {
+                    UdpError::io("the kernel refused the reuseport CPU-steering program", e)
+                })?;
             }
         }
         let rcvbuf_bytes = lane_sockets[0][0].recv_buffer_size().ok();
@@ -298,6 +326,7 @@ impl Receiver {
         Ok(RecvSummary {
             addrs: self.bound.clone(),
             sockets: cfg.sockets,
+            steering: cfg.steering,
             threads: cfg.threads,
             batch: cfg.batch,
             elapsed_secs: elapsed.as_secs_f64(),
