@@ -148,13 +148,14 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     print!("{}", report::udp_text(&report));
-    if let Some(path) = &args.common.json {
-        report::write_atomic(path, &serde_json::to_vec_pretty(&report)?)?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.common.csv {
-        report::write_atomic(path, &report::udp_csv(&report)?)?;
-        eprintln!("wrote {}", path.display());
+    // Format everything first so that a failure writes neither file.
+    let json = serde_json::to_vec_pretty(&report)?;
+    let csv = report::udp_csv(&report)?;
+    for (path, bytes) in [(&args.common.json, json), (&args.common.csv, csv)] {
+        if let Some(path) = path {
+            report::write_atomic(path, &bytes)?;
+            eprintln!("wrote {}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

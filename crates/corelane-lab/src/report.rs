@@ -155,6 +155,7 @@ pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
         "median_pps",
         "gap_pct",
         "drops",
+        "reordered_pct",
         "cpu_ns_per_datagram",
         "trials_pps",
     ])
