@@ -29,14 +29,19 @@ impl ChildProcess {
         program: &str,
         args: &[String],
     ) -> Result<Self, LabError> {
-        let mut cmd = match ns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, program]);
-                c
-            }
-            None => Command::new(program),
-        };
+        let mut argv: Vec<&str> = Vec::new();
+        if let Some(ns) = ns {
+            argv.extend(["ip", "netns", "exec", ns]);
+        }
+        // setpriv execs the program with a parent-death signal: if the lab itself is killed
+        // (SIGKILL, a crash), its children end too instead of running on in a removed
+        // namespace. Like `ip netns exec` it execs, so the PID stays the program's own.
+        if on_path("setpriv") {
+            argv.extend(["setpriv", "--pdeathsig", "TERM"]);
+        }
+        argv.push(program);
+        let mut cmd = Command::new(argv[0]);
+        cmd.args(&argv[1..]);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child =
             cmd.spawn().map_err(|e| LabError::io(format!("cannot start {name} ({program})"), e))?;
