@@ -53,6 +53,22 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The MAC address of `dev` in namespace `ns`.
+fn mac_of(ns: &str, dev: &str) -> Result<String, String> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-o", "link", "show", dev])
+        .output()
+        .map_err(|e| format!("cannot run `ip`: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut words = text.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "link/ether")
+        .and_then(|_| words.next())
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no MAC address for {dev} in {ns}"))
+}
+
 fn netns_names() -> Vec<String> {
     Command::new("ip")
         .args(["netns", "list"])
@@ -144,6 +160,40 @@ impl Testbed {
         }
         ip(&["-n", tx, "link", "set", "vtx", "up"])?;
         ip(&["-n", rx, "link", "set", "vrx", "up"])?;
+        // Permanent neighbour entries: without them the first datagrams of every trial wait
+        // for ARP and are flushed from the neighbour queue while later ones overtake them,
+        // which would show as reordering that no receiver configuration caused.
+        let (tx_mac, rx_mac) = (mac_of(tx, "vtx")?, mac_of(rx, "vrx")?);
+        for addr in RX_ADDRS {
+            let addr = addr.to_string();
+            ip(&[
+                "-n",
+                tx,
+                "neigh",
+                "replace",
+                &addr,
+                "lladdr",
+                &rx_mac,
+                "dev",
+                "vtx",
+                "nud",
+                "permanent",
+            ])?;
+        }
+        let tx_addr = TX_ADDR.to_string();
+        ip(&[
+            "-n",
+            rx,
+            "neigh",
+            "replace",
+            &tx_addr,
+            "lladdr",
+            &tx_mac,
+            "dev",
+            "vrx",
+            "nud",
+            "permanent",
+        ])?;
         Ok(())
     }
 
@@ -225,6 +275,10 @@ impl Drop for Testbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// Creating a testbed removes stale namespaces, so these tests must not overlap.
+    static NETNS: Mutex<()> = Mutex::new(());
 
     #[test]
     fn builds_and_removes_its_namespaces_when_root() {
@@ -232,6 +286,7 @@ mod tests {
             eprintln!("skipped: building network namespaces needs root");
             return;
         }
+        let _serial = NETNS.lock().unwrap_or_else(|e| e.into_inner());
         let bed = Testbed::create();
         let Network::Namespaces { tx, rx } = bed.network.clone() else {
             panic!("root but no namespaces: {:?}", bed.network);
@@ -254,6 +309,7 @@ mod tests {
             eprintln!("skipped: creating network namespaces needs root");
             return;
         }
+        let _serial = NETNS.lock().unwrap_or_else(|e| e.into_inner());
         // PID 0x7fffffff cannot be running: pid_max is at most 2^22.
         let stale = format!("{PREFIX}2147483647-rx");
         ip(&["netns", "add", &stale]).unwrap();
