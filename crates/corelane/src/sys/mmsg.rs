@@ -27,26 +27,24 @@ pub(crate) struct Received {
     pub segment_size: Option<usize>,
 }
 
-/// A batch of receive buffers for recvmmsg.
-pub(crate) struct MmsgRecv {
+/// The arrays one batched call hands the kernel: `batch` buffers of `slot` bytes, an iovec and
+/// a control area per buffer, and the mmsghdr array pointing at them. Built once per lane.
+struct Messages {
     slot: usize,
     buffers: Vec<u8>,
-    // Never read by name: owned here because `headers` point into them.
-    #[allow(dead_code)]
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
-    #[allow(dead_code)]
     controls: Vec<Control>,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `headers` point into the heap allocations of
 // `buffers`, `iovecs` and `controls`, which this struct owns exclusively and never reallocates;
 // moving the struct to another thread moves ownership of everything they point to.
-unsafe impl Send for MmsgRecv {}
+unsafe impl Send for Messages {}
 
-impl MmsgRecv {
-    /// `batch` messages of `slot` bytes each. The caller checks `1..=MAX_BATCH`.
-    pub(crate) fn new(batch: usize, slot: usize) -> Self {
+impl Messages {
+    /// The caller keeps `batch` within `1..=MAX_BATCH` (the wrappers assert it).
+    fn new(batch: usize, slot: usize) -> Self {
         assert!((1..=MAX_BATCH).contains(&batch) && slot > 0);
         let mut buffers = vec![0u8; batch * slot];
         let mut controls = vec![Control([0; CONTROL_SPACE]); batch];
@@ -69,23 +67,33 @@ impl MmsgRecv {
             .collect();
         Self { slot, buffers, iovecs, headers, controls }
     }
+}
+
+/// A batch of receive buffers for recvmmsg.
+pub(crate) struct MmsgRecv(Messages);
+
+impl MmsgRecv {
+    /// `batch` messages of `slot` bytes each. The caller checks `1..=MAX_BATCH`.
+    pub(crate) fn new(batch: usize, slot: usize) -> Self {
+        Self(Messages::new(batch, slot))
+    }
 
     pub(crate) fn batch(&self) -> usize {
-        self.headers.len()
+        self.0.headers.len()
     }
 
     /// One recvmmsg call; returns how many messages arrived. `flags` are MSG_* flags
     /// (MSG_WAITFORONE to return as soon as one arrived, MSG_DONTWAIT to never block).
     pub(crate) fn recv(&mut self, fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<usize> {
-        for hdr in &mut self.headers {
+        for hdr in &mut self.0.headers {
             // The kernel overwrites these two on every call; reset them to the full space.
             hdr.msg_hdr.msg_controllen = CONTROL_SPACE;
             hdr.msg_hdr.msg_flags = 0;
         }
         let n = syscall!(recvmmsg(
             fd.as_raw_fd(),
-            self.headers.as_mut_ptr(),
-            self.headers.len() as libc::c_uint,
+            self.0.headers.as_mut_ptr(),
+            self.0.headers.len() as libc::c_uint,
             flags,
             std::ptr::null_mut(),
         ))?;
@@ -94,22 +102,22 @@ impl MmsgRecv {
 
     /// The `i`-th message of the last call (valid for `i < recv()`'s result).
     pub(crate) fn message(&self, i: usize) -> (Received, &[u8]) {
-        let hdr = &self.headers[i];
-        let len = (hdr.msg_len as usize).min(self.slot);
+        let hdr = &self.0.headers[i];
+        let len = (hdr.msg_len as usize).min(self.0.slot);
         let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         let segment_size = gro_segment_size(&hdr.msg_hdr);
-        let data = &self.buffers[i * self.slot..i * self.slot + len];
+        let data = &self.0.buffers[i * self.0.slot..i * self.0.slot + len];
         (Received { len, truncated, segment_size }, data)
     }
 
     #[cfg(test)]
     fn iovecs_point_into_buffers(&self) -> bool {
-        self.iovecs.iter().enumerate().all(|(i, iov)| {
+        self.0.iovecs.iter().enumerate().all(|(i, iov)| {
             std::ptr::eq(
                 iov.iov_base.cast::<u8>().cast_const(),
-                self.buffers[i * self.slot..].as_ptr(),
+                self.0.buffers[i * self.0.slot..].as_ptr(),
             )
-        }) && self.controls.len() == self.headers.len()
+        }) && self.0.controls.len() == self.0.headers.len()
     }
 }
 
@@ -132,82 +140,58 @@ fn gro_segment_size(hdr: &libc::msghdr) -> Option<usize> {
 
 /// A batch of send buffers for sendmmsg on a connected socket; each message may carry a
 /// UDP_SEGMENT control message so that one message leaves as several datagrams (GSO).
-pub(crate) struct MmsgSend {
-    slot: usize,
-    buffers: Vec<u8>,
-    iovecs: Vec<libc::iovec>,
-    headers: Vec<libc::mmsghdr>,
-    controls: Vec<Control>,
-}
-
-// SAFETY: as for MmsgRecv: every pointer targets a heap allocation owned by this struct.
-unsafe impl Send for MmsgSend {}
+pub(crate) struct MmsgSend(Messages);
 
 impl MmsgSend {
-    /// `batch` messages of up to `slot` bytes each.
+    /// `batch` messages of up to `slot` bytes each, without control messages until
+    /// [`set_message`](Self::set_message) asks for one.
     pub(crate) fn new(batch: usize, slot: usize) -> Self {
-        assert!((1..=MAX_BATCH).contains(&batch) && slot > 0);
-        let mut buffers = vec![0u8; batch * slot];
-        let mut controls = vec![Control([0; CONTROL_SPACE]); batch];
-        let mut iovecs: Vec<libc::iovec> = buffers
-            .chunks_exact_mut(slot)
-            .map(|chunk| libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: slot })
-            .collect();
-        let headers = iovecs
-            .iter_mut()
-            .zip(controls.iter_mut())
-            .map(|(iov, control)| {
-                // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
-                let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-                hdr.msg_iov = iov;
-                hdr.msg_iovlen = 1;
-                hdr.msg_control = control.0.as_mut_ptr().cast();
-                libc::mmsghdr { msg_hdr: hdr, msg_len: 0 }
-            })
-            .collect();
-        Self { slot, buffers, iovecs, headers, controls }
+        let mut messages = Messages::new(batch, slot);
+        for hdr in &mut messages.headers {
+            hdr.msg_hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_hdr.msg_controllen = 0;
+        }
+        Self(messages)
     }
 
     /// The writable bytes of message `i` (the full slot).
     pub(crate) fn buffer_mut(&mut self, i: usize) -> &mut [u8] {
-        &mut self.buffers[i * self.slot..(i + 1) * self.slot]
+        &mut self.0.buffers[i * self.0.slot..(i + 1) * self.0.slot]
     }
 
     /// Sets message `i` to send `len` bytes, split into datagrams of `segment` bytes by the
     /// kernel (UDP_SEGMENT) when `segment` is `Some` and smaller than `len`.
     pub(crate) fn set_message(&mut self, i: usize, len: usize, segment: Option<u16>) {
-        assert!(len <= self.slot);
-        self.iovecs[i].iov_len = len;
-        let hdr = &mut self.headers[i].msg_hdr;
-        match segment {
-            Some(size) => {
-                let space = std::mem::size_of::<u16>() as libc::c_uint;
-                // SAFETY: the control buffer holds CONTROL_SPACE (64) bytes, more than
-                // CMSG_SPACE(2) (24 on 64-bit); msg_controllen is set before CMSG_FIRSTHDR.
-                unsafe {
-                    hdr.msg_controllen = libc::CMSG_SPACE(space) as usize;
-                    let cmsg = libc::CMSG_FIRSTHDR(hdr);
-                    (*cmsg).cmsg_level = libc::SOL_UDP;
-                    (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-                    (*cmsg).cmsg_len = libc::CMSG_LEN(space) as usize;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
-                }
-            }
-            None => hdr.msg_controllen = 0,
-        }
-        if segment.is_none() {
+        assert!(len <= self.0.slot);
+        self.0.iovecs[i].iov_len = len;
+        let control = self.0.controls[i].0.as_mut_ptr();
+        let hdr = &mut self.0.headers[i].msg_hdr;
+        let Some(size) = segment else {
             hdr.msg_control = std::ptr::null_mut();
-        } else {
-            hdr.msg_control = self.controls[i].0.as_mut_ptr().cast();
+            hdr.msg_controllen = 0;
+            return;
+        };
+        let space = std::mem::size_of::<u16>() as libc::c_uint;
+        hdr.msg_control = control.cast();
+        // SAFETY: msg_control points at this message's CONTROL_SPACE (64) bytes, more than
+        // CMSG_SPACE(2) (24 on 64-bit), and msg_controllen is set before CMSG_FIRSTHDR reads
+        // it, so the first header is non-null and inside the buffer (cmsg(3)).
+        unsafe {
+            hdr.msg_controllen = libc::CMSG_SPACE(space) as usize;
+            let cmsg = libc::CMSG_FIRSTHDR(hdr);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(space) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
         }
     }
 
     /// One sendmmsg call for the first `count` messages; returns how many the kernel took.
     pub(crate) fn send(&mut self, fd: BorrowedFd<'_>, count: usize) -> io::Result<usize> {
-        let count = count.min(self.headers.len());
+        let count = count.min(self.0.headers.len());
         let n = syscall!(sendmmsg(
             fd.as_raw_fd(),
-            self.headers.as_mut_ptr(),
+            self.0.headers.as_mut_ptr(),
             count as libc::c_uint,
             0,
         ))?;
