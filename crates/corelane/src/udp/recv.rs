@@ -92,7 +92,8 @@ impl Default for ReceiverConfig {
 pub struct RecvInterval {
     #[serde(flatten)]
     pub interval: Interval,
-    /// Datagrams the kernel dropped for a full receive buffer (RcvbufErrors) this interval.
+    /// Datagrams the kernel dropped for a full receive buffer this interval (RcvbufErrors of
+    /// the whole network namespace: other sockets' drops count too).
     pub kernel_drops: u64,
     /// The receiver process's user+system CPU time per datagram read this interval.
     pub cpu_ns_per_datagram: f64,
