@@ -2,6 +2,7 @@
 #![deny(unsafe_code)]
 
 mod args;
+mod copy;
 mod lab;
 mod topo;
 mod udp;
@@ -23,6 +24,8 @@ enum Command {
     /// Send or receive UDP datagrams with batched syscalls, GSO/GRO and reuseport lanes.
     #[command(subcommand)]
     Udp(udp::UdpCommand),
+    /// Copy a file or (with -r) a tree by the fastest method, never leaving a half-written file.
+    Copy(copy::CopyArgs),
     /// Run an experiment and print its table (`corelane lab` lists them).
     Lab(lab::LabArgs),
     /// Show the CPUs, SMT siblings, shared caches and NUMA nodes of this machine.
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Udp(cmd) => udp::run(cmd),
+        Command::Copy(args) => copy::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Topo(args) => topo::run(args),
     };

@@ -6,12 +6,14 @@
 //! * [`topology`] reads CPUs, SMT siblings, caches and NUMA nodes from sysfs.
 //! * [`lane`] runs a thread pinned to a CPU with its own stop signal.
 //! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
+//! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
 //! The library never prints: it returns results and reports progress through callbacks.
 //! All unsafe code lives in `sys`, the one module allowed to call libc directly.
 #![deny(unsafe_code)]
 
+pub mod copy;
 pub mod lane;
 pub mod stats;
 pub mod topology;

@@ -3,8 +3,10 @@
 //! rusage). Contract: every function here is safe to call with any argument; the raw pointers it
 //! hands the kernel point into memory the wrapper owns or borrows for the duration of the call.
 
+pub(crate) mod file;
 pub(crate) mod mmsg;
 pub(crate) mod sockopt;
+pub(crate) mod uring;
 pub(crate) mod usage;
 
 /// Turns a libc `-1` return into the thread's `errno` as an `io::Error`.

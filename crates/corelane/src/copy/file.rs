@@ -1,0 +1,238 @@
+//! One file: check, plan the method, copy extent by extent into a temporary file, keep mode
+//! and times, verify when asked, rename into place.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
+
+use super::destination::TempDestination;
+use super::extents::data_extents;
+use super::method::{transfer, CopyMethod};
+use super::{CopyError, CopyOptions, CopyReport};
+use crate::lane::StopSignal;
+
+/// O_DIRECT transfers must be block-aligned in memory, offset and length.
+const DIRECT_ALIGN: usize = 4096;
+
+/// A heap buffer of `len` bytes starting on a `DIRECT_ALIGN` boundary. Over-allocating and
+/// slicing keeps this safe code (no custom allocation layout).
+struct AlignedBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuffer {
+    /// `aligned`: round the length up to whole blocks and align the start (O_DIRECT);
+    /// otherwise exactly `len` bytes, as the seed's buffer-size table needs.
+    fn new(len: usize, aligned: bool) -> Self {
+        let len = len.max(1);
+        if !aligned {
+            return Self { storage: vec![0u8; len], start: 0, len };
+        }
+        let len = len.next_multiple_of(DIRECT_ALIGN);
+        let storage = vec![0u8; len + DIRECT_ALIGN];
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGN);
+        Self { storage, start, len }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+/// The file `dst` names: itself, or `dst/<source name>` when `dst` is a directory.
+fn resolve_destination(src: &Path, dst: &Path) -> Result<PathBuf, CopyError> {
+    if dst.is_dir() {
+        let name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
+        return Ok(dst.join(name));
+    }
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(CopyError::DestinationDirMissing(parent.into()));
+    }
+    Ok(dst.into())
+}
+
+fn source_metadata(src: &Path) -> Result<Metadata, CopyError> {
+    let meta = std::fs::metadata(src).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => CopyError::SourceMissing(src.into()),
+        io::ErrorKind::PermissionDenied => CopyError::SourceUnreadable(src.into()),
+        _ => CopyError::io(format!("cannot stat {}", src.display()), e),
+    })?;
+    if meta.is_dir() {
+        return Err(CopyError::SourceIsDirectory(src.into()));
+    }
+    if !meta.is_file() {
+        return Err(CopyError::SourceUnsupported(src.into()));
+    }
+    Ok(meta)
+}
+
+fn open_source(src: &Path, direct: bool) -> io::Result<OwnedFd> {
+    let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
+    if direct {
+        flags |= OFlags::DIRECT;
+    }
+    Ok(rustix::fs::open(src, flags, Mode::empty())?)
+}
+
+/// Errors that mean "this method does not work for these files", not "the copy failed".
+fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EXDEV | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+    )
+}
+
+fn map_failure(e: io::Error, dst: &Path, what: &str) -> CopyError {
+    match (e.kind(), e.raw_os_error()) {
+        (io::ErrorKind::Interrupted, _) => CopyError::Interrupted(dst.into()),
+        (_, Some(libc::ENOSPC | libc::EDQUOT)) => CopyError::NoSpace(dst.into()),
+        _ => CopyError::io(format!("{what} {}", dst.display()), e),
+    }
+}
+
+fn checksum(path: &Path) -> io::Result<blake3::Hash> {
+    Ok(blake3::Hasher::new().update_reader(File::open(path)?)?.finalize())
+}
+
+/// Copies the regular file `src` to `dst` (a file path, or a directory to copy into).
+/// `progress(done, total)` is called as bytes move; raising `stop` aborts the copy, leaving
+/// the destination as it was.
+pub fn copy_file(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    stop: &StopSignal,
+) -> Result<CopyReport, CopyError> {
+    let meta = source_metadata(src)?;
+    let dst = resolve_destination(src, dst)?;
+    if let Ok(existing) = std::fs::metadata(&dst) {
+        if existing.dev() == meta.dev() && existing.ino() == meta.ino() {
+            return Err(CopyError::SameFile { src: src.into(), dst });
+        }
+    }
+    let size = meta.len();
+    let started = Instant::now();
+    let candidates: Vec<CopyMethod> = match opts.method {
+        Some(CopyMethod::Direct) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
+        Some(CopyMethod::IoUring) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
+        Some(m) => vec![m],
+        // copy_file_range first: one call per 128 MiB, and file systems that can share or
+        // reflink data do so; sendfile where it is refused across file systems; read/write last.
+        None => vec![CopyMethod::CopyFileRange, CopyMethod::Sendfile, CopyMethod::ReadWrite],
+    };
+    let mut fallback: Option<String> = None;
+    for (i, &method) in candidates.iter().enumerate() {
+        let last = i + 1 == candidates.len();
+        let direct = method == CopyMethod::Direct;
+        let source = match open_source(src, direct) {
+            Ok(fd) => fd,
+            Err(e) if direct && !last && unsupported(&e) => {
+                fallback = Some(format!("the source's file system refused O_DIRECT ({e})"));
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(CopyError::SourceUnreadable(src.into()))
+            }
+            Err(e) => return Err(CopyError::io(format!("cannot open {}", src.display()), e)),
+        };
+        let temp = match TempDestination::create(&dst, opts.create, direct) {
+            Ok(t) => t,
+            Err(e) if direct && !last && unsupported(&e) => {
+                fallback = Some(format!("the destination's file system refused O_DIRECT ({e})"));
+                continue;
+            }
+            Err(e) => return Err(map_failure(e, &dst, "cannot create a temporary file beside")),
+        };
+        // Sized first, so extents land at their offsets and holes stay holes.
+        rustix::fs::ftruncate(temp.fd(), size)
+            .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
+        let mut buffer = AlignedBuffer::new(opts.buffer, direct);
+        let mut calls = 0u64;
+        let mut moved = 0u64;
+        let extents = data_extents(source.as_fd(), size);
+        let mut outcome = Ok(());
+        for &(offset, len) in &extents {
+            let base = moved;
+            let mut keep_going = |done: u64| {
+                progress(base + done, size);
+                !stop.is_stopped()
+            };
+            match transfer(
+                method,
+                source.as_fd(),
+                temp.fd(),
+                offset,
+                len,
+                buffer.as_mut(),
+                &mut keep_going,
+            ) {
+                Ok(c) => {
+                    calls += c;
+                    moved += len;
+                }
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        if let Err(e) = outcome {
+            // A method the kernel refuses for this pair, before any byte moved: try the next.
+            if moved == 0 && !last && unsupported(&e) {
+                fallback = Some(format!("{} refused here ({e})", method.name()));
+                continue;
+            }
+            return Err(map_failure(e, &dst, "cannot write"));
+        }
+        if direct {
+            // The last O_DIRECT write was rounded up to a whole block.
+            rustix::fs::ftruncate(temp.fd(), size)
+                .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
+        }
+        rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(meta.mode() & 0o7777))
+            .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
+        let times = Timestamps {
+            last_access: Timespec { tv_sec: meta.atime(), tv_nsec: meta.atime_nsec() as _ },
+            last_modification: Timespec { tv_sec: meta.mtime(), tv_nsec: meta.mtime_nsec() as _ },
+        };
+        rustix::fs::futimens(temp.fd(), &times)
+            .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
+        let verified = if opts.verify {
+            let same = checksum(src).and_then(|a| checksum(temp.temp_path()).map(|b| a == b));
+            match same {
+                Ok(true) => true,
+                Ok(false) => return Err(CopyError::VerifyFailed { src: src.into(), dst }),
+                Err(e) => return Err(CopyError::io("cannot read back for --verify", e)),
+            }
+        } else {
+            false
+        };
+        temp.commit(opts.fsync).map_err(|e| map_failure(e, &dst, "cannot put in place"))?;
+        let seconds = started.elapsed().as_secs_f64();
+        return Ok(CopyReport {
+            source: src.into(),
+            destination: dst,
+            bytes: size,
+            seconds,
+            gb_per_sec: if seconds > 0.0 { size as f64 / seconds / 1e9 } else { 0.0 },
+            method,
+            fallback,
+            syscalls: calls,
+            extents: extents.len(),
+            verified,
+        });
+    }
+    unreachable!("the last candidate either returns or fails")
+}

@@ -1,0 +1,104 @@
+//! Seed 002's file duplication, grown into a copy command that loses nothing.
+//!
+//! The seed's lesson is fewer user/kernel crossings: a 1 KiB read/write buffer makes a million
+//! round trips per GiB, a 1 MiB buffer a thousand. The kernel-side methods go further and copy
+//! without the data ever reaching user space (`copy_file_range`, `sendfile`, `splice`), or
+//! batch the crossings (`io_uring`). [`copy_file`] picks one by itself (`auto`) or runs the one
+//! asked for, writes into a temporary file beside the destination and renames it over the
+//! destination only when complete, keeps holes, mode and times, and reports what it did.
+//! [`copy_tree`] spreads a tree's files over lanes: one file's writes serialise on its inode
+//! lock, so parallelism belongs across files.
+
+mod destination;
+mod extents;
+mod file;
+mod method;
+mod tree;
+
+use std::io;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+pub use file::copy_file;
+pub use method::{CopyMethod, CreateCall};
+pub use tree::{copy_tree, TreeReport};
+
+/// How to copy.
+#[derive(Debug, Clone)]
+pub struct CopyOptions {
+    /// `None` lets corelane choose for the pair of file systems.
+    pub method: Option<CopyMethod>,
+    /// Buffer bytes for read/write, O_DIRECT and io_uring (heap, any size).
+    pub buffer: usize,
+    /// How the destination file is created (seed 002 compares the two).
+    pub create: CreateCall,
+    /// fsync the file before renaming it into place.
+    pub fsync: bool,
+    /// Compare checksums of source and destination after the copy.
+    pub verify: bool,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        Self {
+            method: None,
+            buffer: 1 << 20,
+            create: CreateCall::Open,
+            fsync: false,
+            verify: false,
+        }
+    }
+}
+
+/// What one file copy did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyReport {
+    pub source: PathBuf,
+    pub destination: PathBuf,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub gb_per_sec: f64,
+    /// The method that ran.
+    pub method: CopyMethod,
+    /// Why the method that ran is not the one asked for, when it is not.
+    pub fallback: Option<String>,
+    /// System calls that moved data (or io_uring_enter calls).
+    pub syscalls: u64,
+    /// Data extents copied (more than one: the source had holes, which were kept).
+    pub extents: usize,
+    pub verified: bool,
+}
+
+/// Why a copy failed; in every case the destination is as it was before.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("{0}: no such file or directory")]
+    SourceMissing(PathBuf),
+    #[error("cannot read {0}: permission denied")]
+    SourceUnreadable(PathBuf),
+    #[error("{0} is a directory: use -r to copy a tree")]
+    SourceIsDirectory(PathBuf),
+    #[error("{0} is not a regular file, directory or symlink")]
+    SourceUnsupported(PathBuf),
+    #[error("{src} and {dst} are the same file")]
+    SameFile { src: PathBuf, dst: PathBuf },
+    #[error("destination directory {0} does not exist: create it first")]
+    DestinationDirMissing(PathBuf),
+    #[error(
+        "no space left on the file system of {0}; it is unchanged and no temporary file was left"
+    )]
+    NoSpace(PathBuf),
+    #[error("interrupted; {0} is unchanged and no temporary file was left")]
+    Interrupted(PathBuf),
+    #[error("checksums differ after copying {src} to {dst}: the destination was not put in place")]
+    VerifyFailed { src: PathBuf, dst: PathBuf },
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+}
+
+impl CopyError {
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Self::Io { what: what.into(), source }
+    }
+}

@@ -1,0 +1,211 @@
+//! A directory tree: directories and symlinks recreated in order, regular files spread over
+//! lanes (largest first, so the lanes finish together), modes and times kept.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{copy_file, CopyError, CopyOptions};
+use crate::lane::{pin_current_thread, StopSignal};
+
+/// What a tree copy did.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeReport {
+    pub source: PathBuf,
+    pub destination: PathBuf,
+    pub files: u64,
+    pub directories: u64,
+    pub symlinks: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub gb_per_sec: f64,
+    pub lanes: usize,
+    pub syscalls: u64,
+}
+
+/// The tree below the source, in creation order (parents before children).
+#[derive(Default)]
+struct Walk {
+    dirs: Vec<(PathBuf, std::fs::Metadata)>,
+    files: Vec<(PathBuf, u64)>,
+    links: Vec<(PathBuf, PathBuf)>,
+}
+
+fn walk(root: &Path) -> Result<Walk, CopyError> {
+    let mut out = Walk::default();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let dir = root.join(&rel);
+        let meta = std::fs::symlink_metadata(&dir)
+            .map_err(|e| CopyError::io(format!("cannot stat {}", dir.display()), e))?;
+        out.dirs.push((rel.clone(), meta));
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
+            let child = rel.join(entry.file_name());
+            let kind = entry
+                .file_type()
+                .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
+            if kind.is_dir() {
+                pending.push(child);
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(entry.path())
+                    .map_err(|e| CopyError::io("cannot read a symlink", e))?;
+                out.links.push((child, target));
+            } else if kind.is_file() {
+                let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                out.files.push((child, len));
+            }
+            // Sockets, FIFOs and devices are not copied (neither does `cp -r` without -a).
+        }
+    }
+    Ok(out)
+}
+
+/// Copies the tree `src` to `dst` (`dst/<name of src>` when `dst` is an existing directory),
+/// regular files over `lanes` threads pinned to `cpus` when given. `progress(files, bytes)`
+/// is called as files complete, from any lane.
+pub fn copy_tree(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+    lanes: usize,
+    cpus: &[usize],
+    progress: &(dyn Fn(u64, u64) + Sync),
+    stop: &StopSignal,
+) -> Result<TreeReport, CopyError> {
+    let meta = std::fs::metadata(src).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => CopyError::SourceMissing(src.into()),
+        _ => CopyError::io(format!("cannot stat {}", src.display()), e),
+    })?;
+    if !meta.is_dir() {
+        return copy_file(src, dst, opts, &mut |_, _| {}, stop).map(|r| TreeReport {
+            source: r.source,
+            destination: r.destination,
+            files: 1,
+            directories: 0,
+            symlinks: 0,
+            bytes: r.bytes,
+            seconds: r.seconds,
+            gb_per_sec: r.gb_per_sec,
+            lanes: 1,
+            syscalls: r.syscalls,
+        });
+    }
+    let root = if dst.is_dir() {
+        dst.join(src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?)
+    } else {
+        match dst.parent() {
+            Some(p) if !p.as_os_str().is_empty() && !p.is_dir() => {
+                return Err(CopyError::DestinationDirMissing(p.into()))
+            }
+            _ => dst.to_path_buf(),
+        }
+    };
+    if root.starts_with(src)
+        || std::fs::canonicalize(dst)
+            .is_ok_and(|d| d.starts_with(std::fs::canonicalize(src).unwrap_or_default()))
+    {
+        return Err(CopyError::SameFile { src: src.into(), dst: root });
+    }
+    let started = Instant::now();
+    let mut tree = walk(src)?;
+    for (rel, _) in &tree.dirs {
+        let path = root.join(rel);
+        match std::fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(e) => return Err(CopyError::io(format!("cannot create {}", path.display()), e)),
+        }
+    }
+    for (rel, target) in &tree.links {
+        let path = root.join(rel);
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(target, &path)
+            .map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
+    }
+    tree.files.sort_by_key(|f| std::cmp::Reverse(f.1));
+    let next = AtomicUsize::new(0);
+    let (files_done, bytes_done, calls) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let first_error: Mutex<Option<CopyError>> = Mutex::new(None);
+    let failed = StopSignal::new();
+    let lanes = lanes.clamp(1, tree.files.len().max(1));
+    std::thread::scope(|scope| {
+        for lane in 0..lanes {
+            let (tree, root, next, failed, first_error) =
+                (&tree, &root, &next, &failed, &first_error);
+            let (files_done, bytes_done, calls) = (&files_done, &bytes_done, &calls);
+            let cpu = (!cpus.is_empty()).then(|| cpus[lane % cpus.len()]);
+            scope.spawn(move || {
+                if let Some(cpu) = cpu {
+                    let _ = pin_current_thread(cpu);
+                }
+                loop {
+                    if stop.is_stopped() || failed.is_stopped() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((rel, _)) = tree.files.get(i) else { break };
+                    match copy_file(&src.join(rel), &root.join(rel), opts, &mut |_, _| {}, stop) {
+                        Ok(report) => {
+                            calls.fetch_add(report.syscalls, Ordering::Relaxed);
+                            let files = files_done.fetch_add(1, Ordering::Relaxed) + 1;
+                            let bytes = bytes_done.fetch_add(report.bytes, Ordering::Relaxed)
+                                + report.bytes;
+                            progress(files, bytes);
+                        }
+                        Err(e) => {
+                            failed.stop();
+                            let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                            slot.get_or_insert(e);
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    if stop.is_stopped() {
+        return Err(CopyError::Interrupted(root));
+    }
+    // Directory modes and times last, deepest first: creating entries changes a directory's mtime.
+    for (rel, meta) in tree.dirs.iter().rev() {
+        let path = root.join(rel);
+        let _ =
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(meta.mode() & 0o7777));
+        let times = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: meta.atime(),
+                tv_nsec: meta.atime_nsec() as _,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: meta.mtime(),
+                tv_nsec: meta.mtime_nsec() as _,
+            },
+        };
+        let _ = rustix::fs::utimensat(rustix::fs::CWD, &path, &times, rustix::fs::AtFlags::empty());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let bytes = bytes_done.load(Ordering::Relaxed);
+    Ok(TreeReport {
+        source: src.into(),
+        destination: root,
+        files: files_done.load(Ordering::Relaxed),
+        directories: tree.dirs.len() as u64,
+        symlinks: tree.links.len() as u64,
+        bytes,
+        seconds,
+        gb_per_sec: if seconds > 0.0 { bytes as f64 / seconds / 1e9 } else { 0.0 },
+        lanes,
+        syscalls: calls.load(Ordering::Relaxed),
+    })
+}
