@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use corelane_lab::copy::{self as copy_lab, CopyLabOptions};
 use corelane_lab::report;
 use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
 use corelane_lab::{LabError, EXPERIMENTS};
@@ -23,7 +24,9 @@ pub struct LabArgs {
 enum Experiment {
     /// Seed 000: UDP receive scaling (Table 1) on a two-namespace testbed, with peers.
     Udp(UdpArgs),
-    /// Every experiment, one after the other.
+    /// Seed 002: file and tree duplication on a private tmpfs, beside cp, cp -r and dd.
+    Copy(CopyArgs),
+    /// Every experiment, one after the other (reports go to FILE.<experiment>.json/.csv).
     All(CommonArgs),
 }
 
@@ -66,6 +69,18 @@ struct UdpArgs {
     configs: Option<Vec<String>>,
 }
 
+#[derive(Debug, Args)]
+struct CopyArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Size of the single-file copies (default 1GiB, 64MiB with --quick).
+    #[arg(long, value_parser = crate::args::parse_size)]
+    size: Option<usize>,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.experiment {
         None => {
@@ -76,15 +91,37 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Experiment::Udp(args)) => run_udp(args),
-        Some(Experiment::All(common)) => run_udp(UdpArgs {
-            common,
-            trials: None,
-            duration: None,
-            offered: 1_500_000,
-            offered_gro: 20_000_000,
-            vs: None,
-            configs: None,
-        }),
+        Some(Experiment::Copy(args)) => run_copy(args),
+        Some(Experiment::All(common)) => {
+            let per =
+                |ext: &str, path: &Option<PathBuf>| path.as_ref().map(|p| p.with_extension(ext));
+            let udp = UdpArgs {
+                common: CommonArgs {
+                    json: per("udp.json", &common.json),
+                    csv: per("udp.csv", &common.csv),
+                    ..common.clone()
+                },
+                trials: None,
+                duration: None,
+                offered: 1_500_000,
+                offered_gro: 20_000_000,
+                vs: None,
+                configs: None,
+            };
+            let code = run_udp(udp)?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            run_copy(CopyArgs {
+                common: CommonArgs {
+                    json: per("copy.json", &common.json),
+                    csv: per("copy.csv", &common.csv),
+                    ..common
+                },
+                size: None,
+                trials: None,
+            })
+        }
     }
 }
 
@@ -151,6 +188,40 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
     // Format everything first so that a failure writes neither file.
     let json = serde_json::to_vec_pretty(&report)?;
     let csv = report::udp_csv(&report)?;
+    for (path, bytes) in [(&args.common.json, json), (&args.common.csv, csv)] {
+        if let Some(path) = path {
+            report::write_atomic(path, &bytes)?;
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    let mut opts = if args.common.quick { CopyLabOptions::quick() } else { CopyLabOptions::full() };
+    if let Some(size) = args.size {
+        anyhow::ensure!(size >= 1 << 20, "--size must be at least 1M");
+        opts.size = size as u64;
+    }
+    if let Some(t) = args.trials {
+        anyhow::ensure!(t >= 1, "--trials must be at least 1");
+        opts.trials = t;
+    }
+    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+        report::check_writable(path)?;
+    }
+    let stop = stop_on_signals()?;
+    let report = match copy_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
+        Ok(r) => r,
+        Err(LabError::Interrupted) => {
+            eprintln!("corelane: interrupted; the scratch tmpfs was unmounted and removed");
+            return Ok(ExitCode::from(130));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print!("{}", report::copy_text(&report));
+    let json = serde_json::to_vec_pretty(&report)?;
+    let csv = report::copy_csv(&report)?;
     for (path, bytes) in [(&args.common.json, json), (&args.common.csv, csv)] {
         if let Some(path) = path {
             report::write_atomic(path, &bytes)?;

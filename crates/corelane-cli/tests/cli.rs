@@ -28,6 +28,9 @@ fn every_subcommand_has_help() {
         &["lab", "--help"],
         &["lab", "udp", "--help"],
         &["topo", "--help"],
+        &["copy", "--help"],
+        &["lab", "copy", "--help"],
+        &["lab", "all", "--help"],
     ] {
         let out = corelane(args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
@@ -198,5 +201,106 @@ fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
     let network = report["network"].as_str().unwrap();
     let tx_name = network.split_whitespace().nth(2).unwrap();
     assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn shm_dir(name: &str) -> std::path::PathBuf {
+    let base = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = base.join(format!("corelane-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn copy_reports_its_method_and_refuses_bad_input_clearly() {
+    let dir = shm_dir("copy");
+    let src = dir.join("src");
+    std::fs::write(&src, vec![7u8; 100_000]).unwrap();
+    let dst = dir.join("dst");
+    let out =
+        corelane(&["copy", src.to_str().unwrap(), dst.to_str().unwrap(), "--json", "--verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["bytes"], 100_000);
+    assert_eq!(report["verified"], true);
+    assert!(report["method"].is_string());
+    assert_eq!(std::fs::read(&dst).unwrap(), vec![7u8; 100_000]);
+    let s = src.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["copy", s, s], "are the same file"),
+        (vec!["copy", "/nonexistent-corelane", "x"], "no such file"),
+        (vec!["copy", dir.to_str().unwrap(), "x"], "use -r"),
+        (vec!["copy", s, "/nonexistent-corelane/x"], "does not exist"),
+        (vec!["copy", s, "x", "--method", "rsync"], "unknown copy method"),
+        (vec!["copy", s, "x", "--buffer", "0"], "--buffer must be above 0"),
+    ];
+    for (args, expected) in cases {
+        let out = corelane(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_mid_copy_leaves_nothing_behind() {
+    let dir = shm_dir("copy-int");
+    let src = dir.join("src");
+    std::fs::write(&src, vec![1u8; 256 << 20]).unwrap();
+    std::fs::write(dir.join("dst"), b"old").unwrap();
+    // 1-byte buffers: hundreds of millions of syscalls, so the copy is surely running when
+    // the signal lands.
+    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args([
+            "copy",
+            src.to_str().unwrap(),
+            dir.join("dst").to_str().unwrap(),
+            "--method",
+            "read-write",
+            "--buffer",
+            "1",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(dir.join("dst")).unwrap(), b"old");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dst", "src"], "a temporary file was left behind");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_copy_lab_runs_quick_and_unmounts_its_scratch() {
+    let dir = shm_dir("copy-lab");
+    let json = dir.join("copy.json");
+    let out =
+        corelane(&["lab", "copy", "--quick", "--size", "8M", "--json", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r["config"] == "read/write 1K" && r["median_secs"].as_f64().unwrap() > 0.0));
+    assert!(rows.iter().any(|r| r["config"] == "cp -r"));
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let scratch = report["scratch"].as_str().unwrap();
+    let path = scratch.split_whitespace().find(|w| w.starts_with('/')).unwrap();
+    assert!(!std::path::Path::new(path).exists(), "{path} left behind");
+    assert!(!mounts.contains(path), "{path} still mounted");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -4,6 +4,7 @@
 //! the same run, and returns rows the CLI prints as a table, JSON or CSV.
 #![deny(unsafe_code)]
 
+pub mod copy;
 pub mod process;
 pub mod report;
 pub mod testbed;
@@ -18,11 +19,33 @@ pub struct Experiment {
 }
 
 /// Every experiment built so far, in the order `corelane lab all` runs them.
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "udp",
-    seed: "000",
-    about: "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
-}];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "udp",
+        seed: "000",
+        about: "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
+    },
+    Experiment {
+        name: "copy",
+        seed: "002",
+        about: "file duplication: buffer sizes, creat vs open, O_DIRECT, kernel-side methods, huge pages, trees over lanes; vs cp, cp -r, dd and memcpy",
+    },
+];
+
+/// The machine a report was measured on: CPUs, model, kernel.
+pub(crate) fn machine() -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_default();
+    let cpus = corelane::topology::Topology::read().map(|t| t.cpus.len()).unwrap_or(0);
+    format!("{cpus} CPUs ({model}), Linux {}", kernel.trim())
+}
 
 /// What can stop an experiment.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
+use crate::copy::CopyLabReport;
 use crate::udp::UdpLabReport;
 use crate::LabError;
 
@@ -115,6 +116,88 @@ pub fn udp_text(r: &UdpLabReport) -> String {
         }
     }
     out
+}
+
+/// Seed 002's tables, the modern methods, the trees and the findings, as text.
+pub fn copy_text(r: &CopyLabReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("corelane lab copy — seed 002 on {}\n", r.machine));
+    out.push_str(&format!("scratch: {}\nhuge pages: {}\n", r.scratch, r.huge_scratch));
+    out.push_str(&format!(
+        "file: {} MiB; {} trial(s) per row, medians; memcpy of the same bytes: {:.2} GB/s\n\n",
+        r.size_bytes >> 20,
+        r.trials,
+        r.memcpy_gb_per_sec
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "section",
+        "configuration",
+        "ran",
+        "seconds",
+        "% of 1K",
+        "GB/s",
+        "of memcpy",
+        "calls/GiB",
+    ]);
+    for row in &r.rows {
+        table.add_row(vec![
+            Cell::new(&row.section),
+            Cell::new(&row.config),
+            Cell::new(&row.ran),
+            right(format!("{:.3}", row.median_secs)),
+            right(row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%"))),
+            right(format!("{:.2}", row.gb_per_sec)),
+            right(format!("{:.0}%", row.fraction_of_memcpy * 100.0)),
+            right(row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+    for row in r.rows.iter().filter(|row| row.note.is_some()) {
+        out.push_str(&format!("note ({}): {}\n", row.config, row.note.as_deref().unwrap_or("")));
+    }
+    if !r.findings.is_empty() {
+        out.push_str("\nfindings:\n");
+        for f in &r.findings {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+    out
+}
+
+/// One CSV row per configuration.
+pub fn copy_csv(r: &CopyLabReport) -> Result<Vec<u8>, LabError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| LabError::Testbed(format!("cannot format CSV: {e}"));
+    w.write_record([
+        "section",
+        "config",
+        "ran",
+        "median_secs",
+        "pct_of_baseline",
+        "gb_per_sec",
+        "fraction_of_memcpy",
+        "syscalls_per_gib",
+        "trials_secs",
+    ])
+    .map_err(csv_err)?;
+    for row in &r.rows {
+        w.write_record([
+            row.section.clone(),
+            row.config.clone(),
+            row.ran.clone(),
+            format!("{:.4}", row.median_secs),
+            row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}")),
+            format!("{:.3}", row.gb_per_sec),
+            format!("{:.3}", row.fraction_of_memcpy),
+            row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
+            row.trials_secs.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
+        ])
+        .map_err(csv_err)?;
+    }
+    w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
 }
 
 /// Checks up front that a report can be written to `path` (its directory exists).

@@ -121,20 +121,6 @@ pub struct UdpLabReport {
     pub removed_stale_namespaces: Vec<String>,
 }
 
-fn machine() -> String {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_default();
-    let cpus = Topology::read().map(|t| t.cpus.len()).unwrap_or(0);
-    format!("{cpus} CPUs ({model}), Linux {}", kernel.trim())
-}
-
 /// Runs the experiment, reporting progress lines through `progress`.
 pub fn run(
     opts: &UdpLabOptions,
@@ -211,7 +197,7 @@ pub fn run(
     Ok(UdpLabReport {
         network,
         fallback_reason,
-        machine: machine(),
+        machine: crate::machine(),
         sender_cpu,
         receiver_cpus: plan.receiver_cpus.to_string(),
         trials: opts.trials,

@@ -1,6 +1,12 @@
-//! The destination is written under a temporary name beside it and renamed over it only when
+//! The destination is written as a temporary file beside it and put in place only when
 //! complete, so a failure or Ctrl-C never leaves a half-written file under the real name and an
 //! existing destination stays exactly as it was.
+//!
+//! Where the file system offers it, the temporary file is unnamed (O_TMPFILE) and linked in
+//! under the destination's name at the end (linkat): one directory entry made instead of a
+//! create and a rename, and nothing to clean up even after SIGKILL. When the destination
+//! already exists, linkat refuses, and the copy is linked under a temporary name and renamed
+//! over it, which replaces it atomically.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -16,7 +22,8 @@ use crate::sys::file;
 /// if dropped before.
 #[derive(Debug)]
 pub(crate) struct TempDestination {
-    temp: PathBuf,
+    /// The temporary name; `None` while the file is unnamed (O_TMPFILE).
+    temp: Option<PathBuf>,
     target: PathBuf,
     fd: OwnedFd,
     committed: bool,
@@ -24,42 +31,126 @@ pub(crate) struct TempDestination {
 
 fn temp_name(target: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // std::process::id() is a getpid(2) per call; a tree copy names thousands of files.
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let pid = *PID.get_or_init(std::process::id);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    target.with_file_name(format!(".{name}.corelane-{}-{n}", std::process::id()))
+    target.with_file_name(format!(".{name}.corelane-{pid}-{n}"))
+}
+
+/// The process's umask, read once from /proc/self/status (umask(2) can only be read by
+/// setting it, which races with other threads creating files).
+fn umask() -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+        u32::from_str_radix(line.split_whitespace().nth(1)?, 8).ok()
+    })
+}
+
+/// Whether creating a file with `mode` yields exactly `mode` (the umask strips none of its
+/// bits, and it has no set-id or sticky bits that creation may drop), so no fchmod is needed.
+pub(crate) fn creation_keeps(mode: u32) -> bool {
+    mode & 0o7000 == 0 && umask().is_some_and(|u| mode & u == 0)
 }
 
 impl TempDestination {
-    pub(crate) fn create(target: &Path, create: CreateCall, direct: bool) -> io::Result<Self> {
+    /// Creates the temporary file with permission bits `mode` (subject to the umask).
+    pub(crate) fn create(
+        target: &Path,
+        create: CreateCall,
+        direct: bool,
+        mode: u32,
+    ) -> io::Result<Self> {
+        let target_buf = target.to_path_buf();
+        let mut flags = OFlags::WRONLY | OFlags::CLOEXEC;
+        if direct {
+            flags |= OFlags::DIRECT;
+        }
+        if create == CreateCall::Open {
+            let dir = match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            match rustix::fs::open(dir, flags | OFlags::TMPFILE, Mode::from_raw_mode(mode)) {
+                Ok(fd) => return Ok(Self { temp: None, target: target_buf, fd, committed: false }),
+                // EOPNOTSUPP/EISDIR/EINVAL: no O_TMPFILE here; use a named temporary file.
+                Err(
+                    rustix::io::Errno::OPNOTSUPP
+                    | rustix::io::Errno::ISDIR
+                    | rustix::io::Errno::INVAL,
+                ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let temp = temp_name(target);
         let fd = match (create, direct) {
             // creat(2) takes no flags, so O_DIRECT always goes through open(2).
-            (CreateCall::Creat, false) => file::creat(&temp, 0o600)?,
-            _ => {
-                let mut flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
-                if direct {
-                    flags |= OFlags::DIRECT;
-                }
-                rustix::fs::open(&temp, flags, Mode::from_raw_mode(0o600))?
-            }
+            (CreateCall::Creat, false) => file::creat(&temp, mode)?,
+            _ => rustix::fs::open(
+                &temp,
+                flags | OFlags::CREATE | OFlags::EXCL,
+                Mode::from_raw_mode(mode),
+            )?,
         };
-        Ok(Self { temp, target: target.to_path_buf(), fd, committed: false })
+        Ok(Self { temp: Some(temp), target: target_buf, fd, committed: false })
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
-    pub(crate) fn temp_path(&self) -> &Path {
-        &self.temp
+    /// A path that reads the temporary file (for --verify), named or not.
+    pub(crate) fn read_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match &self.temp {
+            Some(temp) => temp.clone(),
+            None => PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd())),
+        }
     }
 
-    /// Makes the file durable when asked, then renames it over the destination.
+    /// Makes the file durable when asked, then puts it in place under the destination's name.
     pub(crate) fn commit(mut self, fsync: bool) -> io::Result<()> {
         if fsync {
             rustix::fs::fsync(&self.fd)?;
         }
-        std::fs::rename(&self.temp, &self.target)?;
+        if self.temp.is_none() {
+            // AT_EMPTY_PATH links the descriptor itself but needs CAP_DAC_READ_SEARCH;
+            // without it, linkat through /proc/self/fd with AT_SYMLINK_FOLLOW (linkat(2)).
+            let fd_path = self.read_path();
+            let cwd = rustix::fs::CWD;
+            let follow = rustix::fs::AtFlags::SYMLINK_FOLLOW;
+            let linked = match rustix::fs::linkat(
+                &self.fd,
+                "",
+                cwd,
+                &self.target,
+                rustix::fs::AtFlags::EMPTY_PATH,
+            ) {
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::PERM) => {
+                    rustix::fs::linkat(cwd, &fd_path, cwd, &self.target, follow)
+                }
+                other => other,
+            };
+            match linked {
+                Ok(()) => {
+                    self.committed = true;
+                    return Ok(());
+                }
+                // The destination exists: link under a temporary name and rename over it.
+                Err(rustix::io::Errno::EXIST) => {
+                    let temp = temp_name(&self.target);
+                    rustix::fs::linkat(cwd, &fd_path, cwd, &temp, follow)?;
+                    self.temp = Some(temp);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(temp) = &self.temp {
+            std::fs::rename(temp, &self.target)?;
+        }
         self.committed = true;
         Ok(())
     }
@@ -67,8 +158,8 @@ impl TempDestination {
 
 impl Drop for TempDestination {
     fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.temp);
+        if let (false, Some(temp)) = (self.committed, &self.temp) {
+            let _ = std::fs::remove_file(temp);
         }
     }
 }
@@ -84,13 +175,13 @@ mod tests {
         let target = dir.join("out");
         std::fs::write(&target, b"old").unwrap();
         for create in [CreateCall::Creat, CreateCall::Open] {
-            let temp = TempDestination::create(&target, create, false).unwrap();
+            let temp = TempDestination::create(&target, create, false, 0o600).unwrap();
             rustix::io::write(temp.fd(), b"new data").unwrap();
             drop(temp);
         }
         assert_eq!(std::fs::read(&target).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let temp = TempDestination::create(&target, CreateCall::Open, false).unwrap();
+        let temp = TempDestination::create(&target, CreateCall::Open, false, 0o600).unwrap();
         rustix::io::write(temp.fd(), b"new").unwrap();
         temp.commit(true).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");

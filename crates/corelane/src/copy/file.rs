@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 
-use super::destination::TempDestination;
+use super::destination::{creation_keeps, TempDestination};
 use super::extents::data_extents;
 use super::method::{transfer, CopyMethod};
 use super::{CopyError, CopyOptions, CopyReport};
@@ -122,6 +122,20 @@ pub fn copy_file(
             return Err(CopyError::SameFile { src: src.into(), dst });
         }
     }
+    copy_checked(src, dst, &meta, opts, progress, stop)
+}
+
+/// The copy itself, once the caller has checked the source (`meta`) and the destination
+/// path (its directory exists, it is not the source). Trees call this directly with the
+/// metadata their walk already read, saving four stat calls per file.
+pub(crate) fn copy_checked(
+    src: &Path,
+    dst: PathBuf,
+    meta: &Metadata,
+    opts: &CopyOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    stop: &StopSignal,
+) -> Result<CopyReport, CopyError> {
     let size = meta.len();
     let started = Instant::now();
     let candidates: Vec<CopyMethod> = match opts.method {
@@ -147,7 +161,17 @@ pub fn copy_file(
             }
             Err(e) => return Err(CopyError::io(format!("cannot open {}", src.display()), e)),
         };
-        let temp = match TempDestination::create(&dst, opts.create, direct) {
+        let mode = meta.mode() & 0o7777;
+        // Created with the source's bits when the umask lets them through; 0600 otherwise, and
+        // fchmod below sets the exact bits. Either way no one else can read a partial copy
+        // that the source did not allow them to read.
+        let keeps = creation_keeps(mode);
+        let temp = match TempDestination::create(
+            &dst,
+            opts.create,
+            direct,
+            if keeps { mode } else { 0o600 },
+        ) {
             Ok(t) => t,
             Err(e) if direct && !last && unsupported(&e) => {
                 fallback = Some(format!("the destination's file system refused O_DIRECT ({e})"));
@@ -155,13 +179,20 @@ pub fn copy_file(
             }
             Err(e) => return Err(map_failure(e, &dst, "cannot create a temporary file beside")),
         };
-        // Sized first, so extents land at their offsets and holes stay holes.
-        rustix::fs::ftruncate(temp.fd(), size)
-            .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
-        let mut buffer = AlignedBuffer::new(opts.buffer, direct);
+        // A file with every block allocated has no holes: skip the SEEK_DATA/SEEK_HOLE walk.
+        let dense = meta.blocks() * 512 >= size;
+        let extents =
+            if dense && size > 0 { vec![(0, size)] } else { data_extents(source.as_fd(), size) };
+        // Sized first when there are holes, so extents land at their offsets and holes stay.
+        if !dense {
+            rustix::fs::ftruncate(temp.fd(), size)
+                .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
+        }
+        // Only the methods that pass data through user space need a buffer.
+        let needs_buffer = matches!(method, CopyMethod::ReadWrite | CopyMethod::Direct);
+        let mut buffer = AlignedBuffer::new(if needs_buffer { opts.buffer } else { 1 }, direct);
         let mut calls = 0u64;
         let mut moved = 0u64;
-        let extents = data_extents(source.as_fd(), size);
         let mut outcome = Ok(());
         for &(offset, len) in &extents {
             let base = moved;
@@ -201,8 +232,10 @@ pub fn copy_file(
             rustix::fs::ftruncate(temp.fd(), size)
                 .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
         }
-        rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(meta.mode() & 0o7777))
-            .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
+        if !keeps {
+            rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(mode))
+                .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
+        }
         let times = Timestamps {
             last_access: Timespec { tv_sec: meta.atime(), tv_nsec: meta.atime_nsec() as _ },
             last_modification: Timespec { tv_sec: meta.mtime(), tv_nsec: meta.mtime_nsec() as _ },
@@ -210,7 +243,7 @@ pub fn copy_file(
         rustix::fs::futimens(temp.fd(), &times)
             .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
         let verified = if opts.verify {
-            let same = checksum(src).and_then(|a| checksum(temp.temp_path()).map(|b| a == b));
+            let same = checksum(src).and_then(|a| checksum(&temp.read_path()).map(|b| a == b));
             match same {
                 Ok(true) => true,
                 Ok(false) => return Err(CopyError::VerifyFailed { src: src.into(), dst }),

@@ -1,0 +1,114 @@
+//! A private tmpfs for the copy lab, mounted and unmounted by the lab itself (or a directory
+//! in /dev/shm when mounting is not possible, which the report says). Mount points are named
+//! `corelane-lab-copy-<pid>-<n>` so that a later run can unmount those of a killed run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const PREFIX: &str = "corelane-lab-copy-";
+
+/// A scratch directory on tmpfs, removed (and unmounted) when dropped.
+#[derive(Debug)]
+pub struct Scratch {
+    pub path: PathBuf,
+    pub mounted: bool,
+    /// Why this is not a private mount, when it is not.
+    pub note: Option<String>,
+    pub options: String,
+}
+
+/// Unmounts scratch mounts of killed runs (their PID is gone); returns their paths.
+pub fn remove_stale_mounts() -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|mp| {
+            let Some(rest) = Path::new(mp)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(PREFIX))
+            else {
+                return false;
+            };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .filter(|mp| Command::new("umount").arg(mp).status().is_ok_and(|s| s.success()))
+        .map(|mp| {
+            let _ = std::fs::remove_dir(mp);
+            mp.to_string()
+        })
+        .collect()
+}
+
+impl Scratch {
+    /// Mounts a tmpfs of `size_bytes` with extra mount `options` (e.g. `huge=always`).
+    pub fn mount(size_bytes: u64, options: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("{PREFIX}{}-{n}", std::process::id()));
+        let mut opts = format!("size={size_bytes},mode=0700");
+        if !options.is_empty() {
+            opts.push(',');
+            opts.push_str(options);
+        }
+        let fallback = |why: String| {
+            let path =
+                PathBuf::from("/dev/shm").join(format!("{PREFIX}{}-{n}", std::process::id()));
+            let _ = std::fs::create_dir_all(&path);
+            Self { path, mounted: false, note: Some(why), options: String::new() }
+        };
+        if !rustix::process::geteuid().is_root() {
+            return fallback("not root: using /dev/shm instead of a private tmpfs".into());
+        }
+        if let Err(e) = std::fs::create_dir_all(&path) {
+            return fallback(format!("cannot create {}: {e}; using /dev/shm", path.display()));
+        }
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &opts, "corelane-lab", path.to_str().unwrap_or("")])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Self { path, mounted: true, note: None, options: opts },
+            Ok(o) => {
+                let _ = std::fs::remove_dir(&path);
+                fallback(format!(
+                    "mount -o {opts} failed: {}; using /dev/shm",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir(&path);
+                fallback(format!("cannot run mount: {e}; using /dev/shm"))
+            }
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.path).status();
+            let _ = std::fs::remove_dir(&self.path);
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_and_removes_a_private_tmpfs() {
+        let scratch = Scratch::mount(16 << 20, "");
+        assert!(scratch.path.is_dir());
+        std::fs::write(scratch.path.join("x"), b"x").unwrap();
+        let path = scratch.path.clone();
+        let mounted = scratch.mounted;
+        drop(scratch);
+        assert!(!path.exists(), "{} left behind (mounted: {mounted})", path.display());
+    }
+}
