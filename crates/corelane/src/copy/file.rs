@@ -105,6 +105,40 @@ fn checksum(path: &Path) -> io::Result<blake3::Hash> {
     Ok(blake3::Hasher::new().update_reader(File::open(path)?)?.finalize())
 }
 
+/// File systems whose copy_file_range shares or offloads the data (reflink, server-side copy)
+/// instead of running the kernel's generic splice loop: statfs(2) magic numbers.
+const OFFLOADING_FS: [i64; 7] = [
+    0x9123_683E, // btrfs
+    0x5846_5342, // xfs
+    0x6969,      // nfs
+    0xFF53_4D42, // cifs
+    0xFE53_4D42, // smb2
+    0xCA45_1A4E, // bcachefs
+    0x2FC1_2FC1, // zfs
+];
+
+/// `auto`'s order for this pair of files. Where the file system offloads copy_file_range
+/// (same file system, one of `OFFLOADING_FS`) it goes first. Elsewhere (tmpfs, ext4, across
+/// file systems) copy_file_range falls back to the kernel's generic splice loop, and splice
+/// through a 1 MiB pipe moved data faster in `corelane lab copy` (docs/RESULTS.md), so
+/// splice goes first; read/write is the last resort.
+fn auto_candidates(src: &Path, dst: &Path) -> Vec<CopyMethod> {
+    let dir = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let fs_type = |p: &Path| rustix::fs::statfs(p).ok().map(|s| i64::from(s.f_type));
+    let same_fs = std::fs::metadata(src)
+        .and_then(|a| std::fs::metadata(dir).map(|b| a.dev() == b.dev()))
+        .unwrap_or(false);
+    let offloads = same_fs && fs_type(src).is_some_and(|t| OFFLOADING_FS.contains(&t));
+    if offloads {
+        vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite]
+    } else {
+        vec![CopyMethod::Splice, CopyMethod::CopyFileRange, CopyMethod::ReadWrite]
+    }
+}
+
 /// Copies the regular file `src` to `dst` (a file path, or a directory to copy into).
 /// `progress(done, total)` is called as bytes move; raising `stop` aborts the copy, leaving
 /// the destination as it was.
@@ -142,9 +176,7 @@ pub(crate) fn copy_checked(
         Some(CopyMethod::Direct) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
         Some(CopyMethod::IoUring) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
         Some(m) => vec![m],
-        // copy_file_range first: one call per 128 MiB, and file systems that can share or
-        // reflink data do so; sendfile where it is refused across file systems; read/write last.
-        None => vec![CopyMethod::CopyFileRange, CopyMethod::Sendfile, CopyMethod::ReadWrite],
+        None => auto_candidates(src, &dst),
     };
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {
@@ -189,7 +221,8 @@ pub(crate) fn copy_checked(
                 .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
         }
         // Only the methods that pass data through user space need a buffer.
-        let needs_buffer = matches!(method, CopyMethod::ReadWrite | CopyMethod::Direct);
+        let needs_buffer =
+            matches!(method, CopyMethod::ReadWrite | CopyMethod::Direct | CopyMethod::IoUring);
         let mut buffer = AlignedBuffer::new(if needs_buffer { opts.buffer } else { 1 }, direct);
         let mut calls = 0u64;
         let mut moved = 0u64;
