@@ -12,7 +12,7 @@ use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 
 use super::destination::{creation_keeps, TempDestination};
 use super::extents::data_extents;
-use super::method::{transfer, CopyMethod};
+use super::method::{transfer, CopyMethod, SPLICE_PIPE};
 use super::{CopyError, CopyOptions, CopyReport};
 use crate::lane::StopSignal;
 
@@ -122,11 +122,18 @@ const OFFLOADING_FS: [i64; 7] = [
 /// file systems) copy_file_range falls back to the kernel's generic splice loop, and splice
 /// through a 1 MiB pipe moved data faster in `corelane lab copy` (docs/RESULTS.md), so
 /// splice goes first; read/write is the last resort.
-fn auto_candidates(src: &Path, dst: &Path) -> Vec<CopyMethod> {
+fn auto_candidates(src: &Path, dst: &Path, size: u64) -> Vec<CopyMethod> {
+    // A file that fits one pipe is one copy_file_range call; a splice would need a pipe and
+    // two calls. No need to look at the file systems (a tree has thousands of these).
+    if size <= SPLICE_PIPE as u64 {
+        return vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite];
+    }
     let dir = match dst.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // f_type is a c_long on 64-bit Linux and an i32 on some 32-bit targets.
+    #[allow(clippy::useless_conversion)]
     let fs_type = |p: &Path| rustix::fs::statfs(p).ok().map(|s| i64::from(s.f_type));
     let same_fs = std::fs::metadata(src)
         .and_then(|a| std::fs::metadata(dir).map(|b| a.dev() == b.dev()))
@@ -156,44 +163,94 @@ pub fn copy_file(
             return Err(CopyError::SameFile { src: src.into(), dst });
         }
     }
-    copy_checked(src, dst, &meta, opts, progress, stop)
+    copy_checked(src, dst, Some(SourceInfo::from(&meta)), opts, progress, stop)
 }
 
-/// The copy itself, once the caller has checked the source (`meta`) and the destination
-/// path (its directory exists, it is not the source). Trees call this directly with the
-/// metadata their walk already read, saving four stat calls per file.
+/// What a copy needs to know of its source, from stat(2) or fstat(2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SourceInfo {
+    size: u64,
+    mode: u32,
+    blocks: u64,
+    atime: Timespec,
+    mtime: Timespec,
+}
+
+impl From<&Metadata> for SourceInfo {
+    fn from(m: &Metadata) -> Self {
+        Self {
+            size: m.len(),
+            mode: m.mode(),
+            blocks: m.blocks(),
+            atime: Timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() as _ },
+            mtime: Timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() as _ },
+        }
+    }
+}
+
+impl From<&rustix::fs::Stat> for SourceInfo {
+    fn from(s: &rustix::fs::Stat) -> Self {
+        Self {
+            size: s.st_size as u64,
+            mode: s.st_mode,
+            blocks: s.st_blocks as u64,
+            atime: Timespec { tv_sec: s.st_atime as _, tv_nsec: s.st_atime_nsec as _ },
+            mtime: Timespec { tv_sec: s.st_mtime as _, tv_nsec: s.st_mtime_nsec as _ },
+        }
+    }
+}
+
+/// The copy itself, once the caller has checked the destination path (its directory exists,
+/// it is not the source). `info` is the source's stat when the caller has it; otherwise the
+/// opened source is fstat'ed, which lets a tree's lanes do that work in parallel instead of
+/// its walk doing it serially.
 pub(crate) fn copy_checked(
     src: &Path,
     dst: PathBuf,
-    meta: &Metadata,
+    info: Option<SourceInfo>,
     opts: &CopyOptions,
     progress: &mut dyn FnMut(u64, u64),
     stop: &StopSignal,
 ) -> Result<CopyReport, CopyError> {
-    let size = meta.len();
+    let plain = open_source(src, false).map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => CopyError::SourceUnreadable(src.into()),
+        io::ErrorKind::NotFound => CopyError::SourceMissing(src.into()),
+        _ => CopyError::io(format!("cannot open {}", src.display()), e),
+    })?;
+    let info = match info {
+        Some(info) => info,
+        None => SourceInfo::from(
+            &rustix::fs::fstat(&plain)
+                .map_err(|e| CopyError::io(format!("cannot stat {}", src.display()), e.into()))?,
+        ),
+    };
+    let size = info.size;
     let started = Instant::now();
     let candidates: Vec<CopyMethod> = match opts.method {
         Some(CopyMethod::Direct) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
         Some(CopyMethod::IoUring) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
         Some(m) => vec![m],
-        None => auto_candidates(src, &dst),
+        None => auto_candidates(src, &dst, size),
     };
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {
         let last = i + 1 == candidates.len();
         let direct = method == CopyMethod::Direct;
-        let source = match open_source(src, direct) {
-            Ok(fd) => fd,
-            Err(e) if direct && !last && unsupported(&e) => {
-                fallback = Some(format!("the source's file system refused O_DIRECT ({e})"));
-                continue;
+        // O_DIRECT is a flag of the open file, so that method opens the source again.
+        let direct_source = if direct {
+            match open_source(src, true) {
+                Ok(fd) => Some(fd),
+                Err(e) if !last && unsupported(&e) => {
+                    fallback = Some(format!("the source's file system refused O_DIRECT ({e})"));
+                    continue;
+                }
+                Err(e) => return Err(CopyError::io(format!("cannot open {}", src.display()), e)),
             }
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                return Err(CopyError::SourceUnreadable(src.into()))
-            }
-            Err(e) => return Err(CopyError::io(format!("cannot open {}", src.display()), e)),
+        } else {
+            None
         };
-        let mode = meta.mode() & 0o7777;
+        let source = direct_source.as_ref().map_or(plain.as_fd(), |fd| fd.as_fd());
+        let mode = info.mode & 0o7777;
         // Created with the source's bits when the umask lets them through; 0600 otherwise, and
         // fchmod below sets the exact bits. Either way no one else can read a partial copy
         // that the source did not allow them to read.
@@ -212,7 +269,7 @@ pub(crate) fn copy_checked(
             Err(e) => return Err(map_failure(e, &dst, "cannot create a temporary file beside")),
         };
         // A file with every block allocated has no holes: skip the SEEK_DATA/SEEK_HOLE walk.
-        let dense = meta.blocks() * 512 >= size;
+        let dense = info.blocks * 512 >= size;
         let extents =
             if dense && size > 0 { vec![(0, size)] } else { data_extents(source.as_fd(), size) };
         // Sized first when there are holes, so extents land at their offsets and holes stay.
@@ -269,10 +326,7 @@ pub(crate) fn copy_checked(
             rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(mode))
                 .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
         }
-        let times = Timestamps {
-            last_access: Timespec { tv_sec: meta.atime(), tv_nsec: meta.atime_nsec() as _ },
-            last_modification: Timespec { tv_sec: meta.mtime(), tv_nsec: meta.mtime_nsec() as _ },
-        };
+        let times = Timestamps { last_access: info.atime, last_modification: info.mtime };
         rustix::fs::futimens(temp.fd(), &times)
             .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
         let verified = if opts.verify {

@@ -73,6 +73,8 @@ impl FromStr for CopyMethod {
 /// Chunk size for the kernel-side methods: large enough that calls are few (8 per GiB), small
 /// enough that Ctrl-C and progress are seen several times a second.
 pub(crate) const KERNEL_CHUNK: usize = 128 << 20;
+/// The pipe size splice asks for (the default is 64 KiB; bigger moves more per call pair).
+pub(crate) const SPLICE_PIPE: usize = 1 << 20;
 
 /// Copies `len` bytes at `offset` of `src` to the same offset of `dst`; `keep_going(bytes)` is
 /// asked after every chunk (progress, Ctrl-C). Returns the data-moving calls made.
@@ -145,7 +147,8 @@ pub(crate) fn transfer(
         CopyMethod::Splice => {
             let (pipe_r, pipe_w) = pipe()?;
             // A bigger pipe moves more per pair of calls; the default is 64 KiB.
-            let capacity = rustix::pipe::fcntl_setpipe_size(&pipe_w, 1 << 20).unwrap_or(1 << 16);
+            let capacity =
+                rustix::pipe::fcntl_setpipe_size(&pipe_w, SPLICE_PIPE).unwrap_or(1 << 16);
             let (mut at_in, mut at_out) = (offset, offset);
             while done < len {
                 let want = (len - done).min(capacity as u64) as usize;

@@ -28,15 +28,13 @@ pub struct TreeReport {
     pub syscalls: u64,
 }
 
-/// Small files a lane claims at a time (one shared atomic per run, not per file).
-const RUN_FILES: usize = 64;
-/// A file this large is a run by itself.
-const RUN_BYTES: u64 = 4 << 20;
+/// Files a lane claims at a time (one shared atomic per run, not per file).
+const RUN_FILES: usize = 32;
 
 /// Groups files into runs that lanes claim whole. A run holds neighbouring files of one
 /// directory (warm directory and dentry cache lines), and consecutive runs come from
 /// different directories, so two lanes rarely wait on the same directory's lock to create
-/// their files. Runs with the most bytes go first, so the lanes finish together.
+/// their files.
 fn plan_runs(mut files: Vec<FileJob>) -> Vec<Vec<FileJob>> {
     files.sort_by_key(|f| (f.dir, f.nth_in_dir));
     let mut per_dir: Vec<Vec<Vec<FileJob>>> = Vec::new();
@@ -47,9 +45,7 @@ fn plan_runs(mut files: Vec<FileJob>) -> Vec<Vec<FileJob>> {
             last_dir = job.dir;
         }
         let runs = per_dir.last_mut().expect("pushed above");
-        let full = runs.last().is_none_or(|r: &Vec<FileJob>| {
-            r.len() >= RUN_FILES || r.iter().map(|f| f.meta.len()).sum::<u64>() >= RUN_BYTES
-        });
+        let full = runs.last().is_none_or(|r: &Vec<FileJob>| r.len() >= RUN_FILES);
         if full {
             runs.push(Vec::new());
         }
@@ -65,16 +61,13 @@ fn plan_runs(mut files: Vec<FileJob>) -> Vec<Vec<FileJob>> {
             break;
         }
     }
-    runs.sort_by_key(|r: &Vec<FileJob>| {
-        std::cmp::Reverse(r.iter().map(|f| f.meta.len()).sum::<u64>())
-    });
     runs
 }
 
-/// One regular file to copy, with the metadata the walk read and its place in its directory.
+/// One regular file to copy and its place in its directory. The walk reads no metadata of
+/// files (readdir's d_type says what they are): the lanes fstat what they open, in parallel.
 struct FileJob {
     rel: PathBuf,
-    meta: std::fs::Metadata,
     dir: usize,
     nth_in_dir: usize,
 }
@@ -113,10 +106,7 @@ fn walk(root: &Path) -> Result<Walk, CopyError> {
                     .map_err(|e| CopyError::io("cannot read a symlink", e))?;
                 out.links.push((child, target));
             } else if kind.is_file() {
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
-                out.files.push(FileJob { rel: child, meta, dir: dir_index, nth_in_dir });
+                out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
                 nth_in_dir += 1;
             }
             // Sockets, FIFOs and devices are not copied (neither does `cp -r` without -a).
@@ -211,7 +201,7 @@ pub fn copy_tree(
                     let (mut run_bytes, mut run_calls) = (0, 0);
                     for job in run {
                         let (from, to) = (src.join(&job.rel), root.join(&job.rel));
-                        match copy_checked(&from, to, &job.meta, opts, &mut |_, _| {}, stop) {
+                        match copy_checked(&from, to, None, opts, &mut |_, _| {}, stop) {
                             Ok(report) => {
                                 run_bytes += report.bytes;
                                 run_calls += report.syscalls;
