@@ -240,52 +240,57 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    fn row(
+    /// Times every configuration of a section, interleaved trial by trial (config A, B, C,
+    /// then A, B, C again), so that drift in the machine over the run hits them alike.
+    fn section(
         &mut self,
         section: &str,
-        config: &str,
-        job: Job<'_>,
+        configs: Vec<(String, Job<'_>)>,
         src: &Path,
         dst: &Path,
         bytes: u64,
     ) -> Result<(), LabError> {
-        let mut secs = Vec::new();
-        let mut last = None;
+        let mut secs: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut last: Vec<Option<Timed>> = configs.iter().map(|_| None).collect();
         for t in 0..self.opts.trials {
-            if self.stop.is_stopped() {
-                return Err(LabError::Interrupted);
+            for (i, (config, job)) in configs.iter().enumerate() {
+                if self.stop.is_stopped() {
+                    return Err(LabError::Interrupted);
+                }
+                let timed = time_once(job, src, dst, self.stop)?;
+                (self.progress)(&format!(
+                    "[{section}] {config} trial {}/{}: {:.3}s ({:.2} GB/s)",
+                    t + 1,
+                    self.opts.trials,
+                    timed.secs,
+                    bytes as f64 / timed.secs / 1e9
+                ));
+                secs[i].push(timed.secs);
+                last[i] = Some(timed);
             }
-            let timed = time_once(&job, src, dst, self.stop)?;
-            (self.progress)(&format!(
-                "[{section}] {config} trial {}/{}: {:.3}s ({:.2} GB/s)",
-                t + 1,
-                self.opts.trials,
-                timed.secs,
-                bytes as f64 / timed.secs / 1e9
-            ));
-            secs.push(timed.secs);
-            last = Some(timed);
         }
-        let last = last.expect("at least one trial");
-        let median_secs = median(&secs).unwrap_or(0.0);
-        let gb_per_sec = if median_secs > 0.0 { bytes as f64 / median_secs / 1e9 } else { 0.0 };
         let gib = bytes as f64 / (1u64 << 30) as f64;
-        self.rows.push(CopyRow {
-            section: section.into(),
-            config: config.into(),
-            ran: last.ran,
-            trials_secs: secs,
-            median_secs,
-            pct_of_baseline: None,
-            gb_per_sec,
-            syscalls_per_gib: last.syscalls.map(|c| c as f64 / gib.max(1e-9)),
-            fraction_of_memcpy: if self.memcpy_gbps > 0.0 {
-                gb_per_sec / self.memcpy_gbps
-            } else {
-                0.0
-            },
-            note: last.note,
-        });
+        for (((config, _), secs), last) in configs.into_iter().zip(secs).zip(last) {
+            let last = last.expect("at least one trial");
+            let median_secs = median(&secs).unwrap_or(0.0);
+            let gb_per_sec = if median_secs > 0.0 { bytes as f64 / median_secs / 1e9 } else { 0.0 };
+            self.rows.push(CopyRow {
+                section: section.into(),
+                config,
+                ran: last.ran,
+                trials_secs: secs,
+                median_secs,
+                pct_of_baseline: None,
+                gb_per_sec,
+                syscalls_per_gib: last.syscalls.map(|c| c as f64 / gib.max(1e-9)),
+                fraction_of_memcpy: if self.memcpy_gbps > 0.0 {
+                    gb_per_sec / self.memcpy_gbps
+                } else {
+                    0.0
+                },
+                note: last.note,
+            });
+        }
         Ok(())
     }
 }
@@ -325,58 +330,63 @@ pub fn run(
     let mut r = Runner { opts, stop, progress, memcpy_gbps, rows: Vec::new() };
     let size = opts.size;
     let kib = |k: usize| k << 10;
-    for (label, buffer) in
-        [("1K", kib(1)), ("4K", kib(4)), ("8K", kib(8)), ("1M", kib(1024)), ("8M", kib(8192))]
-    {
-        let job =
-            Job::File { method: Some(CopyMethod::ReadWrite), buffer, create: CreateCall::Creat };
-        r.row("table 2: creat()", &format!("read/write {label}"), job, &src, &dst, size)?;
-    }
-    for (label, buffer) in [("1K", kib(1)), ("4K", kib(4)), ("8K", kib(8)), ("1M", kib(1024))] {
-        let job =
-            Job::File { method: Some(CopyMethod::ReadWrite), buffer, create: CreateCall::Open };
-        r.row("table 3: open()", &format!("read/write {label}"), job, &src, &dst, size)?;
-    }
-    r.row(
+    let file = |method: Option<CopyMethod>, buffer: usize, create: CreateCall| Job::File {
+        method,
+        buffer,
+        create,
+    };
+    let read_write = |create| {
+        move |(label, k): (&str, usize)| {
+            (format!("read/write {label}"), file(Some(CopyMethod::ReadWrite), kib(k), create))
+        }
+    };
+    let sizes = [("1K", 1), ("4K", 4), ("8K", 8), ("1M", 1024), ("8M", 8192)];
+    r.section(
+        "table 2: creat()",
+        sizes.into_iter().map(read_write(CreateCall::Creat)).collect(),
+        &src,
+        &dst,
+        size,
+    )?;
+    r.section(
+        "table 3: open()",
+        sizes[..4].iter().copied().map(read_write(CreateCall::Open)).collect(),
+        &src,
+        &dst,
+        size,
+    )?;
+    r.section(
         "O_DIRECT",
-        "direct 1M",
-        Job::File { method: Some(CopyMethod::Direct), buffer: kib(1024), create: CreateCall::Open },
+        vec![("direct 1M".into(), file(Some(CopyMethod::Direct), kib(1024), CreateCall::Open))],
         &src,
         &dst,
         size,
     )?;
-    for method in
+    let kernel_side =
         [CopyMethod::Sendfile, CopyMethod::Splice, CopyMethod::CopyFileRange, CopyMethod::IoUring]
-    {
-        let job = Job::File { method: Some(method), buffer: kib(1024), create: CreateCall::Open };
-        r.row("kernel-side", method.name(), job, &src, &dst, size)?;
-    }
-    r.row(
-        "one file",
-        "corelane copy (auto)",
-        Job::File { method: None, buffer: kib(1024), create: CreateCall::Open },
-        &src,
-        &dst,
-        size,
-    )?;
+            .into_iter()
+            .map(|m| (m.name().to_string(), file(Some(m), kib(1024), CreateCall::Open)))
+            .collect();
+    r.section("kernel-side", kernel_side, &src, &dst, size)?;
     let (s, d) = (src.to_string_lossy().into_owned(), dst.to_string_lossy().into_owned());
-    r.row(
-        "one file",
-        "cp",
-        Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" },
-        &src,
-        &dst,
-        size,
-    )?;
     let (ifs, ofs) = (format!("if={s}"), format!("of={d}"));
-    r.row(
+    r.section(
         "one file",
-        "dd bs=1M",
-        Job::Peer {
-            program: "dd",
-            args: strings(&[&ifs, &ofs, "bs=1M", "status=none"]),
-            shown: "dd bs=1M",
-        },
+        vec![
+            ("corelane copy (auto)".into(), file(None, kib(1024), CreateCall::Open)),
+            (
+                "cp".into(),
+                Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" },
+            ),
+            (
+                "dd bs=1M".into(),
+                Job::Peer {
+                    program: "dd",
+                    args: strings(&[&ifs, &ofs, "bs=1M", "status=none"]),
+                    shown: "dd bs=1M",
+                },
+            ),
+        ],
         &src,
         &dst,
         size,
@@ -387,19 +397,20 @@ pub fn run(
     if huge.mounted {
         let (hs, hd) = (huge.path.join("src"), huge.path.join("dst"));
         write_source(&hs, size)?;
-        r.row(
-            "huge=always tmpfs",
-            "corelane copy (auto)",
-            Job::File { method: None, buffer: kib(1024), create: CreateCall::Open },
-            &hs,
-            &hd,
-            size,
-        )?;
         let (hs_s, hd_s) = (hs.to_string_lossy().into_owned(), hd.to_string_lossy().into_owned());
-        r.row(
+        r.section(
             "huge=always tmpfs",
-            "cp",
-            Job::Peer { program: "cp", args: strings(&[&hs_s, &hd_s]), shown: "cp SRC DST" },
+            vec![
+                ("corelane copy (auto)".into(), file(None, kib(1024), CreateCall::Open)),
+                (
+                    "cp".into(),
+                    Job::Peer {
+                        program: "cp",
+                        args: strings(&[&hs_s, &hd_s]),
+                        shown: "cp SRC DST",
+                    },
+                ),
+            ],
             &hs,
             &hd,
             size,
@@ -416,26 +427,20 @@ pub fn run(
         let out = dir.join("tree-copy");
         (r.progress)(&format!("writing a tree of {n} files of {each} bytes"));
         write_tree(&tree, n, each)?;
-        let bytes = n as u64 * each;
-        let section = format!("tree: {n} × {}", human(each));
-        r.row(&section, "corelane copy -r, 1 lane", Job::Tree { lanes: 1 }, &tree, &out, bytes)?;
-        r.row(
-            &section,
-            &format!("corelane copy -r, {} lanes", opts.lanes),
-            Job::Tree { lanes: opts.lanes },
-            &tree,
-            &out,
-            bytes,
-        )?;
         let (ts, os) = (tree.to_string_lossy().into_owned(), out.to_string_lossy().into_owned());
-        r.row(
-            &section,
-            "cp -r",
-            Job::Peer { program: "cp", args: strings(&["-r", &ts, &os]), shown: "cp -r SRC DST" },
-            &tree,
-            &out,
-            bytes,
-        )?;
+        let configs = vec![
+            ("corelane copy -r, 1 lane".to_string(), Job::Tree { lanes: 1 }),
+            (format!("corelane copy -r, {} lanes", opts.lanes), Job::Tree { lanes: opts.lanes }),
+            (
+                "cp -r".to_string(),
+                Job::Peer {
+                    program: "cp",
+                    args: strings(&["-r", &ts, &os]),
+                    shown: "cp -r SRC DST",
+                },
+            ),
+        ];
+        r.section(&format!("tree: {n} × {}", human(each)), configs, &tree, &out, n as u64 * each)?;
         remove(&tree);
     }
     let mut rows = r.rows;
