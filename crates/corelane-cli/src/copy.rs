@@ -44,6 +44,12 @@ pub struct CopyArgs {
     /// Pin -r lanes round-robin to these CPUs.
     #[arg(long, value_name = "CPUS")]
     pin: Option<CpuList>,
+    /// With -r: pass every file through a temporary file, so that even a crash never leaves a
+    /// partial file under its name (slower on big trees). Without it, -r writes files that do
+    /// not exist yet under their own names and removes them on any failure or Ctrl-C, like
+    /// cp -r; existing files are always replaced atomically.
+    #[arg(long)]
+    atomic: bool,
     /// fsync each file before it replaces the destination.
     #[arg(long)]
     fsync: bool,
@@ -112,6 +118,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         },
         fsync: args.fsync,
         verify: args.verify,
+        fresh_in_place: args.recursive && !args.atomic,
     };
     let stop = stop_on_signals()?;
     let result = if args.recursive {

@@ -195,6 +195,22 @@ fn a_full_file_system_leaves_no_temporary_and_the_old_destination() {
         assert_eq!(fs::read(small.join("dst")).unwrap(), b"old");
         assert_eq!(entries(&small), ["dst"], "temporary file left behind");
     }
+    // A tree into the full file system: the file that did not fit is removed, not left partial.
+    fs::create_dir(dir.join("tree")).unwrap();
+    fs::write(dir.join("tree/big"), pattern(4 << 20)).unwrap();
+    let opts = CopyOptions { fresh_in_place: true, ..CopyOptions::default() };
+    let err = copy_tree(
+        &dir.join("tree"),
+        &small.join("t"),
+        &opts,
+        2,
+        &[],
+        &|_, _| {},
+        &StopSignal::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, CopyError::NoSpace(_)), "{err}");
+    assert!(!small.join("t/big").exists(), "a partial file stayed under its name");
     let _ = std::process::Command::new("umount").arg(&small).status();
     fs::remove_dir_all(dir).unwrap();
 }

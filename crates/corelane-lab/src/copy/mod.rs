@@ -212,7 +212,9 @@ fn time_once(job: &Job<'_>, src: &Path, dst: &Path, stop: &StopSignal) -> Result
             }
         }
         Job::Tree { lanes } => {
-            let r = copy_tree(src, dst, &CopyOptions::default(), *lanes, &[], &|_, _| {}, stop)
+            // What `corelane copy -r` does by default.
+            let tree_opts = CopyOptions { fresh_in_place: true, ..CopyOptions::default() };
+            let r = copy_tree(src, dst, &tree_opts, *lanes, &[], &|_, _| {}, stop)
                 .map_err(|e| LabError::Testbed(e.to_string()))?;
             Timed {
                 secs: r.seconds,

@@ -22,10 +22,12 @@ use crate::sys::file;
 /// if dropped before.
 #[derive(Debug)]
 pub(crate) struct TempDestination {
-    /// The temporary name; `None` while the file is unnamed (O_TMPFILE).
+    /// The temporary name; `None` while the file is unnamed (O_TMPFILE) or fresh.
     temp: Option<PathBuf>,
     target: PathBuf,
     fd: OwnedFd,
+    /// Created under the destination's own name, which did not exist (see `create`).
+    fresh: bool,
     committed: bool,
 }
 
@@ -58,16 +60,44 @@ pub(crate) fn creation_keeps(mode: u32) -> bool {
 
 impl TempDestination {
     /// Creates the temporary file with permission bits `mode` (subject to the umask).
+    ///
+    /// `fresh_ok`: when the destination does not exist, write it under its own name
+    /// (O_CREAT|O_EXCL) and remove it if the copy fails. Nothing that existed can be damaged
+    /// and a failure or Ctrl-C leaves nothing; only a crash mid-copy could leave a partial
+    /// file under the final name, as `cp` would. Tree copies use this: on tmpfs with two
+    /// lanes, linking in thousands of unnamed files serialises on the directory and cost
+    /// 0.19 s instead of 0.13 s for 20,000 files of 4 KiB (`cp -r`: 0.25 s).
     pub(crate) fn create(
         target: &Path,
         create: CreateCall,
         direct: bool,
         mode: u32,
+        fresh_ok: bool,
     ) -> io::Result<Self> {
         let target_buf = target.to_path_buf();
         let mut flags = OFlags::WRONLY | OFlags::CLOEXEC;
         if direct {
             flags |= OFlags::DIRECT;
+        }
+        if fresh_ok {
+            match rustix::fs::open(
+                target,
+                flags | OFlags::CREATE | OFlags::EXCL,
+                Mode::from_raw_mode(mode),
+            ) {
+                Ok(fd) => {
+                    return Ok(Self {
+                        temp: None,
+                        target: target_buf,
+                        fd,
+                        fresh: true,
+                        committed: false,
+                    })
+                }
+                // It exists: replace it atomically below.
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         if create == CreateCall::Open {
             let dir = match target.parent() {
@@ -75,7 +105,15 @@ impl TempDestination {
                 _ => Path::new("."),
             };
             match rustix::fs::open(dir, flags | OFlags::TMPFILE, Mode::from_raw_mode(mode)) {
-                Ok(fd) => return Ok(Self { temp: None, target: target_buf, fd, committed: false }),
+                Ok(fd) => {
+                    return Ok(Self {
+                        temp: None,
+                        target: target_buf,
+                        fd,
+                        fresh: false,
+                        committed: false,
+                    })
+                }
                 // EOPNOTSUPP/EISDIR/EINVAL: no O_TMPFILE here; use a named temporary file.
                 Err(
                     rustix::io::Errno::OPNOTSUPP
@@ -95,7 +133,7 @@ impl TempDestination {
                 Mode::from_raw_mode(mode),
             )?,
         };
-        Ok(Self { temp: Some(temp), target: target_buf, fd, committed: false })
+        Ok(Self { temp: Some(temp), target: target_buf, fd, fresh: false, committed: false })
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
@@ -107,6 +145,7 @@ impl TempDestination {
         use std::os::fd::AsRawFd;
         match &self.temp {
             Some(temp) => temp.clone(),
+            None if self.fresh => self.target.clone(),
             None => PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd())),
         }
     }
@@ -115,6 +154,10 @@ impl TempDestination {
     pub(crate) fn commit(mut self, fsync: bool) -> io::Result<()> {
         if fsync {
             rustix::fs::fsync(&self.fd)?;
+        }
+        if self.fresh {
+            self.committed = true;
+            return Ok(());
         }
         if self.temp.is_none() {
             // AT_EMPTY_PATH links the descriptor itself but needs CAP_DAC_READ_SEARCH;
@@ -158,8 +201,14 @@ impl TempDestination {
 
 impl Drop for TempDestination {
     fn drop(&mut self) {
-        if let (false, Some(temp)) = (self.committed, &self.temp) {
+        if self.committed {
+            return;
+        }
+        if let Some(temp) = &self.temp {
             let _ = std::fs::remove_file(temp);
+        } else if self.fresh {
+            // Created exclusively by this copy a moment ago: a partial copy must not stay.
+            let _ = std::fs::remove_file(&self.target);
         }
     }
 }
@@ -175,16 +224,42 @@ mod tests {
         let target = dir.join("out");
         std::fs::write(&target, b"old").unwrap();
         for create in [CreateCall::Creat, CreateCall::Open] {
-            let temp = TempDestination::create(&target, create, false, 0o600).unwrap();
+            let temp = TempDestination::create(&target, create, false, 0o600, false).unwrap();
             rustix::io::write(temp.fd(), b"new data").unwrap();
             drop(temp);
         }
         assert_eq!(std::fs::read(&target).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let temp = TempDestination::create(&target, CreateCall::Open, false, 0o600).unwrap();
+        let temp = TempDestination::create(&target, CreateCall::Open, false, 0o600, false).unwrap();
         rustix::io::write(temp.fd(), b"new").unwrap();
         temp.commit(true).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn fresh_files_vanish_on_failure_and_existing_ones_are_never_touched() {
+        let dir = std::env::temp_dir().join(format!("corelane-fresh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let new = dir.join("new");
+        let temp = TempDestination::create(&new, CreateCall::Open, false, 0o600, true).unwrap();
+        rustix::io::write(temp.fd(), b"partial").unwrap();
+        drop(temp);
+        assert!(!new.exists(), "a failed fresh copy must not stay");
+        let old = dir.join("old");
+        std::fs::write(&old, b"old").unwrap();
+        let temp = TempDestination::create(&old, CreateCall::Open, false, 0o600, true).unwrap();
+        rustix::io::write(temp.fd(), b"partial").unwrap();
+        drop(temp);
+        assert_eq!(std::fs::read(&old).unwrap(), b"old", "an existing file goes the atomic way");
+        let temp = TempDestination::create(&new, CreateCall::Open, false, 0o600, true).unwrap();
+        rustix::io::write(temp.fd(), b"done").unwrap();
+        temp.commit(false).unwrap();
+        assert_eq!(std::fs::read(&new).unwrap(), b"done");
+        let mut names: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["new", "old"]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

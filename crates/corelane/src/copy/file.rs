@@ -260,6 +260,7 @@ pub(crate) fn copy_checked(
             opts.create,
             direct,
             if keeps { mode } else { 0o600 },
+            opts.fresh_in_place,
         ) {
             Ok(t) => t,
             Err(e) if direct && !last && unsupported(&e) => {

@@ -37,6 +37,10 @@ pub struct CopyOptions {
     pub fsync: bool,
     /// Compare checksums of source and destination after the copy.
     pub verify: bool,
+    /// Write a destination that does not exist yet under its own name (removed on failure)
+    /// instead of through a temporary file; see `copy_tree`. An existing destination is
+    /// always replaced atomically.
+    pub fresh_in_place: bool,
 }
 
 impl Default for CopyOptions {
@@ -47,6 +51,7 @@ impl Default for CopyOptions {
             create: CreateCall::Open,
             fsync: false,
             verify: false,
+            fresh_in_place: false,
         }
     }
 }
