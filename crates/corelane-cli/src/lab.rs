@@ -173,22 +173,37 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
         report::check_writable(path)?;
     }
     let stop = stop_on_signals()?;
-    let result = udp::run(&opts, &stop, &mut |line| eprintln!("{line}"));
-    let report: UdpLabReport = match result {
+    let report: UdpLabReport = match udp::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
         Ok(r) => r,
         Err(LabError::Interrupted) => {
-            eprintln!(
-                "corelane: interrupted; the testbed and every process it started were removed"
-            );
-            return Ok(ExitCode::from(130));
+            return interrupted("the testbed and every process it started were removed")
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", report::udp_text(&report));
-    // Format everything first so that a failure writes neither file.
-    let json = serde_json::to_vec_pretty(&report)?;
-    let csv = report::udp_csv(&report)?;
-    for (path, bytes) in [(&args.common.json, json), (&args.common.csv, csv)] {
+    publish(
+        &args.common,
+        report::udp_text(&report),
+        serde_json::to_vec_pretty(&report)?,
+        report::udp_csv(&report)?,
+    )
+}
+
+/// Ctrl-C during an experiment: say what was cleaned up, exit 130 like a shell would.
+fn interrupted(cleaned: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("corelane: interrupted; {cleaned}");
+    Ok(ExitCode::from(130))
+}
+
+/// Prints the table and writes the JSON and CSV reports asked for. Everything is formatted
+/// before this is called, so a formatting failure writes neither file.
+fn publish(
+    common: &CommonArgs,
+    text: String,
+    json: Vec<u8>,
+    csv: Vec<u8>,
+) -> anyhow::Result<ExitCode> {
+    print!("{text}");
+    for (path, bytes) in [(&common.json, json), (&common.csv, csv)] {
         if let Some(path) = path {
             report::write_atomic(path, &bytes)?;
             eprintln!("wrote {}", path.display());
@@ -214,19 +229,14 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let report = match copy_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
         Ok(r) => r,
         Err(LabError::Interrupted) => {
-            eprintln!("corelane: interrupted; the scratch tmpfs was unmounted and removed");
-            return Ok(ExitCode::from(130));
+            return interrupted("the scratch tmpfs was unmounted and removed")
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", report::copy_text(&report));
-    let json = serde_json::to_vec_pretty(&report)?;
-    let csv = report::copy_csv(&report)?;
-    for (path, bytes) in [(&args.common.json, json), (&args.common.csv, csv)] {
-        if let Some(path) = path {
-            report::write_atomic(path, &bytes)?;
-            eprintln!("wrote {}", path.display());
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    publish(
+        &args.common,
+        report::copy_text(&report),
+        serde_json::to_vec_pretty(&report)?,
+        report::copy_csv(&report)?,
+    )
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use corelane::copy::{copy_file, copy_tree, CopyMethod, CopyOptions, CreateCall};
+use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
 use corelane::lane::StopSignal;
 use corelane::stats::median;
 use serde::Serialize;
@@ -151,6 +151,14 @@ fn remove(path: &Path) {
     }
 }
 
+/// A failed copy inside the lab: Ctrl-C stays an interruption, anything else is reported.
+fn copy_failed(e: CopyError) -> LabError {
+    match e {
+        CopyError::Interrupted(_) => LabError::Interrupted,
+        e => LabError::Testbed(e.to_string()),
+    }
+}
+
 fn run_peer(program: &str, args: &[&str]) -> Result<f64, LabError> {
     let t = Instant::now();
     let out = Command::new(program)
@@ -202,8 +210,7 @@ fn time_once(job: &Job<'_>, src: &Path, dst: &Path, stop: &StopSignal) -> Result
                 create: *create,
                 ..CopyOptions::default()
             };
-            let r = copy_file(src, dst, &opts, &mut |_, _| {}, stop)
-                .map_err(|e| LabError::Testbed(e.to_string()))?;
+            let r = copy_file(src, dst, &opts, &mut |_, _| {}, stop).map_err(copy_failed)?;
             Timed {
                 secs: r.seconds,
                 syscalls: Some(r.syscalls),
@@ -215,7 +222,7 @@ fn time_once(job: &Job<'_>, src: &Path, dst: &Path, stop: &StopSignal) -> Result
             // What `corelane copy -r` does by default.
             let tree_opts = CopyOptions { fresh_in_place: true, ..CopyOptions::default() };
             let r = copy_tree(src, dst, &tree_opts, *lanes, &[], &|_, _| {}, stop)
-                .map_err(|e| LabError::Testbed(e.to_string()))?;
+                .map_err(copy_failed)?;
             Timed {
                 secs: r.seconds,
                 syscalls: Some(r.syscalls),

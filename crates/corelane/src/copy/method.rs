@@ -87,62 +87,51 @@ pub(crate) fn transfer(
     buffer: &mut [u8],
     keep_going: &mut dyn FnMut(u64) -> bool,
 ) -> io::Result<u64> {
-    let interrupted = || io::Error::new(io::ErrorKind::Interrupted, "copy interrupted");
-    let eof = || io::Error::new(io::ErrorKind::UnexpectedEof, "source shrank during the copy");
     let mut calls = 0u64;
-    let mut done = 0u64;
+    // `step(at, want)` moves up to `want` bytes at offset `at` (relative to `offset`) and
+    // returns how many it moved and the calls it made.
+    let mut drive = |chunk: usize, step: &mut dyn FnMut(u64, usize) -> io::Result<(usize, u64)>| {
+        let mut done = 0u64;
+        while done < len {
+            let (n, c) = step(done, (len - done).min(chunk as u64) as usize)?;
+            calls += c;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "source shrank during the copy",
+                ));
+            }
+            done += n as u64;
+            if !keep_going(done) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "copy interrupted"));
+            }
+        }
+        Ok(())
+    };
     match method {
         CopyMethod::ReadWrite | CopyMethod::Direct => {
-            while done < len {
-                let want = (len - done).min(buffer.len() as u64) as usize;
+            let direct = method == CopyMethod::Direct;
+            let size = buffer.len();
+            drive(size, &mut |at, want| {
                 // O_DIRECT needs whole blocks: ask for the rounded-up length; the file's end
-                // makes the last read short, and the writer's ftruncate trims the tail.
-                let ask = if method == CopyMethod::Direct {
-                    want.next_multiple_of(4096).min(buffer.len())
-                } else {
-                    want
-                };
-                let got = pread(src, &mut buffer[..ask], offset + done)?;
-                calls += 1;
-                if got == 0 {
-                    return Err(eof());
-                }
-                let got = got.min(want);
-                let put = if method == CopyMethod::Direct {
-                    got.next_multiple_of(4096).min(buffer.len())
-                } else {
-                    got
-                };
-                let mut written = 0;
+                // makes the last read short, and the caller's ftruncate trims the tail.
+                let ask = if direct { want.next_multiple_of(4096).min(size) } else { want };
+                let got = pread(src, &mut buffer[..ask], offset + at)?.min(want);
+                let put = if direct { got.next_multiple_of(4096).min(size) } else { got };
+                let (mut written, mut c) = (0, 1);
                 while written < put {
-                    written += pwrite(dst, &buffer[written..put], offset + done + written as u64)?;
-                    calls += 1;
+                    written += pwrite(dst, &buffer[written..put], offset + at + written as u64)?;
+                    c += 1;
                 }
-                done += got as u64;
-                if !keep_going(done) {
-                    return Err(interrupted());
-                }
-            }
+                Ok((got, c))
+            })?;
         }
         CopyMethod::Sendfile => {
             rustix::fs::seek(dst, rustix::fs::SeekFrom::Start(offset))?;
-            let mut at = offset;
-            while done < len {
-                let n = sendfile(
-                    dst,
-                    src,
-                    Some(&mut at),
-                    (len - done).min(KERNEL_CHUNK as u64) as usize,
-                )?;
-                calls += 1;
-                if n == 0 {
-                    return Err(eof());
-                }
-                done += n as u64;
-                if !keep_going(done) {
-                    return Err(interrupted());
-                }
-            }
+            let mut at_in = offset;
+            drive(KERNEL_CHUNK, &mut |_, want| {
+                Ok((sendfile(dst, src, Some(&mut at_in), want)?, 1))
+            })?;
         }
         CopyMethod::Splice => {
             let (pipe_r, pipe_w) = pipe()?;
@@ -150,39 +139,22 @@ pub(crate) fn transfer(
             let capacity =
                 rustix::pipe::fcntl_setpipe_size(&pipe_w, SPLICE_PIPE).unwrap_or(1 << 16);
             let (mut at_in, mut at_out) = (offset, offset);
-            while done < len {
-                let want = (len - done).min(capacity as u64) as usize;
+            drive(capacity, &mut |_, want| {
                 let n = splice(src, Some(&mut at_in), &pipe_w, None, want, SpliceFlags::MOVE)?;
-                calls += 1;
-                if n == 0 {
-                    return Err(eof());
-                }
-                let mut out = 0;
+                let (mut out, mut c) = (0, 1);
                 while out < n {
                     out +=
                         splice(&pipe_r, None, dst, Some(&mut at_out), n - out, SpliceFlags::MOVE)?;
-                    calls += 1;
+                    c += 1;
                 }
-                done += n as u64;
-                if !keep_going(done) {
-                    return Err(interrupted());
-                }
-            }
+                Ok((n, c))
+            })?;
         }
         CopyMethod::CopyFileRange => {
             let (mut at_in, mut at_out) = (offset, offset);
-            while done < len {
-                let want = (len - done).min(KERNEL_CHUNK as u64) as usize;
-                let n = copy_file_range(src, Some(&mut at_in), dst, Some(&mut at_out), want)?;
-                calls += 1;
-                if n == 0 {
-                    return Err(eof());
-                }
-                done += n as u64;
-                if !keep_going(done) {
-                    return Err(interrupted());
-                }
-            }
+            drive(KERNEL_CHUNK, &mut |_, want| {
+                Ok((copy_file_range(src, Some(&mut at_in), dst, Some(&mut at_out), want)?, 1))
+            })?;
         }
         CopyMethod::IoUring => {
             let chunk = buffer.len().clamp(4096, 8 << 20);
