@@ -146,7 +146,9 @@ pub fn copy_tree(
         });
     }
     let root = if dst.is_dir() {
-        dst.join(src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?)
+        // `copy -r . backup/` copies into backup/<this directory's name>.
+        let named = std::fs::canonicalize(src).unwrap_or_else(|_| src.to_path_buf());
+        dst.join(named.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?)
     } else {
         match dst.parent() {
             Some(p) if !p.as_os_str().is_empty() && !p.is_dir() => {
