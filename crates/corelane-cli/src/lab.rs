@@ -26,7 +26,7 @@ enum Experiment {
     Udp(UdpArgs),
     /// Seed 002: file and tree duplication on a private tmpfs, beside cp, cp -r and dd.
     Copy(CopyArgs),
-    /// Every experiment, one after the other (reports go to FILE.<experiment>.json/.csv).
+    /// Every experiment, one after the other (--json r.json writes r.udp.json and r.copy.json).
     All(CommonArgs),
 }
 
