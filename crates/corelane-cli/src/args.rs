@@ -44,6 +44,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Writes one line to stdout. A closed pipe (`corelane … | head`) is not an error worth a
+/// panic: the caller learns of it from `false` and stops its work.
+pub fn out(line: &str) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").and_then(|_| stdout.flush()).is_ok()
+}
+
+/// `println!` that survives a closed pipe (see [`out`]); evaluates to whether the line went out.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::args::out(&format!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
 /// A stop signal raised by the first SIGINT or SIGTERM; a second one exits at once.
 pub fn stop_on_signals() -> anyhow::Result<StopSignal> {
     let stop = StopSignal::new();

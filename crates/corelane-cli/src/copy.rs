@@ -10,6 +10,7 @@ use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, C
 use corelane::topology::{CpuList, Topology};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::args::outln;
 use crate::args::{parse_size, stop_on_signals};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -129,9 +130,9 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         let cpus: Vec<usize> = args.pin.as_ref().map(|p| p.cpus().to_vec()).unwrap_or_default();
         copy_tree(&args.src, &args.dst, &opts, lanes, &cpus, &|_, _| {}, &stop).map(|r| {
             if args.json {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                outln!("{}", serde_json::to_string(&r).unwrap_or_default());
             } else {
-                println!(
+                outln!(
                     "copied {} files, {} directories, {} symlinks ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
                     r.files, r.directories, r.symlinks, r.bytes, r.seconds, r.lanes, r.gb_per_sec
                 );
@@ -149,9 +150,9 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         bar.finish();
         result.map(|r| {
             if args.json {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                outln!("{}", serde_json::to_string(&r).unwrap_or_default());
             } else {
-                println!(
+                outln!(
                     "copied {} bytes in {:.3}s ({:.2} GB/s) with {} in {} calls{}",
                     r.bytes,
                     r.seconds,
@@ -161,7 +162,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
                     if r.verified { ", checksums match" } else { "" }
                 );
                 if let Some(why) = &r.fallback {
-                    println!("note: {why}");
+                    outln!("note: {why}");
                 }
             }
         })

@@ -11,6 +11,7 @@ use corelane_lab::report;
 use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
 use corelane_lab::{LabError, EXPERIMENTS};
 
+use crate::args::outln;
 use crate::args::{parse_duration, stop_on_signals};
 
 #[derive(Debug, Args)]
@@ -84,9 +85,9 @@ struct CopyArgs {
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     match args.experiment {
         None => {
-            println!("experiments (run one with `corelane lab NAME`, or `corelane lab all`):");
+            outln!("experiments (run one with `corelane lab NAME`, or `corelane lab all`):");
             for e in EXPERIMENTS {
-                println!("  {:<8} seed {}  {}", e.name, e.seed, e.about);
+                outln!("  {:<8} seed {}  {}", e.name, e.seed, e.about);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -202,7 +203,7 @@ fn publish(
     json: Vec<u8>,
     csv: Vec<u8>,
 ) -> anyhow::Result<ExitCode> {
-    print!("{text}");
+    crate::args::out(text.trim_end_matches('\n'));
     for (path, bytes) in [(&common.json, json), (&common.csv, csv)] {
         if let Some(path) = path {
             report::write_atomic(path, &bytes)?;

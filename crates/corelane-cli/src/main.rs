@@ -43,7 +43,16 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("corelane: {e:#}");
+            // Our errors often quote their cause already; print each cause only once.
+            let mut message = e.to_string();
+            for cause in e.chain().skip(1) {
+                let text = cause.to_string();
+                if !message.contains(&text) {
+                    message.push_str(": ");
+                    message.push_str(&text);
+                }
+            }
+            eprintln!("corelane: {message}");
             ExitCode::FAILURE
         }
     }

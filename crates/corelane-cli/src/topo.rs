@@ -1,29 +1,70 @@
-//! `corelane topo`: the CPUs this machine offers lanes.
+//! `corelane topo`: the CPUs this machine offers lanes, and its NICs' queues, steering masks
+//! and interrupts.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::args::outln;
 use clap::Args;
-use corelane::topology::Topology;
+use corelane::topology::{read_net_softirqs, read_nics, Topology};
 
 #[derive(Debug, Args)]
 pub struct TopoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Read sysfs and procfs under this directory instead of / (a saved or fixture tree).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
 }
 
 pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
-    let topo = Topology::read()?;
+    let root: &Path = &args.root;
+    let topo = Topology::read_from(root)?;
+    let nics = read_nics(root);
+    let softirqs = read_net_softirqs(root);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&topo)?);
+        let all = serde_json::json!({ "cpus": topo.cpus, "nics": nics, "net_softirqs": softirqs });
+        outln!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} online CPUs: {}", topo.cpus.len(), topo.online());
+    outln!("{} online CPUs: {}", topo.cpus.len(), topo.online());
     for c in &topo.cpus {
-        println!(
-            "cpu {:>3}  package {}  core {:>3}  node {}  smt {:?}  llc shared with {:?}",
-            c.cpu, c.package, c.core, c.numa_node, c.smt_siblings, c.llc_shared
+        outln!(
+            "  cpu {:>3}  package {}  core {:>3}  node {}  smt {:?}  llc shared with {:?}",
+            c.cpu,
+            c.package,
+            c.core,
+            c.numa_node,
+            c.smt_siblings,
+            c.llc_shared
         );
+    }
+    if !softirqs.net_rx.is_empty() {
+        outln!("softirqs per CPU: NET_RX {:?}  NET_TX {:?}", softirqs.net_rx, softirqs.net_tx);
+    }
+    outln!("{} network interfaces:", nics.len());
+    for nic in &nics {
+        let driver = nic.driver.as_deref().unwrap_or("virtual");
+        let node = nic.numa_node.map_or("no NUMA node".to_string(), |n| format!("node {n}"));
+        outln!("  {}  ({driver}, {node})", nic.name);
+        let masks = |qs: &[corelane::topology::NicQueue]| {
+            qs.iter().map(|q| format!("{}:{}", q.index, q.mask)).collect::<Vec<_>>().join(" ")
+        };
+        outln!("    rx queues (rps_cpus) {}", masks(&nic.rx_queues));
+        outln!("    tx queues (xps_cpus) {}", masks(&nic.tx_queues));
+        if nic.irqs.is_empty() {
+            outln!("    no interrupts of its own (a virtual device: its receive work runs in the sender's softirq unless RPS steers it)");
+        }
+        for irq in &nic.irqs {
+            outln!(
+                "    irq {:>4} {:<28} affinity {:<8} per cpu {:?}",
+                irq.irq,
+                irq.name,
+                irq.affinity,
+                irq.per_cpu
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

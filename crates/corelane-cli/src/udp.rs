@@ -1,6 +1,5 @@
 //! `corelane udp send` and `corelane udp recv`.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use corelane::udp::{
     SocketMode, Steering,
 };
 
+use crate::args::outln;
 use crate::args::{parse_duration, parse_size, stop_on_signals};
 
 #[derive(Debug, Subcommand)]
@@ -131,10 +131,9 @@ pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_json(value: &impl serde::Serialize) {
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (e.g. `| head`) is not an error worth a panic.
-    let _ = serde_json::to_writer(&mut out, value).map(|_| writeln!(out)).map(|_| out.flush());
+/// One JSON object on one line; `false` when stdout is gone.
+fn print_json(value: &impl serde::Serialize) -> bool {
+    serde_json::to_string(value).is_ok_and(|line| crate::args::out(&line))
 }
 
 fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
@@ -152,11 +151,15 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         count: args.count,
     })?;
     let json = args.json;
+    let output_gone = stop.clone();
     let summary = sender.run(&stop, |i| {
-        if json {
-            print_json(&serde_json::json!({"type": "interval", "interval": i}));
+        let written = if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": i}))
         } else {
-            println!("sent {}", format_rate_line(i.interval.rate));
+            outln!("sent {}", format_rate_line(i.interval.rate))
+        };
+        if !written {
+            output_gone.stop();
         }
     })?;
     if json {
@@ -168,7 +171,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_send_summary(s: &SendSummary) {
-    println!(
+    outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",
         s.datagrams,
         s.elapsed_secs,
@@ -177,14 +180,19 @@ fn print_send_summary(s: &SendSummary) {
         s.flows
     );
     if s.backpressure > 0 || s.refused > 0 {
-        println!(
+        outln!(
             "kernel pushed back {} times (ENOBUFS), {} sends refused (nobody listening)",
-            s.backpressure, s.refused
+            s.backpressure,
+            s.refused
         );
     }
     match (&s.gso.requested, s.gso.active, &s.gso.note) {
-        (Some(seg), true, _) => println!("GSO: {seg} datagrams per message"),
-        (Some(_), false, Some(note)) => println!("GSO: off: {note}"),
+        (Some(seg), true, _) => {
+            outln!("GSO: {seg} datagrams per message");
+        }
+        (Some(_), false, Some(note)) => {
+            outln!("GSO: off: {note}");
+        }
         _ => {}
     }
 }
@@ -219,11 +227,15 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
         eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));
     }
+    let output_gone = stop.clone();
     let summary = receiver.run(&stop, |i| {
-        if json {
-            print_json(&serde_json::json!({"type": "interval", "interval": i}));
+        let written = if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": i}))
         } else {
-            println!("{}", interval_line(i));
+            outln!("{}", interval_line(i))
+        };
+        if !written {
+            output_gone.stop();
         }
     })?;
     if json {
@@ -251,35 +263,48 @@ fn interval_line(i: &RecvInterval) -> String {
 
 fn print_recv_summary(s: &RecvSummary) {
     let q = &s.sequence;
-    println!(
+    outln!(
         "received {} datagrams in {:.2}s: median {:.3}M pps, mean {}",
         s.datagrams,
         s.elapsed_secs,
         s.median_pps / 1e6,
         format_rate_line(s.mean)
     );
-    println!(
+    outln!(
         "cpu {:.0} ns/datagram (user {:.2}s, sys {:.2}s); kernel drops {}; truncated {}",
-        s.cpu_ns_per_datagram, s.cpu_user_secs, s.cpu_sys_secs, s.kernel_drops, s.truncated
+        s.cpu_ns_per_datagram,
+        s.cpu_user_secs,
+        s.cpu_sys_secs,
+        s.kernel_drops,
+        s.truncated
     );
-    println!(
+    outln!(
         "flows {}: missing {}, duplicates {}, late {}, corrupt {}, foreign {}",
-        q.flows, q.missing, q.duplicates, q.late, s.corrupt, s.foreign
+        q.flows,
+        q.missing,
+        q.duplicates,
+        q.late,
+        s.corrupt,
+        s.foreign
     );
     for lane in &s.lanes {
         let cpu = lane.cpu.map_or("any".to_string(), |c| c.to_string());
-        println!(
+        outln!(
             "  lane {} on cpu {}: {} datagrams in {} syscalls",
-            lane.lane, cpu, lane.datagrams, lane.syscalls
+            lane.lane,
+            cpu,
+            lane.datagrams,
+            lane.syscalls
         );
     }
     if s.truncated > 0 {
-        println!(
+        outln!(
             "warning: {} datagrams were longer than the {}-byte receive buffer: raise --slot",
-            s.truncated, s.slot_bytes
+            s.truncated,
+            s.slot_bytes
         );
     }
     if let Some(note) = &s.gro.note {
-        println!("GRO: {note}");
+        outln!("GRO: {note}");
     }
 }

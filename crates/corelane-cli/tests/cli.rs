@@ -304,3 +304,32 @@ fn the_copy_lab_runs_quick_and_unmounts_its_scratch() {
     assert!(!mounts.contains(path), "{path} still mounted");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn topo_shows_cpus_and_nics_and_names_a_missing_root() {
+    let out = corelane(&["topo", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let topo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!topo["cpus"].as_array().unwrap().is_empty());
+    assert!(topo["nics"].as_array().unwrap().iter().any(|n| n["name"] == "lo"));
+    let out = corelane(&["topo", "--root", "/nonexistent-corelane"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cannot read /nonexistent-corelane/sys"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_closed_stdout_ends_the_receiver_cleanly() {
+    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["udp", "recv", "127.0.0.1:0", "--duration", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(rx.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("pps"));
+    drop(lines); // like `| head -1`
+    let started = Instant::now();
+    let status = rx.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

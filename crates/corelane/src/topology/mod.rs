@@ -1,15 +1,18 @@
-//! CPUs, SMT siblings, last-level cache sharing and NUMA nodes, read from sysfs.
+//! CPUs, SMT siblings, last-level cache sharing and NUMA nodes, and the network interfaces
+//! with their queues, steering masks and interrupts, read from sysfs and procfs.
 //!
 //! Everything is read relative to a root directory (`/` in production) so that tests can point
 //! it at a fixture tree describing another machine.
 
 mod cpulist;
+mod net;
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 pub use cpulist::{CpuList, CpuListError};
+pub use net::{read_net_softirqs, read_nics, NetSoftirqs, Nic, NicIrq, NicQueue};
 
 /// Where one online CPU sits.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -1,0 +1,237 @@
+//! Network interfaces as the kernel shows them: driver, NUMA node, RX/TX queues with their
+//! RPS/XPS masks, the interrupts that belong to the NIC (with their CPU affinity and counts
+//! per CPU), and the per-CPU NET_RX/NET_TX softirq counts. Read from a sysfs/procfs root, so
+//! tests can describe another machine with a fixture tree.
+
+use std::fs;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// One interrupt line of a NIC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicIrq {
+    pub irq: u32,
+    /// The name /proc/interrupts gives it, e.g. `virtio2-input.0` or `eth0-TxRx-3`.
+    pub name: String,
+    /// CPUs allowed to handle it (/proc/irq/N/smp_affinity_list).
+    pub affinity: String,
+    /// Interrupts handled so far, per CPU.
+    pub per_cpu: Vec<u64>,
+}
+
+/// One queue of a NIC and its software steering mask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicQueue {
+    pub index: usize,
+    /// rps_cpus (RX) or xps_cpus (TX), as the kernel prints the mask; `0` means off.
+    pub mask: String,
+}
+
+/// A network interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Nic {
+    pub name: String,
+    /// The kernel driver, or `None` for a virtual interface (veth, bridge, loopback…).
+    pub driver: Option<String>,
+    /// NUMA node of the device; `None` when the machine or the device has none.
+    pub numa_node: Option<usize>,
+    pub rx_queues: Vec<NicQueue>,
+    pub tx_queues: Vec<NicQueue>,
+    /// Interrupts of the device; empty for virtual interfaces.
+    pub irqs: Vec<NicIrq>,
+}
+
+/// NET_RX and NET_TX softirqs handled per CPU (/proc/softirqs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NetSoftirqs {
+    pub net_rx: Vec<u64>,
+    pub net_tx: Vec<u64>,
+}
+
+fn read(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+fn queues(dir: &Path, prefix: &str, mask_file: &str) -> Vec<NicQueue> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<NicQueue> = entries
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let index = name.strip_prefix(prefix)?.parse().ok()?;
+            let mask = read(&dir.join(&name).join(mask_file)).unwrap_or_else(|| "n/a".into());
+            Some(NicQueue { index, mask })
+        })
+        .collect();
+    out.sort_by_key(|q| q.index);
+    out
+}
+
+/// Lines of /proc/interrupts: IRQ number, per-CPU counts, and the name (last column).
+fn interrupts(text: &str) -> Vec<(u32, Vec<u64>, String)> {
+    let mut lines = text.lines();
+    let cpus = lines.next().map_or(0, |h| h.split_whitespace().count());
+    lines
+        .filter_map(|line| {
+            let (irq, rest) = line.trim_start().split_once(':')?;
+            let irq: u32 = irq.parse().ok()?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let counts = fields.iter().take(cpus).map(|f| f.parse().unwrap_or(0)).collect();
+            Some((irq, counts, fields.last()?.to_string()))
+        })
+        .collect()
+}
+
+/// Whether an interrupt named `irq_name` belongs to interface `name` whose device directory
+/// is `device`: named after the interface (`eth0-TxRx-0`) or after the device
+/// (`virtio2-input.0`, `mlx5_comp0@pci:0000:03:00.0`).
+fn belongs(irq_name: &str, name: &str, device: Option<&str>) -> bool {
+    let after = |prefix: &str| irq_name.strip_prefix(prefix).is_some_and(|r| r.starts_with('-'));
+    after(name)
+        || device.is_some_and(|dev| after(dev) || irq_name.ends_with(&format!("@pci:{dev}")))
+}
+
+/// Reads every interface under `root/sys/class/net`, with IRQs from `root/proc`.
+pub fn read_nics(root: &Path) -> Vec<Nic> {
+    let class = root.join("sys/class/net");
+    let proc_interrupts =
+        read(&root.join("proc/interrupts")).map(|t| interrupts(&t)).unwrap_or_default();
+    let Ok(entries) = fs::read_dir(&class) else { return Vec::new() };
+    let mut nics: Vec<Nic> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .map(|name| {
+            let dir = class.join(&name);
+            let device = dir.join("device");
+            let driver = fs::read_link(device.join("driver"))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+            // The device's own numa_node, or its bus parent's (a virtio NIC sits on a PCI one).
+            let numa_node = [device.join("numa_node"), device.join("../numa_node")]
+                .iter()
+                .find_map(|p| read(p))
+                .and_then(|n| n.parse::<i64>().ok())
+                .and_then(|n| usize::try_from(n).ok());
+            let irqs = if device.exists() {
+                let dev = fs::canonicalize(&device)
+                    .ok()
+                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+                proc_interrupts
+                    .iter()
+                    .filter(|(_, _, irq_name)| belongs(irq_name, &name, dev.as_deref()))
+                    .map(|(irq, counts, irq_name)| NicIrq {
+                        irq: *irq,
+                        name: irq_name.clone(),
+                        affinity: read(&root.join(format!("proc/irq/{irq}/smp_affinity_list")))
+                            .unwrap_or_else(|| "n/a".into()),
+                        per_cpu: counts.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Nic {
+                rx_queues: queues(&dir.join("queues"), "rx-", "rps_cpus"),
+                tx_queues: queues(&dir.join("queues"), "tx-", "xps_cpus"),
+                name,
+                driver,
+                numa_node,
+                irqs,
+            }
+        })
+        .collect();
+    nics.sort_by(|a, b| a.name.cmp(&b.name));
+    nics
+}
+
+/// NET_RX and NET_TX per CPU from `root/proc/softirqs`.
+pub fn read_net_softirqs(root: &Path) -> NetSoftirqs {
+    let text = read(&root.join("proc/softirqs")).unwrap_or_default();
+    let row = |label: &str| -> Vec<u64> {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .map(|l| l.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    NetSoftirqs { net_rx: row("NET_RX:"), net_tx: row("NET_TX:") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn write(p: PathBuf, s: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, format!("{s}\n")).unwrap();
+    }
+
+    /// A machine with a 2-queue virtio NIC on node 1 (its IRQs named after the device) and a
+    /// veth with no device at all.
+    fn fixture() -> PathBuf {
+        let root = std::env::temp_dir().join(format!("corelane-net-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let pci = root.join("sys/devices/pci0000:00/0000:00:03.0/virtio2");
+        write(pci.join("numa_node"), "1");
+        fs::create_dir_all(root.join("sys/bus/virtio/drivers/virtio_net")).unwrap();
+        std::os::unix::fs::symlink(
+            root.join("sys/bus/virtio/drivers/virtio_net"),
+            pci.join("driver"),
+        )
+        .unwrap();
+        let eth0 = root.join("sys/class/net/eth0");
+        fs::create_dir_all(&eth0).unwrap();
+        std::os::unix::fs::symlink(&pci, eth0.join("device")).unwrap();
+        for q in 0..2 {
+            write(eth0.join(format!("queues/rx-{q}/rps_cpus")), if q == 0 { "2" } else { "0" });
+            write(eth0.join(format!("queues/tx-{q}/xps_cpus")), "1");
+        }
+        write(root.join("sys/class/net/veth0/queues/rx-0/rps_cpus"), "0");
+        write(
+            root.join("proc/interrupts"),
+            "           CPU0       CPU1\n 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config\n 38:          5       3345 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 40:          1          2 PCI-MSIX-0000:00:04.0   1-edge      virtio3-input.0\nNMI:          0          0   Non-maskable interrupts",
+        );
+        write(root.join("proc/irq/38/smp_affinity_list"), "1");
+        write(root.join("proc/irq/37/smp_affinity_list"), "0-1");
+        write(root.join("proc/softirqs"), "                    CPU0       CPU1\n      NET_TX:        141        115\n      NET_RX:  311177150    6321143");
+        root
+    }
+
+    #[test]
+    fn reads_queues_masks_irqs_and_nodes() {
+        let root = fixture();
+        let nics = read_nics(&root);
+        assert_eq!(nics.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["eth0", "veth0"]);
+        let eth0 = &nics[0];
+        assert_eq!(eth0.driver.as_deref(), Some("virtio_net"));
+        assert_eq!(eth0.numa_node, Some(1));
+        assert_eq!(eth0.rx_queues.iter().map(|q| q.mask.as_str()).collect::<Vec<_>>(), ["2", "0"]);
+        assert_eq!(eth0.tx_queues.len(), 2);
+        let irqs: Vec<(u32, &str)> =
+            eth0.irqs.iter().map(|i| (i.irq, i.affinity.as_str())).collect();
+        assert_eq!(irqs, [(37, "0-1"), (38, "1")], "virtio3's IRQ belongs to another device");
+        assert_eq!(eth0.irqs[1].per_cpu, [5, 3345]);
+        let veth = &nics[1];
+        assert!(veth.driver.is_none() && veth.irqs.is_empty() && veth.numa_node.is_none());
+        let soft = read_net_softirqs(&root);
+        assert_eq!(
+            (soft.net_rx.clone(), soft.net_tx.clone()),
+            (vec![311177150, 6321143], vec![141, 115])
+        );
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn irq_names_match_their_device_only() {
+        assert!(belongs("eth0-TxRx-3", "eth0", None));
+        assert!(!belongs("eth01-TxRx-3", "eth0", None));
+        assert!(belongs("virtio2-input.0", "eth0", Some("virtio2")));
+        assert!(!belongs("virtio21-input.0", "eth0", Some("virtio2")));
+        assert!(belongs("mlx5_comp0@pci:0000:03:00.0", "ens1", Some("0000:03:00.0")));
+    }
+
+    #[test]
+    fn reads_this_machine_without_failing() {
+        let nics = read_nics(Path::new("/"));
+        assert!(nics.iter().any(|n| n.name == "lo"), "{nics:?}");
+    }
+}
