@@ -4,6 +4,7 @@
 mod args;
 mod copy;
 mod lab;
+mod plan;
 mod topo;
 mod udp;
 
@@ -28,8 +29,10 @@ enum Command {
     Copy(copy::CopyArgs),
     /// Run an experiment and print its table (`corelane lab` lists them).
     Lab(lab::LabArgs),
-    /// Show the CPUs, SMT siblings, shared caches and NUMA nodes of this machine.
+    /// Show the CPUs, caches, NUMA nodes and NICs (queues, masks, interrupts) of this machine.
     Topo(topo::TopoArgs),
+    /// Propose interrupt, syscall and application CPUs for a NIC (seed 003).
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Copy(args) => copy::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Topo(args) => topo::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(code) => code,

@@ -28,6 +28,7 @@ fn every_subcommand_has_help() {
         &["lab", "--help"],
         &["lab", "udp", "--help"],
         &["topo", "--help"],
+        &["plan", "--help"],
         &["copy", "--help"],
         &["lab", "copy", "--help"],
         &["lab", "all", "--help"],
@@ -332,4 +333,21 @@ fn a_closed_stdout_ends_the_receiver_cleanly() {
     let status = rx.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn plan_proposes_a_partition_as_toml_or_json_and_refuses_unknown_nics() {
+    let out = corelane(&["plan", "--nic", "lo", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for field in ["irq_cpus", "syscall_cpus", "app_cpus", "rps_cpus"] {
+        assert!(plan[field].is_string(), "{field}: {plan}");
+    }
+    let out = corelane(&["plan", "--nic", "lo"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("policy = \"spread\""));
+    let out = corelane(&["plan", "--nic", "no-such-nic0"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no network interface `no-such-nic0`"), "{}", stderr(&out));
+    let out = corelane(&["plan", "--nic", "lo", "--policy", "custom"]);
+    assert!(stderr(&out).contains("--policy custom needs"), "{}", stderr(&out));
 }

@@ -7,6 +7,7 @@
 //! * [`lane`] runs a thread pinned to a CPU with its own stop signal.
 //! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
+//! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
 //! The library never prints: it returns results and reports progress through callbacks.
@@ -17,6 +18,7 @@ pub mod copy;
 pub mod lane;
 pub mod stats;
 pub mod topology;
+pub mod tune;
 pub mod udp;
 
 #[allow(unsafe_code)]

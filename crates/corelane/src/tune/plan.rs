@@ -1,0 +1,295 @@
+//! A partition proposal. Seed 003: interrupts on the processor package nearest the NIC, a
+//! syscall thread on a CPU that shares the last-level cache with the interrupt CPUs, and the
+//! application on the remaining cores — avoiding SMT siblings of the busy CPUs, whose shared
+//! core would steal cycles from both. Placement policies follow glommio's names.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::topology::{CpuList, CpuLocation, Nic, Topology, TopologyError};
+
+/// How to place the three roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// IRQ CPUs on distinct cores of the NIC's node; applications avoid the SMT siblings of
+    /// IRQ and syscall CPUs, and may use other nodes.
+    Spread,
+    /// Everything as close to the NIC as possible: the syscall CPU is the IRQ CPU's SMT
+    /// sibling when it has one, applications fill the NIC's node first.
+    Pack,
+    /// Like `Spread`, but nothing leaves the NIC's NUMA node.
+    Fenced,
+    /// The caller names the CPUs of each role.
+    Custom { irq: CpuList, syscall: CpuList, app: CpuList },
+}
+
+impl Placement {
+    fn name(&self) -> &'static str {
+        match self {
+            Placement::Spread => "spread",
+            Placement::Pack => "pack",
+            Placement::Fenced => "fenced",
+            Placement::Custom { .. } => "custom",
+        }
+    }
+}
+
+/// One NIC interrupt and the CPU the plan gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IrqPlacement {
+    pub irq: u32,
+    pub name: String,
+    pub cpu: usize,
+}
+
+/// A proposed partition, readable and editable as TOML or JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub nic: String,
+    pub policy: String,
+    pub numa_node: Option<usize>,
+    pub irq_cpus: String,
+    pub syscall_cpus: String,
+    pub app_cpus: String,
+    /// RPS stays off: the interrupt CPUs do the receive work the seed assigns them.
+    pub rps_cpus: String,
+    pub irqs: Vec<IrqPlacement>,
+    /// Compromises the machine forced, in words.
+    pub notes: Vec<String>,
+}
+
+/// Why no plan could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error("asked for {asked} application lanes but only {left} CPUs remain after the interrupt and syscall CPUs: lower --lanes or use --policy pack")]
+    TooFewCpus { asked: usize, left: usize },
+    #[error("--policy custom needs --irq-cpus, --syscall-cpus and --app-cpus")]
+    CustomIncomplete,
+}
+
+fn list(cpus: &[usize]) -> String {
+    CpuList::new(cpus.to_vec()).to_string()
+}
+
+/// Proposes a partition of `topo` around `nic` with `lanes` application CPUs (all that
+/// remain when `None`).
+pub fn plan(
+    topo: &Topology,
+    nic: &Nic,
+    lanes: Option<usize>,
+    placement: &Placement,
+) -> Result<Plan, PlanError> {
+    let mut notes = Vec::new();
+    let node = nic.numa_node.or_else(|| topo.cpus.first().map(|c| c.numa_node));
+    if nic.numa_node.is_none() {
+        notes.push(format!("{} reports no NUMA node; using node {}", nic.name, node.unwrap_or(0)));
+    }
+    let on_node: Vec<&CpuLocation> =
+        topo.cpus.iter().filter(|c| Some(c.numa_node) == node).collect();
+    let (irq, syscall, mut app): (Vec<usize>, Vec<usize>, Vec<usize>) = match placement {
+        Placement::Custom { irq, syscall, app } => {
+            for l in [irq, syscall, app] {
+                topo.check(l)?;
+            }
+            if irq.is_empty() || syscall.is_empty() || app.is_empty() {
+                return Err(PlanError::CustomIncomplete);
+            }
+            (irq.cpus().to_vec(), syscall.cpus().to_vec(), app.cpus().to_vec())
+        }
+        _ => {
+            // One CPU per physical core of the NIC's node, in order.
+            let mut seen = BTreeSet::new();
+            let first_threads: Vec<&CpuLocation> =
+                on_node.iter().copied().filter(|c| seen.insert((c.package, c.core))).collect();
+            // One IRQ CPU per RX queue, but leave at least half the node's cores to the rest.
+            let want = nic.rx_queues.len().max(1).min((first_threads.len() / 2).max(1));
+            let irq: Vec<usize> = first_threads.iter().take(want).map(|c| c.cpu).collect();
+            let busy_core =
+                |c: &CpuLocation, cpus: &[usize]| cpus.iter().any(|b| c.smt_siblings.contains(b));
+            let irq_loc = topo.cpu(irq[0]).expect("chosen from the topology");
+            // The syscall CPU shares the IRQ CPUs' last-level cache.
+            let candidates: Vec<&CpuLocation> = topo
+                .cpus
+                .iter()
+                .filter(|c| !irq.contains(&c.cpu) && irq_loc.llc_shared.contains(&c.cpu))
+                .collect();
+            let sibling = candidates.iter().find(|c| busy_core(c, &irq)).map(|c| c.cpu);
+            let other_core = candidates.iter().find(|c| !busy_core(c, &irq)).map(|c| c.cpu);
+            let syscall = match (placement, sibling, other_core) {
+                (Placement::Pack, Some(s), _) => vec![s],
+                (_, _, Some(o)) => vec![o],
+                (_, Some(s), None) => vec![s],
+                (_, None, None) => {
+                    notes.push(format!("no CPU other than the interrupt CPUs shares their cache; the syscall thread shares CPU {}", irq[0]));
+                    vec![irq[0]]
+                }
+            };
+            let taken: Vec<usize> = irq.iter().chain(&syscall).copied().collect();
+            let mut rest: Vec<&CpuLocation> = topo
+                .cpus
+                .iter()
+                .filter(|c| !taken.contains(&c.cpu))
+                .filter(|c| *placement != Placement::Fenced || Some(c.numa_node) == node)
+                .collect();
+            // Nearest first: the NIC's node, then the others.
+            rest.sort_by_key(|c| (Some(c.numa_node) != node, c.cpu));
+            let (free, siblings): (Vec<&CpuLocation>, Vec<&CpuLocation>) =
+                rest.into_iter().partition(|c| !busy_core(c, &taken));
+            let mut app: Vec<usize> = free.iter().map(|c| c.cpu).collect();
+            if *placement == Placement::Pack || app.is_empty() {
+                if *placement != Placement::Pack && !siblings.is_empty() {
+                    notes.push("no free core remains; applications share cores with the interrupt or syscall CPUs".into());
+                }
+                app.extend(siblings.iter().map(|c| c.cpu));
+            }
+            if app.is_empty() {
+                notes.push(format!(
+                    "only {} CPUs: applications share CPU {} with the syscall thread",
+                    topo.cpus.len(),
+                    syscall[0]
+                ));
+                app.push(syscall[0]);
+            }
+            (irq, syscall, app)
+        }
+    };
+    if let Some(n) = lanes {
+        if n > app.len() {
+            return Err(PlanError::TooFewCpus { asked: n, left: app.len() });
+        }
+        app.truncate(n);
+    }
+    if nic.irqs.is_empty() {
+        notes.push(format!("{} has no interrupts of its own (a virtual device): the interrupt CPUs are where RPS should steer its receive work", nic.name));
+    }
+    let irqs = nic
+        .irqs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| IrqPlacement { irq: q.irq, name: q.name.clone(), cpu: irq[i % irq.len()] })
+        .collect();
+    Ok(Plan {
+        nic: nic.name.clone(),
+        policy: placement.name().into(),
+        numa_node: node,
+        irq_cpus: list(&irq),
+        syscall_cpus: list(&syscall),
+        app_cpus: list(&app),
+        rps_cpus: if nic.irqs.is_empty() {
+            CpuList::new(irq.clone()).to_mask()
+        } else {
+            "0".into()
+        },
+        irqs,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{NicIrq, NicQueue};
+
+    /// 2 packages × 2 cores × 2 SMT threads, node per package, L3 per package.
+    fn machine() -> Topology {
+        let cpus = (0..8)
+            .map(|cpu| {
+                let package = cpu / 4;
+                let first = cpu - cpu % 2;
+                CpuLocation {
+                    cpu,
+                    core: (cpu % 4) / 2,
+                    package,
+                    numa_node: package,
+                    smt_siblings: vec![first, first + 1],
+                    llc_shared: (package * 4..package * 4 + 4).collect(),
+                }
+            })
+            .collect();
+        Topology { cpus }
+    }
+
+    fn nic(node: Option<usize>, queues: usize, irqs: u32) -> Nic {
+        Nic {
+            name: "eth0".into(),
+            driver: Some("test".into()),
+            numa_node: node,
+            rx_queues: (0..queues).map(|index| NicQueue { index, mask: "0".into() }).collect(),
+            tx_queues: Vec::new(),
+            irqs: (0..irqs)
+                .map(|i| NicIrq {
+                    irq: 40 + i,
+                    name: format!("eth0-TxRx-{i}"),
+                    affinity: "0-7".into(),
+                    per_cpu: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn spread_puts_irqs_near_the_nic_syscall_beside_them_and_apps_off_their_cores() {
+        let p = plan(&machine(), &nic(Some(1), 2, 2), None, &Placement::Spread).unwrap();
+        assert_eq!(p.irq_cpus, "4");
+        // Shares node 1's L3 with CPU 4 but not its core.
+        assert_eq!(p.syscall_cpus, "6");
+        // Not 5 or 7 (siblings of busy CPUs); node 1 first, then node 0.
+        assert_eq!(p.app_cpus, "0-3");
+        assert_eq!(p.irqs.iter().map(|i| i.cpu).collect::<Vec<_>>(), [4, 4]);
+        assert_eq!(p.rps_cpus, "0");
+    }
+
+    #[test]
+    fn pack_uses_the_smt_sibling_and_fenced_stays_on_the_node() {
+        let pack = plan(&machine(), &nic(Some(0), 1, 1), None, &Placement::Pack).unwrap();
+        assert_eq!((pack.irq_cpus.as_str(), pack.syscall_cpus.as_str()), ("0", "1"));
+        assert_eq!(pack.app_cpus, "2-7");
+        let fenced = plan(&machine(), &nic(Some(0), 1, 1), None, &Placement::Fenced).unwrap();
+        assert_eq!((fenced.irq_cpus.as_str(), fenced.syscall_cpus.as_str()), ("0", "2"));
+        assert!(fenced.notes.iter().any(|n| n.contains("share cores")), "{:?}", fenced.notes);
+        assert_eq!(fenced.app_cpus, "1,3");
+    }
+
+    #[test]
+    fn lanes_are_capped_with_a_clear_error_and_custom_is_checked() {
+        let err = plan(&machine(), &nic(Some(1), 1, 1), Some(9), &Placement::Spread).unwrap_err();
+        assert!(err.to_string().contains("asked for 9 application lanes"), "{err}");
+        let custom = Placement::Custom {
+            irq: "0".parse().unwrap(),
+            syscall: "1".parse().unwrap(),
+            app: "99".parse().unwrap(),
+        };
+        let err = plan(&machine(), &nic(Some(1), 1, 1), None, &custom).unwrap_err();
+        assert!(err.to_string().contains("CPU 99 does not exist"), "{err}");
+    }
+
+    #[test]
+    fn a_two_cpu_vm_with_a_virtual_nic_gets_a_plan_and_the_reasons() {
+        let topo = Topology {
+            cpus: (0..2)
+                .map(|cpu| CpuLocation {
+                    cpu,
+                    core: cpu,
+                    package: 0,
+                    numa_node: 0,
+                    smt_siblings: vec![cpu],
+                    llc_shared: vec![0, 1],
+                })
+                .collect(),
+        };
+        let p = plan(&topo, &nic(None, 1, 0), None, &Placement::Spread).unwrap();
+        assert_eq!(
+            (p.irq_cpus.as_str(), p.syscall_cpus.as_str(), p.app_cpus.as_str()),
+            ("0", "1", "1")
+        );
+        assert_eq!(
+            p.rps_cpus, "1",
+            "a virtual NIC's receive work is steered by RPS to the IRQ CPU"
+        );
+        assert!(p.notes.iter().any(|n| n.contains("no NUMA node")));
+        assert!(p.notes.iter().any(|n| n.contains("no interrupts of its own")));
+    }
+}
