@@ -1,6 +1,7 @@
 //! The `corelane` command: clap subcommands over the library and the lab, nothing else.
 #![deny(unsafe_code)]
 
+mod apply;
 mod args;
 mod copy;
 mod lab;
@@ -33,6 +34,10 @@ enum Command {
     Topo(topo::TopoArgs),
     /// Propose interrupt, syscall and application CPUs for a NIC (seed 003).
     Plan(plan::PlanArgs),
+    /// Show (dry run) or make (--yes) the changes a plan asks for, saving the old values.
+    Apply(apply::ApplyArgs),
+    /// Restore the settings saved by `corelane apply --yes`.
+    Revert(apply::RevertArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +48,8 @@ fn main() -> ExitCode {
         Command::Lab(args) => lab::run(args),
         Command::Topo(args) => topo::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Apply(args) => apply::run_apply(args),
+        Command::Revert(args) => apply::run_revert(args),
     };
     match result {
         Ok(code) => code,

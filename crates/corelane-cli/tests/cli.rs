@@ -351,3 +351,73 @@ fn plan_proposes_a_partition_as_toml_or_json_and_refuses_unknown_nics() {
     let out = corelane(&["plan", "--nic", "lo", "--policy", "custom"]);
     assert!(stderr(&out).contains("--policy custom needs"), "{}", stderr(&out));
 }
+
+/// A namespace with a veth pair, removed when dropped.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn plan_apply_revert_round_trip_inside_a_namespace() {
+    if !is_root() {
+        eprintln!("skipped: apply/revert inside a network namespace needs root");
+        return;
+    }
+    let ns = Netns(format!("corelane-{}-apply", std::process::id()));
+    let ip = |args: &[&str]| {
+        assert!(Command::new("ip").args(args).status().unwrap().success(), "ip {args:?}")
+    };
+    ip(&["netns", "add", &ns.0]);
+    ip(&[
+        "-n",
+        &ns.0,
+        "link",
+        "add",
+        "va",
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "vb",
+    ]);
+    let dir = shm_dir("apply");
+    let (plan, revert) = (dir.join("plan.toml"), dir.join("revert.json"));
+    let in_ns = |args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_corelane")])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let rps = || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.0, "cat", "/sys/class/net/va/queues/rx-1/rps_cpus"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().trim_start_matches(['0', ',']).to_string()
+    };
+    let before = rps();
+    let out = in_ns(&["plan", "--nic", "va", "-o", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dry = in_ns(&["apply", plan.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains("dry run"),
+        "{}",
+        String::from_utf8_lossy(&dry.stdout)
+    );
+    assert_eq!(rps(), before, "a dry run changed something");
+    let out =
+        in_ns(&["apply", plan.to_str().unwrap(), "--yes", "--revert", revert.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(rps(), before, "the plan's RPS mask was not written");
+    let out = in_ns(&["revert", revert.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(rps(), before, "revert did not restore the mask");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::topology::{CpuList, CpuLocation, Nic, Topology, TopologyError};
 
@@ -36,7 +36,7 @@ impl Placement {
 }
 
 /// One NIC interrupt and the CPU the plan gives it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IrqPlacement {
     pub irq: u32,
     pub name: String,
@@ -44,7 +44,7 @@ pub struct IrqPlacement {
 }
 
 /// A proposed partition, readable and editable as TOML or JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub nic: String,
     pub policy: String,

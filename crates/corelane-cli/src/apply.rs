@@ -1,0 +1,88 @@
+//! `corelane apply PLAN` and `corelane revert FILE`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use corelane::tune::{apply, changes, revert, Change, Plan};
+
+use crate::args::outln;
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A plan written by `corelane plan` (TOML or JSON).
+    plan: PathBuf,
+    /// Make the changes; without it, only show them (dry run).
+    #[arg(long)]
+    yes: bool,
+    /// Where to save the previous values (default: ./corelane-revert-<nic>-<time>.json).
+    #[arg(long, value_name = "FILE")]
+    revert: Option<PathBuf>,
+    /// Read and write sysfs and procfs under this directory instead of /.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    /// The file `corelane apply --yes` saved.
+    file: PathBuf,
+}
+
+fn read_plan(path: &Path) -> anyhow::Result<Plan> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the plan {}", path.display()))?;
+    toml::from_str(&text)
+        .or_else(|toml_err| serde_json::from_str(&text).map_err(|_| toml_err))
+        .with_context(|| format!("{} is not a plan written by `corelane plan`", path.display()))
+}
+
+fn show(list: &[Change]) {
+    for c in list {
+        outln!("  {}: {} -> {}", c.path.display(), c.from, c.to);
+    }
+}
+
+pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let plan = read_plan(&args.plan)?;
+    let list = changes(&plan, &args.root)?;
+    if list.is_empty() {
+        outln!("nothing to change: {} is already set as the plan says", plan.nic);
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("{} change(s) for {} ({} policy):", list.len(), plan.nic, plan.policy);
+    show(&list);
+    if !args.yes {
+        outln!("dry run: nothing was changed; add --yes to apply");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let revert_file = args.revert.unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from(format!("corelane-revert-{}-{secs}.json", plan.nic))
+    });
+    // Saved before anything changes, so that even a crash half-way can be undone.
+    corelane_lab::report::write_atomic(&revert_file, &serde_json::to_vec_pretty(&list)?)?;
+    if let Err(e) = apply(&list) {
+        let _ = std::fs::remove_file(&revert_file);
+        return Err(e.into());
+    }
+    outln!("applied; undo with: corelane revert {}", revert_file.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let list: Vec<Change> = serde_json::from_str(&text).with_context(|| {
+        format!("{} is not a revert file written by `corelane apply --yes`", args.file.display())
+    })?;
+    revert(&list)?;
+    outln!("restored {} setting(s):", list.len());
+    for c in list.iter().rev() {
+        outln!("  {}: {}", c.path.display(), c.from);
+    }
+    Ok(ExitCode::SUCCESS)
+}
