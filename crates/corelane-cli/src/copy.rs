@@ -10,8 +10,7 @@ use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, C
 use corelane::topology::{CpuList, Topology};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::outln;
-use crate::args::{parse_size, stop_on_signals};
+use crate::args::{outln, parse_size, stop_on_signals};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CreateArg {

@@ -11,8 +11,7 @@ use corelane_lab::report;
 use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
 use corelane_lab::{LabError, EXPERIMENTS};
 
-use crate::args::outln;
-use crate::args::{parse_duration, stop_on_signals};
+use crate::args::{outln, parse_duration, stop_on_signals};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::args::outln;
 use clap::Args;
 use corelane::topology::{read_net_softirqs, read_nics, Topology};
+
+use crate::args::outln;
 
 #[derive(Debug, Args)]
 pub struct TopoArgs {

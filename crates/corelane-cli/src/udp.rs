@@ -5,15 +5,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
+use corelane::lane::StopSignal;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvInterval, RecvSummary, SendSummary, Sender, SenderConfig,
-    SocketMode, Steering,
+    Receiver, ReceiverConfig, RecvInterval, RecvSummary, SendInterval, SendSummary, Sender,
+    SenderConfig, SocketMode, Steering,
 };
 
-use crate::args::outln;
-use crate::args::{parse_duration, parse_size, stop_on_signals};
+use crate::args::{outln, parse_duration, parse_size, stop_on_signals};
 
 #[derive(Debug, Subcommand)]
 pub enum UdpCommand {
@@ -151,23 +151,42 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         count: args.count,
     })?;
     let json = args.json;
+    let summary = sender.run(
+        &stop,
+        per_second(json, &stop, |i: &SendInterval| {
+            format!("sent {}", format_rate_line(i.interval.rate))
+        }),
+    )?;
+    finish(json, &summary, print_send_summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The per-second callback: a JSON object or a text line; a closed stdout stops the run.
+fn per_second<T: serde::Serialize>(
+    json: bool,
+    stop: &StopSignal,
+    line: impl Fn(&T) -> String,
+) -> impl FnMut(&T) {
     let output_gone = stop.clone();
-    let summary = sender.run(&stop, |i| {
+    move |interval| {
         let written = if json {
-            print_json(&serde_json::json!({"type": "interval", "interval": i}))
+            print_json(&serde_json::json!({"type": "interval", "interval": interval}))
         } else {
-            outln!("sent {}", format_rate_line(i.interval.rate))
+            outln!("{}", line(interval))
         };
         if !written {
             output_gone.stop();
         }
-    })?;
+    }
+}
+
+/// The final summary, as JSON or as text.
+fn finish<T: serde::Serialize>(json: bool, summary: &T, text: impl Fn(&T)) {
     if json {
         print_json(&serde_json::json!({"type": "summary", "summary": summary}));
     } else {
-        print_send_summary(&summary);
+        text(summary);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn print_send_summary(s: &SendSummary) {
@@ -227,22 +246,8 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
         eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));
     }
-    let output_gone = stop.clone();
-    let summary = receiver.run(&stop, |i| {
-        let written = if json {
-            print_json(&serde_json::json!({"type": "interval", "interval": i}))
-        } else {
-            outln!("{}", interval_line(i))
-        };
-        if !written {
-            output_gone.stop();
-        }
-    })?;
-    if json {
-        print_json(&serde_json::json!({"type": "summary", "summary": summary}));
-    } else {
-        print_recv_summary(&summary);
-    }
+    let summary = receiver.run(&stop, per_second(json, &stop, interval_line))?;
+    finish(json, &summary, print_recv_summary);
     Ok(ExitCode::SUCCESS)
 }
 
