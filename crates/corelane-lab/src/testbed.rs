@@ -258,12 +258,6 @@ impl Testbed {
         }
         Ok(())
     }
-
-    /// Reads the receiver namespace's UDP counters through the process `pid` living in it.
-    pub fn rx_udp_counters(pid: u32) -> Option<corelane::stats::UdpCounters> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/snmp")).ok()?;
-        corelane::stats::UdpCounters::parse(&text)
-    }
 }
 
 impl Drop for Testbed {

@@ -361,8 +361,8 @@ fn measure(
     };
     let started = Instant::now();
     let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
-        let udp =
-            Testbed::rx_udp_counters(pid).or_else(|| corelane::stats::UdpCounters::read().ok())?;
+        // The receiver's own namespace, never the lab's: a process that is gone reads as None.
+        let udp = corelane::stats::UdpCounters::read_for_process(pid).ok()?;
         Some((Instant::now(), udp.in_datagrams, cpu_time_of(pid)?))
     };
     // Measure from 1 s after the sender started to 0.5 s before it stops.

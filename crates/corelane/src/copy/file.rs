@@ -3,7 +3,7 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -122,23 +122,22 @@ const OFFLOADING_FS: [i64; 7] = [
 /// file systems) copy_file_range falls back to the kernel's generic splice loop, and splice
 /// through a 1 MiB pipe moved data faster in `corelane lab copy` (docs/RESULTS.md), so
 /// splice goes first; read/write is the last resort.
-fn auto_candidates(src: &Path, dst: &Path, size: u64) -> Vec<CopyMethod> {
+fn auto_candidates(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> Vec<CopyMethod> {
     // A file that fits one pipe is one copy_file_range call; a splice would need a pipe and
     // two calls. No need to look at the file systems (a tree has thousands of these).
-    if size <= SPLICE_PIPE as u64 {
+    if info.size <= SPLICE_PIPE as u64 {
         return vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite];
     }
     let dir = match dst.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // The source is already open and stat'ed: ask its descriptor, not its path again.
     // f_type is a c_long on 64-bit Linux and an i32 on some 32-bit targets.
     #[allow(clippy::useless_conversion)]
-    let fs_type = |p: &Path| rustix::fs::statfs(p).ok().map(|s| i64::from(s.f_type));
-    let same_fs = std::fs::metadata(src)
-        .and_then(|a| std::fs::metadata(dir).map(|b| a.dev() == b.dev()))
-        .unwrap_or(false);
-    let offloads = same_fs && fs_type(src).is_some_and(|t| OFFLOADING_FS.contains(&t));
+    let fs_type = rustix::fs::fstatfs(src).ok().map(|s| i64::from(s.f_type));
+    let same_fs = std::fs::metadata(dir).is_ok_and(|d| d.dev() == info.dev);
+    let offloads = same_fs && fs_type.is_some_and(|t| OFFLOADING_FS.contains(&t));
     if offloads {
         vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite]
     } else {
@@ -169,6 +168,7 @@ pub fn copy_file(
 /// What a copy needs to know of its source, from stat(2) or fstat(2).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SourceInfo {
+    dev: u64,
     size: u64,
     mode: u32,
     blocks: u64,
@@ -179,6 +179,7 @@ pub(crate) struct SourceInfo {
 impl From<&Metadata> for SourceInfo {
     fn from(m: &Metadata) -> Self {
         Self {
+            dev: m.dev(),
             size: m.len(),
             mode: m.mode(),
             blocks: m.blocks(),
@@ -191,6 +192,7 @@ impl From<&Metadata> for SourceInfo {
 impl From<&rustix::fs::Stat> for SourceInfo {
     fn from(s: &rustix::fs::Stat) -> Self {
         Self {
+            dev: s.st_dev,
             size: s.st_size as u64,
             mode: s.st_mode,
             blocks: s.st_blocks as u64,
@@ -230,7 +232,7 @@ pub(crate) fn copy_checked(
         Some(CopyMethod::Direct) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
         Some(CopyMethod::IoUring) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
         Some(m) => vec![m],
-        None => auto_candidates(src, &dst, size),
+        None => auto_candidates(plain.as_fd(), &info, &dst),
     };
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {

@@ -15,8 +15,18 @@ pub struct UdpCounters {
 
 impl UdpCounters {
     pub fn read() -> io::Result<Self> {
-        Self::parse(&fs::read_to_string("/proc/net/snmp")?)
-            .ok_or_else(|| io::Error::other("/proc/net/snmp has no Udp: lines"))
+        Self::read_path("/proc/net/snmp")
+    }
+
+    /// The counters of the network namespace process `pid` lives in (/proc/PID/net/snmp), so
+    /// a process outside a namespace can watch the receivers inside it.
+    pub fn read_for_process(pid: u32) -> io::Result<Self> {
+        Self::read_path(&format!("/proc/{pid}/net/snmp"))
+    }
+
+    fn read_path(path: &str) -> io::Result<Self> {
+        Self::parse(&fs::read_to_string(path)?)
+            .ok_or_else(|| io::Error::other(format!("{path} has no Udp: lines")))
     }
 
     /// Parses the pair of `Udp:` lines (names, then values).
@@ -61,7 +71,9 @@ mod tests {
     }
 
     #[test]
-    fn reads_this_namespace() {
+    fn reads_this_namespace_and_a_process_s() {
         assert!(UdpCounters::read().is_ok());
+        assert!(UdpCounters::read_for_process(std::process::id()).is_ok());
+        assert!(UdpCounters::read_for_process(u32::MAX).is_err());
     }
 }
