@@ -72,6 +72,37 @@ pub fn stop_on_signals() -> anyhow::Result<StopSignal> {
     Ok(stop)
 }
 
+pub fn print_json(value: &impl serde::Serialize) -> bool {
+    serde_json::to_string(value).is_ok_and(|line| out(&line))
+}
+
+pub fn per_second<T: serde::Serialize>(
+    json: bool,
+    stop: &StopSignal,
+    line: impl Fn(&T) -> String,
+) -> impl FnMut(&T) {
+    let output_gone = stop.clone();
+    move |interval| {
+        let written = if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": interval}))
+        } else {
+            outln!("{}", line(interval))
+        };
+        if !written {
+            output_gone.stop();
+        }
+    }
+}
+
+/// The final summary, as JSON or as text.
+pub fn finish<T: serde::Serialize>(json: bool, summary: &T, text: impl Fn(&T)) {
+    if json {
+        print_json(&serde_json::json!({"type": "summary", "summary": summary}));
+    } else {
+        text(summary);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 mod apply;
 mod args;
 mod copy;
+mod http;
 mod lab;
 mod plan;
 mod topo;
@@ -26,6 +27,12 @@ enum Command {
     /// Send or receive UDP datagrams with batched syscalls, GSO/GRO and reuseport lanes.
     #[command(subcommand)]
     Udp(udp::UdpCommand),
+    /// Serve HTTP from per-CPU lanes that recycle their buffers, connection slots and events.
+    #[command(subcommand)]
+    Serve(http::ServeCommand),
+    /// Load an HTTP server with closed-loop connections; requests/s and latency percentiles.
+    #[command(subcommand)]
+    Load(http::LoadCommand),
     /// Copy a file or (with -r) a tree by the fastest method, never leaving a half-written file.
     Copy(copy::CopyArgs),
     /// Run an experiment and print its table (`corelane lab` lists them).
@@ -44,6 +51,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Udp(cmd) => udp::run(cmd),
+        Command::Serve(cmd) => http::serve(cmd),
+        Command::Load(cmd) => http::load(cmd),
         Command::Copy(args) => copy::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Topo(args) => topo::run(args),

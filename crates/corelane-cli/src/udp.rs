@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use corelane::lane::StopSignal;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
@@ -13,7 +12,9 @@ use corelane::udp::{
     SenderConfig, SocketMode, Steering,
 };
 
-use crate::args::{outln, parse_duration, parse_size, stop_on_signals};
+use crate::args::{
+    finish, outln, parse_duration, parse_size, per_second, print_json, stop_on_signals,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum UdpCommand {
@@ -132,10 +133,6 @@ pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// One JSON object on one line; `false` when stdout is gone.
-fn print_json(value: &impl serde::Serialize) -> bool {
-    serde_json::to_string(value).is_ok_and(|line| crate::args::out(&line))
-}
-
 fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let sender = Sender::connect(SenderConfig {
@@ -162,33 +159,6 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The per-second callback: a JSON object or a text line; a closed stdout stops the run.
-fn per_second<T: serde::Serialize>(
-    json: bool,
-    stop: &StopSignal,
-    line: impl Fn(&T) -> String,
-) -> impl FnMut(&T) {
-    let output_gone = stop.clone();
-    move |interval| {
-        let written = if json {
-            print_json(&serde_json::json!({"type": "interval", "interval": interval}))
-        } else {
-            outln!("{}", line(interval))
-        };
-        if !written {
-            output_gone.stop();
-        }
-    }
-}
-
-/// The final summary, as JSON or as text.
-fn finish<T: serde::Serialize>(json: bool, summary: &T, text: impl Fn(&T)) {
-    if json {
-        print_json(&serde_json::json!({"type": "summary", "summary": summary}));
-    } else {
-        text(summary);
-    }
-}
-
 fn print_send_summary(s: &SendSummary) {
     outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",

@@ -6,6 +6,8 @@
 //! * [`topology`] reads CPUs, SMT siblings, caches and NUMA nodes from sysfs.
 //! * [`lane`] runs a thread pinned to a CPU with its own stop signal.
 //! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
+//! * [`tcp`] is seed 001's path: a per-lane HTTP server that recycles buffers, slots and epoll
+//!   events, and the load generator that measures it.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
@@ -17,6 +19,7 @@
 pub mod copy;
 pub mod lane;
 pub mod stats;
+pub mod tcp;
 pub mod topology;
 pub mod tune;
 pub mod udp;

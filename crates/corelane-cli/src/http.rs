@@ -1,0 +1,338 @@
+//! `corelane serve http` and `corelane load http`.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use corelane::stats::process_cpu;
+use corelane::tcp::http::StaticRoot;
+use corelane::tcp::load::LoadInterval;
+use corelane::tcp::{
+    Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig, ServerTotals,
+};
+use corelane::topology::{CpuList, Topology};
+
+use crate::args::{
+    finish, outln, parse_duration, parse_size, per_second, print_json, stop_on_signals,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// An HTTP/1.1 server with one lane per CPU, each recycling its buffers, slots and events.
+    Http(ServeArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LoadCommand {
+    /// Closed-loop HTTP/1.1 load: requests/s, errors and latency percentiles.
+    Http(LoadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    addr: IpAddr,
+    /// TCP port (0 picks a free one and prints it).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Lanes (threads, each with its own listener and epoll); default one per online CPU.
+    #[arg(long)]
+    lanes: Option<usize>,
+    /// Pin lanes round-robin to these CPUs, e.g. 1 or 0-3.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// The body every GET gets (text/plain).
+    #[arg(long, default_value = "Hello, World!", conflicts_with = "root")]
+    body: String,
+    /// Serve files under this directory instead of --body.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Recycling methods on: all, none, or a comma list of fd, events, buffers.
+    #[arg(long, default_value = "all")]
+    recycle: Recycle,
+    /// How connections reach lanes: shared (one listener), reuseport (one per lane), or
+    /// reuseport-cpu (the lane pinned to the CPU that received the SYN; needs --pin).
+    #[arg(long, default_value = "reuseport")]
+    listen: Listen,
+    /// Open connections at most, over all lanes; more get 503.
+    #[arg(long, default_value_t = 16384)]
+    max_connections: usize,
+    /// Request line plus headers at most (414 or 431 beyond).
+    #[arg(long, default_value = "8K", value_parser = parse_size)]
+    max_header_bytes: usize,
+    /// Time a client has to send a request's head once it started (408 beyond).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    header_timeout: Duration,
+    /// Keep-alive connections idle this long are closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Serve this long, then drain and exit (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// A JSON line when ready, one per second and a summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// What to request, e.g. http://127.0.0.1:8080/ (plain HTTP/1.1).
+    url: String,
+    /// Connections, each with one request in flight.
+    #[arg(long, short = 'c', default_value_t = 50)]
+    connections: usize,
+    /// Client lanes (threads); connections are spread over them.
+    #[arg(long, default_value_t = 1)]
+    lanes: usize,
+    /// Pin lanes round-robin to these CPUs.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// How long to load (10, 10s, 500ms, 2m).
+    #[arg(long, short = 'd', default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Stop after this many responses.
+    #[arg(long)]
+    requests: Option<u64>,
+    /// A new connection per request (`Connection: close`).
+    #[arg(long)]
+    close: bool,
+    /// A request unanswered this long is an error.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// One JSON object per second and a final summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
+    let ServeCommand::Http(args) = cmd;
+    let lanes = match args.lanes {
+        Some(n) => n,
+        None => Topology::read().map(|t| t.cpus.len()).unwrap_or(1).max(1),
+    };
+    let content = match &args.root {
+        Some(dir) => Content::Root(
+            StaticRoot::new(dir).with_context(|| format!("--root {}", dir.display()))?,
+        ),
+        None => Content::Body(args.body.clone().into_bytes()),
+    };
+    let mut config = ServerConfig::new(SocketAddr::new(args.addr, args.port), content);
+    config.lanes = lanes;
+    config.cpus = pins(args.pin.as_ref(), lanes);
+    config.recycle = args.recycle;
+    config.listen = args.listen;
+    config.limits = Limits {
+        max_header_bytes: args.max_header_bytes.max(64),
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+        max_connections: args.max_connections.max(1),
+        ..Limits::default()
+    };
+    let stop = stop_on_signals()?;
+    let server = Server::start(config, stop.clone())?;
+    let addr = server.local_addr();
+    if args.json {
+        print_json(&serde_json::json!({"type": "ready", "addr": addr, "lanes": lanes}));
+    } else {
+        eprintln!(
+            "serving http://{addr}/ on {lanes} lane(s), recycling {}, listen {} (Ctrl-C to stop)",
+            args.recycle, args.listen
+        );
+    }
+    let started = Instant::now();
+    let cpu_at_start = process_cpu();
+    let mut report = per_second(args.json, &stop, serve_line);
+    let (mut last, mut last_at, mut index) = (ServerTotals::default(), started, 0u64);
+    let mut last_cpu = cpu_at_start;
+    while !stop.is_stopped() && !server.any_lane_finished() {
+        std::thread::sleep(Duration::from_millis(20));
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            stop.stop();
+        }
+        if last_at.elapsed() >= Duration::from_secs(1) {
+            let (now, totals, cpu) = (Instant::now(), server.totals(), process_cpu());
+            index += 1;
+            let requests = totals.requests - last.requests;
+            let cpu_secs = (cpu.user + cpu.system).saturating_sub(last_cpu.user + last_cpu.system);
+            report(&ServeInterval {
+                index,
+                requests_per_sec: requests as f64 / now.duration_since(last_at).as_secs_f64(),
+                open: totals.open,
+                client_errors: totals.client_errors - last.client_errors,
+                server_errors: totals.server_errors - last.server_errors,
+                cpu_us_per_request: per_request_us(cpu_secs, requests),
+            });
+            (last, last_at, last_cpu) = (totals, now, cpu);
+        }
+    }
+    stop.stop();
+    let totals = server.wait()?;
+    let cpu = process_cpu();
+    let cpu_total = (cpu.user + cpu.system).saturating_sub(cpu_at_start.user + cpu_at_start.system);
+    let summary = ServeSummary {
+        seconds: started.elapsed().as_secs_f64(),
+        totals,
+        cpu_us_per_request: per_request_us(cpu_total, totals.requests),
+    };
+    finish(args.json, &summary, |s| {
+        outln!(
+            "served {} requests on {} connections in {:.1}s; 4xx {}, 5xx {}, refused {}, timed out {}; CPU {:.2} us/request",
+            s.totals.requests,
+            s.totals.connections,
+            s.seconds,
+            s.totals.client_errors,
+            s.totals.server_errors,
+            s.totals.refused,
+            s.totals.timeouts,
+            s.cpu_us_per_request
+        );
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ServeInterval {
+    index: u64,
+    requests_per_sec: f64,
+    open: u64,
+    client_errors: u64,
+    server_errors: u64,
+    cpu_us_per_request: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ServeSummary {
+    seconds: f64,
+    #[serde(flatten)]
+    totals: ServerTotals,
+    cpu_us_per_request: f64,
+}
+
+fn serve_line(i: &ServeInterval) -> String {
+    format!(
+        "{:>10.0} req/s  open {:>6}  4xx {}  5xx {}  CPU {:.2} us/request",
+        i.requests_per_sec, i.open, i.client_errors, i.server_errors, i.cpu_us_per_request
+    )
+}
+
+fn per_request_us(cpu: Duration, requests: u64) -> f64 {
+    if requests == 0 {
+        0.0
+    } else {
+        cpu.as_secs_f64() * 1e6 / requests as f64
+    }
+}
+
+/// Lane i's CPU: the pin list round-robin, or none.
+fn pins(pin: Option<&CpuList>, lanes: usize) -> Vec<usize> {
+    match pin {
+        Some(list) if !list.cpus().is_empty() => {
+            (0..lanes).map(|i| list.cpus()[i % list.cpus().len()]).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
+    let LoadCommand::Http(args) = cmd;
+    let (target, host, path) = parse_url(&args.url)?;
+    let mut config = LoadConfig::new(target);
+    config.host = host;
+    config.path = path;
+    config.connections = args.connections;
+    config.lanes = args.lanes;
+    config.cpus = pins(args.pin.as_ref(), args.lanes);
+    config.duration = args.duration;
+    config.requests = args.requests;
+    config.close = args.close;
+    config.timeout = args.timeout;
+    let stop = stop_on_signals()?;
+    if !args.json {
+        eprintln!(
+            "loading {} with {} connection(s) on {} lane(s) for {:?}{}",
+            args.url,
+            args.connections,
+            args.lanes,
+            args.duration,
+            if args.close { ", a new connection per request" } else { "" }
+        );
+    }
+    let summary =
+        corelane::tcp::load::run(&config, &stop, per_second(args.json, &stop, load_line))?;
+    finish(args.json, &summary, print_load_summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_line(i: &LoadInterval) -> String {
+    format!("{:>10.0} req/s  errors {}", i.requests_per_sec, i.errors)
+}
+
+fn print_load_summary(s: &LoadSummary) {
+    outln!(
+        "{} responses in {:.2}s: {:.0} req/s; non-2xx {}, errors {}, connections {}",
+        s.responses,
+        s.seconds,
+        s.requests_per_sec,
+        s.non_2xx,
+        s.errors,
+        s.connects
+    );
+    let l = &s.latency;
+    outln!(
+        "latency us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
+        l.p50_us,
+        l.p90_us,
+        l.p99_us,
+        l.p999_us,
+        l.max_us,
+        l.mean_us
+    );
+}
+
+/// The address to connect to, the Host header and the request target of an http:// URL.
+fn parse_url(text: &str) -> anyhow::Result<(SocketAddr, String, String)> {
+    let url = url::Url::parse(text)
+        .with_context(|| format!("{text:?} is not a URL: write it as http://HOST:PORT/PATH"))?;
+    if url.scheme() != "http" {
+        bail!("{text:?}: only http:// is supported (corelane load speaks plain HTTP/1.1)");
+    }
+    let host = url.host_str().context("the URL has no host")?.to_owned();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let target = (host.trim_start_matches('[').trim_end_matches(']'), port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .next()
+        .with_context(|| format!("{host} has no address"))?;
+    let mut path = url.path().to_owned();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let host_header = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    };
+    Ok((target, host_header, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_address_host_and_path() {
+        let (addr, host, path) = parse_url("http://127.0.0.1:8080/a/b?c=1").unwrap();
+        assert_eq!(addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(host, "127.0.0.1:8080");
+        assert_eq!(path, "/a/b?c=1");
+        let (addr, _, path) = parse_url("http://[::1]/").unwrap();
+        assert_eq!(addr, "[::1]:80".parse().unwrap());
+        assert_eq!(path, "/");
+        assert!(parse_url("https://127.0.0.1/").unwrap_err().to_string().contains("only http://"));
+        assert!(parse_url("127.0.0.1:80").is_err());
+    }
+}

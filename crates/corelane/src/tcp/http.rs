@@ -1,0 +1,452 @@
+//! HTTP/1.1 in and out: request heads parsed by httparse under limits, response heads written
+//! into a lane's buffer, and static paths resolved under a root without escaping it.
+
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The most headers a request may carry before it is answered 431.
+const MAX_HEADERS: usize = 64;
+
+/// What protects a server from its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    /// Request line plus headers; beyond it: 414 (no complete request line) or 431.
+    pub max_header_bytes: usize,
+    /// A larger Content-Length is answered 413.
+    pub max_body_bytes: u64,
+    /// Time from a request's first byte to its complete head; beyond it: 408 and close.
+    pub header_timeout: Duration,
+    /// A keep-alive connection with no request in flight is closed after this.
+    pub idle_timeout: Duration,
+    /// Open connections over all lanes; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// On shutdown, in-flight requests get this long to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_header_bytes: 8192,
+            max_body_bytes: 1 << 20,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 16384,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The statuses this server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    PayloadTooLarge,
+    UriTooLong,
+    HeaderFieldsTooLarge,
+    NotImplemented,
+    ServiceUnavailable,
+    VersionNotSupported,
+}
+
+impl Status {
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Ok => 200,
+            Self::BadRequest => 400,
+            Self::Forbidden => 403,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::RequestTimeout => 408,
+            Self::PayloadTooLarge => 413,
+            Self::UriTooLong => 414,
+            Self::HeaderFieldsTooLarge => 431,
+            Self::NotImplemented => 501,
+            Self::ServiceUnavailable => 503,
+            Self::VersionNotSupported => 505,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::BadRequest => "Bad Request",
+            Self::Forbidden => "Forbidden",
+            Self::NotFound => "Not Found",
+            Self::MethodNotAllowed => "Method Not Allowed",
+            Self::RequestTimeout => "Request Timeout",
+            Self::PayloadTooLarge => "Payload Too Large",
+            Self::UriTooLong => "URI Too Long",
+            Self::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            Self::NotImplemented => "Not Implemented",
+            Self::ServiceUnavailable => "Service Unavailable",
+            Self::VersionNotSupported => "HTTP Version Not Supported",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Other,
+}
+
+/// A complete request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: Method,
+    /// Where the target (path and query) lies in the parsed buffer.
+    pub target: Range<usize>,
+    /// Whether the connection stays open after the response (HTTP/1.1 unless `close`,
+    /// HTTP/1.0 only with `keep-alive`).
+    pub keep_alive: bool,
+    /// Bytes of the head, CRLFCRLF included.
+    pub head_len: usize,
+    /// Body bytes that follow the head (Content-Length), to be skipped.
+    pub body_len: u64,
+}
+
+/// What one look at a connection's input found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// The head is not complete yet.
+    Partial,
+    Request(Request),
+    /// The request is refused with this status and the connection closes.
+    Reject(Status),
+}
+
+/// Parses the request head at the start of `input`.
+pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(input) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if input.len() < limits.max_header_bytes {
+                return Parsed::Partial;
+            }
+            let line_complete = input.windows(2).any(|w| w == b"\r\n");
+            return Parsed::Reject(if line_complete {
+                Status::HeaderFieldsTooLarge
+            } else {
+                Status::UriTooLong
+            });
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Reject(Status::HeaderFieldsTooLarge)
+        }
+        Err(httparse::Error::Version) => return Parsed::Reject(Status::VersionNotSupported),
+        Err(_) => return Parsed::Reject(Status::BadRequest),
+    };
+    if head_len > limits.max_header_bytes {
+        return Parsed::Reject(Status::HeaderFieldsTooLarge);
+    }
+    let method = match req.method {
+        Some("GET") => Method::Get,
+        Some("HEAD") => Method::Head,
+        _ => Method::Other,
+    };
+    let path = req.path.unwrap_or("/");
+    // httparse hands out slices of `input`; their offsets locate the target without a copy.
+    let start = path.as_ptr() as usize - input.as_ptr() as usize;
+    let mut keep_alive = req.version == Some(1);
+    let mut body_len = 0u64;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok());
+            match value {
+                Some(n) if n > limits.max_body_bytes => {
+                    return Parsed::Reject(Status::PayloadTooLarge)
+                }
+                Some(n) => body_len = n,
+                None => return Parsed::Reject(Status::BadRequest),
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Parsed::Reject(Status::NotImplemented);
+        }
+    }
+    if !path.starts_with('/') {
+        return Parsed::Reject(Status::BadRequest);
+    }
+    Parsed::Request(Request {
+        method,
+        target: start..start + path.len(),
+        keep_alive,
+        head_len,
+        body_len,
+    })
+}
+
+/// The Date header's value, formatted at most once a second.
+#[derive(Debug)]
+pub struct DateCache {
+    value: String,
+    at: Instant,
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        Self { value: httpdate::fmt_http_date(SystemTime::now()), at: Instant::now() }
+    }
+}
+
+impl DateCache {
+    pub fn get(&mut self, now: Instant) -> &str {
+        if now.duration_since(self.at) >= Duration::from_secs(1) {
+            self.value = httpdate::fmt_http_date(SystemTime::now());
+            self.at = now;
+        }
+        &self.value
+    }
+}
+
+/// Appends a response head to `out`.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: Status,
+    content_type: &str,
+    content_length: u64,
+    keep_alive: bool,
+    date: &str,
+) {
+    use std::io::Write;
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\nServer: corelane\r\nDate: {date}\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\nConnection: {connection}\r\n",
+        status.code(),
+        status.reason(),
+    );
+    if status == Status::MethodNotAllowed {
+        out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a complete error response (a one-line text body) to `out`.
+pub fn write_error(out: &mut Vec<u8>, status: Status, keep_alive: bool, date: &str) {
+    let body = format!("{} {}\n", status.code(), status.reason());
+    write_head(out, status, "text/plain", body.len() as u64, keep_alive, date);
+    out.extend_from_slice(body.as_bytes());
+}
+
+/// Static files under one directory.
+#[derive(Debug, Clone)]
+pub struct StaticRoot {
+    root: PathBuf,
+}
+
+impl StaticRoot {
+    /// `dir` must be an existing directory; it is canonicalised once here.
+    pub fn new(dir: &Path) -> std::io::Result<Self> {
+        let root = dir.canonicalize()?;
+        if !root.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(Self { root })
+    }
+
+    /// The file a request target names, or the status that refuses it. Percent-escapes are
+    /// decoded; `..` segments are refused, and so is a symlink that leads out of the root.
+    pub fn resolve(&self, target: &[u8]) -> Result<PathBuf, Status> {
+        let path = target.split(|&b| b == b'?' || b == b'#').next().unwrap_or(b"/");
+        let decoded = percent_decode(path).ok_or(Status::BadRequest)?;
+        let text = std::str::from_utf8(&decoded).map_err(|_| Status::BadRequest)?;
+        if text.contains('\0') {
+            return Err(Status::BadRequest);
+        }
+        let mut full = self.root.clone();
+        for component in Path::new(text).components() {
+            match component {
+                Component::Normal(part) => full.push(part),
+                Component::RootDir | Component::CurDir => {}
+                Component::ParentDir | Component::Prefix(_) => return Err(Status::Forbidden),
+            }
+        }
+        let mut real = full.canonicalize().map_err(|_| Status::NotFound)?;
+        if !real.starts_with(&self.root) {
+            return Err(Status::Forbidden);
+        }
+        if real.is_dir() {
+            real.push("index.html");
+            if !real.is_file() {
+                return Err(Status::NotFound);
+            }
+        }
+        Ok(real)
+    }
+}
+
+fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The Content-Type of a file, by its extension.
+pub fn content_type(path: &Path) -> &'static str {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" | "md" => "text/plain; charset=utf-8",
+        "css" => "text/css",
+        "js" | "mjs" => "text/javascript",
+        "json" => "application/json",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "ico" => "image/x-icon",
+        "wasm" => "application/wasm",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(text: &str) -> Parsed {
+        parse_request(text.as_bytes(), &Limits::default())
+    }
+
+    #[test]
+    fn http11_keeps_alive_unless_told_to_close() {
+        let raw = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\nGET";
+        let Parsed::Request(r) = parse(raw) else { panic!() };
+        assert!(r.keep_alive);
+        assert_eq!(&raw[r.target.clone()], "/a?b=1");
+        assert_eq!(r.head_len, raw.len() - 3);
+        let Parsed::Request(r) = parse("GET / HTTP/1.1\r\nConnection: close\r\n\r\n") else {
+            panic!()
+        };
+        assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn http10_closes_unless_told_to_keep_alive() {
+        let Parsed::Request(r) = parse("GET / HTTP/1.0\r\n\r\n") else { panic!() };
+        assert!(!r.keep_alive);
+        let Parsed::Request(r) = parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n") else {
+            panic!()
+        };
+        assert!(r.keep_alive);
+    }
+
+    #[test]
+    fn limits_give_the_right_status() {
+        let small = Limits { max_header_bytes: 64, ..Limits::default() };
+        let long_line = format!("GET /{} HTTP/1.1", "a".repeat(100));
+        assert_eq!(parse_request(long_line.as_bytes(), &small), Parsed::Reject(Status::UriTooLong));
+        let long_head = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(100));
+        assert_eq!(
+            parse_request(long_head.as_bytes(), &small),
+            Parsed::Reject(Status::HeaderFieldsTooLarge)
+        );
+        assert_eq!(parse("GET / HTTP/1.1\r\nHost"), Parsed::Partial);
+        assert_eq!(parse("GARBAGE\r\n\r\n"), Parsed::Reject(Status::BadRequest));
+        assert_eq!(
+            parse("GET / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n"),
+            Parsed::Reject(Status::PayloadTooLarge)
+        );
+        assert_eq!(
+            parse("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Parsed::Reject(Status::NotImplemented)
+        );
+        let many: String = (0..70).map(|i| format!("H{i}: v\r\n")).collect();
+        assert_eq!(
+            parse(&format!("GET / HTTP/1.1\r\n{many}\r\n")),
+            Parsed::Reject(Status::HeaderFieldsTooLarge)
+        );
+    }
+
+    #[test]
+    fn static_paths_stay_under_the_root() {
+        let dir = std::env::temp_dir().join(format!("corelane-http-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a b.txt"), "x").unwrap();
+        std::fs::write(dir.join("index.html"), "i").unwrap();
+        let root = StaticRoot::new(&dir).unwrap();
+        let canon = dir.canonicalize().unwrap();
+        assert_eq!(root.resolve(b"/sub/a%20b.txt?q").unwrap(), canon.join("sub/a b.txt"));
+        assert_eq!(root.resolve(b"/").unwrap(), canon.join("index.html"));
+        assert_eq!(root.resolve(b"/../etc/passwd"), Err(Status::Forbidden));
+        assert_eq!(root.resolve(b"/sub/%2e%2e/%2e%2e/etc/passwd"), Err(Status::Forbidden));
+        assert_eq!(root.resolve(b"/missing"), Err(Status::NotFound));
+        assert_eq!(root.resolve(b"/sub"), Err(Status::NotFound));
+        assert_eq!(root.resolve(b"/%zz"), Err(Status::BadRequest));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn heads_name_length_and_connection() {
+        let mut out = Vec::new();
+        write_head(&mut out, Status::Ok, "text/plain", 13, true, "D");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(text.contains("Content-Length: 13\r\n") && text.contains("Connection: keep-alive"));
+        assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    proptest! {
+        // Whatever arrives, the parser answers without panicking, and a request it accepts
+        // lies inside the input.
+        #[test]
+        fn any_input_is_answered(input in proptest::collection::vec(any::<u8>(), 0..600)) {
+            match parse_request(&input, &Limits::default()) {
+                Parsed::Request(r) => {
+                    prop_assert!(r.head_len <= input.len());
+                    prop_assert!(r.target.end <= r.head_len);
+                }
+                Parsed::Partial | Parsed::Reject(_) => {}
+            }
+        }
+
+        // A well-formed request split anywhere parses as partial before the split is healed.
+        #[test]
+        fn split_requests_are_partial_then_complete(path in "/[a-z0-9/]{0,40}", cut in 0usize..40) {
+            let raw = format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n");
+            let cut = cut.min(raw.len() - 1);
+            prop_assert_eq!(parse_request(&raw.as_bytes()[..cut], &Limits::default()), Parsed::Partial);
+            match parse_request(raw.as_bytes(), &Limits::default()) {
+                Parsed::Request(r) => prop_assert_eq!(&raw[r.target], path.as_str()),
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+    }
+}

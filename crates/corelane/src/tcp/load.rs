@@ -1,0 +1,550 @@
+//! A closed-loop HTTP/1.1 load generator: each lane keeps its connections busy with one request
+//! in flight apiece (as wrk does), over its own epoll instance, and records every response's
+//! latency in an HDR histogram.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rustix::event::epoll::{self, Event, EventData, EventFlags};
+use rustix::io::Errno;
+use socket2::{Domain, Socket, Type};
+
+use super::TcpError;
+use crate::lane::{Lane, StopSignal};
+
+const EVENTS: usize = 256;
+/// Latencies above this are recorded as this (an HDR histogram needs a bound).
+const MAX_LATENCY_NS: u64 = 60_000_000_000;
+/// Headers a response may carry.
+const MAX_HEADERS: usize = 32;
+
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub target: SocketAddr,
+    /// The Host header.
+    pub host: String,
+    /// Path and query of every request.
+    pub path: String,
+    pub connections: usize,
+    pub lanes: usize,
+    /// CPU of each lane, or empty for unpinned lanes.
+    pub cpus: Vec<usize>,
+    pub duration: Duration,
+    /// Stop after this many responses (over all lanes), if sooner than `duration`.
+    pub requests: Option<u64>,
+    /// `Connection: close`: a new connection per request.
+    pub close: bool,
+    /// A request unanswered this long counts as an error and its connection is replaced.
+    pub timeout: Duration,
+}
+
+impl LoadConfig {
+    pub fn new(target: SocketAddr) -> Self {
+        Self {
+            target,
+            host: target.to_string(),
+            path: "/".into(),
+            connections: 50,
+            lanes: 1,
+            cpus: Vec::new(),
+            duration: Duration::from_secs(10),
+            requests: None,
+            close: false,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn request_bytes(&self) -> Vec<u8> {
+        let close = if self.close { "Connection: close\r\n" } else { "" };
+        format!("GET {} HTTP/1.1\r\nHost: {}\r\n{close}\r\n", self.path, self.host).into_bytes()
+    }
+}
+
+/// Counters one lane writes and the meter reads.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct LoadCounters {
+    responses: AtomicU64,
+    non_2xx: AtomicU64,
+    errors: AtomicU64,
+    connects: AtomicU64,
+    bytes_in: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+/// One second of load.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LoadInterval {
+    pub index: u64,
+    pub at_secs: f64,
+    pub requests_per_sec: f64,
+    pub responses: u64,
+    pub errors: u64,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub mean_us: f64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50_us: us(h.value_at_quantile(0.50)),
+            p90_us: us(h.value_at_quantile(0.90)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+            mean_us: h.mean() / 1000.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LoadSummary {
+    pub seconds: f64,
+    /// Complete responses, any status.
+    pub responses: u64,
+    pub requests_per_sec: f64,
+    pub non_2xx: u64,
+    /// Connect failures, resets, timeouts and unparseable responses.
+    pub errors: u64,
+    pub connects: u64,
+    pub bytes_in: u64,
+    pub latency: Latency,
+}
+
+/// Runs the load until `config.duration`, `config.requests` or `stop`, calling `each_second`
+/// with every second's rate.
+pub fn run(
+    config: &LoadConfig,
+    stop: &StopSignal,
+    mut each_second: impl FnMut(&LoadInterval),
+) -> Result<LoadSummary, TcpError> {
+    if config.lanes == 0 {
+        return Err(TcpError::NoLanes);
+    }
+    if config.connections < config.lanes {
+        return Err(TcpError::TooFewConnections {
+            connections: config.connections,
+            lanes: config.lanes,
+        });
+    }
+    super::check_cpus(&config.cpus, config.lanes)?;
+    let lane_stop = StopSignal::new();
+    let request = Arc::new(config.request_bytes());
+    let started = Instant::now();
+    let mut lanes = Vec::with_capacity(config.lanes);
+    let mut counters = Vec::with_capacity(config.lanes);
+    for index in 0..config.lanes {
+        let share = |total: u64| {
+            total / config.lanes as u64 + u64::from((index as u64) < total % config.lanes as u64)
+        };
+        let lane_counters = Arc::new(LoadCounters::default());
+        counters.push(Arc::clone(&lane_counters));
+        let mut client = LaneClients::new(
+            config,
+            share(config.connections as u64) as usize,
+            config.requests.map(share),
+            Arc::clone(&request),
+            lane_counters,
+        )
+        .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
+        let stop = lane_stop.clone();
+        let cpu = config.cpus.get(index).copied();
+        lanes.push(
+            Lane::spawn("load", index, cpu, move || client.run(&stop))
+                .map_err(|e| TcpError::io("cannot start a load lane", e))?,
+        );
+    }
+    let responses = |c: &[Arc<LoadCounters>]| -> (u64, u64) {
+        c.iter().fold((0, 0), |(r, e), c| {
+            (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
+        })
+    };
+    let (mut last_responses, mut last_at, mut index) = (0u64, started, 0u64);
+    let end = started + config.duration;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = Instant::now();
+        let done = lanes.iter().all(Lane::is_finished);
+        if stop.is_stopped() || now >= end || done {
+            break;
+        }
+        if now.duration_since(last_at) >= Duration::from_secs(1) {
+            let (total, errors) = responses(&counters);
+            index += 1;
+            let secs = now.duration_since(last_at).as_secs_f64();
+            each_second(&LoadInterval {
+                index,
+                at_secs: now.duration_since(started).as_secs_f64(),
+                requests_per_sec: (total - last_responses) as f64 / secs,
+                responses: total,
+                errors,
+            });
+            (last_responses, last_at) = (total, now);
+        }
+    }
+    lane_stop.stop();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut merged = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, 3)
+        .map_err(|e| TcpError::io("cannot create a histogram", io::Error::other(e.to_string())))?;
+    let mut first_error = None;
+    for lane in lanes {
+        match lane.join() {
+            Ok(h) => {
+                let _ = merged.add(&h);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(TcpError::io("a load lane failed", e));
+    }
+    let sum = |f: fn(&LoadCounters) -> &AtomicU64| -> u64 {
+        counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    };
+    let responses = sum(|c| &c.responses);
+    let summary = LoadSummary {
+        seconds,
+        responses,
+        requests_per_sec: responses as f64 / seconds.max(1e-9),
+        non_2xx: sum(|c| &c.non_2xx),
+        errors: sum(|c| &c.errors),
+        connects: sum(|c| &c.connects),
+        bytes_in: sum(|c| &c.bytes_in),
+        latency: Latency::of(&merged),
+    };
+    if summary.responses == 0 && summary.errors > 0 {
+        return Err(TcpError::NoResponses { target: config.target, errors: summary.errors });
+    }
+    Ok(summary)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a reconnect (after an error) until the instant.
+    Idle(Instant),
+    Connecting,
+    Sending,
+    Receiving,
+}
+
+#[derive(Debug)]
+struct Client {
+    stream: Option<TcpStream>,
+    phase: Phase,
+    sent: usize,
+    input: Vec<u8>,
+    filled: usize,
+    /// Head and body length of the response being received, once its head is parsed.
+    expect: Option<(usize, usize, bool)>,
+    sent_at: Instant,
+}
+
+/// One lane's connections.
+#[derive(Debug)]
+struct LaneClients {
+    epoll: OwnedFd,
+    target: SocketAddr,
+    close: bool,
+    timeout: Duration,
+    request: Arc<Vec<u8>>,
+    clients: Vec<Client>,
+    /// Requests this lane may still start (None: no limit).
+    quota: Option<u64>,
+    counters: Arc<LoadCounters>,
+    latency: Histogram<u64>,
+}
+
+impl LaneClients {
+    fn new(
+        config: &LoadConfig,
+        connections: usize,
+        quota: Option<u64>,
+        request: Arc<Vec<u8>>,
+        counters: Arc<LoadCounters>,
+    ) -> io::Result<Self> {
+        let now = Instant::now();
+        let clients = (0..connections)
+            .map(|_| Client {
+                stream: None,
+                phase: Phase::Idle(now),
+                sent: 0,
+                input: vec![0; 16384],
+                filled: 0,
+                expect: None,
+                sent_at: now,
+            })
+            .collect();
+        let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Self {
+            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+            target: config.target,
+            close: config.close,
+            timeout: config.timeout,
+            request,
+            clients,
+            quota,
+            counters,
+            latency,
+        })
+    }
+
+    fn run(&mut self, stop: &StopSignal) -> io::Result<Histogram<u64>> {
+        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+        let blank = Event { flags: EventFlags::empty(), data: EventData::new_u64(0) };
+        let mut events = vec![blank; EVENTS];
+        let mut last_sweep = Instant::now() - Duration::from_secs(1);
+        while !stop.is_stopped() {
+            let now = Instant::now();
+            if now.duration_since(last_sweep) >= Duration::from_millis(10) {
+                last_sweep = now;
+                self.sweep(now);
+                if self.quota == Some(0)
+                    && self.clients.iter().all(|c| matches!(c.phase, Phase::Idle(_)))
+                {
+                    break;
+                }
+            }
+            let n = match epoll::wait(&self.epoll, &mut events[..], Some(&timeout)) {
+                Ok(n) => n,
+                Err(Errno::INTR) => 0,
+                Err(e) => return Err(e.into()),
+            };
+            let now = Instant::now();
+            for event in &events[..n] {
+                self.on_event(event.data.u64() as usize, event.flags, now);
+            }
+        }
+        Ok(std::mem::replace(
+            &mut self.latency,
+            Histogram::new(1).map_err(|e| io::Error::other(e.to_string()))?,
+        ))
+    }
+
+    /// Starts idle clients whose back-off ended and replaces those that timed out.
+    fn sweep(&mut self, now: Instant) {
+        for i in 0..self.clients.len() {
+            let c = &self.clients[i];
+            match c.phase {
+                Phase::Idle(at) if now >= at => self.connect(i, now),
+                Phase::Connecting | Phase::Sending | Phase::Receiving
+                    if now.duration_since(c.sent_at) >= self.timeout =>
+                {
+                    self.fail(i, now);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn take_request(&mut self) -> bool {
+        match &mut self.quota {
+            None => true,
+            Some(0) => false,
+            Some(q) => {
+                *q -= 1;
+                true
+            }
+        }
+    }
+
+    fn connect(&mut self, i: usize, now: Instant) {
+        if !self.take_request() {
+            self.clients[i].phase = Phase::Idle(now + Duration::from_secs(3600));
+            return;
+        }
+        let socket = match Socket::new(
+            Domain::for_address(self.target),
+            Type::STREAM.nonblocking().cloexec(),
+            None,
+        ) {
+            Ok(s) => s,
+            Err(_) => return self.fail(i, now),
+        };
+        let _ = socket.set_tcp_nodelay(true);
+        match socket.connect(&self.target.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(_) => return self.fail(i, now),
+        }
+        let stream = TcpStream::from(socket);
+        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+        if epoll::add(&self.epoll, &stream, EventData::new_u64(i as u64), flags).is_err() {
+            return self.fail(i, now);
+        }
+        bump(&self.counters.connects, 1);
+        let c = &mut self.clients[i];
+        c.stream = Some(stream);
+        c.phase = Phase::Connecting;
+        c.sent = 0;
+        c.filled = 0;
+        c.expect = None;
+        c.sent_at = now;
+    }
+
+    /// Counts an error, drops the connection and reconnects after a short back-off (so a
+    /// refused target is not hammered in a tight loop).
+    fn fail(&mut self, i: usize, now: Instant) {
+        bump(&self.counters.errors, 1);
+        let c = &mut self.clients[i];
+        c.stream = None;
+        c.phase = Phase::Idle(now + Duration::from_millis(10));
+        // The request that failed is given back to the quota.
+        if let Some(q) = &mut self.quota {
+            *q += 1;
+        }
+    }
+
+    fn on_event(&mut self, i: usize, flags: EventFlags, now: Instant) {
+        if i >= self.clients.len() {
+            return;
+        }
+        if self.clients[i].phase == Phase::Connecting {
+            if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+                return;
+            }
+            let failed = match &self.clients[i].stream {
+                Some(s) => !matches!(s.take_error(), Ok(None)) || flags.contains(EventFlags::ERR),
+                None => true,
+            };
+            if failed {
+                return self.fail(i, now);
+            }
+            self.clients[i].phase = Phase::Sending;
+        }
+        if self.clients[i].phase == Phase::Sending && !self.send(i, now) {
+            return;
+        }
+        if self.clients[i].phase == Phase::Receiving {
+            self.receive(i, now);
+        }
+    }
+
+    /// Writes the request; false when the connection failed.
+    fn send(&mut self, i: usize, now: Instant) -> bool {
+        let request = Arc::clone(&self.request);
+        let c = &mut self.clients[i];
+        let Some(stream) = &c.stream else { return false };
+        if c.sent == 0 {
+            c.sent_at = now;
+        }
+        while c.sent < request.len() {
+            match (&*stream).write(&request[c.sent..]) {
+                Ok(n) => c.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.fail(i, now);
+                    return false;
+                }
+            }
+        }
+        c.phase = Phase::Receiving;
+        true
+    }
+
+    fn receive(&mut self, i: usize, now: Instant) {
+        loop {
+            let c = &mut self.clients[i];
+            let Some(stream) = &c.stream else { return };
+            if c.filled == c.input.len() {
+                let grow = c.input.len();
+                c.input.resize(grow * 2, 0);
+            }
+            let space = c.input.len() - c.filled;
+            let n = match (&*stream).read(&mut c.input[c.filled..]) {
+                Ok(0) => return self.fail(i, now),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.fail(i, now),
+            };
+            c.filled += n;
+            bump(&self.counters.bytes_in, n as u64);
+            match self.complete_response(i, now) {
+                Some(true) => return, // answered; the next request went out or the lane stopped
+                Some(false) => return self.fail(i, now),
+                None if n < space => return, // drained (edge-triggered): wait for more
+                None => {}
+            }
+        }
+    }
+
+    /// Some(true) when a whole response was taken, Some(false) when it cannot be parsed,
+    /// None when more bytes are needed.
+    fn complete_response(&mut self, i: usize, now: Instant) -> Option<bool> {
+        let c = &mut self.clients[i];
+        if c.expect.is_none() {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut headers);
+            let head = match resp.parse(&c.input[..c.filled]) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) => return None,
+                Err(_) => return Some(false),
+            };
+            let code = resp.code.unwrap_or(0);
+            let mut length = None;
+            let mut server_closes = false;
+            for h in resp.headers.iter() {
+                if h.name.eq_ignore_ascii_case("content-length") {
+                    length = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok());
+                } else if h.name.eq_ignore_ascii_case("connection") {
+                    server_closes = h.value.eq_ignore_ascii_case(b"close");
+                }
+            }
+            let length: usize = length?;
+            if !(200..300).contains(&code) {
+                bump(&self.counters.non_2xx, 1);
+            }
+            c.expect = Some((head, length, server_closes));
+        }
+        let (head, length, server_closes) = c.expect?;
+        if c.filled < head + length {
+            return None;
+        }
+        let ns = now.duration_since(c.sent_at).as_nanos() as u64;
+        let _ = self.latency.record(ns.clamp(1, MAX_LATENCY_NS));
+        bump(&self.counters.responses, 1);
+        let c = &mut self.clients[i];
+        c.filled = 0;
+        c.expect = None;
+        c.sent = 0;
+        if self.close || server_closes {
+            c.stream = None;
+            self.connect(i, now);
+            return Some(true);
+        }
+        if self.take_request() {
+            self.clients[i].phase = Phase::Sending;
+            self.send(i, now);
+        } else {
+            let c = &mut self.clients[i];
+            c.stream = None;
+            c.phase = Phase::Idle(now + Duration::from_secs(3600));
+        }
+        Some(true)
+    }
+}
