@@ -32,6 +32,8 @@ fn every_subcommand_has_help() {
         &["copy", "--help"],
         &["lab", "copy", "--help"],
         &["lab", "all", "--help"],
+        &["serve", "http", "--help"],
+        &["load", "http", "--help"],
     ] {
         let out = corelane(args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
@@ -82,6 +84,29 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
         (
             vec!["lab".into(), "udp".into(), "--vs".into(), "netperf".into()],
             "unknown peer `netperf`",
+        ),
+        (
+            vec!["load".into(), "http".into(), "https://127.0.0.1/".into()],
+            "only http:// is supported",
+        ),
+        (
+            vec!["serve".into(), "http".into(), "--root".into(), "/nonexistent-corelane".into()],
+            "--root /nonexistent-corelane",
+        ),
+        (
+            vec!["serve".into(), "http".into(), "--recycle".into(), "sockets".into()],
+            "unknown recycling method",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "http".into(),
+                "--port".into(),
+                "0".into(),
+                "--pin".into(),
+                "999".into(),
+            ],
+            "999",
         ),
         (
             vec!["lab".into(), "udp".into(), "--configs".into(), "fast".into()],
@@ -420,4 +445,33 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(rps(), before, "revert did not restore the mask");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "2", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(ready["type"], "ready");
+    let url = format!("http://{}/", ready["addr"].as_str().unwrap());
+    let load = corelane(&["load", "http", &url, "-c", "4", "--requests", "2000", "--json"]);
+    assert!(load.status.success(), "{}", stderr(&load));
+    let last = String::from_utf8_lossy(&load.stdout).lines().last().unwrap().to_owned();
+    let summary: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(summary["summary"]["responses"], 2000);
+    assert_eq!(summary["summary"]["errors"], 0);
+    assert!(summary["summary"]["latency"]["p99_us"].as_f64().unwrap() > 0.0);
+    let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let served = lines
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .find(|v| v["type"] == "summary")
+        .expect("a final summary");
+    assert!(server.wait().unwrap().success());
+    assert_eq!(served["summary"]["requests"], 2000);
+    assert!(served["summary"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
 }
