@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use corelane_lab::copy::{self as copy_lab, CopyLabOptions};
 use corelane_lab::report;
+use corelane_lab::tcp::{self as tcp_lab, TcpLabOptions};
 use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
 use corelane_lab::{LabError, EXPERIMENTS};
 
@@ -24,9 +25,11 @@ pub struct LabArgs {
 enum Experiment {
     /// Seed 000: UDP receive scaling (Table 1) on a two-namespace testbed, with peers.
     Udp(UdpArgs),
+    /// Seed 001: HTTP serving with data-structure recycling, beside nginx, lighttpd and wrk.
+    Tcp(TcpArgs),
     /// Seed 002: file and tree duplication on a private tmpfs, beside cp, cp -r and dd.
     Copy(CopyArgs),
-    /// Every experiment, one after the other (--json r.json writes r.udp.json and r.copy.json).
+    /// Every experiment, one after the other (--json r.json writes r.udp.json, r.tcp.json, r.copy.json).
     All(CommonArgs),
 }
 
@@ -70,6 +73,29 @@ struct UdpArgs {
 }
 
 #[derive(Debug, Args)]
+struct TcpArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long)]
+    trials: Option<usize>,
+    /// Load time per measurement, at least 1s (default 5s, 2s with --quick).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Client connections, each with one request in flight.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Peers to measure beside corelane: nginx, lighttpd, wrk, or none
+    /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    vs: Option<Vec<String>>,
+    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all, or none
+    /// (peers only).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    configs: Option<Vec<String>>,
+}
+
+#[derive(Debug, Args)]
 struct CopyArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -91,6 +117,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Experiment::Udp(args)) => run_udp(args),
+        Some(Experiment::Tcp(args)) => run_tcp(args),
         Some(Experiment::Copy(args)) => run_copy(args),
         Some(Experiment::All(common)) => {
             let per =
@@ -109,6 +136,21 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 configs: None,
             };
             let code = run_udp(udp)?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            let code = run_tcp(TcpArgs {
+                common: CommonArgs {
+                    json: per("tcp.json", &common.json),
+                    csv: per("tcp.csv", &common.csv),
+                    ..common.clone()
+                },
+                trials: None,
+                duration: None,
+                connections: 50,
+                vs: None,
+                configs: None,
+            })?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
@@ -238,5 +280,63 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         report::copy_text(&report),
         serde_json::to_vec_pretty(&report)?,
         report::copy_csv(&report)?,
+    )
+}
+
+fn run_tcp(args: TcpArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe()
+        .context("cannot find the corelane binary to run as server and load generator")?;
+    let mut opts =
+        if args.common.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
+    if let Some(t) = args.trials {
+        anyhow::ensure!(t >= 1, "--trials must be at least 1");
+        opts.trials = t;
+    }
+    if let Some(d) = args.duration {
+        anyhow::ensure!(d >= Duration::from_secs(1), "--duration must be at least 1s");
+        opts.duration = d;
+    }
+    anyhow::ensure!(args.connections >= 1, "--connections must be at least 1");
+    opts.connections = args.connections;
+    if let Some(names) = args.vs {
+        opts.peers = if names.iter().any(|n| n == "none") {
+            Vec::new()
+        } else {
+            names
+                .iter()
+                .map(|n| {
+                    tcp_lab::Peer::parse(n).with_context(|| {
+                        format!("unknown peer `{n}`: choose from nginx, lighttpd, wrk, none")
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?
+        };
+    }
+    if let Some(configs) = args.configs {
+        for c in &configs {
+            anyhow::ensure!(
+                c == "none" || tcp_lab::CONFIG_IDS.contains(&c.as_str()),
+                "unknown configuration `{c}`: choose from {}, or none",
+                tcp_lab::CONFIG_IDS.join(", ")
+            );
+        }
+        opts.only = Some(configs);
+    }
+    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+        report::check_writable(path)?;
+    }
+    let stop = stop_on_signals()?;
+    let report = match tcp_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
+        Ok(r) => r,
+        Err(LabError::Interrupted) => {
+            return interrupted("the testbed and every server and client it started were removed")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    publish(
+        &args.common,
+        report::tcp_text(&report),
+        serde_json::to_vec_pretty(&report)?,
+        report::tcp_csv(&report)?,
     )
 }

@@ -7,6 +7,7 @@
 pub mod copy;
 pub mod process;
 pub mod report;
+pub mod tcp;
 pub mod testbed;
 pub mod udp;
 
@@ -24,6 +25,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "udp",
         seed: "000",
         about: "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
+    },
+    Experiment {
+        name: "tcp",
+        seed: "001",
+        about: "HTTP serving: baseline, flow-to-core, buffer/fd/epoll_event recycling, all; keep-alive and close; vs nginx, lighttpd, wrk",
     },
     Experiment {
         name: "copy",

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
 use crate::copy::CopyLabReport;
+use crate::tcp::TcpLabReport;
 use crate::udp::UdpLabReport;
 use crate::LabError;
 
@@ -362,4 +363,101 @@ mod tests {
             check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
         assert!(err.contains("/nonexistent-corelane does not exist"), "{err}");
     }
+}
+
+fn pct(value: Option<f64>) -> String {
+    value.map_or("—".to_string(), |g| format!("{g:+.1}%"))
+}
+
+/// Seed 001's table per workload, the load generators, ITR and the findings, as text.
+pub fn tcp_text(r: &TcpLabReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
+    out.push_str(&format!("testbed: {}\n", r.network));
+    if let Some(reason) = &r.fallback_reason {
+        out.push_str(&format!("note: {reason}\n"));
+    }
+    out.push_str(&format!(
+        "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
+        r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header([
+        "workload",
+        "server",
+        "configuration",
+        "req/s",
+        "gain",
+        "p99 us",
+        "CPU us/req",
+        "CPU change",
+        "errors",
+    ]);
+    for row in &r.rows {
+        table.add_row(vec![
+            Cell::new(&row.workload),
+            Cell::new(&row.server),
+            Cell::new(&row.label),
+            right(format!("{:.0}", row.median_rps)),
+            right(pct(row.gain_pct)),
+            right(format!("{:.0}", row.p99_us)),
+            right(format!("{:.2}", row.cpu_us_per_request)),
+            right(pct(row.cpu_gain_pct)),
+            right(format!("{}", row.errors + row.non_2xx)),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", r.interrupt_moderation));
+    for l in &r.load_generators {
+        out.push_str(&format!("load generator {}: {:.0} req/s (median)\n", l.tool, l.median_rps));
+    }
+    for s in &r.skipped {
+        out.push_str(&format!("skipped: {s}\n"));
+    }
+    if !r.findings.is_empty() {
+        out.push_str("\nfindings:\n");
+        for f in &r.findings {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+    out
+}
+
+/// One CSV row per server configuration and workload.
+pub fn tcp_csv(r: &TcpLabReport) -> Result<Vec<u8>, LabError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| LabError::Testbed(format!("cannot format CSV: {e}"));
+    w.write_record([
+        "workload",
+        "server",
+        "config",
+        "median_rps",
+        "gain_pct",
+        "p99_us",
+        "cpu_us_per_request",
+        "cpu_gain_pct",
+        "errors",
+        "non_2xx",
+        "trials_rps",
+    ])
+    .map_err(csv_err)?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
+    for row in &r.rows {
+        w.write_record([
+            row.workload.clone(),
+            row.server.clone(),
+            row.config.clone(),
+            format!("{:.1}", row.median_rps),
+            opt(row.gain_pct),
+            format!("{:.1}", row.p99_us),
+            format!("{:.3}", row.cpu_us_per_request),
+            opt(row.cpu_gain_pct),
+            row.errors.to_string(),
+            row.non_2xx.to_string(),
+            row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+        ])
+        .map_err(csv_err)?;
+    }
+    w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
 }

@@ -194,6 +194,17 @@ impl Testbed {
             "nud",
             "permanent",
         ])?;
+        // The client side opens tens of thousands of connections a second in the TCP lab:
+        // let it reuse ports in TIME_WAIT (safe with timestamps) and use the whole port range,
+        // so one row's closed connections cannot slow the next row's connects.
+        let sysctl = "sysctl -qw net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range='1024 65535'";
+        let out = Command::new("ip")
+            .args(["netns", "exec", tx, "sh", "-c", sysctl])
+            .output()
+            .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("sysctl in {tx}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
         Ok(())
     }
 

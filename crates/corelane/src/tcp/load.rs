@@ -248,6 +248,9 @@ enum Phase {
     Connecting,
     Sending,
     Receiving,
+    /// The response is complete and the server announced it closes: wait for its FIN, so
+    /// TIME_WAIT stays on the server's side and client ports stay free.
+    Closing,
 }
 
 #[derive(Debug)]
@@ -350,7 +353,7 @@ impl LaneClients {
             let c = &self.clients[i];
             match c.phase {
                 Phase::Idle(at) if now >= at => self.connect(i, now),
-                Phase::Connecting | Phase::Sending | Phase::Receiving
+                Phase::Connecting | Phase::Sending | Phase::Receiving | Phase::Closing
                     if now.duration_since(c.sent_at) >= self.timeout =>
                 {
                     self.fail(i, now);
@@ -405,6 +408,12 @@ impl LaneClients {
         c.sent_at = now;
     }
 
+    /// Replaces a connection the server closed after a complete response.
+    fn reconnect(&mut self, i: usize, now: Instant) {
+        self.clients[i].stream = None;
+        self.connect(i, now);
+    }
+
     /// Counts an error, drops the connection and reconnects after a short back-off (so a
     /// refused target is not hammered in a tight loop).
     fn fail(&mut self, i: usize, now: Instant) {
@@ -438,7 +447,7 @@ impl LaneClients {
         if self.clients[i].phase == Phase::Sending && !self.send(i, now) {
             return;
         }
-        if self.clients[i].phase == Phase::Receiving {
+        if matches!(self.clients[i].phase, Phase::Receiving | Phase::Closing) {
             self.receive(i, now);
         }
     }
@@ -448,9 +457,6 @@ impl LaneClients {
         let request = Arc::clone(&self.request);
         let c = &mut self.clients[i];
         let Some(stream) = &c.stream else { return false };
-        if c.sent == 0 {
-            c.sent_at = now;
-        }
         while c.sent < request.len() {
             match (&*stream).write(&request[c.sent..]) {
                 Ok(n) => c.sent += n,
@@ -470,6 +476,16 @@ impl LaneClients {
         loop {
             let c = &mut self.clients[i];
             let Some(stream) = &c.stream else { return };
+            if c.phase == Phase::Closing {
+                let mut sink = [0u8; 512];
+                match (&*stream).read(&mut sink) {
+                    Ok(0) => return self.reconnect(i, now),
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => return self.reconnect(i, now),
+                }
+            }
             if c.filled == c.input.len() {
                 let grow = c.input.len();
                 c.input.resize(grow * 2, 0);
@@ -485,6 +501,7 @@ impl LaneClients {
             c.filled += n;
             bump(&self.counters.bytes_in, n as u64);
             match self.complete_response(i, now) {
+                Some(true) if self.clients[i].phase == Phase::Closing => {}
                 Some(true) => return, // answered; the next request went out or the lane stopped
                 Some(false) => return self.fail(i, now),
                 None if n < space => return, // drained (edge-triggered): wait for more
@@ -533,12 +550,14 @@ impl LaneClients {
         c.expect = None;
         c.sent = 0;
         if self.close || server_closes {
-            c.stream = None;
-            self.connect(i, now);
+            // Read on to the server's FIN (the caller's loop does), then reconnect.
+            c.phase = Phase::Closing;
             return Some(true);
         }
         if self.take_request() {
-            self.clients[i].phase = Phase::Sending;
+            let c = &mut self.clients[i];
+            c.phase = Phase::Sending;
+            c.sent_at = now;
             self.send(i, now);
         } else {
             let c = &mut self.clients[i];

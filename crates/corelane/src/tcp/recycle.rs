@@ -1,6 +1,7 @@
 //! Seed 001's recycling, each method switchable so the lab can price it:
-//! * `buffers` — the sk_buff-recycling analog: a lane keeps the I/O buffers of closed
-//!   connections and hands them to new ones instead of allocating and zeroing fresh ones;
+//! * `buffers` — the sk_buff-recycling analog: a connection keeps its I/O buffers for its
+//!   life and a lane hands those of closed connections to new ones; without it, every request
+//!   allocates (and zeroes) fresh buffers that are freed when the connection goes idle;
 //! * `fd` — the fd-recycling analog: connection state lives in a slab whose slots (and their
 //!   token numbers) are reused, instead of a boxed entry in a hash map per connection;
 //! * `events` — epoll_event recycling: one event array per lane reused by every `epoll_wait`,

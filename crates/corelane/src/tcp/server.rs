@@ -429,6 +429,25 @@ fn open_regular(path: &std::path::Path) -> Result<(File, u64), Status> {
     Ok((file, meta.len()))
 }
 
+/// A lane's input and output buffers.
+#[derive(Debug)]
+struct Buffers {
+    inputs: BufferPool,
+    outputs: BufferPool,
+    recycle: bool,
+}
+
+impl Buffers {
+    /// Without recycling, an idle connection holds no buffers: the next request allocates
+    /// fresh ones, as a server that allocates per request does (the sk_buff analog).
+    fn release_if_idle(&mut self, conn: &mut Conn) {
+        if !self.recycle && conn.is_idle() {
+            self.inputs.give(std::mem::take(&mut conn.input));
+            self.outputs.give(std::mem::take(&mut conn.output));
+        }
+    }
+}
+
 /// One lane's event loop and everything it owns.
 #[derive(Debug)]
 struct LaneLoop {
@@ -436,8 +455,7 @@ struct LaneLoop {
     listener: Option<Arc<Socket>>,
     shared_listener: bool,
     table: SlotTable<Conn>,
-    inputs: BufferPool,
-    outputs: BufferPool,
+    buffers: Buffers,
     responder: Responder,
     recycle: Recycle,
     max_connections: usize,
@@ -463,8 +481,11 @@ impl LaneLoop {
             listener: Some(listener),
             shared_listener,
             table: SlotTable::new(recycle.fd),
-            inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
-            outputs: BufferPool::new(0, recycle.buffers, 1024),
+            buffers: Buffers {
+                inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
+                outputs: BufferPool::new(0, recycle.buffers, 1024),
+                recycle: recycle.buffers,
+            },
             responder: Responder::new(content, limits),
             recycle,
             max_connections,
@@ -581,12 +602,19 @@ impl LaneLoop {
             return;
         }
         let _ = stream.set_nodelay(true);
-        let mut output = self.outputs.take();
-        output.clear();
-        output.reserve(OUTPUT_BYTES);
+        // Recycling: the connection keeps pooled buffers for its life. Without it, buffers
+        // are allocated per request (in `drive`) and freed when the connection goes idle.
+        let (input, output) = if self.buffers.recycle {
+            let mut output = self.buffers.outputs.take();
+            output.clear();
+            output.reserve(OUTPUT_BYTES);
+            (self.buffers.inputs.take(), output)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let conn = Conn {
             stream,
-            input: self.inputs.take(),
+            input,
             filled: 0,
             output,
             sent: 0,
@@ -609,8 +637,8 @@ impl LaneLoop {
 
     fn close(&mut self, token: u64) {
         if let Some(conn) = self.table.remove(token) {
-            self.inputs.give(conn.input);
-            self.outputs.give(conn.output);
+            self.buffers.inputs.give(conn.input);
+            self.buffers.outputs.give(conn.output);
             // Dropping the stream closes the fd, which also leaves the epoll set.
         }
         self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
@@ -620,7 +648,8 @@ impl LaneLoop {
     fn serve(&mut self, token: u64, now: Instant) {
         let draining = self.drain_deadline.is_some();
         let Some(conn) = self.table.get_mut(token) else { return };
-        let close = drive(conn, &mut self.responder, &self.counters, draining, now);
+        let close =
+            drive(conn, &mut self.responder, &mut self.buffers, &self.counters, draining, now);
         if close {
             self.close(token);
         }
@@ -679,10 +708,14 @@ impl LaneLoop {
 fn drive(
     conn: &mut Conn,
     responder: &mut Responder,
+    buffers: &mut Buffers,
     counters: &ServerCounters,
     draining: bool,
     now: Instant,
 ) -> bool {
+    if conn.input.is_empty() {
+        conn.input = buffers.inputs.take();
+    }
     loop {
         // Read until the socket is drained, or until a file body must go out first.
         while conn.file.is_none() && !conn.close_after {
@@ -720,6 +753,7 @@ fn drive(
             return true;
         }
         if !paused_for_file {
+            buffers.release_if_idle(conn);
             return false;
         }
         // A file went out while requests may wait in the buffer or the socket: go on.
