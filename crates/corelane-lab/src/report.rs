@@ -286,85 +286,6 @@ pub fn udp_csv(r: &UdpLabReport) -> Result<Vec<u8>, LabError> {
     w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::udp::ConfigRow;
-    use corelane::stats::CpuSplit;
-
-    fn report() -> UdpLabReport {
-        let split =
-            |cpu| CpuSplit { cpu, user_pct: 1.0, sys_pct: 2.0, softirq_pct: 3.0, idle_pct: 94.0 };
-        UdpLabReport {
-            network: "test".into(),
-            fallback_reason: None,
-            machine: "test".into(),
-            sender_cpu: 0,
-            receiver_cpus: "1".into(),
-            trials: 1,
-            duration_secs: 3,
-            rows: vec![ConfigRow {
-                config: "default".into(),
-                label: "default".into(),
-                offered_pps: 1e6,
-                sent_pps: 1e6,
-                trials_pps: vec![5e5],
-                median_pps: 5e5,
-                gap_pct: Some(0.0),
-                drops_per_sec: 7.0,
-                cpu_ns_per_datagram: 900.0,
-                reordered_pct: 0.5,
-                lane_pps: vec![5e5],
-                cpu: vec![split(0), split(1)],
-            }],
-            peers: Vec::new(),
-            skipped: Vec::new(),
-            findings: Vec::new(),
-            removed_stale_namespaces: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn table_header_has_a_column_for_every_cell() {
-        let text = udp_text(&report());
-        let header = text.lines().find(|l| l.contains("configuration")).unwrap();
-        let row = text.lines().find(|l| l.contains("default") && l.contains("0.500M")).unwrap();
-        assert_eq!(header.matches('┆').count(), row.matches('┆').count(), "{text}");
-        assert!(row.contains("0.500%") && row.contains("1/2/3"), "{row}");
-    }
-
-    #[test]
-    fn csv_rows_carry_the_required_columns() {
-        let csv = String::from_utf8(udp_csv(&report()).unwrap()).unwrap();
-        let mut lines = csv.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-        assert_eq!(header.len(), row.len());
-        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
-        assert_eq!((at("config"), at("median_pps"), at("drops")), ("default", "500000", "7"));
-        assert_eq!((at("gap_pct"), at("cpu_ns_per_datagram")), ("0.00", "900.0"));
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("corelane-report-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("out.json");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"two");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_missing_directory_is_named() {
-        let err =
-            check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
-        assert!(err.contains("/nonexistent-corelane does not exist"), "{err}");
-    }
-}
-
 fn pct(value: Option<f64>) -> String {
     value.map_or("—".to_string(), |g| format!("{g:+.1}%"))
 }
@@ -460,4 +381,83 @@ pub fn tcp_csv(r: &TcpLabReport) -> Result<Vec<u8>, LabError> {
         .map_err(csv_err)?;
     }
     w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::ConfigRow;
+    use corelane::stats::CpuSplit;
+
+    fn report() -> UdpLabReport {
+        let split =
+            |cpu| CpuSplit { cpu, user_pct: 1.0, sys_pct: 2.0, softirq_pct: 3.0, idle_pct: 94.0 };
+        UdpLabReport {
+            network: "test".into(),
+            fallback_reason: None,
+            machine: "test".into(),
+            sender_cpu: 0,
+            receiver_cpus: "1".into(),
+            trials: 1,
+            duration_secs: 3,
+            rows: vec![ConfigRow {
+                config: "default".into(),
+                label: "default".into(),
+                offered_pps: 1e6,
+                sent_pps: 1e6,
+                trials_pps: vec![5e5],
+                median_pps: 5e5,
+                gap_pct: Some(0.0),
+                drops_per_sec: 7.0,
+                cpu_ns_per_datagram: 900.0,
+                reordered_pct: 0.5,
+                lane_pps: vec![5e5],
+                cpu: vec![split(0), split(1)],
+            }],
+            peers: Vec::new(),
+            skipped: Vec::new(),
+            findings: Vec::new(),
+            removed_stale_namespaces: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn table_header_has_a_column_for_every_cell() {
+        let text = udp_text(&report());
+        let header = text.lines().find(|l| l.contains("configuration")).unwrap();
+        let row = text.lines().find(|l| l.contains("default") && l.contains("0.500M")).unwrap();
+        assert_eq!(header.matches('┆').count(), row.matches('┆').count(), "{text}");
+        assert!(row.contains("0.500%") && row.contains("1/2/3"), "{row}");
+    }
+
+    #[test]
+    fn csv_rows_carry_the_required_columns() {
+        let csv = String::from_utf8(udp_csv(&report()).unwrap()).unwrap();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(header.len(), row.len());
+        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!((at("config"), at("median_pps"), at("drops")), ("default", "500000", "7"));
+        assert_eq!((at("gap_pct"), at("cpu_ns_per_datagram")), ("0.00", "900.0"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("corelane-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_directory_is_named() {
+        let err =
+            check_writable(Path::new("/nonexistent-corelane/out.csv")).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent-corelane does not exist"), "{err}");
+    }
 }
