@@ -11,7 +11,7 @@ use corelane::stats::process_cpu;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
-    Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig, ServerTotals,
+    Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig, ServerTotals,
 };
 use corelane::topology::{CpuList, Topology};
 
@@ -58,6 +58,14 @@ pub struct ServeArgs {
     /// reuseport-cpu (the lane pinned to the CPU that received the SYN; needs --pin).
     #[arg(long, default_value = "reuseport")]
     listen: Listen,
+    /// How lanes talk to the kernel: epoll, or uring (multishot accept into registered
+    /// files, provided buffers, one submission per loop; --body only).
+    #[arg(long, default_value = "epoll")]
+    backend: Backend,
+    /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every
+    /// lane (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
+    #[arg(long, value_name = "CPU")]
+    sqpoll: Option<usize>,
     /// Open connections at most, over all lanes; more get 503.
     #[arg(long, default_value_t = 16384)]
     max_connections: usize,
@@ -125,6 +133,9 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     config.cpus = pins(args.pin.as_ref(), lanes);
     config.recycle = args.recycle;
     config.listen = args.listen;
+    config.backend = args.backend;
+    config.sqpoll_cpu = args.sqpoll;
+    raise_fd_limit();
     config.limits = Limits {
         max_header_bytes: args.max_header_bytes.max(64),
         header_timeout: args.header_timeout,
@@ -135,12 +146,18 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let server = Server::start(config, stop.clone())?;
     let addr = server.local_addr();
+    for note in server.notes() {
+        eprintln!("note: {note}");
+    }
     if args.json {
-        print_json(&serde_json::json!({"type": "ready", "addr": addr, "lanes": lanes}));
+        print_json(&serde_json::json!({
+            "type": "ready", "addr": addr, "lanes": lanes, "backend": server.backend(),
+            "notes": server.notes(),
+        }));
     } else {
         eprintln!(
-            "serving http://{addr}/ on {lanes} lane(s), recycling {}, listen {} (Ctrl-C to stop)",
-            args.recycle, args.listen
+            "serving http://{addr}/ on {lanes} lane(s), {} backend, recycling {}, listen {} (Ctrl-C to stop)",
+            server.backend(), args.recycle, args.listen
         );
     }
     let started = Instant::now();
@@ -224,6 +241,15 @@ fn per_request_us(cpu: Duration, requests: u64) -> f64 {
         0.0
     } else {
         cpu.as_secs_f64() * 1e6 / requests as f64
+    }
+}
+
+/// A server holds a socket per connection: lift the soft fd limit to the hard one.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.maximum.is_some() && limit.current < limit.maximum {
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum });
     }
 }
 

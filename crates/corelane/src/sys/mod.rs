@@ -6,6 +6,7 @@
 pub(crate) mod file;
 pub(crate) mod mmsg;
 pub(crate) mod sockopt;
+pub(crate) mod tcp_ring;
 pub(crate) mod uring;
 pub(crate) mod usage;
 

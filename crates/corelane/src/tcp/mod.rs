@@ -8,10 +8,13 @@
 //! * [`http`] — request parsing under limits, response heads, static files.
 //! * [`load`] — the load generator (`corelane load http`).
 
+mod epoll;
+mod exchange;
 pub mod http;
 pub mod load;
 pub mod recycle;
 pub mod server;
+mod uring;
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,7 +22,7 @@ use std::net::SocketAddr;
 pub use http::Limits;
 pub use load::{LoadConfig, LoadSummary};
 pub use recycle::Recycle;
-pub use server::{Content, Listen, Server, ServerConfig, ServerTotals};
+pub use server::{Backend, Content, Listen, Server, ServerConfig, ServerTotals};
 
 /// What can go wrong serving or loading, each naming the cause and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +37,10 @@ pub enum TcpError {
         "--connections {connections} is fewer than --lanes {lanes}: every lane needs a connection"
     )]
     TooFewConnections { connections: usize, lanes: usize },
+    #[error("the uring backend serves --body only: use --backend epoll to serve files (sendfile)")]
+    UringFiles,
+    #[error("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")]
+    SqpollNeedsUring,
     #[error("{addr} is already in use (another server running?): pick another --port")]
     AddrInUse { addr: SocketAddr },
     #[error("{addr} is not an address of this host or network namespace: use 0.0.0.0 or an address `ip addr` lists")]

@@ -2,35 +2,25 @@
 //! stays on the lane that accepted it) or a share of one listener, its own epoll instance,
 //! connection slab, buffer pools and counters. Lanes share nothing on the hot path.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::event::epoll::{self, Event, EventData, EventFlags};
-use rustix::io::Errno;
-use rustix::net::SocketFlags;
 use socket2::{Domain, Socket, Type};
 
-use super::http::{self, DateCache, Limits, Method, Parsed, Request, StaticRoot, Status};
-use super::recycle::{BufferPool, Recycle, SlotTable};
+use super::epoll::EpollLane;
+use super::uring::UringLane;
+use super::http::{Limits, StaticRoot};
+use super::recycle::Recycle;
 use super::TcpError;
 use crate::lane::{Lane, StopSignal};
 use crate::sys::sockopt;
 
-/// The epoll token of a lane's listener; connections use their slot tokens.
-const LISTENER: u64 = u64::MAX;
-/// Events one `epoll_wait` returns at most.
-const EVENTS: usize = 256;
-/// Connections accepted per listener wake-up, so a burst cannot starve open connections.
-const ACCEPT_BURST: usize = 128;
 /// How often a lane looks for timed-out connections and checks its stop signal when idle.
-const TICK: Duration = Duration::from_millis(50);
-/// A response head and a small body fit; larger responses grow the buffer.
-const OUTPUT_BYTES: usize = 4096;
+pub(crate) const TICK: Duration = Duration::from_millis(50);
 
 /// What the server answers with.
 #[derive(Debug, Clone)]
@@ -76,6 +66,37 @@ impl std::str::FromStr for Listen {
     }
 }
 
+/// How a lane talks to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// Edge-triggered epoll and one read and one write syscall per request.
+    Epoll,
+    /// io_uring: multishot accept into registered files, multishot receive into provided
+    /// buffers, one submission per loop iteration (or none, with an SQPOLL thread).
+    Uring,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Epoll => "epoll",
+            Self::Uring => "uring",
+        })
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "epoll" => Ok(Self::Epoll),
+            "uring" | "io_uring" | "io-uring" => Ok(Self::Uring),
+            _ => Err(format!("unknown backend {s:?}: use epoll or uring")),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub addr: SocketAddr,
@@ -87,6 +108,10 @@ pub struct ServerConfig {
     pub listen: Listen,
     pub limits: Limits,
     pub backlog: i32,
+    pub backend: Backend,
+    /// With the uring backend: an SQPOLL thread per lane, pinned to this CPU, submits for
+    /// the lanes (seed 003's syscall thread).
+    pub sqpoll_cpu: Option<usize>,
 }
 
 impl ServerConfig {
@@ -100,6 +125,8 @@ impl ServerConfig {
             listen: Listen::Reuseport,
             limits: Limits::default(),
             backlog: 4096,
+            backend: Backend::Epoll,
+            sqpoll_cpu: None,
         }
     }
 }
@@ -108,18 +135,18 @@ impl ServerConfig {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ServerCounters {
-    requests: AtomicU64,
-    accepted: AtomicU64,
-    open: AtomicU64,
-    client_errors: AtomicU64,
-    server_errors: AtomicU64,
-    refused: AtomicU64,
-    timeouts: AtomicU64,
-    bytes_out: AtomicU64,
+    pub(crate) requests: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) open: AtomicU64,
+    pub(crate) client_errors: AtomicU64,
+    pub(crate) server_errors: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
 }
 
 /// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).
-fn bump(counter: &AtomicU64, by: u64) {
+pub(crate) fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
 }
 
@@ -165,6 +192,24 @@ pub struct Server {
     lanes: Vec<Lane<()>>,
     counters: Vec<Arc<ServerCounters>>,
     addr: SocketAddr,
+    backend: Backend,
+    notes: Vec<String>,
+}
+
+/// A lane ready to run, on either backend.
+#[derive(Debug)]
+enum LaneLoop {
+    Epoll(EpollLane),
+    Uring(Box<UringLane>),
+}
+
+impl LaneLoop {
+    fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
+        match self {
+            Self::Epoll(lane) => lane.run(stop),
+            Self::Uring(lane) => lane.run(stop),
+        }
+    }
 }
 
 impl Server {
@@ -184,13 +229,51 @@ impl Server {
         })?;
         let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
         let content = Arc::new(config.content);
-        let mut lanes = Vec::with_capacity(config.lanes);
+        let mut notes = Vec::new();
+        let mut backend = config.backend;
+        let mut sqpoll_cpu = config.sqpoll_cpu;
+        if backend == Backend::Uring && matches!(*content, Content::Root(_)) {
+            return Err(TcpError::UringFiles);
+        }
+        if backend == Backend::Epoll && sqpoll_cpu.is_some() {
+            return Err(TcpError::SqpollNeedsUring);
+        }
+        if let Some(cpu) = sqpoll_cpu {
+            super::check_cpus(&[cpu], 1)?;
+            if let Err(reason) = crate::sys::tcp_ring::probe_sqpoll(cpu) {
+                notes.push(format!("{reason}; lanes submit for themselves"));
+                sqpoll_cpu = None;
+            }
+        }
+        // Every lane is built before any starts, so a failure leaves nothing running.
+        let mut loops = Vec::with_capacity(config.lanes);
         let mut counters = Vec::with_capacity(config.lanes);
         for index in 0..config.lanes {
             let listener = Arc::clone(&listeners[index % listeners.len()]);
             let lane_counters = Arc::new(ServerCounters::default());
             counters.push(Arc::clone(&lane_counters));
-            let mut lane = LaneLoop::new(
+            if backend == Backend::Uring {
+                match UringLane::new(
+                    Arc::clone(&listener),
+                    Arc::clone(&content),
+                    config.recycle,
+                    config.limits,
+                    max_per_lane,
+                    sqpoll_cpu,
+                    Arc::clone(&lane_counters),
+                ) {
+                    Ok(lane) => {
+                        loops.push(LaneLoop::Uring(Box::new(lane)));
+                        continue;
+                    }
+                    Err(e) if index == 0 => {
+                        notes.push(format!("io_uring is not available here ({e}); serving with epoll"));
+                        backend = Backend::Epoll;
+                    }
+                    Err(e) => return Err(TcpError::io("cannot set up a lane's io_uring", e)),
+                }
+            }
+            let lane = EpollLane::new(
                 listener,
                 config.listen == Listen::Shared,
                 Arc::clone(&content),
@@ -200,18 +283,35 @@ impl Server {
                 lane_counters,
             )
             .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
-            let stop = stop.clone();
-            let cpu = config.cpus.get(index).copied();
-            lanes.push(
-                Lane::spawn("serve", index, cpu, move || lane.run(&stop))
-                    .map_err(|e| TcpError::io("cannot start a lane thread", e))?,
-            );
+            loops.push(LaneLoop::Epoll(lane));
         }
-        Ok(Self { lanes, counters, addr })
+        let mut lanes = Vec::with_capacity(config.lanes);
+        for (index, mut lane) in loops.into_iter().enumerate() {
+            let lane_stop = stop.clone();
+            let cpu = config.cpus.get(index).copied();
+            match Lane::spawn("serve", index, cpu, move || lane.run(&lane_stop)) {
+                Ok(lane) => lanes.push(lane),
+                Err(e) => {
+                    stop.stop();
+                    return Err(TcpError::io("cannot start a lane thread", e));
+                }
+            }
+        }
+        Ok(Self { lanes, counters, addr, backend, notes })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The backend the lanes run (uring falls back to epoll where the kernel refuses it).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Fallbacks taken at start, each with its reason.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     pub fn counters(&self) -> &[Arc<ServerCounters>] {
@@ -282,572 +382,3 @@ fn listener(addr: SocketAddr, reuseport: bool, backlog: i32) -> Result<Socket, T
     Ok(socket)
 }
 
-/// One connection's state.
-#[derive(Debug)]
-struct Conn {
-    stream: TcpStream,
-    /// Received bytes not yet consumed: `input[..filled]`.
-    input: Vec<u8>,
-    filled: usize,
-    /// Response bytes not yet sent: `output[sent..]`.
-    output: Vec<u8>,
-    sent: usize,
-    /// A file body to send after `output`: the file, the next offset and the end.
-    file: Option<(File, u64, u64)>,
-    /// Request body bytes still to be skipped.
-    skip_body: u64,
-    /// Close once `output` and `file` are sent.
-    close_after: bool,
-    /// When the request now being received began (for the header timeout).
-    request_since: Option<Instant>,
-    /// Last read or write progress (for the idle timeout).
-    last_active: Instant,
-}
-
-impl Conn {
-    fn consume(&mut self, n: usize) {
-        if n < self.filled {
-            self.input.copy_within(n..self.filled, 0);
-        }
-        self.filled -= n;
-    }
-
-    fn is_idle(&self) -> bool {
-        self.filled == 0 && self.output.is_empty() && self.file.is_none()
-    }
-}
-
-/// How far a flush got.
-enum Flushed {
-    Done,
-    Blocked,
-    Failed,
-}
-
-/// Ready-made responses for a fixed body, rebuilt when the Date header changes.
-#[derive(Debug)]
-struct Responder {
-    content: Arc<Content>,
-    limits: Limits,
-    date: DateCache,
-    /// Date the cached responses carry, and [keep-alive, close] × [GET, HEAD].
-    cached_date: String,
-    cached: [[Vec<u8>; 2]; 2],
-}
-
-impl Responder {
-    fn new(content: Arc<Content>, limits: Limits) -> Self {
-        let mut r = Self {
-            content,
-            limits,
-            date: DateCache::default(),
-            cached_date: String::new(),
-            cached: Default::default(),
-        };
-        r.refresh(Instant::now());
-        r
-    }
-
-    fn refresh(&mut self, now: Instant) {
-        let date = self.date.get(now);
-        if date == self.cached_date {
-            return;
-        }
-        self.cached_date = date.to_owned();
-        if let Content::Body(body) = &*self.content {
-            for (k, keep) in [true, false].into_iter().enumerate() {
-                for (m, get) in [true, false].into_iter().enumerate() {
-                    let out = &mut self.cached[k][m];
-                    out.clear();
-                    let len = body.len() as u64;
-                    http::write_head(out, Status::Ok, "text/plain", len, keep, &self.cached_date);
-                    if get {
-                        out.extend_from_slice(body);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Appends the response to `req` to the connection; a file body is left in `conn.file`.
-    fn respond(&mut self, conn: &mut Conn, req: &Request, keep: bool) -> Status {
-        let k = usize::from(!keep);
-        match (&*self.content, req.method) {
-            (_, Method::Other) => {
-                http::write_error(
-                    &mut conn.output,
-                    Status::MethodNotAllowed,
-                    keep,
-                    &self.cached_date,
-                );
-                Status::MethodNotAllowed
-            }
-            (Content::Body(_), method) => {
-                let m = usize::from(method == Method::Head);
-                conn.output.extend_from_slice(&self.cached[k][m]);
-                Status::Ok
-            }
-            (Content::Root(root), method) => {
-                let opened = root
-                    .resolve(&conn.input[req.target.clone()])
-                    .and_then(|path| open_regular(&path).map(|(f, len)| (path, f, len)));
-                match opened {
-                    Ok((path, file, len)) => {
-                        let kind = http::content_type(&path);
-                        http::write_head(
-                            &mut conn.output,
-                            Status::Ok,
-                            kind,
-                            len,
-                            keep,
-                            &self.cached_date,
-                        );
-                        if method == Method::Get && len > 0 {
-                            conn.file = Some((file, 0, len));
-                        }
-                        Status::Ok
-                    }
-                    Err(status) => {
-                        http::write_error(&mut conn.output, status, keep, &self.cached_date);
-                        status
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn open_regular(path: &std::path::Path) -> Result<(File, u64), Status> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        io::ErrorKind::PermissionDenied => Status::Forbidden,
-        _ => Status::NotFound,
-    })?;
-    let meta = file.metadata().map_err(|_| Status::NotFound)?;
-    if !meta.is_file() {
-        return Err(Status::NotFound);
-    }
-    Ok((file, meta.len()))
-}
-
-/// A lane's input and output buffers.
-#[derive(Debug)]
-struct Buffers {
-    inputs: BufferPool,
-    outputs: BufferPool,
-    recycle: bool,
-}
-
-impl Buffers {
-    /// Without recycling, an idle connection holds no buffers: the next request allocates
-    /// fresh ones, as a server that allocates per request does (the sk_buff analog).
-    fn release_if_idle(&mut self, conn: &mut Conn) {
-        if !self.recycle && conn.is_idle() {
-            self.inputs.give(std::mem::take(&mut conn.input));
-            self.outputs.give(std::mem::take(&mut conn.output));
-        }
-    }
-}
-
-/// One lane's event loop and everything it owns.
-#[derive(Debug)]
-struct LaneLoop {
-    epoll: OwnedFd,
-    listener: Option<Arc<Socket>>,
-    shared_listener: bool,
-    table: SlotTable<Conn>,
-    buffers: Buffers,
-    responder: Responder,
-    recycle: Recycle,
-    max_connections: usize,
-    counters: Arc<ServerCounters>,
-    /// Accepting paused (fd limit reached) until this instant.
-    accept_resume: Option<Instant>,
-    drain_deadline: Option<Instant>,
-}
-
-impl LaneLoop {
-    fn new(
-        listener: Arc<Socket>,
-        shared_listener: bool,
-        content: Arc<Content>,
-        recycle: Recycle,
-        limits: Limits,
-        max_connections: usize,
-        counters: Arc<ServerCounters>,
-    ) -> io::Result<Self> {
-        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        let mut lane = Self {
-            epoll,
-            listener: Some(listener),
-            shared_listener,
-            table: SlotTable::new(recycle.fd),
-            buffers: Buffers {
-                inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
-                outputs: BufferPool::new(0, recycle.buffers, 1024),
-                recycle: recycle.buffers,
-            },
-            responder: Responder::new(content, limits),
-            recycle,
-            max_connections,
-            counters,
-            accept_resume: None,
-            drain_deadline: None,
-        };
-        lane.watch_listener()?;
-        Ok(lane)
-    }
-
-    fn watch_listener(&mut self) -> io::Result<()> {
-        let Some(listener) = &self.listener else { return Ok(()) };
-        let mut flags = EventFlags::IN;
-        if self.shared_listener {
-            // Wake one lane per connection, not all of them (the thundering herd).
-            flags |= EventFlags::EXCLUSIVE;
-        }
-        epoll::add(&self.epoll, listener, EventData::new_u64(LISTENER), flags)?;
-        Ok(())
-    }
-
-    fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
-        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as i64 };
-        let blank = Event { flags: EventFlags::empty(), data: EventData::new_u64(0) };
-        let mut recycled_events = vec![blank; EVENTS];
-        let mut last_sweep = Instant::now();
-        loop {
-            let now = Instant::now();
-            if stop.is_stopped() && self.drain_deadline.is_none() {
-                self.begin_drain(now);
-            }
-            if let Some(deadline) = self.drain_deadline {
-                if self.table.is_empty() || now >= deadline {
-                    break;
-                }
-            }
-            // With events recycling off, every wait gets a fresh array, as a server that
-            // allocates per call would.
-            let mut fresh_events: Vec<Event>;
-            let events: &[Event] = if self.recycle.events {
-                let n = match epoll::wait(&self.epoll, &mut recycled_events[..], Some(&timeout)) {
-                    Ok(n) => n,
-                    Err(Errno::INTR) => 0,
-                    Err(e) => return Err(e.into()),
-                };
-                &recycled_events[..n]
-            } else {
-                fresh_events = Vec::with_capacity(EVENTS);
-                let spare = rustix::buffer::spare_capacity(&mut fresh_events);
-                match epoll::wait(&self.epoll, spare, Some(&timeout)) {
-                    Ok(_) | Err(Errno::INTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                &fresh_events
-            };
-            let now = Instant::now();
-            self.responder.refresh(now);
-            for event in events {
-                let token = event.data.u64();
-                if token == LISTENER {
-                    self.accept_ready(now);
-                } else {
-                    self.serve(token, now);
-                }
-            }
-            if now.duration_since(last_sweep) >= TICK {
-                last_sweep = now;
-                self.sweep(now);
-            }
-        }
-        for token in self.table.tokens() {
-            self.close(token);
-        }
-        Ok(())
-    }
-
-    fn accept_ready(&mut self, now: Instant) {
-        for _ in 0..ACCEPT_BURST {
-            let Some(listener) = &self.listener else { return };
-            match rustix::net::accept_with(
-                &**listener,
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
-                Ok(fd) => self.admit(TcpStream::from(fd), now),
-                Err(Errno::AGAIN) => return,
-                Err(Errno::INTR | Errno::CONNABORTED) => {}
-                Err(_) => {
-                    // Out of fds or memory: stop watching the listener for a moment instead of
-                    // spinning on a level-triggered event that cannot be served.
-                    if let Some(listener) = &self.listener {
-                        let _ = epoll::delete(&self.epoll, &**listener);
-                    }
-                    self.accept_resume = Some(now + Duration::from_millis(100));
-                    bump(&self.counters.server_errors, 1);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn admit(&mut self, stream: TcpStream, now: Instant) {
-        bump(&self.counters.accepted, 1);
-        if self.table.len() >= self.max_connections {
-            let mut out = Vec::new();
-            http::write_error(
-                &mut out,
-                Status::ServiceUnavailable,
-                false,
-                &self.responder.cached_date,
-            );
-            let _ = (&stream).write(&out);
-            bump(&self.counters.refused, 1);
-            return;
-        }
-        let _ = stream.set_nodelay(true);
-        // Recycling: the connection keeps pooled buffers for its life. Without it, buffers
-        // are allocated per request (in `drive`) and freed when the connection goes idle.
-        let (input, output) = if self.buffers.recycle {
-            let mut output = self.buffers.outputs.take();
-            output.clear();
-            output.reserve(OUTPUT_BYTES);
-            (self.buffers.inputs.take(), output)
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let conn = Conn {
-            stream,
-            input,
-            filled: 0,
-            output,
-            sent: 0,
-            file: None,
-            skip_body: 0,
-            close_after: false,
-            request_since: None,
-            last_active: now,
-        };
-        let token = self.table.insert(conn);
-        let Some(conn) = self.table.get_mut(token) else { return };
-        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
-        if epoll::add(&self.epoll, &conn.stream, EventData::new_u64(token), flags).is_err() {
-            self.close(token);
-            bump(&self.counters.server_errors, 1);
-            return;
-        }
-        self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
-    }
-
-    fn close(&mut self, token: u64) {
-        if let Some(conn) = self.table.remove(token) {
-            self.buffers.inputs.give(conn.input);
-            self.buffers.outputs.give(conn.output);
-            // Dropping the stream closes the fd, which also leaves the epoll set.
-        }
-        self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
-    }
-
-    /// Reads, answers and writes what one edge made possible.
-    fn serve(&mut self, token: u64, now: Instant) {
-        let draining = self.drain_deadline.is_some();
-        let Some(conn) = self.table.get_mut(token) else { return };
-        let close =
-            drive(conn, &mut self.responder, &mut self.buffers, &self.counters, draining, now);
-        if close {
-            self.close(token);
-        }
-    }
-
-    fn sweep(&mut self, now: Instant) {
-        if let Some(resume) = self.accept_resume {
-            if now >= resume && self.drain_deadline.is_none() {
-                self.accept_resume = None;
-                let _ = self.watch_listener();
-            }
-        }
-        let limits = self.responder.limits;
-        for token in self.table.tokens() {
-            let Some(conn) = self.table.get_mut(token) else { continue };
-            let slow =
-                conn.request_since.is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
-            let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
-            if slow {
-                let mut out = Vec::new();
-                http::write_error(
-                    &mut out,
-                    Status::RequestTimeout,
-                    false,
-                    &self.responder.cached_date,
-                );
-                let _ = (&conn.stream).write(&out);
-                bump(&self.counters.timeouts, 1);
-                bump(&self.counters.client_errors, 1);
-            }
-            if slow || idle {
-                self.close(token);
-            }
-        }
-    }
-
-    /// Stops accepting and closes the connections with nothing in flight; the rest finish
-    /// their current request (answered with `Connection: close`) before the deadline.
-    fn begin_drain(&mut self, now: Instant) {
-        self.drain_deadline = Some(now + self.responder.limits.drain_timeout);
-        if let Some(listener) = self.listener.take() {
-            let _ = epoll::delete(&self.epoll, &*listener);
-        }
-        for token in self.table.tokens() {
-            let idle =
-                self.table.get_mut(token).is_some_and(|c| c.is_idle() && c.request_since.is_none());
-            if idle {
-                self.close(token);
-            }
-        }
-    }
-}
-
-/// Reads what arrived, answers every complete request and writes the answers; returns whether
-/// the connection is to be closed now.
-fn drive(
-    conn: &mut Conn,
-    responder: &mut Responder,
-    buffers: &mut Buffers,
-    counters: &ServerCounters,
-    draining: bool,
-    now: Instant,
-) -> bool {
-    if conn.input.is_empty() {
-        conn.input = buffers.inputs.take();
-    }
-    loop {
-        // Read until the socket is drained, or until a file body must go out first.
-        while conn.file.is_none() && !conn.close_after {
-            let space = conn.input.len() - conn.filled;
-            if space == 0 {
-                break;
-            }
-            match (&conn.stream).read(&mut conn.input[conn.filled..]) {
-                Ok(0) => {
-                    // The client finished sending; answer what it sent, then close.
-                    conn.close_after = true;
-                }
-                Ok(n) => {
-                    conn.filled += n;
-                    conn.last_active = now;
-                    answer(conn, responder, counters, draining, now);
-                    // Edge-triggered: a short read drained the socket; the next byte brings
-                    // a new edge, so no read is wasted on EAGAIN.
-                    if n < space {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
-            }
-        }
-        let paused_for_file = conn.file.is_some();
-        match flush(conn, counters, now) {
-            Flushed::Done => {}
-            Flushed::Blocked => return false,
-            Flushed::Failed => return true,
-        }
-        if conn.close_after {
-            return true;
-        }
-        if !paused_for_file {
-            buffers.release_if_idle(conn);
-            return false;
-        }
-        // A file went out while requests may wait in the buffer or the socket: go on.
-        answer(conn, responder, counters, draining, now);
-    }
-}
-
-/// Answers every complete request in the connection's input.
-fn answer(
-    conn: &mut Conn,
-    responder: &mut Responder,
-    counters: &ServerCounters,
-    draining: bool,
-    now: Instant,
-) {
-    while !conn.close_after && conn.file.is_none() {
-        if conn.skip_body > 0 {
-            let n = conn.skip_body.min(conn.filled as u64);
-            conn.consume(n as usize);
-            conn.skip_body -= n;
-            if conn.skip_body > 0 {
-                return;
-            }
-        }
-        if conn.filled == 0 {
-            conn.request_since = None;
-            return;
-        }
-        match http::parse_request(&conn.input[..conn.filled], &responder.limits) {
-            Parsed::Partial => {
-                conn.request_since.get_or_insert(now);
-                return;
-            }
-            Parsed::Reject(status) => {
-                http::write_error(&mut conn.output, status, false, &responder.cached_date);
-                count_status(counters, status);
-                conn.close_after = true;
-                conn.filled = 0;
-            }
-            Parsed::Request(req) => {
-                let keep = req.keep_alive && !draining;
-                let status = responder.respond(conn, &req, keep);
-                count_status(counters, status);
-                conn.consume(req.head_len);
-                conn.skip_body = req.body_len;
-                conn.request_since = None;
-                if !keep {
-                    conn.close_after = true;
-                }
-            }
-        }
-    }
-}
-
-fn count_status(counters: &ServerCounters, status: Status) {
-    bump(&counters.requests, 1);
-    match status.code() {
-        400..=499 => bump(&counters.client_errors, 1),
-        500..=599 => bump(&counters.server_errors, 1),
-        _ => {}
-    }
-}
-
-/// Writes pending output, then the file body with sendfile (no copy through user space).
-fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
-    while conn.sent < conn.output.len() {
-        match (&conn.stream).write(&conn.output[conn.sent..]) {
-            Ok(n) => {
-                conn.sent += n;
-                conn.last_active = now;
-                bump(&counters.bytes_out, n as u64);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flushed::Blocked,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Flushed::Failed,
-        }
-    }
-    conn.output.clear();
-    conn.sent = 0;
-    if let Some((file, offset, end)) = &mut conn.file {
-        while *offset < *end {
-            let chunk = (*end - *offset).min(1 << 30) as usize;
-            match rustix::fs::sendfile(&conn.stream, &*file, Some(offset), chunk) {
-                Ok(0) => return Flushed::Failed, // the file shrank under us
-                Ok(n) => {
-                    conn.last_active = now;
-                    bump(&counters.bytes_out, n as u64);
-                }
-                Err(Errno::AGAIN) => return Flushed::Blocked,
-                Err(Errno::INTR) => {}
-                Err(_) => return Flushed::Failed,
-            }
-        }
-        conn.file = None;
-    }
-    Flushed::Done
-}

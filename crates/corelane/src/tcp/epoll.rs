@@ -1,0 +1,409 @@
+//! The epoll lane: a listener (its own, or a share of one), an epoll instance watching it and
+//! every connection edge-triggered, a slab of connections and pools of buffers.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll::{self, Event, EventData, EventFlags};
+use rustix::io::Errno;
+use rustix::net::SocketFlags;
+use socket2::Socket;
+
+use super::exchange::{answer, Exchange, Responder};
+use super::http::{self, Limits, Status};
+use super::recycle::{BufferPool, Recycle, SlotTable};
+use super::server::{bump, Content, ServerCounters, TICK};
+use crate::lane::StopSignal;
+
+/// The epoll token of a lane's listener; connections use their slot tokens.
+const LISTENER: u64 = u64::MAX;
+/// Events one `epoll_wait` returns at most.
+const EVENTS: usize = 256;
+/// Connections accepted per listener wake-up, so a burst cannot starve open connections.
+const ACCEPT_BURST: usize = 128;
+/// A response head and a small body fit; larger responses grow the buffer.
+const OUTPUT_BYTES: usize = 4096;
+
+
+/// One connection: its socket, its exchange, and progress on the socket.
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    x: Exchange,
+    /// Bytes of `x.output` already written.
+    sent: usize,
+    /// Last read or write progress (for the idle timeout).
+    last_active: Instant,
+}
+
+/// How far a flush got.
+enum Flushed {
+    Done,
+    Blocked,
+    Failed,
+}
+
+/// A lane's input and output buffers.
+#[derive(Debug)]
+struct Buffers {
+    inputs: BufferPool,
+    outputs: BufferPool,
+    recycle: bool,
+}
+
+impl Buffers {
+    /// Without recycling, an idle connection holds no buffers: the next request allocates
+    /// fresh ones, as a server that allocates per request does (the sk_buff analog).
+    fn release_if_idle(&mut self, conn: &mut Conn) {
+        if !self.recycle && conn.x.is_idle() {
+            self.inputs.give(std::mem::take(&mut conn.x.input));
+            self.outputs.give(std::mem::take(&mut conn.x.output));
+        }
+    }
+}
+
+/// One lane's event loop and everything it owns.
+#[derive(Debug)]
+pub(crate) struct EpollLane {
+    epoll: OwnedFd,
+    listener: Option<Arc<Socket>>,
+    shared_listener: bool,
+    table: SlotTable<Conn>,
+    buffers: Buffers,
+    responder: Responder,
+    recycle: Recycle,
+    max_connections: usize,
+    counters: Arc<ServerCounters>,
+    /// Accepting paused (fd limit reached) until this instant.
+    accept_resume: Option<Instant>,
+    drain_deadline: Option<Instant>,
+}
+
+impl EpollLane {
+    pub fn new(
+        listener: Arc<Socket>,
+        shared_listener: bool,
+        content: Arc<Content>,
+        recycle: Recycle,
+        limits: Limits,
+        max_connections: usize,
+        counters: Arc<ServerCounters>,
+    ) -> io::Result<Self> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let mut lane = Self {
+            epoll,
+            listener: Some(listener),
+            shared_listener,
+            table: SlotTable::new(recycle.fd),
+            buffers: Buffers {
+                inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
+                outputs: BufferPool::new(0, recycle.buffers, 1024),
+                recycle: recycle.buffers,
+            },
+            responder: Responder::new(content, limits),
+            recycle,
+            max_connections,
+            counters,
+            accept_resume: None,
+            drain_deadline: None,
+        };
+        lane.watch_listener()?;
+        Ok(lane)
+    }
+
+    fn watch_listener(&mut self) -> io::Result<()> {
+        let Some(listener) = &self.listener else { return Ok(()) };
+        let mut flags = EventFlags::IN;
+        if self.shared_listener {
+            // Wake one lane per connection, not all of them (the thundering herd).
+            flags |= EventFlags::EXCLUSIVE;
+        }
+        epoll::add(&self.epoll, listener, EventData::new_u64(LISTENER), flags)?;
+        Ok(())
+    }
+
+    pub fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
+        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as i64 };
+        let blank = Event { flags: EventFlags::empty(), data: EventData::new_u64(0) };
+        let mut recycled_events = vec![blank; EVENTS];
+        let mut last_sweep = Instant::now();
+        loop {
+            let now = Instant::now();
+            if stop.is_stopped() && self.drain_deadline.is_none() {
+                self.begin_drain(now);
+            }
+            if let Some(deadline) = self.drain_deadline {
+                if self.table.is_empty() || now >= deadline {
+                    break;
+                }
+            }
+            // With events recycling off, every wait gets a fresh array, as a server that
+            // allocates per call would.
+            let mut fresh_events: Vec<Event>;
+            let events: &[Event] = if self.recycle.events {
+                let n = match epoll::wait(&self.epoll, &mut recycled_events[..], Some(&timeout)) {
+                    Ok(n) => n,
+                    Err(Errno::INTR) => 0,
+                    Err(e) => return Err(e.into()),
+                };
+                &recycled_events[..n]
+            } else {
+                fresh_events = Vec::with_capacity(EVENTS);
+                let spare = rustix::buffer::spare_capacity(&mut fresh_events);
+                match epoll::wait(&self.epoll, spare, Some(&timeout)) {
+                    Ok(_) | Err(Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                &fresh_events
+            };
+            let now = Instant::now();
+            self.responder.refresh(now);
+            for event in events {
+                let token = event.data.u64();
+                if token == LISTENER {
+                    self.accept_ready(now);
+                } else {
+                    self.serve(token, now);
+                }
+            }
+            if now.duration_since(last_sweep) >= TICK {
+                last_sweep = now;
+                self.sweep(now);
+            }
+        }
+        for token in self.table.tokens() {
+            self.close(token);
+        }
+        Ok(())
+    }
+
+    fn accept_ready(&mut self, now: Instant) {
+        for _ in 0..ACCEPT_BURST {
+            let Some(listener) = &self.listener else { return };
+            match rustix::net::accept_with(
+                &**listener,
+                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            ) {
+                Ok(fd) => self.admit(TcpStream::from(fd), now),
+                Err(Errno::AGAIN) => return,
+                Err(Errno::INTR | Errno::CONNABORTED) => {}
+                Err(_) => {
+                    // Out of fds or memory: stop watching the listener for a moment instead of
+                    // spinning on a level-triggered event that cannot be served.
+                    if let Some(listener) = &self.listener {
+                        let _ = epoll::delete(&self.epoll, &**listener);
+                    }
+                    self.accept_resume = Some(now + Duration::from_millis(100));
+                    bump(&self.counters.server_errors, 1);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn admit(&mut self, stream: TcpStream, now: Instant) {
+        bump(&self.counters.accepted, 1);
+        if self.table.len() >= self.max_connections {
+            let mut out = Vec::new();
+            http::write_error(
+                &mut out,
+                Status::ServiceUnavailable,
+                false,
+                &self.responder.cached_date,
+            );
+            let _ = (&stream).write(&out);
+            bump(&self.counters.refused, 1);
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        // Recycling: the connection keeps pooled buffers for its life. Without it, buffers
+        // are allocated per request (in `drive`) and freed when the connection goes idle.
+        let (input, output) = if self.buffers.recycle {
+            let mut output = self.buffers.outputs.take();
+            output.clear();
+            output.reserve(OUTPUT_BYTES);
+            (self.buffers.inputs.take(), output)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let conn = Conn {
+            stream,
+            x: Exchange { input, output, ..Exchange::default() },
+            sent: 0,
+            last_active: now,
+        };
+        let token = self.table.insert(conn);
+        let Some(conn) = self.table.get_mut(token) else { return };
+        let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
+        if epoll::add(&self.epoll, &conn.stream, EventData::new_u64(token), flags).is_err() {
+            self.close(token);
+            bump(&self.counters.server_errors, 1);
+            return;
+        }
+        self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
+    }
+
+    fn close(&mut self, token: u64) {
+        if let Some(conn) = self.table.remove(token) {
+            self.buffers.inputs.give(conn.x.input);
+            self.buffers.outputs.give(conn.x.output);
+            // Dropping the stream closes the fd, which also leaves the epoll set.
+        }
+        self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Reads, answers and writes what one edge made possible.
+    fn serve(&mut self, token: u64, now: Instant) {
+        let draining = self.drain_deadline.is_some();
+        let Some(conn) = self.table.get_mut(token) else { return };
+        let close =
+            drive(conn, &mut self.responder, &mut self.buffers, &self.counters, draining, now);
+        if close {
+            self.close(token);
+        }
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        if let Some(resume) = self.accept_resume {
+            if now >= resume && self.drain_deadline.is_none() {
+                self.accept_resume = None;
+                let _ = self.watch_listener();
+            }
+        }
+        let limits = self.responder.limits;
+        for token in self.table.tokens() {
+            let Some(conn) = self.table.get_mut(token) else { continue };
+            let slow =
+                conn.x.request_since.is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
+            let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
+            if slow {
+                let mut out = Vec::new();
+                http::write_error(
+                    &mut out,
+                    Status::RequestTimeout,
+                    false,
+                    &self.responder.cached_date,
+                );
+                let _ = (&conn.stream).write(&out);
+                bump(&self.counters.timeouts, 1);
+                bump(&self.counters.client_errors, 1);
+            }
+            if slow || idle {
+                self.close(token);
+            }
+        }
+    }
+
+    /// Stops accepting and closes the connections with nothing in flight; the rest finish
+    /// their current request (answered with `Connection: close`) before the deadline.
+    fn begin_drain(&mut self, now: Instant) {
+        self.drain_deadline = Some(now + self.responder.limits.drain_timeout);
+        if let Some(listener) = self.listener.take() {
+            let _ = epoll::delete(&self.epoll, &*listener);
+        }
+        for token in self.table.tokens() {
+            let idle =
+                self.table.get_mut(token).is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none());
+            if idle {
+                self.close(token);
+            }
+        }
+    }
+}
+
+/// Reads what arrived, answers every complete request and writes the answers; returns whether
+/// the connection is to be closed now.
+fn drive(
+    conn: &mut Conn,
+    responder: &mut Responder,
+    buffers: &mut Buffers,
+    counters: &ServerCounters,
+    draining: bool,
+    now: Instant,
+) -> bool {
+    if conn.x.input.is_empty() {
+        conn.x.input = buffers.inputs.take();
+    }
+    loop {
+        // Read until the socket is drained, or until a file body must go out first.
+        while conn.x.file.is_none() && !conn.x.close_after {
+            let space = conn.x.input.len() - conn.x.filled;
+            if space == 0 {
+                break;
+            }
+            match (&conn.stream).read(&mut conn.x.input[conn.x.filled..]) {
+                Ok(0) => {
+                    // The client finished sending; answer what it sent, then close.
+                    conn.x.close_after = true;
+                }
+                Ok(n) => {
+                    conn.x.filled += n;
+                    conn.last_active = now;
+                    answer(&mut conn.x, responder, counters, draining, now);
+                    // Edge-triggered: a short read drained the socket; the next byte brings
+                    // a new edge, so no read is wasted on EAGAIN.
+                    if n < space {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+        let paused_for_file = conn.x.file.is_some();
+        match flush(conn, counters, now) {
+            Flushed::Done => {}
+            Flushed::Blocked => return false,
+            Flushed::Failed => return true,
+        }
+        if conn.x.close_after {
+            return true;
+        }
+        if !paused_for_file {
+            buffers.release_if_idle(conn);
+            return false;
+        }
+        // A file went out while requests may wait in the buffer or the socket: go on.
+        answer(&mut conn.x, responder, counters, draining, now);
+    }
+}
+
+/// Writes pending output, then the file body with sendfile (no copy through user space).
+fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
+    while conn.sent < conn.x.output.len() {
+        match (&conn.stream).write(&conn.x.output[conn.sent..]) {
+            Ok(n) => {
+                conn.sent += n;
+                conn.last_active = now;
+                bump(&counters.bytes_out, n as u64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flushed::Blocked,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Flushed::Failed,
+        }
+    }
+    conn.x.output.clear();
+    conn.sent = 0;
+    if let Some((file, offset, end)) = &mut conn.x.file {
+        while *offset < *end {
+            let chunk = (*end - *offset).min(1 << 30) as usize;
+            match rustix::fs::sendfile(&conn.stream, &*file, Some(offset), chunk) {
+                Ok(0) => return Flushed::Failed, // the file shrank under us
+                Ok(n) => {
+                    conn.last_active = now;
+                    bump(&counters.bytes_out, n as u64);
+                }
+                Err(Errno::AGAIN) => return Flushed::Blocked,
+                Err(Errno::INTR) => {}
+                Err(_) => return Flushed::Failed,
+            }
+        }
+        conn.x.file = None;
+    }
+    Flushed::Done
+}

@@ -1,0 +1,216 @@
+//! One connection's HTTP exchange, shared by the epoll and io_uring lanes: the bytes
+//! received, the requests parsed from them, and the responses (ready-made for a fixed body,
+//! a head plus a file for static files) waiting to be sent.
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::http::{self, DateCache, Limits, Method, Parsed, Request, Status};
+use super::server::{bump, Content, ServerCounters};
+
+/// The HTTP side of one connection, whatever carries its bytes: received bytes, the
+/// responses not yet handed to the socket, a file body, and the request's timing.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    /// Received bytes not yet consumed: `input[..filled]`.
+    pub input: Vec<u8>,
+    pub filled: usize,
+    /// Responses not yet handed to the socket.
+    pub output: Vec<u8>,
+    /// A file body to send after `output`: the file, the next offset and the end.
+    pub file: Option<(File, u64, u64)>,
+    /// Request body bytes still to be skipped.
+    pub skip_body: u64,
+    /// Close once `output` and `file` are sent.
+    pub close_after: bool,
+    /// When the request now being received began (for the header timeout).
+    pub request_since: Option<Instant>,
+}
+
+impl Exchange {
+    fn consume(&mut self, n: usize) {
+        if n < self.filled {
+            self.input.copy_within(n..self.filled, 0);
+        }
+        self.filled -= n;
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.filled == 0 && self.output.is_empty() && self.file.is_none()
+    }
+
+    /// Appends received bytes (a provided buffer's), growing the input if a request spans
+    /// more than one buffer.
+    pub fn append(&mut self, bytes: &[u8]) {
+        let end = self.filled + bytes.len();
+        if end > self.input.len() {
+            self.input.resize(end, 0);
+        }
+        self.input[self.filled..end].copy_from_slice(bytes);
+        self.filled = end;
+    }
+}
+
+/// Ready-made responses for a fixed body, rebuilt when the Date header changes.
+#[derive(Debug)]
+pub(crate) struct Responder {
+    content: Arc<Content>,
+    pub limits: Limits,
+    date: DateCache,
+    /// Date the cached responses carry, and [keep-alive, close] × [GET, HEAD].
+    pub cached_date: String,
+    cached: [[Vec<u8>; 2]; 2],
+}
+
+impl Responder {
+    pub fn new(content: Arc<Content>, limits: Limits) -> Self {
+        let mut r = Self {
+            content,
+            limits,
+            date: DateCache::default(),
+            cached_date: String::new(),
+            cached: Default::default(),
+        };
+        r.refresh(Instant::now());
+        r
+    }
+
+    pub fn refresh(&mut self, now: Instant) {
+        let date = self.date.get(now);
+        if date == self.cached_date {
+            return;
+        }
+        self.cached_date = date.to_owned();
+        if let Content::Body(body) = &*self.content {
+            for (k, keep) in [true, false].into_iter().enumerate() {
+                for (m, get) in [true, false].into_iter().enumerate() {
+                    let out = &mut self.cached[k][m];
+                    out.clear();
+                    let len = body.len() as u64;
+                    http::write_head(out, Status::Ok, "text/plain", len, keep, &self.cached_date);
+                    if get {
+                        out.extend_from_slice(body);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends the response to `req` to the connection; a file body is left in `conn.file`.
+    fn respond(&mut self, conn: &mut Exchange, req: &Request, keep: bool) -> Status {
+        let k = usize::from(!keep);
+        match (&*self.content, req.method) {
+            (_, Method::Other) => {
+                http::write_error(
+                    &mut conn.output,
+                    Status::MethodNotAllowed,
+                    keep,
+                    &self.cached_date,
+                );
+                Status::MethodNotAllowed
+            }
+            (Content::Body(_), method) => {
+                let m = usize::from(method == Method::Head);
+                conn.output.extend_from_slice(&self.cached[k][m]);
+                Status::Ok
+            }
+            (Content::Root(root), method) => {
+                let opened = root
+                    .resolve(&conn.input[req.target.clone()])
+                    .and_then(|path| open_regular(&path).map(|(f, len)| (path, f, len)));
+                match opened {
+                    Ok((path, file, len)) => {
+                        let kind = http::content_type(&path);
+                        http::write_head(
+                            &mut conn.output,
+                            Status::Ok,
+                            kind,
+                            len,
+                            keep,
+                            &self.cached_date,
+                        );
+                        if method == Method::Get && len > 0 {
+                            conn.file = Some((file, 0, len));
+                        }
+                        Status::Ok
+                    }
+                    Err(status) => {
+                        http::write_error(&mut conn.output, status, keep, &self.cached_date);
+                        status
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn open_regular(path: &std::path::Path) -> Result<(File, u64), Status> {
+    let file = File::open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => Status::Forbidden,
+        _ => Status::NotFound,
+    })?;
+    let meta = file.metadata().map_err(|_| Status::NotFound)?;
+    if !meta.is_file() {
+        return Err(Status::NotFound);
+    }
+    Ok((file, meta.len()))
+}
+
+/// Answers every complete request in the exchange's input.
+pub(crate) fn answer(
+    conn: &mut Exchange,
+    responder: &mut Responder,
+    counters: &ServerCounters,
+    draining: bool,
+    now: Instant,
+) {
+    while !conn.close_after && conn.file.is_none() {
+        if conn.skip_body > 0 {
+            let n = conn.skip_body.min(conn.filled as u64);
+            conn.consume(n as usize);
+            conn.skip_body -= n;
+            if conn.skip_body > 0 {
+                return;
+            }
+        }
+        if conn.filled == 0 {
+            conn.request_since = None;
+            return;
+        }
+        match http::parse_request(&conn.input[..conn.filled], &responder.limits) {
+            Parsed::Partial => {
+                conn.request_since.get_or_insert(now);
+                return;
+            }
+            Parsed::Reject(status) => {
+                http::write_error(&mut conn.output, status, false, &responder.cached_date);
+                count_status(counters, status);
+                conn.close_after = true;
+                conn.filled = 0;
+            }
+            Parsed::Request(req) => {
+                let keep = req.keep_alive && !draining;
+                let status = responder.respond(conn, &req, keep);
+                count_status(counters, status);
+                conn.consume(req.head_len);
+                conn.skip_body = req.body_len;
+                conn.request_since = None;
+                if !keep {
+                    conn.close_after = true;
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn count_status(counters: &ServerCounters, status: Status) {
+    bump(&counters.requests, 1);
+    match status.code() {
+        400..=499 => bump(&counters.client_errors, 1),
+        500..=599 => bump(&counters.server_errors, 1),
+        _ => {}
+    }
+}
+

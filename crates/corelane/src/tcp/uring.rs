@@ -1,0 +1,330 @@
+//! The io_uring lane: one multishot accept fills the ring's fixed-file table (the kernel
+//! reuses its slots: fd recycling with no fd-table install per connection), one multishot
+//! receive per connection draws from a ring of provided buffers shared by the lane, and every
+//! send, shutdown and close of a loop iteration goes to the kernel in one submission, or in
+//! none at all with an SQPOLL thread (the syscall lane of seed 003).
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use super::exchange::{answer, Exchange, Responder};
+use super::http::{self, Limits, Status};
+use super::recycle::Recycle;
+use super::server::{bump, Content, ServerCounters, TICK};
+use crate::lane::StopSignal;
+use crate::sys::tcp_ring::{Completion, RingConfig, TcpRing};
+
+/// Provided buffers per lane and their size: 8 MiB, drawn only while data is in flight.
+const BUFFERS: u16 = 2048;
+const BUFFER_BYTES: usize = 4096;
+
+#[derive(Debug)]
+struct Conn {
+    x: Exchange,
+    recv_armed: bool,
+    sending: bool,
+    /// A shutdown was asked for: the connection closes once its receive has ended.
+    closing: bool,
+    last_active: Instant,
+}
+
+#[derive(Debug)]
+pub(crate) struct UringLane {
+    ring: TcpRing,
+    listener: Option<Arc<Socket>>,
+    /// Connections by fixed-file slot.
+    conns: Vec<Option<Conn>>,
+    open: usize,
+    max_connections: usize,
+    responder: Responder,
+    recycle_buffers: bool,
+    counters: Arc<ServerCounters>,
+    accepting: bool,
+    accept_resume: Option<Instant>,
+    drain_deadline: Option<Instant>,
+    completions: Vec<Completion>,
+}
+
+impl UringLane {
+    pub fn new(
+        listener: Arc<Socket>,
+        content: Arc<Content>,
+        recycle: Recycle,
+        limits: Limits,
+        max_connections: usize,
+        sqpoll_cpu: Option<usize>,
+        counters: Arc<ServerCounters>,
+    ) -> io::Result<Self> {
+        // Slots beyond the limit let a refused connection still be answered 503.
+        let files = (max_connections + 64) as u32;
+        let ring = TcpRing::new(RingConfig {
+            files,
+            buffers: BUFFERS,
+            buffer_size: BUFFER_BYTES,
+            sqpoll_cpu,
+        })?;
+        let mut lane = Self {
+            ring,
+            listener: Some(listener),
+            conns: (0..files).map(|_| None).collect(),
+            open: 0,
+            max_connections,
+            responder: Responder::new(content, limits),
+            recycle_buffers: recycle.buffers,
+            counters,
+            accepting: false,
+            accept_resume: None,
+            drain_deadline: None,
+            completions: Vec::with_capacity(1024),
+        };
+        lane.arm_accept()?;
+        Ok(lane)
+    }
+
+    fn arm_accept(&mut self) -> io::Result<()> {
+        if let Some(listener) = &self.listener {
+            let fd = std::os::fd::AsFd::as_fd(&**listener);
+            self.ring.accept(fd)?;
+            self.accepting = true;
+        }
+        Ok(())
+    }
+
+    pub fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
+        let mut last_sweep = Instant::now();
+        loop {
+            let now = Instant::now();
+            if stop.is_stopped() && self.drain_deadline.is_none() {
+                self.begin_drain(now)?;
+            }
+            if let Some(deadline) = self.drain_deadline {
+                if self.open == 0 || now >= deadline {
+                    break;
+                }
+            }
+            self.ring.submit_and_wait(TICK)?;
+            let now = Instant::now();
+            self.responder.refresh(now);
+            let mut completions = std::mem::take(&mut self.completions);
+            self.ring.completions(&mut completions);
+            for completion in completions.drain(..) {
+                self.on_completion(completion, now)?;
+            }
+            self.completions = completions;
+            if now.duration_since(last_sweep) >= TICK {
+                last_sweep = now;
+                self.sweep(now)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_completion(&mut self, completion: Completion, now: Instant) -> io::Result<()> {
+        match completion {
+            Completion::Accepted { slot, more } => {
+                self.admit(slot, now)?;
+                if !more {
+                    self.accepting = false;
+                    if self.drain_deadline.is_none() {
+                        self.arm_accept()?;
+                    }
+                }
+            }
+            Completion::AcceptFailed { more, .. } => {
+                bump(&self.counters.server_errors, 1);
+                if !more {
+                    // Out of slots or fds: try again shortly rather than spin.
+                    self.accepting = false;
+                    self.accept_resume = Some(now + Duration::from_millis(100));
+                }
+            }
+            Completion::Received { slot, buffer, len, more } => {
+                let bytes = self.ring.buffer(buffer, len);
+                let draining = self.drain_deadline.is_some();
+                if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
+                    if !conn.closing {
+                        conn.x.append(bytes);
+                        conn.last_active = now;
+                        answer(&mut conn.x, &mut self.responder, &self.counters, draining, now);
+                    }
+                    conn.recv_armed = more;
+                }
+                self.ring.give_back(buffer);
+                let rearm = slot_mut(&mut self.conns, slot).is_some_and(|c| !c.recv_armed && !c.closing);
+                if rearm {
+                    self.ring.receive(slot)?;
+                    if let Some(c) = slot_mut(&mut self.conns, slot) {
+                        c.recv_armed = true;
+                    }
+                }
+                self.flush(slot)?;
+            }
+            Completion::RecvEnded { slot, result } => {
+                let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+                conn.recv_armed = false;
+                if result == -libc::ENOBUFS && !conn.closing {
+                    // Buffers are back by now (each is returned as soon as it is copied).
+                    conn.recv_armed = true;
+                    self.ring.receive(slot)?;
+                } else {
+                    // The peer closed, or the connection failed, or our shutdown took.
+                    conn.closing = true;
+                    self.close_when_quiet(slot)?;
+                }
+            }
+            Completion::Sent { slot, result, mut buf, offset } => {
+                let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+                conn.sending = false;
+                conn.last_active = now;
+                if result < 0 {
+                    return self.abort(slot);
+                }
+                bump(&self.counters.bytes_out, result as u64);
+                let done = offset + result as usize;
+                if done < buf.len() {
+                    conn.sending = true;
+                    return self.ring.send(slot, buf, done);
+                }
+                buf.clear();
+                if conn.x.output.is_empty() && self.recycle_buffers {
+                    conn.x.output = buf; // the sent buffer becomes the next output buffer
+                }
+                self.flush(slot)?;
+            }
+            Completion::Done => {}
+        }
+        Ok(())
+    }
+
+    fn admit(&mut self, slot: u32, now: Instant) -> io::Result<()> {
+        bump(&self.counters.accepted, 1);
+        let mut conn = Conn {
+            x: Exchange::default(),
+            recv_armed: true,
+            sending: false,
+            closing: false,
+            last_active: now,
+        };
+        let refuse = self.open >= self.max_connections || self.drain_deadline.is_some();
+        if refuse {
+            http::write_error(&mut conn.x.output, Status::ServiceUnavailable, false, &self.responder.cached_date);
+            conn.x.close_after = true;
+            bump(&self.counters.refused, 1);
+        }
+        if let Some(entry) = self.conns.get_mut(slot as usize) {
+            *entry = Some(conn);
+            self.open += 1;
+        }
+        self.counters.open.store(self.open as u64, std::sync::atomic::Ordering::Relaxed);
+        self.ring.receive(slot)?;
+        self.flush(slot)
+    }
+
+    /// Sends what the exchange has ready, one send in flight per connection; once everything
+    /// is out and the exchange wants to close, shuts the write side (the client's FIN ends
+    /// the receive, and the connection closes).
+    fn flush(&mut self, slot: u32) -> io::Result<()> {
+        let recycle = self.recycle_buffers;
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        if conn.sending {
+            return Ok(());
+        }
+        if !conn.x.output.is_empty() {
+            let buf = std::mem::take(&mut conn.x.output);
+            conn.sending = true;
+            return self.ring.send(slot, buf, 0);
+        }
+        if conn.x.close_after && !conn.closing {
+            conn.closing = true;
+            return if conn.recv_armed {
+                self.ring.shutdown(slot, libc::SHUT_WR)
+            } else {
+                self.close_when_quiet(slot)
+            };
+        }
+        if !recycle && conn.x.is_idle() {
+            // Without buffer recycling an idle connection holds no buffers.
+            conn.x.input = Vec::new();
+            conn.x.output = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Closes a connection whose receive has ended, once its send is done.
+    fn close_when_quiet(&mut self, slot: u32) -> io::Result<()> {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        if conn.sending || conn.recv_armed {
+            return Ok(());
+        }
+        self.conns[slot as usize] = None;
+        self.open -= 1;
+        self.counters.open.store(self.open as u64, std::sync::atomic::Ordering::Relaxed);
+        self.ring.close(slot)
+    }
+
+    /// Ends a connection now: both directions shut, closed once its receive has ended.
+    fn abort(&mut self, slot: u32) -> io::Result<()> {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        conn.closing = true;
+        if conn.recv_armed {
+            self.ring.shutdown(slot, libc::SHUT_RDWR)
+        } else {
+            self.close_when_quiet(slot)
+        }
+    }
+
+    fn sweep(&mut self, now: Instant) -> io::Result<()> {
+        if self.accept_resume.is_some_and(|t| now >= t) && self.drain_deadline.is_none() {
+            self.accept_resume = None;
+            if !self.accepting {
+                self.arm_accept()?;
+            }
+        }
+        let limits = self.responder.limits;
+        for slot in 0..self.conns.len() as u32 {
+            let Some(conn) = slot_mut(&mut self.conns, slot) else { continue };
+            let slow = conn.request_timed_out(now, limits.header_timeout);
+            let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
+            if slow && !conn.closing {
+                conn.x.request_since = None;
+                conn.x.filled = 0;
+                http::write_error(&mut conn.x.output, Status::RequestTimeout, false, &self.responder.cached_date);
+                conn.x.close_after = true;
+                bump(&self.counters.timeouts, 1);
+                bump(&self.counters.client_errors, 1);
+                self.flush(slot)?;
+            } else if idle {
+                self.abort(slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn begin_drain(&mut self, now: Instant) -> io::Result<()> {
+        self.drain_deadline = Some(now + self.responder.limits.drain_timeout);
+        if self.accepting {
+            self.ring.cancel_accept()?;
+        }
+        self.listener = None;
+        for slot in 0..self.conns.len() as u32 {
+            let idle = slot_mut(&mut self.conns, slot).is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none() && !c.sending);
+            if idle {
+                self.abort(slot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Conn {
+    fn request_timed_out(&self, now: Instant, limit: Duration) -> bool {
+        self.x.request_since.is_some_and(|t| now.duration_since(t) >= limit)
+    }
+}
+
+fn slot_mut(conns: &mut [Option<Conn>], slot: u32) -> Option<&mut Conn> {
+    conns.get_mut(slot as usize).and_then(Option::as_mut)
+}
