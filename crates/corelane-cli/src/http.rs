@@ -11,7 +11,8 @@ use corelane::stats::process_cpu;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
-    Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig, ServerTotals,
+    Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
+    ServerTotals,
 };
 use corelane::topology::{CpuList, Topology};
 
@@ -249,7 +250,8 @@ fn raise_fd_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
     if limit.maximum.is_some() && limit.current < limit.maximum {
-        let _ = setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum });
+        let _ =
+            setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum });
     }
 }
 

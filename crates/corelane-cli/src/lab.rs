@@ -89,7 +89,7 @@ struct TcpArgs {
     /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     vs: Option<Vec<String>>,
-    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all, or none
+    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all, uring, or none
     /// (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     configs: Option<Vec<String>>,

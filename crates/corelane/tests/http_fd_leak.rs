@@ -1,10 +1,10 @@
-//! No fd leaks across a million requests. Alone in its test binary, so no other test opens or
+//! No fd leaks across a million requests (epoll) and 200,000 (io_uring). Alone in its test binary, so no other test opens or
 //! closes fds while /proc/self/fd is counted.
 
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::tcp::{load, Content, LoadConfig, Server, ServerConfig};
+use corelane::tcp::{load, Backend, Content, LoadConfig, Server, ServerConfig};
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
@@ -13,9 +13,18 @@ fn open_fds() -> usize {
 #[test]
 fn a_million_requests_leak_no_fd() {
     let before = open_fds();
+    serve_and_count(Backend::Epoll, 980_000, 20_000);
+    assert_eq!(open_fds(), before, "every socket and epoll fd was closed");
+    serve_and_count(Backend::Uring, 180_000, 20_000);
+    assert_eq!(open_fds(), before, "every socket and ring fd was closed");
+}
+
+/// Serves `keep` keep-alive requests and `close` one-per-connection requests, then stops.
+fn serve_and_count(backend: Backend, keep: u64, close: u64) {
     let mut server_config =
         ServerConfig::new("127.0.0.1:0".parse().unwrap(), Content::Body(b"ok".to_vec()));
     server_config.lanes = 2;
+    server_config.backend = backend;
     let stop = StopSignal::new();
     let server = Server::start(server_config, stop.clone()).unwrap();
     let addr = server.local_addr();
@@ -27,13 +36,13 @@ fn a_million_requests_leak_no_fd() {
         config.close = close;
         load::run(&config, &StopSignal::new(), |_| {}).unwrap()
     };
-    let keep = run(980_000, false);
-    let close = run(20_000, true);
-    assert_eq!(keep.responses + close.responses, 1_000_000);
-    assert_eq!((keep.errors, close.errors, keep.non_2xx, close.non_2xx), (0, 0, 0, 0));
+    let keep_summary = run(keep, false);
+    let close_summary = run(close, true);
+    assert_eq!(keep_summary.responses + close_summary.responses, keep + close);
+    let errors = (keep_summary.errors, close_summary.errors, keep_summary.non_2xx);
+    assert_eq!(errors, (0, 0, 0), "{backend}");
     stop.stop();
     let totals = server.wait().unwrap();
-    assert_eq!(totals.requests, 1_000_000);
+    assert_eq!(totals.requests, keep + close);
     assert_eq!(totals.open, 0);
-    assert_eq!(open_fds(), before, "every socket and epoll fd was closed");
 }

@@ -10,12 +10,16 @@ use std::time::{Duration, Instant};
 use corelane::lane::StopSignal;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::{
-    load, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
+    load, Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
 };
 
-fn start(configure: impl FnOnce(&mut ServerConfig)) -> (Server, StopSignal) {
+/// Every behaviour below (files aside) holds on both backends.
+const BACKENDS: [Backend; 2] = [Backend::Epoll, Backend::Uring];
+
+fn start(backend: Backend, configure: impl FnOnce(&mut ServerConfig)) -> (Server, StopSignal) {
     let mut config =
         ServerConfig::new("127.0.0.1:0".parse().unwrap(), Content::Body(b"Hello, World!".to_vec()));
+    config.backend = backend;
     configure(&mut config);
     let stop = StopSignal::new();
     let server = Server::start(config, stop.clone()).expect("server starts");
@@ -58,103 +62,112 @@ fn quick_load(addr: SocketAddr, requests: u64, close: bool) -> LoadSummary {
 
 #[test]
 fn keep_alive_and_pipelined_requests_are_answered_in_order() {
-    let (server, stop) = start(|_| {});
-    let mut s = connect(server.local_addr());
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let text = read_responses(&mut s, 2);
-    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 3, "{text}");
-    assert!(text.contains("Content-Length: 13"));
-    s.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
-    let last = read_to_close(&mut s);
-    assert!(last.contains("Connection: close") && last.ends_with("Hello, World!"), "{last}");
-    stop.stop();
-    let totals = server.wait().unwrap();
-    assert_eq!(totals.requests, 4);
+    for backend in BACKENDS {
+        let (server, stop) = start(backend, |_| {});
+        let mut s = connect(server.local_addr());
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let text = read_responses(&mut s, 2);
+        assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 3, "{text}");
+        assert!(text.contains("Content-Length: 13"));
+        s.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        let last = read_to_close(&mut s);
+        assert!(last.contains("Connection: close") && last.ends_with("Hello, World!"), "{last}");
+        stop.stop();
+        let totals = server.wait().unwrap();
+        assert_eq!(totals.requests, 4);
+    }
 }
 
 #[test]
 fn every_listen_mode_and_recycling_choice_serves_correctly() {
-    let cpus = [0, 1.min(corelane::topology::Topology::read().unwrap().cpus.len() - 1)];
-    for listen in [Listen::Shared, Listen::Reuseport, Listen::ReuseportCpu] {
-        for recycle in [Recycle::NONE, Recycle::ALL, "fd".parse().unwrap()] {
-            let (server, stop) = start(|c| {
-                c.lanes = 2;
-                c.cpus = cpus.to_vec();
-                c.listen = listen;
-                c.recycle = recycle;
-            });
-            let keep = quick_load(server.local_addr(), 3000, false);
-            let close = quick_load(server.local_addr(), 300, true);
-            for s in [&keep, &close] {
-                assert_eq!((s.non_2xx, s.errors), (0, 0), "{listen} {recycle}: {s:?}");
+    for backend in BACKENDS {
+        let cpus = [0, 1.min(corelane::topology::Topology::read().unwrap().cpus.len() - 1)];
+        for listen in [Listen::Shared, Listen::Reuseport, Listen::ReuseportCpu] {
+            for recycle in [Recycle::NONE, Recycle::ALL, "fd".parse().unwrap()] {
+                let (server, stop) = start(backend, |c| {
+                    c.lanes = 2;
+                    c.cpus = cpus.to_vec();
+                    c.listen = listen;
+                    c.recycle = recycle;
+                });
+                let keep = quick_load(server.local_addr(), 3000, false);
+                let close = quick_load(server.local_addr(), 300, true);
+                for s in [&keep, &close] {
+                    assert_eq!((s.non_2xx, s.errors), (0, 0), "{listen} {recycle}: {s:?}");
+                }
+                assert!(keep.responses >= 3000 && close.responses >= 300, "{listen} {recycle}");
+                stop.stop();
+                let totals = server.wait().unwrap();
+                assert!(totals.requests >= 3300, "{totals:?}");
             }
-            assert!(keep.responses >= 3000 && close.responses >= 300, "{listen} {recycle}");
-            stop.stop();
-            let totals = server.wait().unwrap();
-            assert!(totals.requests >= 3300, "{totals:?}");
         }
     }
 }
 
 #[test]
 fn malformed_oversized_and_slow_requests_are_refused_while_others_are_served() {
-    let (server, stop) = start(|c| {
-        c.limits = Limits {
-            max_header_bytes: 1024,
-            header_timeout: Duration::from_millis(300),
-            ..Limits::default()
-        };
-    });
-    let addr = server.local_addr();
-    let others = std::thread::spawn(move || quick_load(addr, 30_000, false));
+    for backend in BACKENDS {
+        let (server, stop) = start(backend, |c| {
+            c.limits = Limits {
+                max_header_bytes: 1024,
+                header_timeout: Duration::from_millis(300),
+                ..Limits::default()
+            };
+        });
+        let addr = server.local_addr();
+        let others = std::thread::spawn(move || quick_load(addr, 30_000, false));
 
-    let mut bad = connect(addr);
-    bad.write_all(b"GET / HTTP/1.1\r\nno colon in this header\r\n\r\n").unwrap();
-    let text = read_to_close(&mut bad);
-    assert!(text.starts_with("HTTP/1.1 400 Bad Request"), "{text}");
+        let mut bad = connect(addr);
+        bad.write_all(b"GET / HTTP/1.1\r\nno colon in this header\r\n\r\n").unwrap();
+        let text = read_to_close(&mut bad);
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request"), "{text}");
 
-    let mut long_uri = connect(addr);
-    long_uri.write_all(format!("GET /{}", "a".repeat(2000)).as_bytes()).unwrap();
-    assert!(read_to_close(&mut long_uri).starts_with("HTTP/1.1 414 URI Too Long"));
+        let mut long_uri = connect(addr);
+        long_uri.write_all(format!("GET /{}", "a".repeat(2000)).as_bytes()).unwrap();
+        assert!(read_to_close(&mut long_uri).starts_with("HTTP/1.1 414 URI Too Long"));
 
-    let mut big_head = connect(addr);
-    let head = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(2000));
-    let _ = big_head.write_all(head.as_bytes());
-    assert!(read_to_close(&mut big_head).starts_with("HTTP/1.1 431"));
+        let mut big_head = connect(addr);
+        let head = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(2000));
+        let _ = big_head.write_all(head.as_bytes());
+        assert!(read_to_close(&mut big_head).starts_with("HTTP/1.1 431"));
 
-    let mut slow = connect(addr);
-    let began = Instant::now();
-    slow.write_all(b"GET / HTTP/1.1\r\nHost: sl").unwrap();
-    let answer = read_to_close(&mut slow);
-    assert!(answer.starts_with("HTTP/1.1 408 Request Timeout"), "{answer}");
-    assert!(began.elapsed() < Duration::from_secs(3), "closed after {:?}", began.elapsed());
+        let mut slow = connect(addr);
+        let began = Instant::now();
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: sl").unwrap();
+        let answer = read_to_close(&mut slow);
+        assert!(answer.starts_with("HTTP/1.1 408 Request Timeout"), "{answer}");
+        assert!(began.elapsed() < Duration::from_secs(3), "closed after {:?}", began.elapsed());
 
-    let mut post = connect(addr);
-    post.write_all(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n")
-        .unwrap();
-    let text = read_responses(&mut post, 1);
-    assert!(text.starts_with("HTTP/1.1 405") && text.contains("Allow: GET, HEAD"), "{text}");
+        let mut post = connect(addr);
+        post.write_all(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n")
+            .unwrap();
+        let text = read_responses(&mut post, 1);
+        assert!(text.starts_with("HTTP/1.1 405") && text.contains("Allow: GET, HEAD"), "{text}");
 
-    let served = others.join().unwrap();
-    assert_eq!((served.non_2xx, served.errors), (0, 0), "{served:?}");
-    stop.stop();
-    let totals = server.wait().unwrap();
-    assert!(totals.client_errors >= 5 && totals.timeouts == 1, "{totals:?}");
+        let served = others.join().unwrap();
+        assert_eq!((served.non_2xx, served.errors), (0, 0), "{served:?}");
+        stop.stop();
+        let totals = server.wait().unwrap();
+        assert!(totals.client_errors >= 5 && totals.timeouts == 1, "{totals:?}");
+    }
 }
 
 #[test]
 fn connections_over_the_limit_get_503() {
-    let (server, stop) = start(|c| c.limits = Limits { max_connections: 2, ..Limits::default() });
-    let addr = server.local_addr();
-    let mut held: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
-    for s in &mut held {
-        s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-        read_responses(s, 1);
+    for backend in BACKENDS {
+        let (server, stop) =
+            start(backend, |c| c.limits = Limits { max_connections: 2, ..Limits::default() });
+        let addr = server.local_addr();
+        let mut held: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
+        for s in &mut held {
+            s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            read_responses(s, 1);
+        }
+        let mut third = connect(addr);
+        assert!(read_to_close(&mut third).starts_with("HTTP/1.1 503"));
+        stop.stop();
+        assert_eq!(server.wait().unwrap().refused, 1);
     }
-    let mut third = connect(addr);
-    assert!(read_to_close(&mut third).starts_with("HTTP/1.1 503"));
-    stop.stop();
-    assert_eq!(server.wait().unwrap().refused, 1);
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -172,7 +185,7 @@ fn static_files_are_served_whole_and_nothing_outside_the_root() {
     std::fs::write(dir.join("index.html"), "<h1>hi</h1>").unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("escape")).unwrap();
     let root = StaticRoot::new(&dir).unwrap();
-    let (server, stop) = start(|c| c.content = Content::Root(root));
+    let (server, stop) = start(Backend::Epoll, |c| c.content = Content::Root(root));
     let addr = server.local_addr();
 
     let mut s = connect(addr);
@@ -211,25 +224,27 @@ fn static_files_are_served_whole_and_nothing_outside_the_root() {
 
 #[test]
 fn stop_closes_idle_connections_and_finishes_requests_in_flight() {
-    let (server, stop) = start(|_| {});
-    let addr = server.local_addr();
-    let mut idle = connect(addr);
-    idle.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    read_responses(&mut idle, 1);
-    let mut in_flight = connect(addr);
-    in_flight.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    stop.stop();
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(read_to_close(&mut idle), "", "the idle connection is closed without a word");
-    in_flight.write_all(b"st: x\r\n\r\n").unwrap();
-    let text = read_to_close(&mut in_flight);
-    assert!(text.contains("200 OK") && text.contains("Connection: close"), "{text}");
-    server.wait().unwrap();
-    assert!(
-        TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
-        "no longer listening"
-    );
+    for backend in BACKENDS {
+        let (server, stop) = start(backend, |_| {});
+        let addr = server.local_addr();
+        let mut idle = connect(addr);
+        idle.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        read_responses(&mut idle, 1);
+        let mut in_flight = connect(addr);
+        in_flight.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        stop.stop();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(read_to_close(&mut idle), "", "the idle connection is closed without a word");
+        in_flight.write_all(b"st: x\r\n\r\n").unwrap();
+        let text = read_to_close(&mut in_flight);
+        assert!(text.contains("200 OK") && text.contains("Connection: close"), "{text}");
+        server.wait().unwrap();
+        assert!(
+            TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
+            "no longer listening"
+        );
+    }
 }
 
 /// Raises RLIMIT_NOFILE to `want`, or says why it cannot.
@@ -246,29 +261,31 @@ fn raise_fd_limit(want: u64) -> Result<(), String> {
 
 #[test]
 fn ten_thousand_idle_connections_are_held_while_others_are_served() {
-    if let Err(why) = raise_fd_limit(65536) {
-        eprintln!("skipped: {why}");
-        return;
+    for backend in BACKENDS {
+        if let Err(why) = raise_fd_limit(65536) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let (server, stop) = start(backend, |c| c.lanes = 2);
+        let addr = server.local_addr();
+        let idle: Vec<TcpStream> = (0..10_000).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.totals().open < 10_000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(server.totals().open, 10_000);
+        let served = quick_load(addr, 20_000, false);
+        assert_eq!((served.non_2xx, served.errors), (0, 0));
+        assert!(server.totals().open >= 10_000, "the idle ones are still open");
+        drop(idle);
+        stop.stop();
+        server.wait().unwrap();
     }
-    let (server, stop) = start(|c| c.lanes = 2);
-    let addr = server.local_addr();
-    let idle: Vec<TcpStream> = (0..10_000).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.totals().open < 10_000 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(server.totals().open, 10_000);
-    let served = quick_load(addr, 20_000, false);
-    assert_eq!((served.non_2xx, served.errors), (0, 0));
-    assert!(server.totals().open >= 10_000, "the idle ones are still open");
-    drop(idle);
-    stop.stop();
-    server.wait().unwrap();
 }
 
 #[test]
 fn bad_configurations_are_clear_errors() {
-    let (server, stop) = start(|_| {});
+    let (server, stop) = start(Backend::Epoll, |_| {});
     let taken = server.local_addr();
     let mut config = ServerConfig::new(taken, Content::Body(Vec::new()));
     config.listen = Listen::Shared;
@@ -280,7 +297,19 @@ fn bad_configurations_are_clear_errors() {
     assert!(err.to_string().contains("999"), "{err}");
     config.cpus = Vec::new();
     config.listen = Listen::ReuseportCpu;
-    assert!(Server::start(config, StopSignal::new()).unwrap_err().to_string().contains("--pin"));
+    assert!(Server::start(config.clone(), StopSignal::new())
+        .unwrap_err()
+        .to_string()
+        .contains("--pin"));
+    config.listen = Listen::Reuseport;
+    config.sqpoll_cpu = Some(0);
+    let err = Server::start(config.clone(), StopSignal::new()).unwrap_err();
+    assert!(err.to_string().contains("--sqpoll needs --backend uring"), "{err}");
+    config.sqpoll_cpu = None;
+    config.backend = Backend::Uring;
+    config.content = Content::Root(StaticRoot::new(&std::env::temp_dir()).unwrap());
+    let err = Server::start(config, StopSignal::new()).unwrap_err();
+    assert!(err.to_string().contains("--body only"), "{err}");
     stop.stop();
     server.wait().unwrap();
     let free = {
@@ -291,4 +320,16 @@ fn bad_configurations_are_clear_errors() {
     load_config.duration = Duration::from_millis(300);
     let err = load::run(&load_config, &StopSignal::new(), |_| {}).unwrap_err();
     assert!(err.to_string().contains("is a server listening"), "{err}");
+}
+
+#[test]
+fn an_sqpoll_thread_submits_for_the_lane_or_the_server_says_why_not() {
+    let (server, stop) = start(Backend::Uring, |c| c.sqpoll_cpu = Some(0));
+    let summary = quick_load(server.local_addr(), 2000, false);
+    assert_eq!((summary.responses, summary.errors), (2000, 0));
+    for note in server.notes() {
+        assert!(note.contains("SQPOLL"), "a fallback names its reason: {note}");
+    }
+    stop.stop();
+    server.wait().unwrap();
 }

@@ -337,20 +337,22 @@ fn find<'a>(rows: &'a [TcpRow], workload: &str, config: &str) -> Option<&'a TcpR
 fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
     let mut out = Vec::new();
     for (workload, _) in WORKLOADS {
-        let Some(all) = find(rows, workload, "all") else { continue };
-        if let Some(base) = find(rows, workload, "baseline") {
-            let shares: Vec<String> = ["flow-to-core", "buffers", "fd", "events", "recycling"]
-                .iter()
-                .filter_map(|id| find(rows, workload, id))
-                .map(|r| {
-                    format!(
-                        "{} {:+.1}% req/s, {:+.1}% CPU/request",
-                        r.config,
-                        r.gain_pct.unwrap_or(0.0),
-                        r.cpu_gain_pct.unwrap_or(0.0)
-                    )
-                })
-                .collect();
+        if let (Some(all), Some(base)) =
+            (find(rows, workload, "all"), find(rows, workload, "baseline"))
+        {
+            let shares: Vec<String> =
+                ["flow-to-core", "buffers", "fd", "events", "recycling", "uring"]
+                    .iter()
+                    .filter_map(|id| find(rows, workload, id))
+                    .map(|r| {
+                        format!(
+                            "{} {:+.1}% req/s, {:+.1}% CPU/request",
+                            r.config,
+                            r.gain_pct.unwrap_or(0.0),
+                            r.cpu_gain_pct.unwrap_or(0.0)
+                        )
+                    })
+                    .collect();
             out.push(format!(
                 "{workload}: all methods together {:+.1}% requests/s and {:+.1}% server CPU per request against the baseline ({:.0} vs {:.0} req/s, {:.2} vs {:.2} us); each alone: {}.",
                 all.gain_pct.unwrap_or(0.0),
@@ -372,20 +374,22 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 ));
             }
         }
-        let Some(ours) = find(rows, workload, "recycling") else { continue };
-        for peer in ["nginx", "lighttpd"] {
-            let Some(p) = find(rows, workload, peer) else { continue };
-            out.push(format!(
-                "{workload} vs {peer} (same testbed, CPU, body and load): corelane (recycling row) answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
-                ours.median_rps / p.median_rps.max(1.0),
-                ours.median_rps,
-                p.median_rps,
-                ours.cpu_us_per_request / p.cpu_us_per_request.max(1e-9),
-                ours.cpu_us_per_request,
-                p.cpu_us_per_request,
-                ours.p99_us,
-                p.p99_us
-            ));
+        for (ours, what) in [("recycling", "epoll"), ("uring", "io_uring")] {
+            let Some(ours) = find(rows, workload, ours) else { continue };
+            for peer in ["nginx", "lighttpd"] {
+                let Some(p) = find(rows, workload, peer) else { continue };
+                out.push(format!(
+                    "{workload} vs {peer} (same testbed, CPU, body and load): corelane on {what} answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
+                    ours.median_rps / p.median_rps.max(1.0),
+                    ours.median_rps,
+                    p.median_rps,
+                    ours.cpu_us_per_request / p.cpu_us_per_request.max(1e-9),
+                    ours.cpu_us_per_request,
+                    p.cpu_us_per_request,
+                    ours.p99_us,
+                    p.p99_us
+                ));
+            }
         }
     }
     if let (Some(ours), Some(wrk)) = (

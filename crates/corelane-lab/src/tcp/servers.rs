@@ -24,6 +24,8 @@ pub struct Config {
     pub recycle: &'static str,
     /// `--listen` value.
     pub listen: &'static str,
+    /// `--backend` value.
+    pub backend: &'static str,
     /// Flow-to-core: the server CPU does the receive processing of its flows (RPS on the
     /// receiving veth, standing in for RSS + IRQ affinity) and the listener is steered to it.
     pub flow_to_core: bool,
@@ -36,6 +38,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "none",
         listen: "shared",
         flow_to_core: false,
+        backend: "epoll",
     },
     Config {
         id: "flow-to-core",
@@ -43,6 +46,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "none",
         listen: "reuseport-cpu",
         flow_to_core: true,
+        backend: "epoll",
     },
     Config {
         id: "buffers",
@@ -50,6 +54,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "buffers",
         listen: "shared",
         flow_to_core: false,
+        backend: "epoll",
     },
     Config {
         id: "fd",
@@ -57,6 +62,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "fd",
         listen: "shared",
         flow_to_core: false,
+        backend: "epoll",
     },
     Config {
         id: "events",
@@ -64,6 +70,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "events",
         listen: "shared",
         flow_to_core: false,
+        backend: "epoll",
     },
     Config {
         id: "recycling",
@@ -71,6 +78,7 @@ pub const CONFIGS: &[Config] = &[
         recycle: "all",
         listen: "reuseport",
         flow_to_core: false,
+        backend: "epoll",
     },
     Config {
         id: "all",
@@ -78,11 +86,20 @@ pub const CONFIGS: &[Config] = &[
         recycle: "all",
         listen: "reuseport-cpu",
         flow_to_core: true,
+        backend: "epoll",
+    },
+    Config {
+        id: "uring",
+        label: "all recycling on io_uring (registered files, provided buffers, batched submits)",
+        recycle: "all",
+        listen: "reuseport",
+        flow_to_core: false,
+        backend: "uring",
     },
 ];
 
 pub const CONFIG_IDS: &[&str] =
-    &["baseline", "flow-to-core", "buffers", "fd", "events", "recycling", "all"];
+    &["baseline", "flow-to-core", "buffers", "fd", "events", "recycling", "all", "uring"];
 
 /// What serves in one measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

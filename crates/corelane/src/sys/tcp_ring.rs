@@ -56,10 +56,13 @@ struct BufRing {
 impl BufRing {
     fn new(count: u16, size: usize) -> io::Result<Self> {
         let oom = || io::Error::new(io::ErrorKind::OutOfMemory, "cannot allocate provided buffers");
-        let entries_layout =
-            Layout::from_size_align(count as usize * std::mem::size_of::<types::BufRingEntry>(), 4096)
-                .map_err(|_| oom())?;
-        let pool_layout = Layout::from_size_align(count as usize * size, 4096).map_err(|_| oom())?;
+        let entries_layout = Layout::from_size_align(
+            count as usize * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .map_err(|_| oom())?;
+        let pool_layout =
+            Layout::from_size_align(count as usize * size, 4096).map_err(|_| oom())?;
         // SAFETY: both layouts have a non-zero size (count and size are checked by the caller).
         let (entries, pool) = unsafe { (alloc_zeroed(entries_layout), alloc_zeroed(pool_layout)) };
         if entries.is_null() || pool.is_null() {
@@ -213,9 +216,8 @@ impl TcpRing {
 
     /// Receives on `slot` into provided buffers until the peer closes or buffers run out.
     pub fn receive(&mut self, slot: u32) -> io::Result<()> {
-        let entry = opcode::RecvMulti::new(types::Fixed(slot), GROUP)
-            .build()
-            .user_data(RECV | slot as u64);
+        let entry =
+            opcode::RecvMulti::new(types::Fixed(slot), GROUP).build().user_data(RECV | slot as u64);
         self.push(entry)
     }
 

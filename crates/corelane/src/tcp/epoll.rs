@@ -28,7 +28,6 @@ const ACCEPT_BURST: usize = 128;
 /// A response head and a small body fit; larger responses grow the buffer.
 const OUTPUT_BYTES: usize = 4096;
 
-
 /// One connection: its socket, its exchange, and progress on the socket.
 #[derive(Debug)]
 struct Conn {
@@ -277,8 +276,10 @@ impl EpollLane {
         let limits = self.responder.limits;
         for token in self.table.tokens() {
             let Some(conn) = self.table.get_mut(token) else { continue };
-            let slow =
-                conn.x.request_since.is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
+            let slow = conn
+                .x
+                .request_since
+                .is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
             let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
             if slow {
                 let mut out = Vec::new();
@@ -306,8 +307,10 @@ impl EpollLane {
             let _ = epoll::delete(&self.epoll, &*listener);
         }
         for token in self.table.tokens() {
-            let idle =
-                self.table.get_mut(token).is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none());
+            let idle = self
+                .table
+                .get_mut(token)
+                .is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none());
             if idle {
                 self.close(token);
             }

@@ -213,4 +213,3 @@ pub(crate) fn count_status(counters: &ServerCounters, status: Status) {
         _ => {}
     }
 }
-

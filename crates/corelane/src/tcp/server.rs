@@ -12,9 +12,9 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 
 use super::epoll::EpollLane;
-use super::uring::UringLane;
 use super::http::{Limits, StaticRoot};
 use super::recycle::Recycle;
+use super::uring::UringLane;
 use super::TcpError;
 use crate::lane::{Lane, StopSignal};
 use crate::sys::sockopt;
@@ -199,7 +199,7 @@ pub struct Server {
 /// A lane ready to run, on either backend.
 #[derive(Debug)]
 enum LaneLoop {
-    Epoll(EpollLane),
+    Epoll(Box<EpollLane>),
     Uring(Box<UringLane>),
 }
 
@@ -267,7 +267,9 @@ impl Server {
                         continue;
                     }
                     Err(e) if index == 0 => {
-                        notes.push(format!("io_uring is not available here ({e}); serving with epoll"));
+                        notes.push(format!(
+                            "io_uring is not available here ({e}); serving with epoll"
+                        ));
                         backend = Backend::Epoll;
                     }
                     Err(e) => return Err(TcpError::io("cannot set up a lane's io_uring", e)),
@@ -283,7 +285,7 @@ impl Server {
                 lane_counters,
             )
             .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
-            loops.push(LaneLoop::Epoll(lane));
+            loops.push(LaneLoop::Epoll(Box::new(lane)));
         }
         let mut lanes = Vec::with_capacity(config.lanes);
         for (index, mut lane) in loops.into_iter().enumerate() {
@@ -381,4 +383,3 @@ fn listener(addr: SocketAddr, reuseport: bool, backlog: i32) -> Result<Socket, T
     socket.listen(backlog).map_err(|e| TcpError::io(format!("cannot listen on {addr}"), e))?;
     Ok(socket)
 }
-

@@ -153,7 +153,8 @@ impl UringLane {
                     conn.recv_armed = more;
                 }
                 self.ring.give_back(buffer);
-                let rearm = slot_mut(&mut self.conns, slot).is_some_and(|c| !c.recv_armed && !c.closing);
+                let rearm =
+                    slot_mut(&mut self.conns, slot).is_some_and(|c| !c.recv_armed && !c.closing);
                 if rearm {
                     self.ring.receive(slot)?;
                     if let Some(c) = slot_mut(&mut self.conns, slot) {
@@ -210,7 +211,12 @@ impl UringLane {
         };
         let refuse = self.open >= self.max_connections || self.drain_deadline.is_some();
         if refuse {
-            http::write_error(&mut conn.x.output, Status::ServiceUnavailable, false, &self.responder.cached_date);
+            http::write_error(
+                &mut conn.x.output,
+                Status::ServiceUnavailable,
+                false,
+                &self.responder.cached_date,
+            );
             conn.x.close_after = true;
             bump(&self.counters.refused, 1);
         }
@@ -291,7 +297,12 @@ impl UringLane {
             if slow && !conn.closing {
                 conn.x.request_since = None;
                 conn.x.filled = 0;
-                http::write_error(&mut conn.x.output, Status::RequestTimeout, false, &self.responder.cached_date);
+                http::write_error(
+                    &mut conn.x.output,
+                    Status::RequestTimeout,
+                    false,
+                    &self.responder.cached_date,
+                );
                 conn.x.close_after = true;
                 bump(&self.counters.timeouts, 1);
                 bump(&self.counters.client_errors, 1);
@@ -310,7 +321,8 @@ impl UringLane {
         }
         self.listener = None;
         for slot in 0..self.conns.len() as u32 {
-            let idle = slot_mut(&mut self.conns, slot).is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none() && !c.sending);
+            let idle = slot_mut(&mut self.conns, slot)
+                .is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none() && !c.sending);
             if idle {
                 self.abort(slot)?;
             }
