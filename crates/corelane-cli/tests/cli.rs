@@ -475,3 +475,47 @@ fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
     assert_eq!(served["summary"]["requests"], 2000);
     assert!(served["summary"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
+    // Without root the lab runs on loopback (and says so); both ways it must measure.
+    let dir = std::env::temp_dir().join(format!("corelane-cli-lab-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, csv) = (dir.join("tcp.json"), dir.join("tcp.csv"));
+    let out = corelane(&[
+        "lab",
+        "tcp",
+        "--quick",
+        "--duration",
+        "1s",
+        "--configs",
+        "baseline,uring",
+        "--vs",
+        "none",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "two configurations x keep-alive and close");
+    for row in rows {
+        assert!(row["median_rps"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["cpu_us_per_request"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    }
+    assert!(report["interrupt_moderation"].as_str().unwrap().starts_with("not applicable"));
+    let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
+    for column in ["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"] {
+        assert!(header.split(',').any(|c| c == column), "{header}");
+    }
+    if is_root() {
+        let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
+        let tx_name = report["network"].as_str().unwrap().split_whitespace().nth(2).unwrap();
+        assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
