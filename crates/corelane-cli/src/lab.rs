@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use corelane_lab::affinity::{self as affinity_lab, AffinityLabOptions};
 use corelane_lab::copy::{self as copy_lab, CopyLabOptions};
 use corelane_lab::report;
 use corelane_lab::tcp::{self as tcp_lab, TcpLabOptions};
@@ -27,9 +28,11 @@ enum Experiment {
     Udp(UdpArgs),
     /// Seed 001: HTTP serving with data-structure recycling, beside nginx, lighttpd and wrk.
     Tcp(TcpArgs),
+    /// Seed 003: the application on, off or unpinned from the softirq CPU, and the syscall lane.
+    Affinity(AffinityArgs),
     /// Seed 002: file and tree duplication on a private tmpfs, beside cp, cp -r and dd.
     Copy(CopyArgs),
-    /// Every experiment, one after the other (--json r.json writes r.udp.json, r.tcp.json, r.copy.json).
+    /// Every experiment, one after the other (--json r.json writes r.udp.json, r.tcp.json, …).
     All(CommonArgs),
 }
 
@@ -96,6 +99,21 @@ struct TcpArgs {
 }
 
 #[derive(Debug, Args)]
+struct AffinityArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Trials per placement (default 3, 1 with --quick).
+    #[arg(long)]
+    trials: Option<usize>,
+    /// Time per measurement, at least 3s (default 5s, 3s with --quick).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Datagrams/s the paced GSO sender offers the UDP receiver.
+    #[arg(long, default_value_t = 1_000_000)]
+    offered: u64,
+}
+
+#[derive(Debug, Args)]
 struct CopyArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -118,6 +136,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         }
         Some(Experiment::Udp(args)) => run_udp(args),
         Some(Experiment::Tcp(args)) => run_tcp(args),
+        Some(Experiment::Affinity(args)) => run_affinity(args),
         Some(Experiment::Copy(args)) => run_copy(args),
         Some(Experiment::All(common)) => {
             let per =
@@ -150,6 +169,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 connections: 50,
                 vs: None,
                 configs: None,
+            })?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            let code = run_affinity(AffinityArgs {
+                common: CommonArgs {
+                    json: per("affinity.json", &common.json),
+                    csv: per("affinity.csv", &common.csv),
+                    ..common.clone()
+                },
+                trials: None,
+                duration: None,
+                offered: 1_000_000,
             })?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
@@ -338,5 +370,42 @@ fn run_tcp(args: TcpArgs) -> anyhow::Result<ExitCode> {
         report::tcp_text(&report),
         serde_json::to_vec_pretty(&report)?,
         report::tcp_csv(&report)?,
+    )
+}
+
+fn run_affinity(args: AffinityArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe()
+        .context("cannot find the corelane binary to run as server, receiver and load")?;
+    let mut opts = if args.common.quick {
+        AffinityLabOptions::quick(exe)
+    } else {
+        AffinityLabOptions::full(exe)
+    };
+    if let Some(t) = args.trials {
+        anyhow::ensure!(t >= 1, "--trials must be at least 1");
+        opts.trials = t;
+    }
+    if let Some(d) = args.duration {
+        anyhow::ensure!(d >= Duration::from_secs(3), "--duration must be at least 3s");
+        opts.duration = Duration::from_secs(d.as_secs());
+    }
+    anyhow::ensure!(args.offered > 0, "--offered must be above 0");
+    opts.offered_pps = args.offered;
+    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+        report::check_writable(path)?;
+    }
+    let stop = stop_on_signals()?;
+    let report = match affinity_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
+        Ok(r) => r,
+        Err(LabError::Interrupted) => {
+            return interrupted("the testbed and every process it started were removed")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    publish(
+        &args.common,
+        report::affinity_text(&report),
+        serde_json::to_vec_pretty(&report)?,
+        report::affinity_csv(&report)?,
     )
 }

@@ -44,6 +44,9 @@ pub struct PlanArgs {
     syscall_cpus: Option<CpuList>,
     #[arg(long, value_name = "CPUS")]
     app_cpus: Option<CpuList>,
+    /// Interrupt moderation to set (ethtool rx-usecs, seed 001's ITR), where the driver has it.
+    #[arg(long, value_name = "USECS")]
+    rx_usecs: Option<u32>,
     #[arg(long, value_enum, default_value_t = FormatArg::Toml)]
     format: FormatArg,
     /// Write the plan to FILE instead of stdout.
@@ -75,7 +78,16 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             app: args.app_cpus.unwrap_or_default(),
         },
     };
-    let proposal = plan(&topo, nic, args.lanes, &placement)?;
+    let mut proposal = plan(&topo, nic, args.lanes, &placement)?;
+    if let Some(usecs) = args.rx_usecs {
+        let has_coalescing = nic.settings.as_ref().and_then(|s| s.coalesce).is_some();
+        anyhow::ensure!(
+            has_coalescing,
+            "{} has no interrupt moderation to set (its driver does not implement ethtool coalescing; veth and loopback never do)",
+            nic.name
+        );
+        proposal.rx_usecs = Some(usecs);
+    }
     let text = match args.format {
         FormatArg::Toml => {
             toml::to_string_pretty(&proposal).context("cannot format the plan as TOML")?

@@ -25,7 +25,9 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
     let nics = read_nics(root);
     let softirqs = read_net_softirqs(root);
     if args.json {
-        let all = serde_json::json!({ "cpus": topo.cpus, "nics": nics, "net_softirqs": softirqs });
+        let all = serde_json::json!({
+            "cpus": topo.cpus, "numa_nodes": topo.nodes, "nics": nics, "net_softirqs": softirqs,
+        });
         outln!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -41,6 +43,12 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
             c.llc_shared
         );
     }
+    if topo.nodes.is_empty() {
+        outln!("no NUMA nodes shown by the kernel: one memory domain");
+    }
+    for n in &topo.nodes {
+        outln!("  node {}  cpus {:?}  distances {:?}", n.node, n.cpus, n.distances);
+    }
     if !softirqs.net_rx.is_empty() {
         outln!("softirqs per CPU: NET_RX {:?}  NET_TX {:?}", softirqs.net_rx, softirqs.net_tx);
     }
@@ -54,6 +62,32 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
         };
         outln!("    rx queues (rps_cpus) {}", masks(&nic.rx_queues));
         outln!("    tx queues (xps_cpus) {}", masks(&nic.tx_queues));
+        if let Some(settings) = &nic.settings {
+            let channels = settings.channels.map_or("not supported".to_string(), |c| {
+                if c.max_combined > 0 {
+                    format!("{} combined of {}", c.combined, c.max_combined)
+                } else {
+                    format!("rx {} of {}, tx {} of {}", c.rx, c.max_rx, c.tx, c.max_tx)
+                }
+            });
+            let coalesce = settings.coalesce.map_or("not supported".to_string(), |c| {
+                format!(
+                    "rx-usecs {} rx-frames {} adaptive {}",
+                    c.rx_usecs, c.rx_frames, c.adaptive_rx
+                )
+            });
+            let hash = if settings.rx_flow_hash.is_empty() {
+                "not supported".to_string()
+            } else {
+                settings
+                    .rx_flow_hash
+                    .iter()
+                    .map(|(f, h)| format!("{f}:{h}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            outln!("    ethtool: channels {channels}; coalescing {coalesce}; rx flow hash {hash}");
+        }
         if nic.irqs.is_empty() {
             outln!("    no interrupts of its own (a virtual device: its receive work runs in the sender's softirq unless RPS steers it)");
         }

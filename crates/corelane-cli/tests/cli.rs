@@ -404,12 +404,18 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
         "add",
         "va",
         "numrxqueues",
-        "2",
+        "4",
+        "numtxqueues",
+        "4",
         "type",
         "veth",
         "peer",
         "name",
         "vb",
+        "numrxqueues",
+        "4",
+        "numtxqueues",
+        "4",
     ]);
     let dir = shm_dir("apply");
     let (plan, revert) = (dir.join("plan.toml"), dir.join("revert.json"));
@@ -427,9 +433,23 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().trim_start_matches(['0', ',']).to_string()
     };
+    // The queue count goes through the ethtool ioctl (veth implements channels).
+    let rx_queues = || {
+        let out = in_ns(&["topo", "--json"]);
+        let topo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let nics = topo["nics"].as_array().unwrap();
+        let va = nics.iter().find(|n| n["name"] == "va").unwrap();
+        va["settings"]["channels"]["rx"].as_u64().unwrap()
+    };
     let before = rps();
+    assert_eq!(rx_queues(), 4);
     let out = in_ns(&["plan", "--nic", "va", "-o", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // A person edits the plan: two queues.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let edited = text.replacen("nic = \"va\"\n", "nic = \"va\"\nqueue_count = 2\n", 1);
+    assert_ne!(text, edited, "{text}");
+    std::fs::write(&plan, edited).unwrap();
     let dry = in_ns(&["apply", plan.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&dry.stdout).contains("dry run"),
@@ -440,9 +460,11 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
     let out =
         in_ns(&["apply", plan.to_str().unwrap(), "--yes", "--revert", revert.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(rx_queues(), 2, "the queue count was not set");
     assert_ne!(rps(), before, "the plan's RPS mask was not written");
     let out = in_ns(&["revert", revert.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(rx_queues(), 4, "revert did not restore the queue count");
     assert_eq!(rps(), before, "revert did not restore the mask");
     std::fs::remove_dir_all(dir).unwrap();
 }

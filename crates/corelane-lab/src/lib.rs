@@ -4,6 +4,7 @@
 //! the same run, and returns rows the CLI prints as a table, JSON or CSV.
 #![deny(unsafe_code)]
 
+pub mod affinity;
 pub mod copy;
 pub mod process;
 pub mod report;
@@ -30,6 +31,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "tcp",
         seed: "001",
         about: "HTTP serving: baseline, flow-to-core, buffer/fd/epoll_event recycling, all; keep-alive and close; vs nginx, lighttpd, wrk",
+    },
+    Experiment {
+        name: "affinity",
+        seed: "003",
+        about: "core partitioning: application on the softirq CPU (NS), off it (NC), unpinned (NZ), io_uring with and without a syscall lane; a cost model for two packages",
     },
     Experiment {
         name: "copy",

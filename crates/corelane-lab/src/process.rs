@@ -138,13 +138,21 @@ impl Drop for ChildProcess {
 
 /// User+system CPU time of process `pid`.
 pub fn cpu_time_of(pid: u32) -> Option<Duration> {
+    cpu_split_of(pid).map(|(user, system)| user + system)
+}
+
+/// User and system CPU time of process `pid`, from /proc/PID/stat (clock-tick resolution).
+pub fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name: state is the first, utime the 12th.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     let hz = rustix::param::clock_ticks_per_second().max(1);
-    Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    let at = |i: usize| -> Option<Duration> {
+        let ticks: u64 = fields.get(i)?.parse().ok()?;
+        Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    };
+    Some((at(11)?, at(12)?))
 }
 
 /// Whether `program` is on PATH.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
+use crate::affinity::AffinityLabReport;
 use crate::copy::CopyLabReport;
 use crate::tcp::TcpLabReport;
 use crate::udp::UdpLabReport;
@@ -312,6 +313,7 @@ pub fn tcp_text(r: &TcpLabReport) -> String {
         "gain",
         "p99 us",
         "CPU us/req",
+        "user us/req",
         "CPU change",
         "errors",
     ]);
@@ -324,6 +326,7 @@ pub fn tcp_text(r: &TcpLabReport) -> String {
             right(pct(row.gain_pct)),
             right(format!("{:.0}", row.p99_us)),
             right(format!("{:.2}", row.cpu_us_per_request)),
+            right(format!("{:.2}", row.user_us_per_request)),
             right(pct(row.cpu_gain_pct)),
             right(format!("{}", row.errors + row.non_2xx)),
         ]);
@@ -357,6 +360,7 @@ pub fn tcp_csv(r: &TcpLabReport) -> Result<Vec<u8>, LabError> {
         "gain_pct",
         "p99_us",
         "cpu_us_per_request",
+        "user_us_per_request",
         "cpu_gain_pct",
         "errors",
         "non_2xx",
@@ -373,10 +377,96 @@ pub fn tcp_csv(r: &TcpLabReport) -> Result<Vec<u8>, LabError> {
             opt(row.gain_pct),
             format!("{:.1}", row.p99_us),
             format!("{:.3}", row.cpu_us_per_request),
+            format!("{:.3}", row.user_us_per_request),
             opt(row.cpu_gain_pct),
             row.errors.to_string(),
             row.non_2xx.to_string(),
             row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+        ])
+        .map_err(csv_err)?;
+    }
+    w.into_inner().map_err(|e| LabError::Testbed(format!("cannot format CSV: {e}")))
+}
+
+/// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
+pub fn affinity_text(r: &AffinityLabReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("corelane lab affinity — seed 003 on {}\n", r.machine));
+    out.push_str(&format!("testbed: {}\n", r.network));
+    if let Some(reason) = &r.fallback_reason {
+        out.push_str(&format!("note: {reason}\n"));
+    }
+    out.push_str(&format!(
+        "softirq (interrupt) CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
+        r.irq_cpu, r.other_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(["workload", "kind", "placement", "rate", "vs NC", "CPU per unit"]);
+    for row in &r.rows {
+        let (rate, cpu) = if row.workload == "udp" {
+            (mpps(row.median), format!("{:.0} ns/datagram", row.cpu_ns_per_unit))
+        } else {
+            (
+                format!("{:.0} req/s", row.median),
+                format!("{:.2} us/request", row.cpu_ns_per_unit / 1000.0),
+            )
+        };
+        table.add_row(vec![
+            Cell::new(&row.workload),
+            Cell::new(&row.kind),
+            Cell::new(&row.label),
+            right(rate),
+            right(pct(row.gap_pct)),
+            right(cpu),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+    for n in &r.not_measurable {
+        out.push_str(&format!("- {n}\n"));
+    }
+    let a = &r.model_assumptions;
+    out.push_str(&format!(
+        "\nMODEL, not a measurement — two packages, NIC on package 0: base {:.0} ns/request (measured here, NC), LLC line {:.0} ns, remote line {:.0} ns, DMA lines {}, socket lines {}, message lines {} x {} syscalls, pollution lines {}\n",
+        a.base_ns, a.llc_ns, a.remote_ns, a.dma_lines, a.socket_lines, a.message_lines, a.syscalls, a.pollution_lines
+    ));
+    let mut model = Table::new();
+    model.load_preset(UTF8_FULL_CONDENSED);
+    model.set_header(["case", "placement", "ns/request", "relative rate"]);
+    for m in &r.model {
+        model.add_row(vec![
+            Cell::new(&m.case),
+            Cell::new(&m.label),
+            right(format!("{:.0}", m.cost_ns)),
+            right(format!("{:.3}", m.relative_throughput)),
+        ]);
+    }
+    out.push_str(&model.to_string());
+    out.push('\n');
+    if !r.findings.is_empty() {
+        out.push_str("\nfindings:\n");
+        for f in &r.findings {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+    out
+}
+
+/// One CSV row per measured placement (the model is in the JSON).
+pub fn affinity_csv(r: &AffinityLabReport) -> Result<Vec<u8>, LabError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| LabError::Testbed(format!("cannot format CSV: {e}"));
+    w.write_record(["workload", "kind", "median", "gap_pct", "cpu_ns_per_unit", "trials"])
+        .map_err(csv_err)?;
+    for row in &r.rows {
+        w.write_record([
+            row.workload.clone(),
+            row.kind.clone(),
+            format!("{:.1}", row.median),
+            row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
+            format!("{:.1}", row.cpu_ns_per_unit),
+            row.trials.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
         ])
         .map_err(csv_err)?;
     }

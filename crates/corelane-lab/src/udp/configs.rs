@@ -23,6 +23,8 @@ pub struct Config {
     pub rps: Option<CpuList>,
     /// CPUs the receiver lanes are pinned to, one lane each.
     pub lanes: CpuList,
+    /// Whether the lanes are pinned to `lanes` (false: as many unpinned lanes).
+    pub pinned: bool,
     pub shared_socket: bool,
     /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
     pub steer_cpu: bool,
@@ -72,6 +74,7 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
         ),
         rps: rps(&CpuList::default()),
         lanes: one.clone(),
+        pinned: true,
         shared_socket: false,
         steer_cpu: false,
         gro: false,

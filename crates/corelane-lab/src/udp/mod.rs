@@ -9,9 +9,9 @@
 //! receiver's CPU time per datagram and each CPU's user/sys/softirq split, which stay
 //! meaningful whichever side is the bottleneck.
 
-mod configs;
+pub(crate) mod configs;
 mod peers;
-mod trial;
+pub(crate) mod trial;
 
 use std::path::PathBuf;
 use std::time::Duration;

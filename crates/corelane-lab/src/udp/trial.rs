@@ -77,8 +77,6 @@ pub fn run(
         "--json".into(),
         "--duration".into(),
         format!("{}", secs + 5),
-        "--pin".into(),
-        cfg.lanes.to_string(),
         "--threads".into(),
         cfg.lanes.len().to_string(),
         "--sockets".into(),
@@ -86,6 +84,9 @@ pub fn run(
         "--rcvbuf".into(),
         "4M".into(),
     ]);
+    if cfg.pinned {
+        rx_args.extend(["--pin".into(), cfg.lanes.to_string()]);
+    }
     if cfg.gro {
         rx_args.push("--gro".into());
     }

@@ -3,6 +3,7 @@
 //! rusage). Contract: every function here is safe to call with any argument; the raw pointers it
 //! hands the kernel point into memory the wrapper owns or borrows for the duration of the call.
 
+pub(crate) mod ethtool;
 pub(crate) mod file;
 pub(crate) mod mmsg;
 pub(crate) mod sockopt;

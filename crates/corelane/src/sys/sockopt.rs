@@ -1,4 +1,5 @@
-//! UDP offload options that socket2 does not expose (UDP_SEGMENT, UDP_GRO).
+//! Socket options that socket2 and rustix do not expose (UDP_SEGMENT, UDP_GRO,
+//! SO_RCVBUFFORCE, TCP_DEFER_ACCEPT, the reuseport CPU-steering program).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -30,6 +31,13 @@ pub(crate) fn set_udp_gro(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 /// Sets a default UDP_SEGMENT size (Linux 4.18+); used as a probe before sending with GSO.
 pub(crate) fn set_udp_segment(fd: BorrowedFd<'_>, size: u16) -> io::Result<()> {
     set_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT, libc::c_int::from(size))
+}
+
+/// TCP_DEFER_ACCEPT: the listener hands out a connection only once its first data (the
+/// request) has arrived, or after `secs`; a connection is then never accepted just to wait.
+pub(crate) fn set_tcp_defer_accept(fd: BorrowedFd<'_>, secs: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, value)
 }
 
 /// SO_RCVBUFFORCE lets root exceed net.core.rmem_max; callers fall back to SO_RCVBUF.

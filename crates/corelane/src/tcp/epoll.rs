@@ -35,6 +35,9 @@ struct Conn {
     x: Exchange,
     /// Bytes of `x.output` already written.
     sent: usize,
+    /// TCP_NODELAY is set once the connection is kept alive (a connection that closes after
+    /// one response is spared the call: its single write goes out at once anyway).
+    nodelay: bool,
     /// Last read or write progress (for the idle timeout).
     last_active: Instant,
 }
@@ -218,7 +221,6 @@ impl EpollLane {
             bump(&self.counters.refused, 1);
             return;
         }
-        let _ = stream.set_nodelay(true);
         // Recycling: the connection keeps pooled buffers for its life. Without it, buffers
         // are allocated per request (in `drive`) and freed when the connection goes idle.
         let (input, output) = if self.buffers.recycle {
@@ -233,6 +235,7 @@ impl EpollLane {
             stream,
             x: Exchange { input, output, ..Exchange::default() },
             sent: 0,
+            nodelay: false,
             last_active: now,
         };
         let token = self.table.insert(conn);
@@ -357,6 +360,10 @@ fn drive(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return true,
             }
+        }
+        if !conn.nodelay && !conn.x.close_after && !conn.x.output.is_empty() {
+            let _ = conn.stream.set_nodelay(true);
+            conn.nodelay = true;
         }
         let paused_for_file = conn.x.file.is_some();
         match flush(conn, counters, now) {

@@ -380,6 +380,8 @@ fn listener(addr: SocketAddr, reuseport: bool, backlog: i32) -> Result<Socket, T
     };
     setup(&socket).map_err(|e| TcpError::io("cannot set SO_REUSEADDR/SO_REUSEPORT", e))?;
     socket.bind(&addr.into()).map_err(|e| TcpError::bind(addr, e))?;
+    // Best effort: without it a connection is accepted before its request arrives.
+    let _ = sockopt::set_tcp_defer_accept(socket.as_fd(), 1);
     socket.listen(backlog).map_err(|e| TcpError::io(format!("cannot listen on {addr}"), e))?;
     Ok(socket)
 }

@@ -12,7 +12,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use cpulist::{CpuList, CpuListError};
-pub use net::{read_net_softirqs, read_nics, NetSoftirqs, Nic, NicIrq, NicQueue};
+pub use net::{
+    read_net_softirqs, read_nic_settings, read_nics, Channels, Coalesce, NetSoftirqs, Nic, NicIrq,
+    NicQueue, NicSettings,
+};
 
 /// Where one online CPU sits.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -27,10 +30,20 @@ pub struct CpuLocation {
     pub llc_shared: Vec<usize>,
 }
 
-/// The machine's online CPUs.
+/// A NUMA node: its CPUs and its distance to every node (SLIT units: 10 is local).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NumaNode {
+    pub node: usize,
+    pub cpus: Vec<usize>,
+    /// `distances[i]` is the distance to the i-th node listed in `Topology::nodes`.
+    pub distances: Vec<u32>,
+}
+
+/// The machine's online CPUs and its NUMA nodes (empty when the kernel shows none).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Topology {
     pub cpus: Vec<CpuLocation>,
+    pub nodes: Vec<NumaNode>,
 }
 
 /// Why the topology could not be read, or a CPU list does not fit it.
@@ -92,7 +105,17 @@ impl Topology {
                 llc_shared,
             });
         }
-        Ok(Self { cpus })
+        let nodes = nodes
+            .into_iter()
+            .map(|(node, list)| {
+                let path = system.join(format!("node/node{node}/distance"));
+                let distances = read_trimmed(&path)
+                    .map(|t| t.split_whitespace().filter_map(|d| d.parse().ok()).collect())
+                    .unwrap_or_default();
+                NumaNode { node, cpus: list.cpus().to_vec(), distances }
+            })
+            .collect();
+        Ok(Self { cpus, nodes })
     }
 
     /// NUMA nodes and their CPUs; a machine without `node*` directories is one node 0.
@@ -175,6 +198,8 @@ mod tests {
         }
         write(sys.join("node/node0/cpulist"), "0-3");
         write(sys.join("node/node1/cpulist"), "4-7");
+        write(sys.join("node/node0/distance"), "10 21");
+        write(sys.join("node/node1/distance"), "21 10");
         root
     }
 
@@ -187,6 +212,9 @@ mod tests {
         assert_eq!((cpu5.core, cpu5.package, cpu5.numa_node), (0, 1, 1));
         assert_eq!(cpu5.smt_siblings, vec![4, 5]);
         assert_eq!(cpu5.llc_shared, vec![4, 5, 6, 7]);
+        assert_eq!(topo.nodes.len(), 2);
+        assert_eq!(topo.nodes[1].cpus, vec![4, 5, 6, 7]);
+        assert_eq!(topo.nodes[1].distances, vec![21, 10]);
         fs::remove_dir_all(root).unwrap();
     }
 

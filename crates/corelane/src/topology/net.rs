@@ -8,6 +8,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::sys::ethtool;
+pub use crate::sys::ethtool::{Channels, Coalesce};
+
 /// One interrupt line of a NIC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NicIrq {
@@ -40,6 +43,35 @@ pub struct Nic {
     pub tx_queues: Vec<NicQueue>,
     /// Interrupts of the device; empty for virtual interfaces.
     pub irqs: Vec<NicIrq>,
+    /// ethtool settings, read through the ioctl when reading the live machine (`None` for a
+    /// fixture root, whose devices do not exist).
+    pub settings: Option<NicSettings>,
+}
+
+/// A NIC's ethtool settings in this network namespace; each is absent where the driver does
+/// not implement it (veth has channels but no coalescing and no flow hashing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NicSettings {
+    pub channels: Option<Channels>,
+    pub coalesce: Option<Coalesce>,
+    /// Flow type (tcp4, udp4, tcp6, udp6) and the header fields its RX hash covers, in
+    /// ethtool's letters (`sdfn`: source and destination address, both ports).
+    pub rx_flow_hash: Vec<(String, String)>,
+}
+
+/// Reads `name`'s ethtool settings in the calling thread's network namespace.
+pub fn read_nic_settings(name: &str) -> NicSettings {
+    NicSettings {
+        channels: ethtool::channels(name).ok(),
+        coalesce: ethtool::coalesce(name).ok(),
+        rx_flow_hash: ethtool::FLOW_TYPES
+            .iter()
+            .filter_map(|(flow, t)| {
+                let bits = ethtool::rx_flow_hash(name, *t).ok()?;
+                Some((flow.to_string(), ethtool::hash_letters(bits)))
+            })
+            .collect(),
+    }
 }
 
 /// NET_RX and NET_TX softirqs handled per CPU (/proc/softirqs).
@@ -130,6 +162,7 @@ pub fn read_nics(root: &Path) -> Vec<Nic> {
                 Vec::new()
             };
             Nic {
+                settings: (root == Path::new("/")).then(|| read_nic_settings(&name)),
                 rx_queues: queues(&dir.join("queues"), "rx-", "rps_cpus"),
                 tx_queues: queues(&dir.join("queues"), "tx-", "xps_cpus"),
                 name,

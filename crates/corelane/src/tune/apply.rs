@@ -1,6 +1,8 @@
-//! Applying a plan: the kernel settings it changes (IRQ affinity in /proc/irq, RPS masks in
-//! sysfs), each recorded with its previous value so that the change can be shown before it
+//! Applying a plan: the kernel settings it changes (ethtool queue count, RX flow hashing and
+//! interrupt moderation through the ethtool ioctl; IRQ affinity in /proc/irq; RPS and XPS masks
+//! in sysfs), each recorded with its previous value so that the change can be shown before it
 //! happens (dry run), rolled back if it fails half-way, and reverted later from a file.
+//! ethtool settings are named `ethtool:IFACE/SETTING` where a file would have a path.
 
 use std::fs;
 use std::io;
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Plan;
+use crate::sys::ethtool;
 
 /// One setting: where it lives, what it holds now, what the plan wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,9 +54,74 @@ fn same_mask(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
+/// The ethtool settings a plan changes, read through the ioctl (live machine only). They go
+/// first: a new queue count re-creates the queues, and with them their masks.
+fn ethtool_changes(plan: &Plan) -> Result<Vec<Change>, ApplyError> {
+    let mut out = Vec::new();
+    let name = |setting: &str| PathBuf::from(format!("ethtool:{}/{setting}", plan.nic));
+    let unreadable =
+        |setting: &str, source: io::Error| ApplyError::Read { path: name(setting), source };
+    if let Some(count) = plan.queue_count {
+        let c = ethtool::channels(&plan.nic).map_err(|e| unreadable("queues", e))?;
+        let now = if c.max_combined > 0 { c.combined } else { c.rx };
+        if now != count {
+            out.push(Change { path: name("queues"), from: now.to_string(), to: count.to_string() });
+        }
+    }
+    for hash in &plan.rx_flow_hash {
+        let setting = format!("rx-flow-hash/{}", hash.flow);
+        let flow = flow_type(&hash.flow)
+            .ok_or_else(|| unreadable(&setting, invalid("unknown flow type")))?;
+        let bits = ethtool::rx_flow_hash(&plan.nic, flow).map_err(|e| unreadable(&setting, e))?;
+        let now = ethtool::hash_letters(bits);
+        if now != hash.fields {
+            out.push(Change { path: name(&setting), from: now, to: hash.fields.clone() });
+        }
+    }
+    if let Some(usecs) = plan.rx_usecs {
+        let c = ethtool::coalesce(&plan.nic).map_err(|e| unreadable("rx-usecs", e))?;
+        if c.rx_usecs != usecs || c.adaptive_rx {
+            out.push(Change {
+                path: name("rx-usecs"),
+                from: c.rx_usecs.to_string(),
+                to: usecs.to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
+}
+
+fn flow_type(flow: &str) -> Option<u32> {
+    ethtool::FLOW_TYPES.iter().find(|(n, _)| *n == flow).map(|(_, t)| *t)
+}
+
+/// Makes one change: a file write, or an ethtool ioctl for an `ethtool:` setting.
+fn set(change: &Change, value: &str) -> io::Result<()> {
+    let text = change.path.to_string_lossy();
+    let Some(rest) = text.strip_prefix("ethtool:") else {
+        return fs::write(&change.path, value);
+    };
+    let (nic, setting) = rest.split_once('/').ok_or_else(|| invalid("bad ethtool setting"))?;
+    let number = || value.parse::<u32>().map_err(|_| invalid("not a number"));
+    match setting {
+        "queues" => ethtool::set_queue_count(nic, number()?),
+        "rx-usecs" => ethtool::set_rx_usecs(nic, number()?),
+        _ => {
+            let flow = setting.strip_prefix("rx-flow-hash/").and_then(flow_type);
+            let flow = flow.ok_or_else(|| invalid("unknown ethtool setting"))?;
+            let bits = ethtool::hash_bits(value).ok_or_else(|| invalid("unknown hash fields"))?;
+            ethtool::set_rx_flow_hash(nic, flow, bits)
+        }
+    }
+}
+
 /// The settings `plan` would change under `root` (`/` on a live machine), unchanged ones left out.
 pub fn changes(plan: &Plan, root: &Path) -> Result<Vec<Change>, ApplyError> {
-    let mut out = Vec::new();
+    let mut out = if root == Path::new("/") { ethtool_changes(plan)? } else { Vec::new() };
     for irq in &plan.irqs {
         let path = root.join(format!("proc/irq/{}/smp_affinity_list", irq.irq));
         let from = current(&path)?;
@@ -70,10 +138,31 @@ pub fn changes(plan: &Plan, root: &Path) -> Result<Vec<Change>, ApplyError> {
         .map(|e| e.path().join("rps_cpus"))
         .collect();
     rx.sort();
+    // Queues at or past a new queue count are gone once it is set: leave their masks alone.
+    let kept = |path: &Path| {
+        let index = path
+            .parent()
+            .and_then(|q| q.file_name())
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(_, i)| i.parse::<u32>().ok());
+        plan.queue_count.zip(index).is_none_or(|(count, i)| i < count)
+    };
+    rx.retain(|p| kept(p));
     for path in rx {
         let from = current(&path)?;
         if !same_mask(&from, &plan.rps_cpus) {
             out.push(Change { path, from, to: plan.rps_cpus.clone() });
+        }
+    }
+    for (q, mask) in plan.xps_cpus.iter().enumerate() {
+        let path = queues.join(format!("tx-{q}/xps_cpus"));
+        if !path.exists() || !kept(&path) {
+            continue;
+        }
+        let from = current(&path)?;
+        if !same_mask(&from, mask) {
+            out.push(Change { path, from, to: mask.clone() });
         }
     }
     Ok(out)
@@ -85,9 +174,9 @@ pub fn apply(changes: &[Change]) -> Result<(), ApplyError> {
         return Err(ApplyError::NotRoot);
     }
     for (i, change) in changes.iter().enumerate() {
-        if let Err(source) = fs::write(&change.path, &change.to) {
+        if let Err(source) = set(change, &change.to) {
             for done in changes[..i].iter().rev() {
-                let _ = fs::write(&done.path, &done.from);
+                let _ = set(done, &done.from);
             }
             return Err(ApplyError::Write {
                 path: change.path.clone(),
@@ -135,10 +224,14 @@ mod tests {
             syscall_cpus: "1".into(),
             app_cpus: "1".into(),
             rps_cpus: "2".into(),
+            xps_cpus: vec!["2".into()],
             irqs: vec![
                 IrqPlacement { irq: 38, name: "virtio2-input.0".into(), cpu: 0 },
                 IrqPlacement { irq: 39, name: "virtio2-output.0".into(), cpu: 0 },
             ],
+            queue_count: None,
+            rx_flow_hash: vec![],
+            rx_usecs: None,
             notes: vec![],
         };
         (root, plan)

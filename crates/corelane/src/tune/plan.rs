@@ -43,6 +43,13 @@ pub struct IrqPlacement {
     pub cpu: usize,
 }
 
+/// The header fields the NIC hashes for one flow type, in ethtool's letters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowHash {
+    pub flow: String,
+    pub fields: String,
+}
+
 /// A proposed partition, readable and editable as TOML or JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
@@ -54,7 +61,21 @@ pub struct Plan {
     pub app_cpus: String,
     /// RPS stays off: the interrupt CPUs do the receive work the seed assigns them.
     pub rps_cpus: String,
+    /// XPS mask of each TX queue (index order): a queue per sending CPU (application and
+    /// syscall CPUs), so a send completes on the CPU that sent it.
+    #[serde(default)]
+    pub xps_cpus: Vec<String>,
     pub irqs: Vec<IrqPlacement>,
+    /// Queues (ethtool channels) to run: one per interrupt CPU; absent to leave as is.
+    #[serde(default)]
+    pub queue_count: Option<u32>,
+    /// RX flow hashing per flow type (ethtool letters): UDP hashed on ports too, so the
+    /// flows between two hosts spread over the queues (seed 000 needed extra IPs for that).
+    #[serde(default)]
+    pub rx_flow_hash: Vec<FlowHash>,
+    /// Interrupt moderation (seed 001's ITR) in microseconds, when asked for.
+    #[serde(default)]
+    pub rx_usecs: Option<u32>,
     /// Compromises the machine forced, in words.
     pub notes: Vec<String>,
 }
@@ -171,6 +192,30 @@ pub fn plan(
         .enumerate()
         .map(|(i, q)| IrqPlacement { irq: q.irq, name: q.name.clone(), cpu: irq[i % irq.len()] })
         .collect();
+    let mut senders: Vec<usize> = app.iter().chain(&syscall).copied().collect();
+    senders.sort_unstable();
+    senders.dedup();
+    let xps_cpus = (0..nic.tx_queues.len())
+        .map(|q| CpuList::new(vec![senders[q % senders.len()]]).to_mask())
+        .collect();
+    let settings = nic.settings.clone().unwrap_or_default();
+    // A virtual NIC has no interrupts to spread its queues over: its queue count stays.
+    let queue_count = settings.channels.filter(|_| !nic.irqs.is_empty()).and_then(|c| {
+        let max = c.max_combined.max(c.max_rx);
+        let now = if c.max_combined > 0 { c.combined } else { c.rx };
+        let want = (irq.len() as u32).min(max).max(1);
+        (max > 0 && want != now).then_some(want)
+    });
+    let rx_flow_hash = settings
+        .rx_flow_hash
+        .iter()
+        .filter(|(flow, fields)| flow.starts_with("udp") && fields.as_str() != "sdfn")
+        .map(|(flow, _)| FlowHash { flow: flow.clone(), fields: "sdfn".into() })
+        .collect();
+    if nic.settings.as_ref().is_some_and(|s| s.rx_flow_hash.is_empty()) {
+        notes
+            .push(format!("{}: its driver does not expose RX flow hashing (ethtool -n)", nic.name));
+    }
     Ok(Plan {
         nic: nic.name.clone(),
         policy: placement.name().into(),
@@ -183,7 +228,11 @@ pub fn plan(
         } else {
             "0".into()
         },
+        xps_cpus,
         irqs,
+        queue_count,
+        rx_flow_hash,
+        rx_usecs: None,
         notes,
     })
 }
@@ -209,11 +258,12 @@ mod tests {
                 }
             })
             .collect();
-        Topology { cpus }
+        Topology { cpus, nodes: Vec::new() }
     }
 
     fn nic(node: Option<usize>, queues: usize, irqs: u32) -> Nic {
         Nic {
+            settings: None,
             name: "eth0".into(),
             driver: Some("test".into()),
             numa_node: node,
@@ -279,6 +329,7 @@ mod tests {
                     llc_shared: vec![0, 1],
                 })
                 .collect(),
+            nodes: Vec::new(),
         };
         let p = plan(&topo, &nic(None, 1, 0), None, &Placement::Spread).unwrap();
         assert_eq!(

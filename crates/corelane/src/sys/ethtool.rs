@@ -1,0 +1,184 @@
+//! The ethtool ioctl (SIOCETHTOOL) for the NIC settings a plan touches: channel (queue)
+//! counts, RX flow hashing and interrupt coalescing. It acts in the calling thread's network
+//! namespace; reading needs no privilege, writing needs CAP_NET_ADMIN.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::syscall;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GCOALESCE: u32 = 0x0e;
+const ETHTOOL_SCOALESCE: u32 = 0x0f;
+const ETHTOOL_GRXFH: u32 = 0x29;
+const ETHTOOL_SRXFH: u32 = 0x2a;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_SCHANNELS: u32 = 0x3d;
+
+/// struct ifreq with the ethtool command's address in its union.
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _rest: [u8; 16],
+}
+
+/// Runs one ethtool command on `ifname`; `cmd` is the command's struct, first field `cmd`.
+fn ethtool<T>(ifname: &str, cmd: &mut T) -> io::Result<()> {
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {ifname:?}"),
+        ));
+    }
+    let fd = syscall!(socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
+    // SAFETY: socket() returned a new descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: (cmd as *mut T).cast(), _rest: [0; 16] };
+    for (dst, src) in req.name.iter_mut().zip(ifname.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    syscall!(ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq)).map(drop)
+}
+
+/// Queue counts: the maximum the device allows and the current setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[repr(C)]
+pub struct Channels {
+    #[serde(skip)]
+    cmd: u32,
+    pub max_rx: u32,
+    pub max_tx: u32,
+    pub max_other: u32,
+    pub max_combined: u32,
+    pub rx: u32,
+    pub tx: u32,
+    pub other: u32,
+    pub combined: u32,
+}
+
+pub(crate) fn channels(ifname: &str) -> io::Result<Channels> {
+    let mut c = Channels { cmd: ETHTOOL_GCHANNELS, ..Channels::default() };
+    ethtool(ifname, &mut c)?;
+    Ok(c)
+}
+
+/// Sets the combined (or, for devices without combined queues, rx and tx) queue count.
+pub(crate) fn set_queue_count(ifname: &str, count: u32) -> io::Result<()> {
+    let mut c = channels(ifname)?;
+    c.cmd = ETHTOOL_SCHANNELS;
+    if c.max_combined > 0 {
+        c.combined = count;
+    } else {
+        c.rx = count.min(c.max_rx.max(1));
+        c.tx = count.min(c.max_tx.max(1));
+    }
+    ethtool(ifname, &mut c)
+}
+
+/// struct ethtool_coalesce: the command and its 22 settings.
+#[repr(C)]
+struct CoalesceRaw {
+    cmd: u32,
+    fields: [u32; 22],
+}
+
+const RX_USECS: usize = 0;
+const RX_FRAMES: usize = 1;
+const ADAPTIVE_RX: usize = 9;
+
+/// The receive interrupt moderation a plan reads and sets (seed 001's ITR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Coalesce {
+    pub rx_usecs: u32,
+    pub rx_frames: u32,
+    pub adaptive_rx: bool,
+}
+
+fn coalesce_raw(ifname: &str) -> io::Result<CoalesceRaw> {
+    let mut c = CoalesceRaw { cmd: ETHTOOL_GCOALESCE, fields: [0; 22] };
+    ethtool(ifname, &mut c)?;
+    Ok(c)
+}
+
+pub(crate) fn coalesce(ifname: &str) -> io::Result<Coalesce> {
+    let c = coalesce_raw(ifname)?;
+    Ok(Coalesce {
+        rx_usecs: c.fields[RX_USECS],
+        rx_frames: c.fields[RX_FRAMES],
+        adaptive_rx: c.fields[ADAPTIVE_RX] != 0,
+    })
+}
+
+/// Sets rx-usecs (and turns adaptive moderation off, which would override it).
+pub(crate) fn set_rx_usecs(ifname: &str, usecs: u32) -> io::Result<()> {
+    let mut c = coalesce_raw(ifname)?;
+    c.cmd = ETHTOOL_SCOALESCE;
+    c.fields[RX_USECS] = usecs;
+    c.fields[ADAPTIVE_RX] = 0;
+    ethtool(ifname, &mut c)
+}
+
+/// The head of struct ethtool_rxnfc, all that ETHTOOL_{G,S}RXFH use (the kernel copies only
+/// these fields for them, for compatibility with the original ABI).
+#[repr(C)]
+struct RxFlowHash {
+    cmd: u32,
+    flow_type: u32,
+    data: u64,
+}
+
+/// Flow types (TCP_V4_FLOW, UDP_V4_FLOW, TCP_V6_FLOW, UDP_V6_FLOW).
+pub const FLOW_TYPES: [(&str, u32); 4] = [("tcp4", 1), ("udp4", 2), ("tcp6", 5), ("udp6", 6)];
+
+/// The RXH_* bits and ethtool's letters for them: m v t s d f n.
+const HASH_FIELDS: [(char, u64); 7] = [
+    ('m', 1 << 1),
+    ('v', 1 << 2),
+    ('t', 1 << 3),
+    ('s', 1 << 4),
+    ('d', 1 << 5),
+    ('f', 1 << 6),
+    ('n', 1 << 7),
+];
+
+/// ethtool's letters for a hash field set (`sdfn`: addresses and both ports).
+pub fn hash_letters(bits: u64) -> String {
+    HASH_FIELDS.iter().filter(|(_, b)| bits & b != 0).map(|(c, _)| *c).collect()
+}
+
+pub fn hash_bits(letters: &str) -> Option<u64> {
+    letters
+        .chars()
+        .try_fold(0u64, |acc, ch| HASH_FIELDS.iter().find(|(c, _)| *c == ch).map(|(_, b)| acc | b))
+}
+
+pub(crate) fn rx_flow_hash(ifname: &str, flow_type: u32) -> io::Result<u64> {
+    let mut r = RxFlowHash { cmd: ETHTOOL_GRXFH, flow_type, data: 0 };
+    ethtool(ifname, &mut r)?;
+    Ok(r.data)
+}
+
+pub(crate) fn set_rx_flow_hash(ifname: &str, flow_type: u32, bits: u64) -> io::Result<()> {
+    let mut r = RxFlowHash { cmd: ETHTOOL_SRXFH, flow_type, data: bits };
+    ethtool(ifname, &mut r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_letters_round_trip() {
+        assert_eq!(hash_letters(hash_bits("sdfn").unwrap()), "sdfn");
+        assert_eq!(hash_bits("sdx"), None);
+    }
+
+    #[test]
+    fn loopback_has_no_channels_and_a_bad_name_is_refused() {
+        // The loopback device implements none of these operations: a clean error, no panic.
+        assert!(channels("lo").is_err());
+        assert!(coalesce("lo").is_err());
+        assert!(channels("a-name-far-too-long-for-ifreq").is_err());
+    }
+}
