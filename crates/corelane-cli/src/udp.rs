@@ -8,8 +8,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvInterval, RecvSummary, SendInterval, SendSummary, Sender,
-    SenderConfig, SocketMode, Steering,
+    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendInterval, SendSummary,
+    Sender, SenderConfig, SocketMode, Steering,
 };
 
 use crate::args::{
@@ -120,6 +120,14 @@ pub struct RecvArgs {
     /// Stop after this many datagrams.
     #[arg(long)]
     count: Option<u64>,
+    /// How lanes receive: mmsg (recvmmsg batches) or uring (a multishot io_uring receive
+    /// into provided buffers; no --gro, --coalesce unused).
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
+    backend: String,
+    /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane
+    /// (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
+    #[arg(long, value_name = "CPU")]
+    sqpoll: Option<usize>,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -208,7 +216,17 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         coalesce: (!args.coalesce.is_zero()).then_some(args.coalesce),
         duration: args.duration,
         until_datagrams: args.count,
+        backend: match (args.backend.as_str(), args.sqpoll) {
+            ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+            (_, Some(_)) => {
+                anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+            }
+            _ => RecvBackend::Mmsg,
+        },
     })?;
+    if let Some(note) = receiver.backend_note() {
+        eprintln!("note: {note}");
+    }
     let json = args.json;
     if json {
         print_json(&serde_json::json!({"type": "ready", "addrs": receiver.local_addrs()}));

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use corelane::lane::StopSignal;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvSummary, Sender, SenderConfig, SocketMode, UdpError,
+    Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode,
+    UdpError,
 };
 
 const N: u64 = 10_000;
@@ -98,6 +99,28 @@ fn reuseport_group_spreads_flows_over_its_sockets() {
     // 32 flows hashed over 2 sockets: each socket gets some (all on one: p = 2^-31).
     assert!(s.lanes.iter().all(|l| l.datagrams > 0), "{:?}", s.lanes);
     assert_eq!(s.sequence.late, 0, "a flow stays on one socket, so it stays in order");
+}
+
+#[test]
+fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
+    for sqpoll_cpu in [None, Some(0)] {
+        let rx = ReceiverConfig {
+            backend: RecvBackend::Uring { sqpoll_cpu },
+            ..receiver(2, SocketMode::Reuseport, false)
+        };
+        let s = round_trip(rx, 32, None);
+        assert_exact(&s, 32, 1);
+        assert!(s.backend.starts_with("uring"), "{}", s.backend);
+        if sqpoll_cpu.is_some() && s.backend == "uring" {
+            assert!(s.backend_note.as_deref().unwrap_or("").contains("SQPOLL"), "{s:#?}");
+        }
+        assert_eq!(s.sequence.late, 0, "a flow stays on one socket and one ring");
+    }
+    let refused = Receiver::bind(ReceiverConfig {
+        backend: RecvBackend::Uring { sqpoll_cpu: None },
+        ..receiver(1, SocketMode::Reuseport, true)
+    });
+    assert!(matches!(refused, Err(UdpError::UringGro)), "{refused:?}");
 }
 
 #[test]

@@ -136,6 +136,8 @@ pub fn run(
         rps: testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu])),
         lanes: CpuList::new(vec![lane]),
         pinned,
+        uring: false,
+        sqpoll: None,
         shared_socket: false,
         steer_cpu: false,
         gro: false,
@@ -332,9 +334,14 @@ fn findings(
             let _ = nc;
         }
     }
-    if let (Some(plain), Some(lane)) = (get("tcp", "NC+uring"), get("tcp", "NC+syscall-lane")) {
+    for (workload, unit) in [("udp", "datagrams/s"), ("tcp", "requests/s")] {
+        let (Some(plain), Some(lane)) =
+            (get(workload, "NC+uring"), get(workload, "NC+syscall-lane"))
+        else {
+            continue;
+        };
         out.push(format!(
-            "syscall lane: {:.0} vs {:.0} requests/s ({:+.1}%) and {:.0} vs {:.0} ns server CPU per request with the SQPOLL thread on the softirq CPU; its thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC.",
+            "{workload} syscall lane: {:.0} vs {:.0} {unit} ({:+.1}%) and {:.0} vs {:.0} ns CPU per unit with the SQPOLL thread on the softirq CPU; the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC.",
             lane.median,
             plain.median,
             (lane.median / plain.median.max(1.0) - 1.0) * 100.0,

@@ -232,7 +232,7 @@ pub fn run(
                 if stop.is_stopped() {
                     return Err(LabError::Interrupted);
                 }
-                let (o, w) = servers::measure_load_generators(&stage)?;
+                let (o, w) = servers::measure_load_generators(&stage, trial % 2 == 1)?;
                 progress(&format!(
                     "load generators trial {}/{}: corelane load {o:.0} req/s, wrk {w:.0} req/s",
                     trial + 1,

@@ -254,14 +254,23 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
     })
 }
 
-/// The load generator check: `wrk` and `corelane load` against the same corelane server.
-pub fn measure_load_generators(stage: &Stage<'_>) -> Result<(f64, f64), LabError> {
+/// The load generator check: `wrk` and `corelane load` against the same corelane server,
+/// in turns (`wrk_first` alternates between trials, so neither always meets a fresh server).
+pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f64, f64), LabError> {
     let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
     let all = ServerKind::Corelane(default);
     let mut server = start_server(stage, all)?;
     wait_listening(stage, &mut server, "corelane")?;
-    let ours = run_corelane_load(stage, false)?["requests_per_sec"].as_f64().unwrap_or(0.0);
-    let wrk = run_wrk(stage)?;
+    let ours_rps = |stage: &Stage<'_>| -> Result<f64, LabError> {
+        Ok(run_corelane_load(stage, false)?["requests_per_sec"].as_f64().unwrap_or(0.0))
+    };
+    let (ours, wrk) = if wrk_first {
+        let wrk = run_wrk(stage)?;
+        (ours_rps(stage)?, wrk)
+    } else {
+        let ours = ours_rps(stage)?;
+        (ours, run_wrk(stage)?)
+    };
     drop(server);
     Ok((ours, wrk))
 }

@@ -25,6 +25,9 @@ pub struct Config {
     pub lanes: CpuList,
     /// Whether the lanes are pinned to `lanes` (false: as many unpinned lanes).
     pub pinned: bool,
+    /// Receive through io_uring, and with an SQPOLL thread on this CPU when `Some`.
+    pub uring: bool,
+    pub sqpoll: Option<usize>,
     pub shared_socket: bool,
     /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
     pub steer_cpu: bool,
@@ -75,6 +78,8 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
         rps: rps(&CpuList::default()),
         lanes: one.clone(),
         pinned: true,
+        uring: false,
+        sqpoll: None,
         shared_socket: false,
         steer_cpu: false,
         gro: false,

@@ -87,6 +87,12 @@ pub fn run(
     if cfg.pinned {
         rx_args.extend(["--pin".into(), cfg.lanes.to_string()]);
     }
+    if cfg.uring {
+        rx_args.extend(["--backend".into(), "uring".into()]);
+    }
+    if let Some(cpu) = cfg.sqpoll {
+        rx_args.extend(["--sqpoll".into(), cpu.to_string()]);
+    }
     if cfg.gro {
         rx_args.push("--gro".into());
     }

@@ -6,8 +6,8 @@
 pub(crate) mod ethtool;
 pub(crate) mod file;
 pub(crate) mod mmsg;
+pub(crate) mod socket_ring;
 pub(crate) mod sockopt;
-pub(crate) mod tcp_ring;
 pub(crate) mod uring;
 pub(crate) mod usage;
 

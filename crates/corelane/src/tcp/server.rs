@@ -240,7 +240,7 @@ impl Server {
         }
         if let Some(cpu) = sqpoll_cpu {
             super::check_cpus(&[cpu], 1)?;
-            if let Err(reason) = crate::sys::tcp_ring::probe_sqpoll(cpu) {
+            if let Err(reason) = crate::sys::socket_ring::probe_sqpoll(cpu) {
                 notes.push(format!("{reason}; lanes submit for themselves"));
                 sqpoll_cpu = None;
             }

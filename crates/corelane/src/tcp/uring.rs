@@ -15,7 +15,7 @@ use super::http::{self, Limits, Status};
 use super::recycle::Recycle;
 use super::server::{bump, Content, ServerCounters, TICK};
 use crate::lane::StopSignal;
-use crate::sys::tcp_ring::{Completion, RingConfig, TcpRing};
+use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 
 /// Provided buffers per lane and their size: 8 MiB, drawn only while data is in flight.
 const BUFFERS: u16 = 2048;
@@ -33,7 +33,7 @@ struct Conn {
 
 #[derive(Debug)]
 pub(crate) struct UringLane {
-    ring: TcpRing,
+    ring: SocketRing,
     listener: Option<Arc<Socket>>,
     /// Connections by fixed-file slot.
     conns: Vec<Option<Conn>>,
@@ -60,7 +60,7 @@ impl UringLane {
     ) -> io::Result<Self> {
         // Slots beyond the limit let a refused connection still be answered 503.
         let files = (max_connections + 64) as u32;
-        let ring = TcpRing::new(RingConfig {
+        let ring = SocketRing::new(RingConfig {
             files,
             buffers: BUFFERS,
             buffer_size: BUFFER_BYTES,
@@ -163,7 +163,7 @@ impl UringLane {
                 }
                 self.flush(slot)?;
             }
-            Completion::RecvEnded { slot, result } => {
+            Completion::RecvEnded { slot, result, .. } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
                 conn.recv_armed = false;
                 if result == -libc::ENOBUFS && !conn.closing {

@@ -25,6 +25,10 @@ pub enum UdpError {
     Permission { addr: SocketAddr },
     #[error("--steer cpu needs --sockets reuseport and --pin (the lanes' CPUs decide the socket)")]
     Steering,
+    #[error(
+        "--backend uring receives datagram by datagram: drop --gro, or use --backend mmsg for GRO"
+    )]
+    UringGro,
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error(transparent)]

@@ -11,8 +11,8 @@ mod socket;
 
 pub use error::UdpError;
 pub use recv::{
-    LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvInterval, RecvSummary, SocketMode,
-    Steering,
+    LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
+    SocketMode, Steering,
 };
 pub use send::{
     GsoState, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS, MAX_PAYLOAD,

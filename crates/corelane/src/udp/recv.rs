@@ -16,6 +16,7 @@ use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
 use crate::lane::{Lane, StopSignal};
 use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, UdpCounters};
+use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
 
@@ -39,6 +40,18 @@ pub enum Steering {
     /// The socket of the lane pinned to the CPU whose softirq processed the datagram, so the
     /// datagram never crosses CPUs between the receive path and the lane that reads it.
     Cpu,
+}
+
+/// How a lane asks the kernel for datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecvBackend {
+    /// recvmmsg batches (optionally with UDP_GRO).
+    Mmsg,
+    /// io_uring: one multishot receive per socket into a ring of provided buffers, one
+    /// datagram per completion; with `sqpoll_cpu`, an SQPOLL thread on that CPU submits for
+    /// the lane (seed 003's syscall thread).
+    Uring { sqpoll_cpu: Option<usize> },
 }
 
 /// What to receive and how.
@@ -65,6 +78,7 @@ pub struct ReceiverConfig {
     pub duration: Option<Duration>,
     /// Stop once this many datagrams arrived.
     pub until_datagrams: Option<u64>,
+    pub backend: RecvBackend,
 }
 
 impl Default for ReceiverConfig {
@@ -83,6 +97,7 @@ impl Default for ReceiverConfig {
             coalesce: None,
             duration: None,
             until_datagrams: None,
+            backend: RecvBackend::Mmsg,
         }
     }
 }
@@ -144,6 +159,10 @@ pub struct RecvSummary {
     pub rcvbuf_bytes: Option<usize>,
     /// Bytes per receive buffer; longer datagrams were truncated.
     pub slot_bytes: usize,
+    /// `mmsg`, `uring` or `uring+sqpoll`.
+    pub backend: String,
+    /// Why the backend asked for was not the one that ran, if so.
+    pub backend_note: Option<String>,
     pub lanes: Vec<LaneSummary>,
 }
 
@@ -156,6 +175,7 @@ pub struct Receiver {
     bound: Vec<SocketAddr>,
     gro: OffloadState,
     rcvbuf_bytes: Option<usize>,
+    backend_note: Option<String>,
 }
 
 impl Receiver {
@@ -173,6 +193,20 @@ impl Receiver {
         }
         if let Some(pin) = &config.pin {
             Topology::read()?.check(pin)?;
+        }
+        let mut config = config;
+        let mut backend_note = None;
+        if let RecvBackend::Uring { sqpoll_cpu } = config.backend {
+            if config.gro {
+                return Err(UdpError::UringGro);
+            }
+            if let Some(cpu) = sqpoll_cpu {
+                Topology::read()?.check(&CpuList::new(vec![cpu]))?;
+                if let Err(reason) = crate::sys::socket_ring::probe_sqpoll(cpu) {
+                    backend_note = Some(format!("{reason}; lanes submit for themselves"));
+                    config.backend = RecvBackend::Uring { sqpoll_cpu: None };
+                }
+            }
         }
         let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.threads];
         let mut bound = Vec::new();
@@ -220,7 +254,12 @@ impl Receiver {
                 }
             }
         }
-        Ok(Self { config, lane_sockets, bound, gro, rcvbuf_bytes })
+        Ok(Self { config, lane_sockets, bound, gro, rcvbuf_bytes, backend_note })
+    }
+
+    /// Why the backend asked for will not run as asked (SQPOLL refused), if so.
+    pub fn backend_note(&self) -> Option<&str> {
+        self.backend_note.as_deref()
     }
 
     /// The addresses actually bound (port 0 resolved).
@@ -250,6 +289,8 @@ impl Receiver {
                 index,
                 check: cfg.check,
                 coalesce: cfg.coalesce,
+                backend: cfg.backend,
+                slot,
                 stop: lane_stop.clone(),
             };
             match Lane::spawn("corelane-rx", index, cpu, move || work.run()) {
@@ -346,6 +387,12 @@ impl Receiver {
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: slot,
+            backend: match cfg.backend {
+                RecvBackend::Mmsg => "mmsg".into(),
+                RecvBackend::Uring { sqpoll_cpu: None } => "uring".into(),
+                RecvBackend::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll".into(),
+            },
+            backend_note: self.backend_note.clone(),
             lanes: results
                 .iter()
                 .map(|(index, cpu, r)| LaneSummary {
@@ -380,6 +427,8 @@ struct LaneWork {
     index: usize,
     check: bool,
     coalesce: Option<Duration>,
+    backend: RecvBackend,
+    slot: usize,
     stop: StopSignal,
 }
 
@@ -405,7 +454,9 @@ impl LaneWork {
             cpu: CpuUsage::default(),
         };
         let sockets = std::mem::take(&mut self.sockets);
-        if sockets.len() == 1 {
+        if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
+            self.run_uring(&sockets, sqpoll_cpu, &mut result)?;
+        } else if sockets.len() == 1 {
             // One socket: block in recvmmsg (SO_RCVTIMEO wakes us to check the stop signal).
             let fd = sockets[0].as_fd();
             let half = self.batch.batch() / 2;
@@ -473,16 +524,81 @@ impl LaneWork {
             for datagram in data.chunks(segment) {
                 datagrams += 1;
                 bytes += datagram.len() as u64;
-                if self.check {
-                    match payload::read(datagram) {
-                        Ok(h) => r.tracker.record(h.flow, h.seq),
-                        Err(PayloadError::Corrupt) => r.corrupt += 1,
-                        Err(PayloadError::Foreign | PayloadError::Short) => r.foreign += 1,
-                    }
-                }
+                check_datagram(self.check, datagram, r);
             }
         }
         self.counters[self.index].add(datagrams, bytes);
         Ok(n)
+    }
+
+    /// The io_uring lane: a multishot receive per socket, one datagram per completion, every
+    /// buffer handed back as soon as it is checked; one io_uring_enter per wait (none for
+    /// submissions when an SQPOLL thread takes them).
+    fn run_uring(
+        &mut self,
+        sockets: &[Arc<Socket>],
+        sqpoll_cpu: Option<usize>,
+        r: &mut LaneResult,
+    ) -> io::Result<()> {
+        let mut ring = SocketRing::new(RingConfig {
+            files: 1,
+            buffers: 4096,
+            buffer_size: self.slot,
+            sqpoll_cpu,
+        })?;
+        for (token, socket) in sockets.iter().enumerate() {
+            ring.receive_datagrams(socket.as_fd(), token as u32)?;
+        }
+        let mut completions = Vec::with_capacity(4096);
+        while !self.stop.is_stopped() {
+            ring.submit_and_wait(WAKE_INTERVAL)?;
+            r.syscalls += 1;
+            ring.completions(&mut completions);
+            let (mut datagrams, mut bytes) = (0u64, 0u64);
+            for completion in completions.drain(..) {
+                let (token, more) = match completion {
+                    Completion::Received { slot, buffer, len, more } => {
+                        if len > ring.buffer_size() {
+                            r.truncated += 1;
+                        }
+                        let datagram = ring.buffer(buffer, len);
+                        datagrams += 1;
+                        bytes += datagram.len() as u64;
+                        check_datagram(self.check, datagram, r);
+                        ring.give_back(buffer);
+                        (slot, more)
+                    }
+                    Completion::RecvEnded { slot, result, more } => {
+                        if result == 0 {
+                            datagrams += 1; // an empty datagram
+                            r.foreign += u64::from(self.check);
+                        } else if result != -libc::ENOBUFS {
+                            return Err(io::Error::from_raw_os_error(-result));
+                        }
+                        (slot, more)
+                    }
+                    _ => continue,
+                };
+                if !more {
+                    if let Some(socket) = sockets.get(token as usize) {
+                        ring.receive_datagrams(socket.as_fd(), token)?;
+                    }
+                }
+            }
+            self.counters[self.index].add(datagrams, bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Checks one datagram's header into the lane's tracker.
+#[inline]
+fn check_datagram(check: bool, datagram: &[u8], r: &mut LaneResult) {
+    if check {
+        match payload::read(datagram) {
+            Ok(h) => r.tracker.record(h.flow, h.seq),
+            Err(PayloadError::Corrupt) => r.corrupt += 1,
+            Err(PayloadError::Foreign | PayloadError::Short) => r.foreign += 1,
+        }
     }
 }

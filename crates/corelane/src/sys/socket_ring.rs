@@ -1,9 +1,10 @@
-//! An io_uring for one lane of TCP connections: multishot accept straight into the ring's
+//! An io_uring for one lane's sockets. For TCP: multishot accept straight into the ring's
 //! fixed-file table (registered files: no fd-table slot per connection), multishot receive
 //! into a ring of provided buffers (no buffer per connection while it is idle), sends from
-//! buffers the ring holds until they complete, shutdowns and closes of fixed files. An
-//! optional SQPOLL kernel thread pinned to a CPU takes the submissions: seed 003's syscall
-//! thread. Everything unsafe about sharing memory with the kernel stays in this file.
+//! buffers the ring holds until they complete, shutdowns and closes of fixed files. For UDP:
+//! a multishot receive per socket, one datagram per completion. An optional SQPOLL kernel
+//! thread pinned to a CPU takes the submissions: seed 003's syscall thread. Everything unsafe
+//! about sharing memory with the kernel stays in this file.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
@@ -30,11 +31,12 @@ pub(crate) enum Completion {
     /// Accepting failed (out of fixed-file slots or memory).
     AcceptFailed { more: bool },
     /// `len` bytes arrived for `slot` in provided buffer `buffer` (read it with
-    /// [`TcpRing::buffer`], then hand it back with [`TcpRing::give_back`]).
+    /// [`SocketRing::buffer`], then hand it back with [`SocketRing::give_back`]).
     Received { slot: u32, buffer: u16, len: usize, more: bool },
-    /// The receive on `slot` ended: 0 when the peer closed, else -errno (-ENOBUFS: out of
-    /// provided buffers; re-arm once some are back).
-    RecvEnded { slot: u32, result: i32 },
+    /// The receive on `slot` ended (or, with `more`, brought nothing): 0 when the peer closed
+    /// (TCP) or an empty datagram came (UDP), else -errno (-ENOBUFS: out of provided buffers;
+    /// re-arm once some are back).
+    RecvEnded { slot: u32, result: i32, more: bool },
     /// A send on `slot` finished with `result` (bytes or -errno); its buffer comes back.
     Sent { slot: u32, result: i32, buf: Vec<u8>, offset: usize },
     /// A shutdown or close finished.
@@ -121,7 +123,7 @@ impl BufRing {
 impl Drop for BufRing {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with these layouts; the ring that used them is gone
-        // (TcpRing drops its IoUring first).
+        // (SocketRing drops its IoUring first).
         unsafe {
             dealloc(self.entries.cast(), self.entries_layout);
             dealloc(self.pool, self.pool_layout);
@@ -143,23 +145,23 @@ pub(crate) struct RingConfig {
 
 /// One lane's ring. Field order matters: the ring is dropped (and the kernel lets go of every
 /// buffer) before the buffers and pending sends are freed.
-pub(crate) struct TcpRing {
+pub(crate) struct SocketRing {
     ring: IoUring,
     bufs: BufRing,
     /// The buffer and offset of the send in flight on each slot.
     sends: Vec<Option<(Vec<u8>, usize)>>,
 }
 
-impl std::fmt::Debug for TcpRing {
+impl std::fmt::Debug for SocketRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TcpRing").field("bufs", &self.bufs).finish_non_exhaustive()
+        f.debug_struct("SocketRing").field("bufs", &self.bufs).finish_non_exhaustive()
     }
 }
 
 // SAFETY: the raw pointers in BufRing point to allocations owned by this value alone.
-unsafe impl Send for TcpRing {}
+unsafe impl Send for SocketRing {}
 
-impl TcpRing {
+impl SocketRing {
     pub fn new(config: RingConfig) -> io::Result<Self> {
         if !config.buffers.is_power_of_two() || config.buffer_size == 0 || config.files == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad ring configuration"));
@@ -195,7 +197,7 @@ impl TcpRing {
 
     fn push(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
         loop {
-            // SAFETY: every entry built here points only at memory this TcpRing keeps alive
+            // SAFETY: every entry built here points only at memory this SocketRing keeps alive
             // until its completion (provided buffers, the send buffers in `sends`), or at none.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
@@ -219,6 +221,22 @@ impl TcpRing {
         let entry =
             opcode::RecvMulti::new(types::Fixed(slot), GROUP).build().user_data(RECV | slot as u64);
         self.push(entry)
+    }
+
+    /// Receives datagrams on the (unregistered) socket `fd` into provided buffers, one per
+    /// completion, reported under `token`; MSG_TRUNC makes a completion carry a datagram's
+    /// full length even when the buffer held less.
+    pub fn receive_datagrams(&mut self, fd: BorrowedFd<'_>, token: u32) -> io::Result<()> {
+        let entry = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), GROUP)
+            .flags(libc::MSG_TRUNC)
+            .build()
+            .user_data(RECV | token as u64);
+        self.push(entry)
+    }
+
+    /// The size of each provided buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.bufs.size
     }
 
     /// Sends `buf[offset..]` on `slot`; the buffer comes back in `Completion::Sent`.
@@ -296,11 +314,11 @@ impl TcpRing {
                         Completion::Received { slot, buffer, len: result as usize, more }
                     }
                     Some(buffer) => {
-                        // A buffer with no data (should not happen): return it at once.
+                        // A buffer with no data: return it at once.
                         self.give_back(buffer);
-                        Completion::RecvEnded { slot, result }
+                        Completion::RecvEnded { slot, result, more }
                     }
-                    None => Completion::RecvEnded { slot, result },
+                    None => Completion::RecvEnded { slot, result, more },
                 },
                 SEND => match self.sends.get_mut(slot as usize).and_then(Option::take) {
                     Some((buf, offset)) => Completion::Sent { slot, result, buf, offset },
