@@ -8,6 +8,8 @@
 //! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
 //! * [`tcp`] is seed 001's path: a per-lane HTTP server that recycles buffers, slots and epoll
 //!   events, and the load generator that measures it.
+//! * [`sched`] is seed 004's path: flow-aware dispatch of events over worker lanes (RSS,
+//!   spray, DSW, Diffuser), measured for reordering, balance and latency.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
@@ -18,6 +20,7 @@
 
 pub mod copy;
 pub mod lane;
+pub mod sched;
 pub mod stats;
 pub mod tcp;
 pub mod topology;

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use corelane::lane::StopSignal;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode,
-    UdpError,
+    Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode, UdpError,
 };
 
 const N: u64 = 10_000;

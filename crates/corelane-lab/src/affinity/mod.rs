@@ -156,6 +156,27 @@ pub fn run(
             true,
         ),
         udp_config("NZ", "NZ: receiver unpinned (the scheduler places it)".into(), irq_cpu, false),
+        UdpConfig {
+            uring: true,
+            ..udp_config(
+                "NC+uring",
+                "NC on io_uring, the lane submits itself".into(),
+                other_cpu,
+                true,
+            )
+        },
+        UdpConfig {
+            uring: true,
+            sqpoll: Some(irq_cpu),
+            ..udp_config(
+                "NC+syscall-lane",
+                format!(
+                    "NC on io_uring with an SQPOLL syscall thread on the softirq CPU {irq_cpu}"
+                ),
+                other_cpu,
+                true,
+            )
+        },
     ];
     // HTTP placements, then the syscall lane.
     let placed = |cpu: Option<usize>, backend: &'static str, sqpoll: Option<usize>| {

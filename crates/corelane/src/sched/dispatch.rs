@@ -1,0 +1,456 @@
+//! The schedulers, behind one dispatcher that the simulation and the threaded runs share.
+//!
+//! * `rss` — a static flow hash: never reorders, never balances.
+//! * `spray` — every event to the less loaded of two random workers (power of two choices):
+//!   balances, reorders.
+//! * `dsw-atomic` — DPDK's DSW (drivers/event/dsw): flows start on random workers; each
+//!   worker's load is its busy fraction, smoothed `(new + old) / 2` every epoch (250 µs); a
+//!   flow's load is its worker's load times its share of that worker's last 128 events; every
+//!   0.5–1.5 ms a worker loaded ≥ 70 % that carries more than one flow moves up to 8 flows,
+//!   greedily, to workers under 95 %, each time picking the (flow, target) that leaves the
+//!   target least loaded, never to a target within 3 % of the source or one the flow would
+//!   load above the source. A moving flow is *paused*: its new events are held until every
+//!   event it has in flight has left the old worker, then they follow it — order is kept.
+//! * `dsw-parallel` — DSW on parallel queues: events sprayed round-robin, no pause.
+//! * `diffuser` — ours, after the thesis's abstract: stochastic flow assignment (a new flow
+//!   goes to the less loaded of two random workers) plus a load-imbalance feedback loop.
+//!   Every epoch the imbalance I (coefficient of variation of the workers' busy fractions)
+//!   drives the diffusion probability p: `p += 0.5 (I − 0.05)` when I is above the target
+//!   0.05, `p −= 0.05` otherwise, clamped to [0, 1]. Each flow on a worker busier than the mean
+//!   is *diffused* for the next epoch with probability p. A diffused flow's event goes to the
+//!   worker that can start it first, but not so early that it would finish before the flow's
+//!   previous event is predicted to finish plus a spacing of (mean cost / workers): if that
+//!   worker is free sooner, the event carries a `not_before` time and the worker waits
+//!   (predictions: each worker's queued work, from each event's visible cost — what a packet
+//!   processor knows from a packet's length). A diffused event overtakes its predecessor only
+//!   when the unseen part of the costs strays by more than the spacing; undiffused flows stay on their worker and cannot reorder. The parameters: the
+//!   control law's target 0.05 and gain 0.5, the spacing, and the 250 µs epoch.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::Serialize;
+
+/// An event: which flow it belongs to, its place in the flow, when it was born and its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub flow: u32,
+    pub seq: u64,
+    pub born_ns: u64,
+    pub cost_ns: u32,
+    /// The part of the cost the dispatcher can predict (from a packet's length).
+    pub visible_cost_ns: u32,
+    /// A worker starts the event no earlier than this (0: at once); set by Diffuser so that a
+    /// diffused event finishes after its predecessor.
+    pub not_before_ns: u64,
+    /// Predicted worker time the dispatcher charged for it (waiting included).
+    pub charge_ns: u32,
+    /// When the dispatcher predicted it would finish (Diffuser), to correct its predictions.
+    pub due_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Rss,
+    Spray,
+    DswAtomic,
+    DswParallel,
+    Diffuser,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] =
+        [Kind::Rss, Kind::Spray, Kind::DswAtomic, Kind::DswParallel, Kind::Diffuser];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Rss => "rss",
+            Kind::Spray => "spray",
+            Kind::DswAtomic => "dsw-atomic",
+            Kind::DswParallel => "dsw-parallel",
+            Kind::Diffuser => "diffuser",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
+            format!("unknown scheduler {s:?}: use rss, spray, dsw-atomic, dsw-parallel or diffuser")
+        })
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The epoch at which loads are measured and the feedback loops run.
+pub const EPOCH_NS: u64 = 250_000;
+const DSW_RECENT: usize = 128;
+const DSW_MAX_MOVES: usize = 8;
+const DIFFUSER_TARGET: f64 = 0.05;
+const DIFFUSER_GAIN: f64 = 0.5;
+
+/// Decides which worker each event goes to; tracks what is in flight.
+#[derive(Debug)]
+pub struct Dispatcher {
+    kind: Kind,
+    workers: usize,
+    rng: fastrand::Rng,
+    /// Flow → worker, for the flow-level schedulers (ordered, so runs are deterministic).
+    table: BTreeMap<u32, usize>,
+    /// Events dispatched and not yet completed, per flow and per worker.
+    flow_in_flight: HashMap<u32, u32>,
+    outstanding: Vec<u64>,
+    /// Predicted queued work per worker (ns), from the flows' mean costs.
+    backlog_ns: Vec<f64>,
+    /// Diffuser: when each worker's queue is predicted to drain (absolute ns).
+    queue_end: Vec<f64>,
+    mean_cost: HashMap<u32, f64>,
+    round_robin: usize,
+    // DSW
+    load: Vec<f64>,
+    recent: Vec<VecDeque<u32>>,
+    next_migration_ns: u64,
+    paused: HashMap<u32, (usize, Vec<Event>)>,
+    // Diffuser
+    p_diffuse: f64,
+    diffused: HashMap<u32, bool>,
+    /// Predicted finish (absolute ns) of each flow's latest event, and its worker.
+    last_finish: HashMap<u32, (f64, usize)>,
+    migrations: u64,
+    /// (worker, not-before, charge, due) of the latest dispatch, for `stamp`.
+    last_decision: (usize, u64, u32, u64),
+}
+
+impl Dispatcher {
+    pub fn new(kind: Kind, workers: usize, seed: u64) -> Self {
+        let workers = workers.max(1);
+        Self {
+            kind,
+            workers,
+            rng: fastrand::Rng::with_seed(seed),
+            table: BTreeMap::new(),
+            flow_in_flight: HashMap::new(),
+            outstanding: vec![0; workers],
+            backlog_ns: vec![0.0; workers],
+            queue_end: vec![0.0; workers],
+            mean_cost: HashMap::new(),
+            round_robin: 0,
+            load: vec![0.0; workers],
+            recent: vec![VecDeque::with_capacity(DSW_RECENT); workers],
+            next_migration_ns: 1_000_000,
+            paused: HashMap::new(),
+            p_diffuse: 0.0,
+            diffused: HashMap::new(),
+            last_finish: HashMap::new(),
+            migrations: 0,
+            last_decision: (0, 0, 0, 0),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Flow migrations so far (DSW moves; Diffuser events sent off a flow's worker).
+    pub fn migrations(&self) -> u64 {
+        self.migrations
+    }
+
+    fn least_of_two(&mut self) -> usize {
+        let a = self.rng.usize(..self.workers);
+        let b = self.rng.usize(..self.workers);
+        if self.outstanding[b] < self.outstanding[a] {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// The worker for `ev`, or `None` when its flow is paused (the event is held and comes
+    /// back from `complete` once the flow has moved).
+    pub fn dispatch(&mut self, ev: Event, now_ns: u64) -> Option<usize> {
+        let cost = {
+            let m = self.mean_cost.entry(ev.flow).or_insert(ev.visible_cost_ns as f64);
+            *m += (ev.visible_cost_ns as f64 - *m) / 16.0;
+            *m
+        };
+        let worker = match self.kind {
+            Kind::Rss => (ev.flow.wrapping_mul(0x9E37_79B1) >> 7) as usize % self.workers,
+            Kind::Spray => self.least_of_two(),
+            Kind::DswParallel => {
+                self.round_robin = (self.round_robin + 1) % self.workers;
+                self.round_robin
+            }
+            Kind::DswAtomic => {
+                if let Some((_, held)) = self.paused.get_mut(&ev.flow) {
+                    held.push(ev);
+                    return None;
+                }
+                let w = match self.table.get(&ev.flow) {
+                    Some(&w) => w,
+                    None => {
+                        let w = self.rng.usize(..self.workers);
+                        self.table.insert(ev.flow, w);
+                        w
+                    }
+                };
+                let recent = &mut self.recent[w];
+                if recent.len() == DSW_RECENT {
+                    recent.pop_front();
+                }
+                recent.push_back(ev.flow);
+                w
+            }
+            Kind::Diffuser => {
+                let (w, not_before, charge, due) =
+                    self.diffuse(ev.flow, ev.visible_cost_ns as f64, now_ns);
+                *self.flow_in_flight.entry(ev.flow).or_insert(0) += 1;
+                self.outstanding[w] += 1;
+                self.backlog_ns[w] += charge;
+                self.last_decision = (w, not_before, charge as u32, due);
+                return Some(w);
+            }
+        };
+        *self.flow_in_flight.entry(ev.flow).or_insert(0) += 1;
+        self.outstanding[worker] += 1;
+        self.backlog_ns[worker] += cost;
+        self.last_decision = (worker, 0, cost as u32, 0);
+        Some(worker)
+    }
+
+    /// The start time and charge of the event `dispatch` just placed; copy them into the
+    /// event before it goes to its worker.
+    pub fn stamp(&self, ev: &mut Event) {
+        ev.not_before_ns = self.last_decision.1;
+        ev.charge_ns = self.last_decision.2;
+        ev.due_ns = self.last_decision.3;
+    }
+
+    /// Diffuser's placement: (worker, not-before time, predicted charge, predicted finish).
+    fn diffuse(&mut self, flow: u32, cost: f64, now_ns: u64) -> (usize, u64, f64, u64) {
+        let home = match self.table.get(&flow) {
+            Some(&w) => w,
+            None => {
+                let w = self.least_of_two();
+                self.table.insert(flow, w);
+                w
+            }
+        };
+        let now = now_ns as f64;
+        let free_at = |w: usize| self.queue_end[w].max(now);
+        let diffused = self.diffused.get(&flow).copied().unwrap_or(false);
+        let (worker, start) = if diffused {
+            // The worker free first; the event must not finish before its predecessor.
+            let w = (0..self.workers)
+                .min_by(|a, b| free_at(*a).total_cmp(&free_at(*b)))
+                .unwrap_or(home);
+            let spacing = cost / self.workers as f64;
+            let earliest = self.last_finish.get(&flow).map_or(0.0, |(f, _)| f + spacing - cost);
+            if w != home {
+                self.migrations += 1;
+            }
+            (w, free_at(w).max(earliest))
+        } else {
+            (home, free_at(home))
+        };
+        let finish = start + cost;
+        let charge = finish - free_at(worker);
+        let not_before = if start > free_at(worker) + 1.0 { start as u64 } else { 0 };
+        self.queue_end[worker] = finish;
+        self.last_finish.insert(flow, (finish, worker));
+        (worker, not_before, charge, finish as u64)
+    }
+
+    /// An event of `flow` left `worker`. Events released by a finished migration are
+    /// appended to `released` with their new worker, in order.
+    pub fn complete(
+        &mut self,
+        ev: &Event,
+        worker: usize,
+        now_ns: u64,
+        released: &mut Vec<(Event, usize)>,
+    ) {
+        let cost = ev.charge_ns as f64;
+        self.outstanding[worker] = self.outstanding[worker].saturating_sub(1);
+        self.backlog_ns[worker] = (self.backlog_ns[worker] - cost).max(0.0);
+        // Re-anchor the worker's predicted queue end on the completion just seen.
+        self.queue_end[worker] = now_ns as f64 + self.backlog_ns[worker];
+        let left = {
+            let n = self.flow_in_flight.entry(ev.flow).or_insert(1);
+            *n = n.saturating_sub(1);
+            *n
+        };
+        if left == 0 {
+            self.finish_move(ev.flow, released);
+        }
+    }
+
+    /// Completes a paused flow's move once nothing of it is in flight.
+    fn finish_move(&mut self, flow: u32, released: &mut Vec<(Event, usize)>) {
+        let Some((to, held)) = self.paused.remove(&flow) else { return };
+        self.table.insert(flow, to);
+        let cost = self.mean_cost.get(&flow).copied().unwrap_or(0.0);
+        for mut ev in held {
+            *self.flow_in_flight.entry(flow).or_insert(0) += 1;
+            self.outstanding[to] += 1;
+            self.backlog_ns[to] += cost;
+            ev.charge_ns = cost as u32;
+            released.push((ev, to));
+        }
+    }
+
+    /// Called every EPOCH_NS with each worker's busy fraction over the epoch.
+    pub fn epoch(&mut self, busy: &[f64], now_ns: u64, released: &mut Vec<(Event, usize)>) {
+        match self.kind {
+            Kind::DswAtomic => {
+                for (l, b) in self.load.iter_mut().zip(busy) {
+                    *l = (*l + b) / 2.0;
+                }
+                if now_ns >= self.next_migration_ns {
+                    self.next_migration_ns = now_ns + 500_000 + self.rng.u64(..1_000_000);
+                    self.dsw_migrate(released);
+                }
+            }
+            Kind::Diffuser => {
+                let imbalance = super::metrics::Balance::of(busy).cov;
+                self.p_diffuse = if imbalance > DIFFUSER_TARGET {
+                    (self.p_diffuse + DIFFUSER_GAIN * (imbalance - DIFFUSER_TARGET)).min(1.0)
+                } else {
+                    (self.p_diffuse - 0.05).max(0.0)
+                };
+                let mean = busy.iter().sum::<f64>() / busy.len().max(1) as f64;
+                let flows: Vec<u32> = self.table.keys().copied().collect();
+                for flow in flows {
+                    let home = self.table[&flow];
+                    let hot = busy.get(home).is_some_and(|b| *b > mean);
+                    let diffuse = hot && self.rng.f64() < self.p_diffuse;
+                    if !diffuse {
+                        // Back home where its latest event went, so it cannot overtake it.
+                        if let Some(&(_, w)) = self.last_finish.get(&flow) {
+                            self.table.insert(flow, w);
+                        }
+                    }
+                    self.diffused.insert(flow, diffuse);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn dsw_migrate(&mut self, released: &mut Vec<(Event, usize)>) {
+        let mut load = self.load.clone();
+        let mut order: Vec<usize> = (0..self.workers).collect();
+        order.sort_by(|a, b| load[*b].total_cmp(&load[*a]));
+        let mut moves = 0;
+        for &source in &order {
+            if load[source] < 0.70 || moves >= DSW_MAX_MOVES {
+                continue;
+            }
+            let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+            for &f in &self.recent[source] {
+                *counts.entry(f).or_insert(0) += 1;
+            }
+            counts
+                .retain(|f, _| !self.paused.contains_key(f) && self.table.get(f) == Some(&source));
+            if counts.len() < 2 {
+                continue; // never move a worker's only flow
+            }
+            let total = self.recent[source].len().max(1) as f64;
+            while moves < DSW_MAX_MOVES {
+                let mut best: Option<(f64, u32, usize, f64)> = None;
+                for (&flow, &n) in &counts {
+                    let flow_load = load[source] * n as f64 / total;
+                    for target in 0..self.workers {
+                        let after = load[target] + flow_load;
+                        if target == source
+                            || load[target] >= 0.95
+                            || load[target] + 0.03 >= load[source]
+                            || after > load[source] - flow_load
+                        {
+                            continue;
+                        }
+                        if best.is_none_or(|(b, ..)| after < b) {
+                            best = Some((after, flow, target, flow_load));
+                        }
+                    }
+                }
+                let Some((_, flow, target, flow_load)) = best else { break };
+                counts.remove(&flow);
+                load[source] -= flow_load;
+                load[target] += flow_load;
+                moves += 1;
+                self.migrations += 1;
+                self.paused.insert(flow, (target, Vec::new()));
+                if self.flow_in_flight.get(&flow).copied().unwrap_or(0) == 0 {
+                    self.finish_move(flow, released);
+                }
+                if counts.len() < 2 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(flow: u32, seq: u64) -> Event {
+        Event {
+            flow,
+            seq,
+            born_ns: 0,
+            cost_ns: 100,
+            visible_cost_ns: 100,
+            not_before_ns: 0,
+            charge_ns: 100,
+            due_ns: 0,
+        }
+    }
+
+    #[test]
+    fn rss_keeps_a_flow_on_one_worker() {
+        let mut d = Dispatcher::new(Kind::Rss, 8, 1);
+        let w: Vec<usize> = (0..100).map(|s| d.dispatch(ev(42, s), 0).unwrap()).collect();
+        assert!(w.iter().all(|x| *x == w[0]));
+    }
+
+    #[test]
+    fn dsw_parallel_sprays_round_robin() {
+        let mut d = Dispatcher::new(Kind::DswParallel, 4, 1);
+        let w: Vec<usize> = (0..8).map(|s| d.dispatch(ev(1, s), 0).unwrap()).collect();
+        assert_eq!(w, vec![1, 2, 3, 0, 1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn a_paused_flow_is_held_until_its_events_have_left_then_follows_in_order() {
+        let mut d = Dispatcher::new(Kind::DswAtomic, 2, 3);
+        let first = d.dispatch(ev(5, 0), 0).unwrap();
+        let target = 1 - first;
+        d.paused.insert(5, (target, Vec::new()));
+        assert_eq!(d.dispatch(ev(5, 1), 0), None);
+        assert_eq!(d.dispatch(ev(5, 2), 0), None);
+        let mut released = Vec::new();
+        d.complete(&ev(5, 0), first, 0, &mut released);
+        assert_eq!(
+            released.iter().map(|(e, w)| (e.seq, *w)).collect::<Vec<_>>(),
+            vec![(1, target), (2, target)]
+        );
+        assert_eq!(d.dispatch(ev(5, 3), 0), Some(target));
+    }
+
+    #[test]
+    fn kinds_parse_and_print() {
+        for k in Kind::ALL {
+            assert_eq!(k.name().parse::<Kind>().unwrap(), k);
+        }
+        assert!("fifo".parse::<Kind>().unwrap_err().contains("diffuser"));
+    }
+}

@@ -1,0 +1,196 @@
+//! What a scheduler is judged by: reordering at the egress point (RFC 4737), balance over
+//! the workers (coefficient of variation, max/mean − 1, Jain's index) and latency.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// RFC 4737 reordering of the events of every flow, fed in arrival order at the egress.
+///
+/// Per flow, NextExp starts at the first sequence number; an event with s ≥ NextExp is in
+/// order and sets NextExp = s + 1, otherwise it is reordered. Its extent is i − j, where i is
+/// its arrival index and j the earliest earlier arrival with a larger sequence number; it is
+/// n-reordered when at least n earlier arrivals have larger sequence numbers (n = 3 triggers
+/// TCP's fast retransmit).
+#[derive(Debug, Default)]
+pub struct ReorderMeter {
+    flows: HashMap<u32, FlowOrder>,
+    events: u64,
+    reordered: u64,
+    extent_sum: u64,
+    extent_max: u64,
+    n_reordered: u64,
+}
+
+#[derive(Debug, Default)]
+struct FlowOrder {
+    next_exp: u64,
+    /// Arrivals of this flow so far, as (sequence, arrival index), for extents; only the
+    /// recent window is kept (reordering beyond it counts with the window's extent).
+    recent: std::collections::VecDeque<(u64, u64)>,
+    arrivals: u64,
+}
+
+/// Arrivals remembered per flow for extents: reordering further back is rare and capped.
+const WINDOW: usize = 1024;
+/// n of n-reordering (RFC 4737 section 5.1): 3, the duplicate-ACK threshold.
+pub const N_REORDER: usize = 3;
+
+impl ReorderMeter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the arrival of `seq` of `flow`.
+    pub fn record(&mut self, flow: u32, seq: u64) {
+        self.events += 1;
+        let f = self
+            .flows
+            .entry(flow)
+            .or_insert_with(|| FlowOrder { next_exp: seq, ..Default::default() });
+        let index = f.arrivals;
+        f.arrivals += 1;
+        if seq >= f.next_exp {
+            f.next_exp = seq + 1;
+        } else {
+            self.reordered += 1;
+            // Earliest earlier arrival with a larger sequence number, and how many there are.
+            let mut earliest = None;
+            let mut larger = 0usize;
+            for &(s, i) in &f.recent {
+                if s > seq {
+                    larger += 1;
+                    if earliest.is_none() {
+                        earliest = Some(i);
+                    }
+                }
+            }
+            let extent = earliest.map_or(WINDOW as u64, |j| index - j);
+            self.extent_sum += extent;
+            self.extent_max = self.extent_max.max(extent);
+            if larger >= N_REORDER {
+                self.n_reordered += 1;
+            }
+        }
+        f.recent.push_back((seq, index));
+        if f.recent.len() > WINDOW {
+            f.recent.pop_front();
+        }
+    }
+
+    pub fn report(&self) -> ReorderReport {
+        let ratio = |n: u64| if self.events == 0 { 0.0 } else { n as f64 / self.events as f64 };
+        ReorderReport {
+            events: self.events,
+            reordered: self.reordered,
+            reorder_ratio: ratio(self.reordered),
+            mean_extent: if self.reordered == 0 {
+                0.0
+            } else {
+                self.extent_sum as f64 / self.reordered as f64
+            },
+            max_extent: self.extent_max,
+            n_reordered_ratio: ratio(self.n_reordered),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ReorderReport {
+    pub events: u64,
+    pub reordered: u64,
+    /// Reordered events / events (RFC 4737's reordered packet ratio).
+    pub reorder_ratio: f64,
+    pub mean_extent: f64,
+    pub max_extent: u64,
+    /// Events with at least N_REORDER earlier arrivals of larger sequence numbers, / events.
+    pub n_reordered_ratio: f64,
+}
+
+/// How evenly work was spread over workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Balance {
+    /// Standard deviation / mean.
+    pub cov: f64,
+    /// max / mean − 1.
+    pub max_over_mean: f64,
+    /// (Σx)² / (n·Σx²): 1 when even, 1/n when one worker does everything.
+    pub jain: f64,
+}
+
+impl Balance {
+    pub fn of(work: &[f64]) -> Self {
+        let n = work.len() as f64;
+        let sum: f64 = work.iter().sum();
+        if work.is_empty() || sum <= 0.0 {
+            return Self::default();
+        }
+        let mean = sum / n;
+        let var = work.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        let max = work.iter().cloned().fold(f64::MIN, f64::max);
+        let squares: f64 = work.iter().map(|x| x * x).sum();
+        Self {
+            cov: var.sqrt() / mean,
+            max_over_mean: max / mean - 1.0,
+            jain: sum * sum / (n * squares),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meter(seqs: &[u64]) -> ReorderReport {
+        let mut m = ReorderMeter::new();
+        for &s in seqs {
+            m.record(7, s);
+        }
+        m.report()
+    }
+
+    #[test]
+    fn in_order_arrivals_are_not_reordered() {
+        let r = meter(&[1, 2, 3, 4, 5]);
+        assert_eq!((r.reordered, r.max_extent), (0, 0));
+    }
+
+    #[test]
+    fn rfc4737_examples() {
+        // RFC 4737 section 4.2 style: 1 2 4 5 3 — packet 3 is reordered; the earliest earlier
+        // arrival with a larger number is 4 (arrival index 2), 3 arrives at index 4: extent 2;
+        // two larger earlier arrivals (4 and 5): not 3-reordered.
+        let r = meter(&[1, 2, 4, 5, 3]);
+        assert_eq!(r.reordered, 1);
+        assert_eq!(r.max_extent, 2);
+        assert_eq!(r.n_reordered_ratio, 0.0);
+        // 1 5 2 3 4: NextExp jumps to 6 at 5, so 2, 3 and 4 are all reordered (extents 1, 2, 3).
+        let r = meter(&[1, 5, 2, 3, 4]);
+        assert_eq!(r.reordered, 3);
+        assert_eq!(r.mean_extent, 2.0);
+        assert!((r.reorder_ratio - 0.6).abs() < 1e-12);
+        // 4 5 6 1 ... wait: the first arrival sets NextExp; 1 after 4 5 6 is 3-reordered.
+        let r = meter(&[4, 5, 6, 1]);
+        assert_eq!(r.reordered, 1);
+        assert_eq!(r.max_extent, 3);
+        assert!((r.n_reordered_ratio - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn flows_are_judged_separately() {
+        let mut m = ReorderMeter::new();
+        for (flow, seq) in [(1, 1), (2, 10), (1, 2), (2, 11), (1, 3)] {
+            m.record(flow, seq);
+        }
+        assert_eq!(m.report().reordered, 0);
+    }
+
+    #[test]
+    fn balance_of_even_and_skewed_work() {
+        let even = Balance::of(&[5.0, 5.0, 5.0, 5.0]);
+        assert!(even.cov.abs() < 1e-12 && (even.jain - 1.0).abs() < 1e-12);
+        let one = Balance::of(&[8.0, 0.0, 0.0, 0.0]);
+        assert!((one.jain - 0.25).abs() < 1e-12);
+        assert!((one.max_over_mean - 3.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,20 @@
+//! Seed 004's flow-aware scheduling: one source of events (an RX queue's worth of packets)
+//! spread over worker lanes without reordering flows — or with as little as possible.
+//!
+//! * [`dispatch`] — the schedulers (rss, spray, dsw-atomic, dsw-parallel, diffuser) behind one
+//!   dispatcher that tracks what is in flight and keeps DSW's pause protocol.
+//! * [`metrics`] — RFC 4737 reordering at the egress, balance (CoV, max/mean, Jain).
+//! * [`workload`] — uniform, Zipf, elephant-and-mice, 10 flows, 1 flow; per-event costs.
+//! * [`sim`] — a deterministic discrete-event simulation for 4 to 64 workers.
+//! * [`threads`] — the same dispatcher on real threads and lock-free SPSC rings.
+
+pub mod dispatch;
+pub mod metrics;
+pub mod sim;
+pub mod threads;
+pub mod workload;
+
+pub use dispatch::{Dispatcher, Event, Kind};
+pub use metrics::{Balance, ReorderMeter, ReorderReport};
+pub use sim::{simulate, RunResult, SimConfig};
+pub use workload::{Source, Workload};

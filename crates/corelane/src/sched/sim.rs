@@ -1,0 +1,279 @@
+//! A deterministic discrete-event simulation of one producer dispatching to W workers, for
+//! worker counts this machine does not have. Each worker serves a FIFO ring of `ring` events
+//! (a full ring stalls the producer, as a failed enqueue does); events cost 0.5–1.5x the mean;
+//! the producer offers `offered_load` times the workers' capacity; completions reach an egress
+//! point in time order, where order (RFC 4737), latency and balance are measured. The
+//! dispatcher's own cost is not simulated (the threaded runs measure it).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
+use super::metrics::{Balance, ReorderMeter, ReorderReport};
+use super::workload::{Source, Workload};
+
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    pub kind: Kind,
+    pub workload: Workload,
+    pub workers: usize,
+    /// Completions to simulate (the first tenth is warm-up, left out of throughput).
+    pub events: u64,
+    pub mean_cost_ns: f64,
+    pub ring: usize,
+    /// Offered events/s as a multiple of the workers' capacity (above 1: saturation).
+    pub offered_load: f64,
+    pub seed: u64,
+}
+
+impl SimConfig {
+    pub fn new(kind: Kind, workload: Workload, workers: usize) -> Self {
+        Self {
+            kind,
+            workload,
+            workers,
+            events: 400_000,
+            mean_cost_ns: 320.0,
+            ring: 64,
+            offered_load: 1.2,
+            seed: 2026,
+        }
+    }
+}
+
+/// What one simulated run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    pub scheduler: String,
+    pub workload: String,
+    pub workers: usize,
+    /// `sim` or `threads`.
+    pub mode: String,
+    pub throughput_mevps: f64,
+    #[serde(flatten)]
+    pub reorder: ReorderReport,
+    pub imbalance_cov: f64,
+    pub imbalance_max_over_mean: f64,
+    pub jain: f64,
+    pub p50_latency_us: f64,
+    pub p99_latency_us: f64,
+    pub p999_latency_us: f64,
+    pub migrations_per_sec: f64,
+    /// Share of the dispatching core's cycles spent deciding (threaded runs only).
+    pub scheduling_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Tick {
+    Done(usize),
+    Arrival,
+    Epoch,
+}
+
+struct Worker {
+    queue: VecDeque<Event>,
+    busy: bool,
+    epoch_busy_ns: u64,
+    total_busy_ns: u64,
+}
+
+/// Runs one simulation.
+pub fn simulate(cfg: &SimConfig) -> RunResult {
+    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns, cfg.seed);
+    let mut dispatcher = Dispatcher::new(cfg.kind, cfg.workers, cfg.seed ^ 0x5eed);
+    let mut workers: Vec<Worker> = (0..cfg.workers)
+        .map(|_| Worker { queue: VecDeque::new(), busy: false, epoch_busy_ns: 0, total_busy_ns: 0 })
+        .collect();
+    let gap_ns = (cfg.mean_cost_ns / (cfg.workers as f64 * cfg.offered_load)).max(1.0);
+    let mut heap: BinaryHeap<Reverse<(u64, Tick)>> = BinaryHeap::new();
+    heap.push(Reverse((0, Tick::Arrival)));
+    heap.push(Reverse((EPOCH_NS, Tick::Epoch)));
+    let mut next_arrival_at = 0.0f64;
+    let mut blocked: Option<(Event, usize)> = None;
+    let mut reorder = ReorderMeter::new();
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let mut released = Vec::new();
+    let (mut completed, mut measured, mut measure_from) = (0u64, 0u64, 0u64);
+    let warmup = cfg.events / 10;
+    let mut now = 0u64;
+
+    // Starts `w` on its next event, if idle and it has one.
+    fn start(
+        w: usize,
+        now: u64,
+        workers: &mut [Worker],
+        heap: &mut BinaryHeap<Reverse<(u64, Tick)>>,
+    ) {
+        let worker = &mut workers[w];
+        if worker.busy {
+            return;
+        }
+        if let Some(ev) = worker.queue.front() {
+            worker.busy = true;
+            let begin = now.max(ev.not_before_ns);
+            heap.push(Reverse((begin + ev.cost_ns as u64, Tick::Done(w))));
+        }
+    }
+
+    while let Some(Reverse((t, tick))) = heap.pop() {
+        now = t;
+        match tick {
+            Tick::Arrival => {
+                let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
+                let mut ev = Event {
+                    flow,
+                    seq,
+                    born_ns: now,
+                    cost_ns,
+                    visible_cost_ns,
+                    not_before_ns: 0,
+                    charge_ns: 0,
+                    due_ns: 0,
+                };
+                next_arrival_at += gap_ns;
+                if let Some(w) = dispatcher.dispatch(ev, now) {
+                    dispatcher.stamp(&mut ev);
+                    if workers[w].queue.len() >= cfg.ring {
+                        blocked = Some((ev, w)); // the producer waits for room
+                        continue;
+                    }
+                    workers[w].queue.push_back(ev);
+                    start(w, now, &mut workers, &mut heap);
+                }
+                heap.push(Reverse(((next_arrival_at as u64).max(now), Tick::Arrival)));
+            }
+            Tick::Done(w) => {
+                let ev = workers[w].queue.pop_front().expect("a running worker has an event");
+                workers[w].busy = false;
+                workers[w].epoch_busy_ns += ev.cost_ns as u64;
+                completed += 1;
+                if completed == warmup {
+                    measure_from = now;
+                }
+                if completed > warmup {
+                    measured += 1;
+                    workers[w].total_busy_ns += ev.cost_ns as u64;
+                }
+                reorder.record(ev.flow, ev.seq);
+                let _ = latency.record((now - ev.born_ns).max(1));
+                dispatcher.complete(&ev, w, now, &mut released);
+                for (ev, to) in released.drain(..) {
+                    workers[to].queue.push_back(ev);
+                    start(to, now, &mut workers, &mut heap);
+                }
+                if let Some((ev, to)) = blocked {
+                    if workers[to].queue.len() < cfg.ring {
+                        blocked = None;
+                        workers[to].queue.push_back(ev);
+                        start(to, now, &mut workers, &mut heap);
+                        next_arrival_at = next_arrival_at.max(now as f64);
+                        heap.push(Reverse((now, Tick::Arrival)));
+                    }
+                }
+                start(w, now, &mut workers, &mut heap);
+                if completed >= cfg.events {
+                    break;
+                }
+            }
+            Tick::Epoch => {
+                let busy: Vec<f64> = workers
+                    .iter_mut()
+                    .map(|w| {
+                        (std::mem::take(&mut w.epoch_busy_ns) as f64 / EPOCH_NS as f64).min(1.0)
+                    })
+                    .collect();
+                dispatcher.epoch(&busy, now, &mut released);
+                for (ev, to) in released.drain(..) {
+                    workers[to].queue.push_back(ev);
+                    start(to, now, &mut workers, &mut heap);
+                }
+                heap.push(Reverse((now + EPOCH_NS, Tick::Epoch)));
+            }
+        }
+    }
+    let secs = (now.saturating_sub(measure_from)) as f64 / 1e9;
+    let work: Vec<f64> = workers.iter().map(|w| w.total_busy_ns as f64).collect();
+    let balance = Balance::of(&work);
+    let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+    RunResult {
+        scheduler: cfg.kind.name().into(),
+        workload: cfg.workload.name().into(),
+        workers: cfg.workers,
+        mode: "sim".into(),
+        throughput_mevps: if secs > 0.0 { measured as f64 / secs / 1e6 } else { 0.0 },
+        reorder: reorder.report(),
+        imbalance_cov: balance.cov,
+        imbalance_max_over_mean: balance.max_over_mean,
+        jain: balance.jain,
+        p50_latency_us: us(0.5),
+        p99_latency_us: us(0.99),
+        p999_latency_us: us(0.999),
+        migrations_per_sec: dispatcher.migrations() as f64 / (now as f64 / 1e9).max(1e-9),
+        scheduling_share: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(kind: Kind, workload: Workload, workers: usize) -> RunResult {
+        simulate(&SimConfig { events: 60_000, ..SimConfig::new(kind, workload, workers) })
+    }
+
+    #[test]
+    fn simulations_are_deterministic() {
+        let a = run(Kind::Diffuser, Workload::TenFlows, 8);
+        let b = run(Kind::Diffuser, Workload::TenFlows, 8);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn flow_level_schedulers_never_reorder_and_every_event_arrives_once() {
+        for kind in [Kind::Rss, Kind::DswAtomic] {
+            for workload in Workload::ALL {
+                let r = run(kind, workload, 8);
+                assert_eq!(r.reorder.reordered, 0, "{kind} on {}", workload.name());
+                assert_eq!(r.reorder.events, 60_000, "{kind} on {}", workload.name());
+            }
+        }
+    }
+
+    #[test]
+    #[ignore = "prints the 8-worker grid: cargo test -p corelane grid -- --ignored --nocapture"]
+    fn grid() {
+        for workload in Workload::ALL {
+            for kind in Kind::ALL {
+                let r = run(kind, workload, 8);
+                eprintln!(
+                    "{:<9} {:<13} {:>7.2} Mev/s reorder {:.4} cov {:.3} p99 {:.1}us mig/s {:.0}",
+                    workload.name(),
+                    kind.name(),
+                    r.throughput_mevps,
+                    r.reorder.reorder_ratio,
+                    r.imbalance_cov,
+                    r.p99_latency_us,
+                    r.migrations_per_sec
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_trade_off_diffuser_is_built_for() {
+        // 10 equal flows on 8 workers: flow-level placement leaves workers with two flows.
+        let atomic = run(Kind::DswAtomic, Workload::TenFlows, 8);
+        let parallel = run(Kind::DswParallel, Workload::TenFlows, 8);
+        let diffuser = run(Kind::Diffuser, Workload::TenFlows, 8);
+        assert!(parallel.reorder.reordered > 0, "spraying reorders");
+        assert!(diffuser.throughput_mevps > atomic.throughput_mevps, "{diffuser:?} {atomic:?}");
+        assert!(
+            diffuser.reorder.reorder_ratio < parallel.reorder.reorder_ratio,
+            "{diffuser:?} {parallel:?}"
+        );
+    }
+}
