@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use corelane_lab::affinity::{self as affinity_lab, AffinityLabOptions};
 use corelane_lab::copy::{self as copy_lab, CopyLabOptions};
 use corelane_lab::report;
+use corelane_lab::sched::{self as sched_lab, SchedLabOptions};
 use corelane_lab::tcp::{self as tcp_lab, TcpLabOptions};
 use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
 use corelane_lab::{LabError, EXPERIMENTS};
@@ -30,6 +31,8 @@ enum Experiment {
     Tcp(TcpArgs),
     /// Seed 003: the application on, off or unpinned from the softirq CPU, and the syscall lane.
     Affinity(AffinityArgs),
+    /// Seed 004: flow-aware dispatch over workers (RSS, spray, DSW, Diffuser), simulated and threaded.
+    Sched(SchedArgs),
     /// Seed 002: file and tree duplication on a private tmpfs, beside cp, cp -r and dd.
     Copy(CopyArgs),
     /// Every experiment, one after the other (--json r.json writes r.udp.json, r.tcp.json, …).
@@ -114,6 +117,21 @@ struct AffinityArgs {
 }
 
 #[derive(Debug, Args)]
+struct SchedArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Simulated worker counts (default 4,8,16,64; 8 with --quick).
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    workers: Option<Vec<usize>>,
+    /// Only these schedulers: rss, spray, dsw-atomic, dsw-parallel, diffuser.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    schedulers: Option<Vec<String>>,
+    /// Only these workloads: uniform, zipf, elephant, 10-flows, 1-flow.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    workloads: Option<Vec<String>>,
+}
+
+#[derive(Debug, Args)]
 struct CopyArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -137,6 +155,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         Some(Experiment::Udp(args)) => run_udp(args),
         Some(Experiment::Tcp(args)) => run_tcp(args),
         Some(Experiment::Affinity(args)) => run_affinity(args),
+        Some(Experiment::Sched(args)) => run_sched(args),
         Some(Experiment::Copy(args)) => run_copy(args),
         Some(Experiment::All(common)) => {
             let per =
@@ -182,6 +201,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 trials: None,
                 duration: None,
                 offered: 1_000_000,
+            })?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            let code = run_sched(SchedArgs {
+                common: CommonArgs {
+                    json: per("sched.json", &common.json),
+                    csv: per("sched.csv", &common.csv),
+                    ..common.clone()
+                },
+                workers: None,
+                schedulers: None,
+                workloads: None,
             })?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
@@ -407,5 +439,48 @@ fn run_affinity(args: AffinityArgs) -> anyhow::Result<ExitCode> {
         report::affinity_text(&report),
         serde_json::to_vec_pretty(&report)?,
         report::affinity_csv(&report)?,
+    )
+}
+
+fn run_sched(args: SchedArgs) -> anyhow::Result<ExitCode> {
+    let mut opts =
+        if args.common.quick { SchedLabOptions::quick() } else { SchedLabOptions::full() };
+    if let Some(workers) = args.workers {
+        anyhow::ensure!(
+            !workers.is_empty() && workers.iter().all(|w| (1..=1024).contains(w)),
+            "--workers takes counts from 1 to 1024"
+        );
+        opts.sim_workers = workers;
+    }
+    if let Some(names) = args.schedulers {
+        opts.schedulers = names
+            .iter()
+            .map(|n| n.parse::<corelane::sched::Kind>().map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(names) = args.workloads {
+        opts.workloads = names
+            .iter()
+            .map(|n| {
+                corelane::sched::Workload::parse(n).with_context(|| {
+                    format!("unknown workload `{n}`: choose from uniform, zipf, elephant, 10-flows, 1-flow")
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+        report::check_writable(path)?;
+    }
+    let stop = stop_on_signals()?;
+    let report = match sched_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
+        Ok(r) => r,
+        Err(LabError::Interrupted) => return interrupted("every worker thread was stopped"),
+        Err(e) => return Err(e.into()),
+    };
+    publish(
+        &args.common,
+        report::sched_text(&report),
+        serde_json::to_vec_pretty(&report)?,
+        report::sched_csv(&report)?,
     )
 }

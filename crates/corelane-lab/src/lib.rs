@@ -8,6 +8,7 @@ pub mod affinity;
 pub mod copy;
 pub mod process;
 pub mod report;
+pub mod sched;
 pub mod tcp;
 pub mod testbed;
 pub mod udp;
@@ -36,6 +37,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "affinity",
         seed: "003",
         about: "core partitioning: application on the softirq CPU (NS), off it (NC), unpinned (NZ), io_uring with and without a syscall lane; a cost model for two packages",
+    },
+    Experiment {
+        name: "sched",
+        seed: "004",
+        about: "flow-aware dispatch: rss, spray, DSW (atomic, parallel), Diffuser on 5 workloads; simulated 4-64 workers and real threads; reordering (RFC 4737), balance, latency",
     },
     Experiment {
         name: "copy",
