@@ -361,8 +361,13 @@ fn findings(
         else {
             continue;
         };
+        let why = if lane.median > plain.median {
+            "the SQPOLL thread took the lane's submissions off the application CPU, which here it shares with the load generator, and paid for it in polling time on the softirq CPU"
+        } else {
+            "the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC"
+        };
         out.push(format!(
-            "{workload} syscall lane: {:.0} vs {:.0} {unit} ({:+.1}%) and {:.0} vs {:.0} ns CPU per unit with the SQPOLL thread on the softirq CPU; the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC.",
+            "{workload} syscall lane: {:.0} vs {:.0} {unit} ({:+.1}%) and {:.0} vs {:.0} ns CPU per unit with the SQPOLL thread on the softirq CPU: {why}.",
             lane.median,
             plain.median,
             (lane.median / plain.median.max(1.0) - 1.0) * 100.0,

@@ -28,6 +28,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use super::flowmap::FlowMap;
+
 use serde::Serialize;
 
 /// An event: which flow it belongs to, its place in the flow, when it was born and its cost.
@@ -102,15 +104,15 @@ pub struct Dispatcher {
     workers: usize,
     rng: fastrand::Rng,
     /// Flow → worker, for the flow-level schedulers (ordered, so runs are deterministic).
-    table: BTreeMap<u32, usize>,
+    table: FlowMap<usize>,
     /// Events dispatched and not yet completed, per flow and per worker.
-    flow_in_flight: HashMap<u32, u32>,
+    flow_in_flight: FlowMap<u32>,
     outstanding: Vec<u64>,
     /// Predicted queued work per worker (ns), from the flows' mean costs.
     backlog_ns: Vec<f64>,
     /// Diffuser: when each worker's queue is predicted to drain (absolute ns).
     queue_end: Vec<f64>,
-    mean_cost: HashMap<u32, f64>,
+    mean_cost: FlowMap<f64>,
     round_robin: usize,
     // DSW
     load: Vec<f64>,
@@ -119,9 +121,9 @@ pub struct Dispatcher {
     paused: HashMap<u32, (usize, Vec<Event>)>,
     // Diffuser
     p_diffuse: f64,
-    diffused: HashMap<u32, bool>,
+    diffused: FlowMap<bool>,
     /// Predicted finish (absolute ns) of each flow's latest event, and its worker.
-    last_finish: HashMap<u32, (f64, usize)>,
+    last_finish: FlowMap<(f64, usize)>,
     migrations: u64,
     /// (worker, not-before, charge, due) of the latest dispatch, for `stamp`.
     last_decision: (usize, u64, u32, u64),
@@ -134,20 +136,20 @@ impl Dispatcher {
             kind,
             workers,
             rng: fastrand::Rng::with_seed(seed),
-            table: BTreeMap::new(),
-            flow_in_flight: HashMap::new(),
+            table: FlowMap::new(),
+            flow_in_flight: FlowMap::new(),
             outstanding: vec![0; workers],
             backlog_ns: vec![0.0; workers],
             queue_end: vec![0.0; workers],
-            mean_cost: HashMap::new(),
+            mean_cost: FlowMap::new(),
             round_robin: 0,
             load: vec![0.0; workers],
             recent: vec![VecDeque::with_capacity(DSW_RECENT); workers],
             next_migration_ns: 1_000_000,
             paused: HashMap::new(),
             p_diffuse: 0.0,
-            diffused: HashMap::new(),
-            last_finish: HashMap::new(),
+            diffused: FlowMap::new(),
+            last_finish: FlowMap::new(),
             migrations: 0,
             last_decision: (0, 0, 0, 0),
         }
@@ -176,7 +178,7 @@ impl Dispatcher {
     /// back from `complete` once the flow has moved).
     pub fn dispatch(&mut self, ev: Event, now_ns: u64) -> Option<usize> {
         let cost = {
-            let m = self.mean_cost.entry(ev.flow).or_insert(ev.visible_cost_ns as f64);
+            let m = self.mean_cost.get_or_insert_with(ev.flow, || ev.visible_cost_ns as f64);
             *m += (ev.visible_cost_ns as f64 - *m) / 16.0;
             *m
         };
@@ -210,14 +212,14 @@ impl Dispatcher {
             Kind::Diffuser => {
                 let (w, not_before, charge, due) =
                     self.diffuse(ev.flow, ev.visible_cost_ns as f64, now_ns);
-                *self.flow_in_flight.entry(ev.flow).or_insert(0) += 1;
+                *self.flow_in_flight.get_or_insert_with(ev.flow, || 0) += 1;
                 self.outstanding[w] += 1;
                 self.backlog_ns[w] += charge;
                 self.last_decision = (w, not_before, charge as u32, due);
                 return Some(w);
             }
         };
-        *self.flow_in_flight.entry(ev.flow).or_insert(0) += 1;
+        *self.flow_in_flight.get_or_insert_with(ev.flow, || 0) += 1;
         self.outstanding[worker] += 1;
         self.backlog_ns[worker] += cost;
         self.last_decision = (worker, 0, cost as u32, 0);
@@ -282,7 +284,7 @@ impl Dispatcher {
         // Re-anchor the worker's predicted queue end on the completion just seen.
         self.queue_end[worker] = now_ns as f64 + self.backlog_ns[worker];
         let left = {
-            let n = self.flow_in_flight.entry(ev.flow).or_insert(1);
+            let n = self.flow_in_flight.get_or_insert_with(ev.flow, || 1);
             *n = n.saturating_sub(1);
             *n
         };
@@ -297,7 +299,7 @@ impl Dispatcher {
         self.table.insert(flow, to);
         let cost = self.mean_cost.get(&flow).copied().unwrap_or(0.0);
         for mut ev in held {
-            *self.flow_in_flight.entry(flow).or_insert(0) += 1;
+            *self.flow_in_flight.get_or_insert_with(flow, || 0) += 1;
             self.outstanding[to] += 1;
             self.backlog_ns[to] += cost;
             ev.charge_ns = cost as u32;
@@ -325,9 +327,9 @@ impl Dispatcher {
                     (self.p_diffuse - 0.05).max(0.0)
                 };
                 let mean = busy.iter().sum::<f64>() / busy.len().max(1) as f64;
-                let flows: Vec<u32> = self.table.keys().copied().collect();
+                let flows: Vec<u32> = self.table.keys();
                 for flow in flows {
-                    let home = self.table[&flow];
+                    let Some(&home) = self.table.get(&flow) else { continue };
                     let hot = busy.get(home).is_some_and(|b| *b > mean);
                     let diffuse = hot && self.rng.f64() < self.p_diffuse;
                     if !diffuse {

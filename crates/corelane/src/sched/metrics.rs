@@ -1,7 +1,7 @@
 //! What a scheduler is judged by: reordering at the egress point (RFC 4737), balance over
 //! the workers (coefficient of variation, max/mean − 1, Jain's index) and latency.
 
-use std::collections::HashMap;
+use super::flowmap::FlowMap;
 
 use serde::Serialize;
 
@@ -14,7 +14,7 @@ use serde::Serialize;
 /// TCP's fast retransmit).
 #[derive(Debug, Default)]
 pub struct ReorderMeter {
-    flows: HashMap<u32, FlowOrder>,
+    flows: FlowMap<FlowOrder>,
     events: u64,
     reordered: u64,
     extent_sum: u64,
@@ -46,8 +46,7 @@ impl ReorderMeter {
         self.events += 1;
         let f = self
             .flows
-            .entry(flow)
-            .or_insert_with(|| FlowOrder { next_exp: seq, ..Default::default() });
+            .get_or_insert_with(flow, || FlowOrder { next_exp: seq, ..Default::default() });
         let index = f.arrivals;
         f.arrivals += 1;
         if seq >= f.next_exp {

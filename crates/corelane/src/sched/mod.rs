@@ -9,6 +9,7 @@
 //! * [`threads`] — the same dispatcher on real threads and lock-free SPSC rings.
 
 pub mod dispatch;
+mod flowmap;
 pub mod metrics;
 pub mod sim;
 pub mod threads;

@@ -30,6 +30,9 @@ pub struct ThreadsConfig {
     pub seed: u64,
 }
 
+/// Events a ring hands over at once.
+const BURST: usize = 64;
+
 /// Events a producer draws, then dispatches, per round (the dispatch part is timed as the
 /// scheduling share).
 const BATCH: usize = 32;
@@ -60,38 +63,47 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
         let spin = cfg.mean_cost_ns > 0.0;
         lanes.push(Lane::spawn("sched-worker", w, cpu, move || {
             let mut busy = 0u64;
+            let mut done: Vec<Event> = Vec::with_capacity(BURST);
             while !stop.load(Ordering::Relaxed) {
-                let Ok(ev) = rx.pop() else {
+                // A burst at a time: one index update per burst, not per event.
+                let n = rx.slots().min(BURST);
+                if n == 0 {
                     std::hint::spin_loop();
                     continue;
-                };
-                if ev.not_before_ns > 0 {
-                    // Diffuser's not-before time, on the producer's clock.
-                    while (epoch.elapsed().as_nanos() as u64) < ev.not_before_ns {
-                        std::hint::spin_loop();
-                    }
                 }
-                if spin {
-                    let start = Instant::now();
-                    while (start.elapsed().as_nanos() as u64) < ev.cost_ns as u64 {
-                        std::hint::spin_loop();
-                    }
-                    busy += start.elapsed().as_nanos() as u64;
-                    stats[w].busy_ns.store(busy, Ordering::Relaxed);
-                }
-                let mut ev = ev;
-                loop {
-                    match done_tx.push(ev) {
-                        Ok(()) => break,
-                        Err(rtrb::PushError::Full(back)) => {
-                            if stop.load(Ordering::Relaxed) {
-                                return Ok(());
-                            }
-                            ev = back;
+                let Ok(chunk) = rx.read_chunk(n) else { continue };
+                for ev in chunk {
+                    if ev.not_before_ns > 0 {
+                        // Diffuser's not-before time, on the producer's clock.
+                        while (epoch.elapsed().as_nanos() as u64) < ev.not_before_ns {
                             std::hint::spin_loop();
                         }
                     }
+                    if spin {
+                        let start = Instant::now();
+                        while (start.elapsed().as_nanos() as u64) < ev.cost_ns as u64 {
+                            std::hint::spin_loop();
+                        }
+                        busy += start.elapsed().as_nanos() as u64;
+                    }
+                    done.push(ev);
                 }
+                stats[w].busy_ns.store(busy, Ordering::Relaxed);
+                let mut sent = 0;
+                while sent < done.len() {
+                    let room = done_tx.slots().min(done.len() - sent);
+                    if room == 0 {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    if let Ok(chunk) = done_tx.write_chunk_uninit(room) {
+                        sent += chunk.fill_from_iter(done[sent..sent + room].iter().copied());
+                    }
+                }
+                done.clear();
             }
             Ok(())
         })?);
@@ -105,7 +117,6 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| io::Error::other(e.to_string()))?;
     let mut released = Vec::new();
-    let mut blocked: Option<(Event, usize)> = None;
     let mut drawn: std::collections::VecDeque<Event> =
         std::collections::VecDeque::with_capacity(BATCH);
     let mut done_per_worker = vec![0u64; workers];
@@ -113,19 +124,28 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
     let start = epoch;
     let mut next_epoch = EPOCH_NS;
     let mut last_busy = vec![0u64; workers];
-    let push = |to: &mut Vec<rtrb::Producer<Event>>, ev: Event, w: usize| {
-        to[w].push(ev).err().map(|e| match e {
-            rtrb::PushError::Full(ev) => (ev, w),
-        })
+    // Per-worker outboxes, written to the rings a burst at a time (one index update each).
+    let mut outbox: Vec<Vec<Event>> = (0..workers).map(|_| Vec::with_capacity(4 * BURST)).collect();
+    let flush = |to: &mut [rtrb::Producer<Event>], outbox: &mut [Vec<Event>]| {
+        for (ring, out) in to.iter_mut().zip(outbox.iter_mut()) {
+            let room = ring.slots().min(out.len());
+            if room > 0 {
+                if let Ok(chunk) = ring.write_chunk_uninit(room) {
+                    chunk.fill_from_iter(out.drain(..room));
+                }
+            }
+        }
     };
     loop {
         let now_ns = start.elapsed().as_nanos() as u64;
         if now_ns >= cfg.duration.as_nanos() as u64 {
             break;
         }
-        // Egress: each worker's completions, in its (FIFO) order.
+        // Egress: each worker's completions, in its (FIFO) order, a burst at a time.
         for (w, rx) in from_workers.iter_mut().enumerate() {
-            while let Ok(ev) = rx.pop() {
+            let n = rx.slots();
+            let Ok(chunk) = rx.read_chunk(n) else { continue };
+            for ev in chunk {
                 completed += 1;
                 done_per_worker[w] += 1;
                 reorder.record(ev.flow, ev.seq);
@@ -134,10 +154,7 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
             }
         }
         for (ev, w) in released.drain(..) {
-            let mut pending = Some((ev, w));
-            while let Some((ev, w)) = pending {
-                pending = push(&mut to_workers, ev, w);
-            }
+            outbox[w].push(ev);
         }
         if now_ns >= next_epoch {
             next_epoch = now_ns + EPOCH_NS;
@@ -170,16 +187,16 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
             });
         }
         let t = Instant::now();
-        if let Some((ev, w)) = blocked.take() {
-            blocked = push(&mut to_workers, ev, w);
-        }
-        while blocked.is_none() {
-            let Some(mut ev) = drawn.pop_front() else { break };
-            if let Some(w) = dispatcher.dispatch(ev, now_ns) {
-                dispatcher.stamp(&mut ev);
-                blocked = push(&mut to_workers, ev, w);
+        // Back-pressure: new events only while every outbox has room for a burst.
+        if outbox.iter().all(|o| o.len() < BURST) {
+            while let Some(mut ev) = drawn.pop_front() {
+                if let Some(w) = dispatcher.dispatch(ev, now_ns) {
+                    dispatcher.stamp(&mut ev);
+                    outbox[w].push(ev);
+                }
             }
         }
+        flush(&mut to_workers, &mut outbox);
         sched_ns += t.elapsed().as_nanos() as u64;
     }
     let elapsed = start.elapsed();
