@@ -24,7 +24,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
 }
 
-/// Parses `10` (seconds), `500ms`, `50us`, `2s`, `1m`.
+/// Parses `10` (seconds), `500ms`, `50us`, `300ns`, `2s`, `1m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let bad = || format!("`{s}` is not a duration: use forms like 10, 10s, 500ms or 2m");
@@ -35,6 +35,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "" | "s" => n,
         "ms" => n / 1e3,
         "us" | "µs" => n / 1e6,
+        "ns" => n / 1e9,
         "m" | "min" => n * 60.0,
         _ => return Err(bad()),
     };
@@ -122,6 +123,7 @@ mod tests {
         assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
+        assert_eq!(parse_duration("300ns"), Ok(Duration::from_nanos(300)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1").is_err());

@@ -128,6 +128,18 @@ pub struct RecvArgs {
     /// (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
     #[arg(long, value_name = "CPU")]
     sqpoll: Option<usize>,
+    /// Seed 004: the one receive lane dispatches datagrams to --workers worker lanes with this
+    /// scheduler (rss, spray, dsw-atomic, dsw-parallel, diffuser) and checks their order where
+    /// the workers hand them back. With --pin, the receive lane takes the first CPU and the
+    /// workers the rest.
+    #[arg(long, value_name = "SCHEDULER")]
+    dispatch: Option<corelane::sched::Kind>,
+    /// Worker lanes for --dispatch.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Worker time per datagram with --dispatch (a busy loop), e.g. 200ns or 1us.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    work: Duration,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -223,6 +235,11 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
             }
             _ => RecvBackend::Mmsg,
         },
+        dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
+            kind,
+            workers: args.workers.max(1),
+            work_ns: args.work.as_nanos().min(u32::MAX as u128) as u32,
+        }),
     })?;
     if let Some(note) = receiver.backend_note() {
         eprintln!("note: {note}");
@@ -255,6 +272,21 @@ fn interval_line(i: &RecvInterval) -> String {
 }
 
 fn print_recv_summary(s: &RecvSummary) {
+    if let Some(d) = &s.dispatch {
+        outln!(
+            "dispatch {} over {} workers: per worker {:?} (CoV {:.3}); at the egress {} of {} reordered (ratio {:.4}, mean extent {:.1}, 3-reordered {:.4}); {} migrations",
+            d.scheduler,
+            d.workers,
+            d.per_worker,
+            d.imbalance_cov,
+            d.egress.reordered,
+            d.egress.events,
+            d.egress.reorder_ratio,
+            d.egress.mean_extent,
+            d.egress.n_reordered_ratio,
+            d.migrations
+        );
+    }
     let q = &s.sequence;
     outln!(
         "received {} datagrams in {:.2}s: median {:.3}M pps, mean {}",

@@ -6,6 +6,8 @@ use std::thread;
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
+use corelane::sched::Kind;
+use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{
     Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode, UdpError,
 };
@@ -120,6 +122,33 @@ fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
         ..receiver(1, SocketMode::Reuseport, true)
     });
     assert!(matches!(refused, Err(UdpError::UringGro)), "{refused:?}");
+}
+
+#[test]
+fn dispatching_to_workers_keeps_flows_in_order_with_rss_and_counts_what_spraying_reorders() {
+    for kind in [Kind::Rss, Kind::DswParallel, Kind::Diffuser] {
+        let rx = ReceiverConfig {
+            dispatch: Some(DispatchConfig { kind, workers: 2, work_ns: 0 }),
+            ..receiver(1, SocketMode::Reuseport, false)
+        };
+        let s = round_trip(rx, 8, None);
+        assert_exact(&s, 8, 1);
+        let d = s.dispatch.expect("a dispatch report");
+        assert_eq!(
+            d.per_worker.iter().sum::<u64>(),
+            s.datagrams,
+            "{kind}: every datagram came back"
+        );
+        assert_eq!(d.egress.events, s.datagrams);
+        if kind == Kind::Rss {
+            assert_eq!(d.egress.reordered, 0, "a flow hash never reorders");
+        }
+    }
+    let refused = Receiver::bind(ReceiverConfig {
+        dispatch: Some(DispatchConfig { kind: Kind::Rss, workers: 2, work_ns: 0 }),
+        ..receiver(2, SocketMode::Reuseport, false)
+    });
+    assert!(matches!(refused, Err(UdpError::Dispatch)), "{refused:?}");
 }
 
 #[test]

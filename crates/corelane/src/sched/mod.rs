@@ -6,11 +6,13 @@
 //! * [`metrics`] — RFC 4737 reordering at the egress, balance (CoV, max/mean, Jain).
 //! * [`workload`] — uniform, Zipf, elephant-and-mice, 10 flows, 1 flow; per-event costs.
 //! * [`sim`] — a deterministic discrete-event simulation for 4 to 64 workers.
-//! * [`threads`] — the same dispatcher on real threads and lock-free SPSC rings.
+//! * [`pool`] — worker lanes behind lock-free SPSC rings, moved in bursts.
+//! * [`threads`] — the same dispatcher on real threads, over a pool.
 
 pub mod dispatch;
 mod flowmap;
 pub mod metrics;
+pub mod pool;
 pub mod sim;
 pub mod threads;
 pub mod workload;

@@ -26,6 +26,10 @@ pub enum UdpError {
     #[error("--steer cpu needs --sockets reuseport and --pin (the lanes' CPUs decide the socket)")]
     Steering,
     #[error(
+        "--dispatch needs one receive lane (--threads 1), --backend mmsg and the header check (no --no-check): the receive lane is the one RX queue the workers share"
+    )]
+    Dispatch,
+    #[error(
         "--backend uring receives datagram by datagram: drop --gro, or use --backend mmsg for GRO"
     )]
     UringGro,

@@ -2,6 +2,7 @@
 //! run-time state that falls back when the kernel refuses, one shared socket or one
 //! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
 
+pub mod dispatch;
 mod error;
 pub mod payload;
 mod recv;

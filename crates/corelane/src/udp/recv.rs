@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use socket2::Socket;
 
+use super::dispatch::{DispatchConfig, DispatchLane, DispatchReport};
 use super::payload::{self, PayloadError};
 use super::sequence::{SequenceReport, SequenceTracker};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
@@ -79,6 +80,8 @@ pub struct ReceiverConfig {
     /// Stop once this many datagrams arrived.
     pub until_datagrams: Option<u64>,
     pub backend: RecvBackend,
+    /// Seed 004: one receive lane dispatching datagrams to worker lanes.
+    pub dispatch: Option<DispatchConfig>,
 }
 
 impl Default for ReceiverConfig {
@@ -98,6 +101,7 @@ impl Default for ReceiverConfig {
             duration: None,
             until_datagrams: None,
             backend: RecvBackend::Mmsg,
+            dispatch: None,
         }
     }
 }
@@ -163,6 +167,8 @@ pub struct RecvSummary {
     pub backend: String,
     /// Why the backend asked for was not the one that ran, if so.
     pub backend_note: Option<String>,
+    /// What dispatching to worker lanes did (with `dispatch`).
+    pub dispatch: Option<DispatchReport>,
     pub lanes: Vec<LaneSummary>,
 }
 
@@ -193,6 +199,11 @@ impl Receiver {
         }
         if let Some(pin) = &config.pin {
             Topology::read()?.check(pin)?;
+        }
+        if config.dispatch.is_some()
+            && (config.threads != 1 || config.backend != RecvBackend::Mmsg || !config.check)
+        {
+            return Err(UdpError::Dispatch);
         }
         let mut config = config;
         let mut backend_note = None;
@@ -291,6 +302,12 @@ impl Receiver {
                 coalesce: cfg.coalesce,
                 backend: cfg.backend,
                 slot,
+                dispatch: cfg.dispatch,
+                worker_cpus: cfg
+                    .pin
+                    .as_ref()
+                    .map_or(Vec::new(), |p| p.cpus().iter().skip(1).copied().collect()),
+                dispatch_lane: None,
                 stop: lane_stop.clone(),
             };
             match Lane::spawn("corelane-rx", index, cpu, move || work.run()) {
@@ -393,6 +410,7 @@ impl Receiver {
                 RecvBackend::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll".into(),
             },
             backend_note: self.backend_note.clone(),
+            dispatch: results.iter_mut().find_map(|(_, _, r)| r.dispatch.take()),
             lanes: results
                 .iter()
                 .map(|(index, cpu, r)| LaneSummary {
@@ -429,6 +447,9 @@ struct LaneWork {
     coalesce: Option<Duration>,
     backend: RecvBackend,
     slot: usize,
+    dispatch: Option<DispatchConfig>,
+    worker_cpus: Vec<usize>,
+    dispatch_lane: Option<DispatchLane>,
     stop: StopSignal,
 }
 
@@ -440,6 +461,7 @@ struct LaneResult {
     foreign: u64,
     syscalls: u64,
     cpu: CpuUsage,
+    dispatch: Option<DispatchReport>,
 }
 
 impl LaneWork {
@@ -452,7 +474,11 @@ impl LaneWork {
             foreign: 0,
             syscalls: 0,
             cpu: CpuUsage::default(),
+            dispatch: None,
         };
+        if let Some(config) = self.dispatch {
+            self.dispatch_lane = Some(DispatchLane::start(config, &self.worker_cpus)?);
+        }
         let sockets = std::mem::take(&mut self.sockets);
         if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
             self.run_uring(&sockets, sqpoll_cpu, &mut result)?;
@@ -487,6 +513,9 @@ impl LaneWork {
                     {}
                 }
             }
+        }
+        if let Some(lane) = self.dispatch_lane.take() {
+            result.dispatch = Some(lane.finish()?);
         }
         let cpu_end = stats::thread_cpu();
         result.cpu = CpuUsage {
@@ -525,7 +554,13 @@ impl LaneWork {
                 datagrams += 1;
                 bytes += datagram.len() as u64;
                 check_datagram(self.check, datagram, r);
+                if let (Some(lane), Ok(h)) = (&mut self.dispatch_lane, payload::read(datagram)) {
+                    lane.offer(h.flow, h.seq);
+                }
             }
+        }
+        if let Some(lane) = &mut self.dispatch_lane {
+            lane.egress();
         }
         self.counters[self.index].add(datagrams, bytes);
         Ok(n)
