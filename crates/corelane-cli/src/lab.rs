@@ -129,6 +129,9 @@ struct SchedArgs {
     /// Only these workloads: uniform, zipf, elephant, 10-flows, 1-flow.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     workloads: Option<Vec<String>>,
+    /// Peers: dpdk (dpdk-test-eventdev's DSW, when installed: apt-get install dpdk-dev) or none.
+    #[arg(long, value_name = "PEERS")]
+    vs: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -214,6 +217,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 workers: None,
                 schedulers: None,
                 workloads: None,
+                vs: None,
             })?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
@@ -451,6 +455,11 @@ fn run_sched(args: SchedArgs) -> anyhow::Result<ExitCode> {
             "--workers takes counts from 1 to 1024"
         );
         opts.sim_workers = workers;
+    }
+    match args.vs.as_deref() {
+        None | Some("dpdk") => {}
+        Some("none") => opts.vs_dpdk = false,
+        Some(other) => anyhow::bail!("unknown peer `{other}`: choose dpdk or none"),
     }
     if let Some(names) = args.schedulers {
         opts.schedulers = names

@@ -108,6 +108,14 @@ impl ChildProcess {
         }
     }
 
+    /// Waits up to `timeout` for the child to end (after `interrupt`, say) and returns all it
+    /// printed, whatever its exit status.
+    pub fn output_after(mut self, timeout: Duration) -> Vec<String> {
+        let _ = self.wait_timeout(timeout);
+        std::thread::sleep(Duration::from_millis(50));
+        self.lines.try_iter().collect()
+    }
+
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
     pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
         let status = self.wait_timeout(timeout);

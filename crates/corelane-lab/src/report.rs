@@ -531,6 +531,14 @@ pub fn sched_text(r: &SchedLabReport) -> String {
         out.push_str(&table.to_string());
         out.push('\n');
     }
+    if let Some(d) = &r.dpdk {
+        out.push_str(&format!(
+            "dpdk-test-eventdev (DSW, perf_queue, 1 producer, 1 worker): median {:.2} M events/s over {} seconds\n  {}\n",
+            d.median_mevps,
+            d.samples.len(),
+            d.command
+        ));
+    }
     for s in &r.skipped {
         out.push_str(&format!("skipped: {s}\n"));
     }

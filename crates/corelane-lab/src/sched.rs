@@ -23,6 +23,8 @@ pub struct SchedLabOptions {
     pub thread_duration: Duration,
     pub schedulers: Vec<Kind>,
     pub workloads: Vec<Workload>,
+    /// Run DPDK's dpdk-test-eventdev (DSW, 1 producer, 1 worker) beside the threaded runs.
+    pub vs_dpdk: bool,
 }
 
 impl SchedLabOptions {
@@ -33,6 +35,7 @@ impl SchedLabOptions {
             thread_duration: Duration::from_secs(2),
             schedulers: Kind::ALL.to_vec(),
             workloads: Workload::ALL.to_vec(),
+            vs_dpdk: true,
         }
     }
 
@@ -58,6 +61,15 @@ pub struct SchedRow {
     pub vs_dsw_parallel_reorder: Option<f64>,
 }
 
+/// dpdk-test-eventdev's perf_queue test on the DSW event device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DpdkRun {
+    pub command: String,
+    /// Its per-second rates, in M events/s.
+    pub samples: Vec<f64>,
+    pub median_mevps: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SchedLabReport {
     pub machine: String,
@@ -65,6 +77,8 @@ pub struct SchedLabReport {
     pub mean_cost_ns: f64,
     pub thread_cpus: Vec<usize>,
     pub rows: Vec<SchedRow>,
+    /// DPDK's DSW on the same two CPUs, if it ran.
+    pub dpdk: Option<DpdkRun>,
     pub skipped: Vec<String>,
     pub findings: Vec<String>,
 }
@@ -153,25 +167,86 @@ pub fn run(
             }
         })
         .collect();
-    let mut skipped = vec![
-        "dpdk-test-eventdev (--vs dpdk): not built into this lab yet; its figure from ../shared/notes/scheduling.md is ≈19 M events/s for DSW with 1 producer and 1 worker here".to_string(),
-    ];
+    let mut skipped = Vec::new();
+    let mut dpdk = None;
+    if opts.vs_dpdk {
+        if crate::process::on_path("dpdk-test-eventdev") {
+            progress("dpdk-test-eventdev: DSW perf_queue, 1 producer and 1 worker");
+            dpdk = run_dpdk(&cpus, opts.thread_duration.max(Duration::from_secs(3)))?;
+            if dpdk.is_none() {
+                skipped.push("dpdk-test-eventdev ran but printed no rate".into());
+            }
+        } else {
+            skipped.push("dpdk-test-eventdev: not installed (apt-get install dpdk-dev)".into());
+        }
+    }
     if cpus.len() < 2 {
         skipped.push("one CPU: the threaded producer and worker share it".into());
     }
-    let findings = findings(&rows);
+    let findings = findings(&rows, dpdk.as_ref());
     Ok(SchedLabReport {
         machine: crate::machine(),
         sim_events: opts.sim_events,
         mean_cost_ns,
         thread_cpus: cpus,
         rows,
+        dpdk,
         skipped,
         findings,
     })
 }
 
-fn findings(rows: &[SchedRow]) -> Vec<String> {
+/// Runs DPDK's event device perf test (the command line of ../shared/notes/scheduling.md) for
+/// `duration`, then interrupts it and reads its per-second rates.
+fn run_dpdk(cpus: &[usize], duration: Duration) -> Result<Option<DpdkRun>, LabError> {
+    let (p, w) = (cpus.first().copied().unwrap_or(0), cpus.get(1).copied().unwrap_or(0));
+    let args: Vec<String> = [
+        format!("--lcores=0@{p},1@{p},2@{w}"),
+        "--no-huge".into(),
+        "-m".into(),
+        "512".into(),
+        "--no-pci".into(),
+        "--no-telemetry".into(),
+        "--vdev=event_dsw0".into(),
+        "--".into(),
+        "--test=perf_queue".into(),
+        "--plcores=1".into(),
+        "--wlcores=2".into(),
+        "--stlist=a".into(),
+        "--nb_pkts=0".into(),
+    ]
+    .to_vec();
+    let command = format!("dpdk-test-eventdev {}", args.join(" "));
+    // DPDK keeps runtime files under /var/run/dpdk (--in-memory cannot go with --no-huge):
+    // the lab removes them afterwards if it was the one to create them.
+    let runtime = std::path::Path::new("/var/run/dpdk");
+    let created = !runtime.exists();
+    let child = crate::process::ChildProcess::spawn(
+        "dpdk-test-eventdev",
+        None,
+        "dpdk-test-eventdev",
+        &args,
+    )?;
+    std::thread::sleep(duration);
+    child.interrupt();
+    let text = child.output_after(Duration::from_secs(5)).join("\n");
+    if created {
+        let _ = std::fs::remove_dir_all(runtime);
+    }
+    // Its rate lines read `3.699 mpps avg 3.699 mpps` between colour codes.
+    let samples: Vec<f64> = text
+        .split("mpps avg")
+        .filter_map(|before| {
+            before.rsplit(|c: char| !(c.is_ascii_digit() || c == '.')).find(|t| !t.is_empty())
+        })
+        .filter_map(|n| n.parse::<f64>().ok())
+        .filter(|v| *v > 0.0)
+        .collect();
+    let Some(median_mevps) = corelane::stats::median(&samples) else { return Ok(None) };
+    Ok(Some(DpdkRun { command, samples, median_mevps }))
+}
+
+fn findings(rows: &[SchedRow], dpdk: Option<&DpdkRun>) -> Vec<String> {
     let mut out = Vec::new();
     for workload in ["10-flows", "1-flow"] {
         let Some(d) = rows.iter().find(|r| {
@@ -191,6 +266,20 @@ fn findings(rows: &[SchedRow]) -> Vec<String> {
         ));
     }
     let threads: Vec<&SchedRow> = rows.iter().filter(|r| r.run.mode == "threads").collect();
+    if let (Some(d), Some(ours)) = (
+        dpdk,
+        threads
+            .iter()
+            .filter(|r| r.run.scheduler == "dsw-atomic")
+            .map(|r| r.run.throughput_mevps)
+            .reduce(f64::max),
+    ) {
+        out.push(format!(
+            "vs DPDK, same two CPUs, same run: our dsw-atomic threads {ours:.1} M events/s (best workload), dpdk-test-eventdev's DSW perf_queue {:.1} M events/s ({:.2}x); the issue asks for at least 1x.",
+            d.median_mevps,
+            ours / d.median_mevps.max(1e-9)
+        ));
+    }
     if let Some(best) = threads
         .iter()
         .filter(|r| r.run.scheduler == "dsw-atomic")
