@@ -202,3 +202,51 @@ fn serve(
         done.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ev(flow: u32, seq: u64) -> Event {
+        Event {
+            flow,
+            seq,
+            born_ns: 0,
+            cost_ns: 0,
+            visible_cost_ns: 1,
+            not_before_ns: 0,
+            charge_ns: 0,
+            due_ns: 0,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        // Whatever goes to which worker, every event comes back exactly once, and each
+        // worker's events come back in the order they were sent.
+        #[test]
+        fn every_event_returns_once_in_its_workers_order(
+            plan in proptest::collection::vec(0usize..3, 1..2000),
+        ) {
+            let mut pool = WorkerPool::start(3, 8, &[], false).unwrap();
+            let mut sent = vec![Vec::new(); 3];
+            let mut back = vec![Vec::new(); 3];
+            for (seq, &w) in plan.iter().enumerate() {
+                while !pool.has_room() {
+                    pool.flush();
+                    pool.drain(|e, w| back[w].push(e.seq));
+                }
+                pool.send(w, ev(w as u32, seq as u64));
+                sent[w].push(seq as u64);
+            }
+            let deadline = Instant::now() + std::time::Duration::from_secs(5);
+            while back.iter().map(Vec::len).sum::<usize>() < plan.len() && Instant::now() < deadline {
+                pool.flush();
+                pool.drain(|e, w| back[w].push(e.seq));
+            }
+            pool.stop().unwrap();
+            prop_assert_eq!(back, sent);
+        }
+    }
+}
