@@ -32,8 +32,8 @@ const OUTPUT_BYTES: usize = 4096;
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
-    x: Exchange,
-    /// Bytes of `x.output` already written.
+    exchange: Exchange,
+    /// Bytes of `exchange.output` already written.
     sent: usize,
     /// TCP_NODELAY is set once the connection is kept alive (a connection that closes after
     /// one response is spared the call: its single write goes out at once anyway).
@@ -61,9 +61,9 @@ impl Buffers {
     /// Without recycling, an idle connection holds no buffers: the next request allocates
     /// fresh ones, as a server that allocates per request does (the sk_buff analog).
     fn release_if_idle(&mut self, conn: &mut Conn) {
-        if !self.recycle && conn.x.is_idle() {
-            self.inputs.give(std::mem::take(&mut conn.x.input));
-            self.outputs.give(std::mem::take(&mut conn.x.output));
+        if !self.recycle && conn.exchange.is_idle() {
+            self.inputs.give(std::mem::take(&mut conn.exchange.input));
+            self.outputs.give(std::mem::take(&mut conn.exchange.output));
         }
     }
 }
@@ -233,7 +233,7 @@ impl EpollLane {
         };
         let conn = Conn {
             stream,
-            x: Exchange { input, output, ..Exchange::default() },
+            exchange: Exchange { input, output, ..Exchange::default() },
             sent: 0,
             nodelay: false,
             last_active: now,
@@ -251,8 +251,8 @@ impl EpollLane {
 
     fn close(&mut self, token: u64) {
         if let Some(conn) = self.table.remove(token) {
-            self.buffers.inputs.give(conn.x.input);
-            self.buffers.outputs.give(conn.x.output);
+            self.buffers.inputs.give(conn.exchange.input);
+            self.buffers.outputs.give(conn.exchange.output);
             // Dropping the stream closes the fd, which also leaves the epoll set.
         }
         self.counters.open.store(self.table.len() as u64, Ordering::Relaxed);
@@ -280,7 +280,7 @@ impl EpollLane {
         for token in self.table.tokens() {
             let Some(conn) = self.table.get_mut(token) else { continue };
             let slow = conn
-                .x
+                .exchange
                 .request_since
                 .is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
             let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
@@ -313,7 +313,7 @@ impl EpollLane {
             let idle = self
                 .table
                 .get_mut(token)
-                .is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none());
+                .is_some_and(|c| c.exchange.is_idle() && c.exchange.request_since.is_none());
             if idle {
                 self.close(token);
             }
@@ -331,25 +331,25 @@ fn drive(
     draining: bool,
     now: Instant,
 ) -> bool {
-    if conn.x.input.is_empty() {
-        conn.x.input = buffers.inputs.take();
+    if conn.exchange.input.is_empty() {
+        conn.exchange.input = buffers.inputs.take();
     }
     loop {
         // Read until the socket is drained, or until a file body must go out first.
-        while conn.x.file.is_none() && !conn.x.close_after {
-            let space = conn.x.input.len() - conn.x.filled;
+        while conn.exchange.file.is_none() && !conn.exchange.close_after {
+            let space = conn.exchange.input.len() - conn.exchange.filled;
             if space == 0 {
                 break;
             }
-            match (&conn.stream).read(&mut conn.x.input[conn.x.filled..]) {
+            match (&conn.stream).read(&mut conn.exchange.input[conn.exchange.filled..]) {
                 Ok(0) => {
                     // The client finished sending; answer what it sent, then close.
-                    conn.x.close_after = true;
+                    conn.exchange.close_after = true;
                 }
                 Ok(n) => {
-                    conn.x.filled += n;
+                    conn.exchange.filled += n;
                     conn.last_active = now;
-                    answer(&mut conn.x, responder, counters, draining, now);
+                    answer(&mut conn.exchange, responder, counters, draining, now);
                     // Edge-triggered: a short read drained the socket; the next byte brings
                     // a new edge, so no read is wasted on EAGAIN.
                     if n < space {
@@ -361,17 +361,17 @@ fn drive(
                 Err(_) => return true,
             }
         }
-        if !conn.nodelay && !conn.x.close_after && !conn.x.output.is_empty() {
+        if !conn.nodelay && !conn.exchange.close_after && !conn.exchange.output.is_empty() {
             let _ = conn.stream.set_nodelay(true);
             conn.nodelay = true;
         }
-        let paused_for_file = conn.x.file.is_some();
+        let paused_for_file = conn.exchange.file.is_some();
         match flush(conn, counters, now) {
             Flushed::Done => {}
             Flushed::Blocked => return false,
             Flushed::Failed => return true,
         }
-        if conn.x.close_after {
+        if conn.exchange.close_after {
             return true;
         }
         if !paused_for_file {
@@ -379,14 +379,14 @@ fn drive(
             return false;
         }
         // A file went out while requests may wait in the buffer or the socket: go on.
-        answer(&mut conn.x, responder, counters, draining, now);
+        answer(&mut conn.exchange, responder, counters, draining, now);
     }
 }
 
 /// Writes pending output, then the file body with sendfile (no copy through user space).
 fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
-    while conn.sent < conn.x.output.len() {
-        match (&conn.stream).write(&conn.x.output[conn.sent..]) {
+    while conn.sent < conn.exchange.output.len() {
+        match (&conn.stream).write(&conn.exchange.output[conn.sent..]) {
             Ok(n) => {
                 conn.sent += n;
                 conn.last_active = now;
@@ -397,9 +397,9 @@ fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
             Err(_) => return Flushed::Failed,
         }
     }
-    conn.x.output.clear();
+    conn.exchange.output.clear();
     conn.sent = 0;
-    if let Some((file, offset, end)) = &mut conn.x.file {
+    if let Some((file, offset, end)) = &mut conn.exchange.file {
         while *offset < *end {
             let chunk = (*end - *offset).min(1 << 30) as usize;
             match rustix::fs::sendfile(&conn.stream, &*file, Some(offset), chunk) {
@@ -413,7 +413,7 @@ fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
                 Err(_) => return Flushed::Failed,
             }
         }
-        conn.x.file = None;
+        conn.exchange.file = None;
     }
     Flushed::Done
 }

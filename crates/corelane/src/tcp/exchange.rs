@@ -98,13 +98,13 @@ impl Responder {
         }
     }
 
-    /// Appends the response to `req` to the connection; a file body is left in `conn.file`.
-    fn respond(&mut self, conn: &mut Exchange, req: &Request, keep: bool) -> Status {
+    /// Appends the response to `req` to the connection; a file body is left in `exchange.file`.
+    fn respond(&mut self, exchange: &mut Exchange, req: &Request, keep: bool) -> Status {
         let k = usize::from(!keep);
         match (&*self.content, req.method) {
             (_, Method::Other) => {
                 http::write_error(
-                    &mut conn.output,
+                    &mut exchange.output,
                     Status::MethodNotAllowed,
                     keep,
                     &self.cached_date,
@@ -113,18 +113,18 @@ impl Responder {
             }
             (Content::Body(_), method) => {
                 let m = usize::from(method == Method::Head);
-                conn.output.extend_from_slice(&self.cached[k][m]);
+                exchange.output.extend_from_slice(&self.cached[k][m]);
                 Status::Ok
             }
             (Content::Root(root), method) => {
                 let opened = root
-                    .resolve(&conn.input[req.target.clone()])
+                    .resolve(&exchange.input[req.target.clone()])
                     .and_then(|path| open_regular(&path).map(|(f, len)| (path, f, len)));
                 match opened {
                     Ok((path, file, len)) => {
                         let kind = http::content_type(&path);
                         http::write_head(
-                            &mut conn.output,
+                            &mut exchange.output,
                             Status::Ok,
                             kind,
                             len,
@@ -132,12 +132,12 @@ impl Responder {
                             &self.cached_date,
                         );
                         if method == Method::Get && len > 0 {
-                            conn.file = Some((file, 0, len));
+                            exchange.file = Some((file, 0, len));
                         }
                         Status::Ok
                     }
                     Err(status) => {
-                        http::write_error(&mut conn.output, status, keep, &self.cached_date);
+                        http::write_error(&mut exchange.output, status, keep, &self.cached_date);
                         status
                     }
                 }
@@ -160,45 +160,45 @@ fn open_regular(path: &std::path::Path) -> Result<(File, u64), Status> {
 
 /// Answers every complete request in the exchange's input.
 pub(crate) fn answer(
-    conn: &mut Exchange,
+    exchange: &mut Exchange,
     responder: &mut Responder,
     counters: &ServerCounters,
     draining: bool,
     now: Instant,
 ) {
-    while !conn.close_after && conn.file.is_none() {
-        if conn.skip_body > 0 {
-            let n = conn.skip_body.min(conn.filled as u64);
-            conn.consume(n as usize);
-            conn.skip_body -= n;
-            if conn.skip_body > 0 {
+    while !exchange.close_after && exchange.file.is_none() {
+        if exchange.skip_body > 0 {
+            let n = exchange.skip_body.min(exchange.filled as u64);
+            exchange.consume(n as usize);
+            exchange.skip_body -= n;
+            if exchange.skip_body > 0 {
                 return;
             }
         }
-        if conn.filled == 0 {
-            conn.request_since = None;
+        if exchange.filled == 0 {
+            exchange.request_since = None;
             return;
         }
-        match http::parse_request(&conn.input[..conn.filled], &responder.limits) {
+        match http::parse_request(&exchange.input[..exchange.filled], &responder.limits) {
             Parsed::Partial => {
-                conn.request_since.get_or_insert(now);
+                exchange.request_since.get_or_insert(now);
                 return;
             }
             Parsed::Reject(status) => {
-                http::write_error(&mut conn.output, status, false, &responder.cached_date);
+                http::write_error(&mut exchange.output, status, false, &responder.cached_date);
                 count_status(counters, status);
-                conn.close_after = true;
-                conn.filled = 0;
+                exchange.close_after = true;
+                exchange.filled = 0;
             }
             Parsed::Request(req) => {
                 let keep = req.keep_alive && !draining;
-                let status = responder.respond(conn, &req, keep);
+                let status = responder.respond(exchange, &req, keep);
                 count_status(counters, status);
-                conn.consume(req.head_len);
-                conn.skip_body = req.body_len;
-                conn.request_since = None;
+                exchange.consume(req.head_len);
+                exchange.skip_body = req.body_len;
+                exchange.request_since = None;
                 if !keep {
-                    conn.close_after = true;
+                    exchange.close_after = true;
                 }
             }
         }

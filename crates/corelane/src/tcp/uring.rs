@@ -23,7 +23,7 @@ const BUFFER_BYTES: usize = 4096;
 
 #[derive(Debug)]
 struct Conn {
-    x: Exchange,
+    exchange: Exchange,
     recv_armed: bool,
     sending: bool,
     /// A shutdown was asked for: the connection closes once its receive has ended.
@@ -146,9 +146,15 @@ impl UringLane {
                 let draining = self.drain_deadline.is_some();
                 if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
                     if !conn.closing {
-                        conn.x.append(bytes);
+                        conn.exchange.append(bytes);
                         conn.last_active = now;
-                        answer(&mut conn.x, &mut self.responder, &self.counters, draining, now);
+                        answer(
+                            &mut conn.exchange,
+                            &mut self.responder,
+                            &self.counters,
+                            draining,
+                            now,
+                        );
                     }
                     conn.recv_armed = more;
                 }
@@ -190,8 +196,8 @@ impl UringLane {
                     return self.ring.send(slot, buf, done);
                 }
                 buf.clear();
-                if conn.x.output.is_empty() && self.recycle_buffers {
-                    conn.x.output = buf; // the sent buffer becomes the next output buffer
+                if conn.exchange.output.is_empty() && self.recycle_buffers {
+                    conn.exchange.output = buf; // the sent buffer becomes the next output buffer
                 }
                 self.flush(slot)?;
             }
@@ -203,7 +209,7 @@ impl UringLane {
     fn admit(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         bump(&self.counters.accepted, 1);
         let mut conn = Conn {
-            x: Exchange::default(),
+            exchange: Exchange::default(),
             recv_armed: true,
             sending: false,
             closing: false,
@@ -212,12 +218,12 @@ impl UringLane {
         let refuse = self.open >= self.max_connections || self.drain_deadline.is_some();
         if refuse {
             http::write_error(
-                &mut conn.x.output,
+                &mut conn.exchange.output,
                 Status::ServiceUnavailable,
                 false,
                 &self.responder.cached_date,
             );
-            conn.x.close_after = true;
+            conn.exchange.close_after = true;
             bump(&self.counters.refused, 1);
         }
         if let Some(entry) = self.conns.get_mut(slot as usize) {
@@ -238,12 +244,12 @@ impl UringLane {
         if conn.sending {
             return Ok(());
         }
-        if !conn.x.output.is_empty() {
-            let buf = std::mem::take(&mut conn.x.output);
+        if !conn.exchange.output.is_empty() {
+            let buf = std::mem::take(&mut conn.exchange.output);
             conn.sending = true;
             return self.ring.send(slot, buf, 0);
         }
-        if conn.x.close_after && !conn.closing {
+        if conn.exchange.close_after && !conn.closing {
             conn.closing = true;
             return if conn.recv_armed {
                 self.ring.shutdown(slot, libc::SHUT_WR)
@@ -251,10 +257,10 @@ impl UringLane {
                 self.close_when_quiet(slot)
             };
         }
-        if !recycle && conn.x.is_idle() {
+        if !recycle && conn.exchange.is_idle() {
             // Without buffer recycling an idle connection holds no buffers.
-            conn.x.input = Vec::new();
-            conn.x.output = Vec::new();
+            conn.exchange.input = Vec::new();
+            conn.exchange.output = Vec::new();
         }
         Ok(())
     }
@@ -295,15 +301,15 @@ impl UringLane {
             let slow = conn.request_timed_out(now, limits.header_timeout);
             let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
             if slow && !conn.closing {
-                conn.x.request_since = None;
-                conn.x.filled = 0;
+                conn.exchange.request_since = None;
+                conn.exchange.filled = 0;
                 http::write_error(
-                    &mut conn.x.output,
+                    &mut conn.exchange.output,
                     Status::RequestTimeout,
                     false,
                     &self.responder.cached_date,
                 );
-                conn.x.close_after = true;
+                conn.exchange.close_after = true;
                 bump(&self.counters.timeouts, 1);
                 bump(&self.counters.client_errors, 1);
                 self.flush(slot)?;
@@ -321,8 +327,9 @@ impl UringLane {
         }
         self.listener = None;
         for slot in 0..self.conns.len() as u32 {
-            let idle = slot_mut(&mut self.conns, slot)
-                .is_some_and(|c| c.x.is_idle() && c.x.request_since.is_none() && !c.sending);
+            let idle = slot_mut(&mut self.conns, slot).is_some_and(|c| {
+                c.exchange.is_idle() && c.exchange.request_since.is_none() && !c.sending
+            });
             if idle {
                 self.abort(slot)?;
             }
@@ -333,7 +340,7 @@ impl UringLane {
 
 impl Conn {
     fn request_timed_out(&self, now: Instant, limit: Duration) -> bool {
-        self.x.request_since.is_some_and(|t| now.duration_since(t) >= limit)
+        self.exchange.request_since.is_some_and(|t| now.duration_since(t) >= limit)
     }
 }
 
