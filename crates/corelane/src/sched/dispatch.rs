@@ -50,6 +50,22 @@ pub struct Event {
     pub due_ns: u64,
 }
 
+impl Event {
+    /// A new event; the dispatcher fills in its timing fields.
+    pub fn new(flow: u32, seq: u64, born_ns: u64, cost_ns: u32, visible_cost_ns: u32) -> Self {
+        Self {
+            flow,
+            seq,
+            born_ns,
+            cost_ns,
+            visible_cost_ns,
+            not_before_ns: 0,
+            charge_ns: 0,
+            due_ns: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -405,16 +421,7 @@ mod tests {
     use super::*;
 
     fn ev(flow: u32, seq: u64) -> Event {
-        Event {
-            flow,
-            seq,
-            born_ns: 0,
-            cost_ns: 100,
-            visible_cost_ns: 100,
-            not_before_ns: 0,
-            charge_ns: 100,
-            due_ns: 0,
-        }
+        Event { charge_ns: 100, ..Event::new(flow, seq, 0, 100, 100) }
     }
 
     #[test]

@@ -209,16 +209,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn ev(flow: u32, seq: u64) -> Event {
-        Event {
-            flow,
-            seq,
-            born_ns: 0,
-            cost_ns: 0,
-            visible_cost_ns: 1,
-            not_before_ns: 0,
-            charge_ns: 0,
-            due_ns: 0,
-        }
+        Event::new(flow, seq, 0, 0, 1)
     }
 
     proptest! {

@@ -66,6 +66,43 @@ pub struct RunResult {
     pub scheduling_share: Option<f64>,
 }
 
+impl RunResult {
+    /// A run's figures from what it measured: `work` per worker (for balance), latencies in
+    /// ns, and the dispatcher's migrations over `seconds`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn measured(
+        kind: Kind,
+        workload: Workload,
+        workers: usize,
+        mode: &str,
+        throughput_mevps: f64,
+        reorder: &ReorderMeter,
+        work: &[f64],
+        latency: &Histogram<u64>,
+        migrations_per_sec: f64,
+        scheduling_share: Option<f64>,
+    ) -> Self {
+        let balance = Balance::of(work);
+        let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+        Self {
+            scheduler: kind.name().into(),
+            workload: workload.name().into(),
+            workers,
+            mode: mode.into(),
+            throughput_mevps,
+            reorder: reorder.report(),
+            imbalance_cov: balance.cov,
+            imbalance_max_over_mean: balance.max_over_mean,
+            jain: balance.jain,
+            p50_latency_us: us(0.5),
+            p99_latency_us: us(0.99),
+            p999_latency_us: us(0.999),
+            migrations_per_sec,
+            scheduling_share,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Tick {
     Done(usize),
@@ -124,16 +161,7 @@ pub fn simulate(cfg: &SimConfig) -> RunResult {
         match tick {
             Tick::Arrival => {
                 let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
-                let mut ev = Event {
-                    flow,
-                    seq,
-                    born_ns: now,
-                    cost_ns,
-                    visible_cost_ns,
-                    not_before_ns: 0,
-                    charge_ns: 0,
-                    due_ns: 0,
-                };
+                let mut ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
                 next_arrival_at += gap_ns;
                 if let Some(w) = dispatcher.dispatch(ev, now) {
                     dispatcher.stamp(&mut ev);
@@ -197,24 +225,18 @@ pub fn simulate(cfg: &SimConfig) -> RunResult {
     }
     let secs = (now.saturating_sub(measure_from)) as f64 / 1e9;
     let work: Vec<f64> = workers.iter().map(|w| w.total_busy_ns as f64).collect();
-    let balance = Balance::of(&work);
-    let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
-    RunResult {
-        scheduler: cfg.kind.name().into(),
-        workload: cfg.workload.name().into(),
-        workers: cfg.workers,
-        mode: "sim".into(),
-        throughput_mevps: if secs > 0.0 { measured as f64 / secs / 1e6 } else { 0.0 },
-        reorder: reorder.report(),
-        imbalance_cov: balance.cov,
-        imbalance_max_over_mean: balance.max_over_mean,
-        jain: balance.jain,
-        p50_latency_us: us(0.5),
-        p99_latency_us: us(0.99),
-        p999_latency_us: us(0.999),
-        migrations_per_sec: dispatcher.migrations() as f64 / (now as f64 / 1e9).max(1e-9),
-        scheduling_share: None,
-    }
+    RunResult::measured(
+        cfg.kind,
+        cfg.workload,
+        cfg.workers,
+        "sim",
+        if secs > 0.0 { measured as f64 / secs / 1e6 } else { 0.0 },
+        &reorder,
+        &work,
+        &latency,
+        dispatcher.migrations() as f64 / (now as f64 / 1e9).max(1e-9),
+        None,
+    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
-use super::metrics::{Balance, ReorderMeter};
+use super::metrics::ReorderMeter;
 use super::pool::WorkerPool;
 use super::sim::RunResult;
 use super::workload::{Source, Workload};
@@ -78,16 +78,7 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
         while drawn.len() < BATCH {
             let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
             let cost_ns = if cfg.mean_cost_ns > 0.0 { cost_ns } else { 0 };
-            drawn.push_back(Event {
-                flow,
-                seq,
-                born_ns: now_ns,
-                cost_ns,
-                visible_cost_ns,
-                not_before_ns: 0,
-                charge_ns: 0,
-                due_ns: 0,
-            });
+            drawn.push_back(Event::new(flow, seq, now_ns, cost_ns, visible_cost_ns));
         }
         // The decision and the enqueue are the scheduling work.
         let t = Instant::now();
@@ -110,24 +101,18 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
     } else {
         done_per_worker.iter().map(|&d| d as f64).collect()
     };
-    let balance = Balance::of(&work);
-    let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
-    Ok(RunResult {
-        scheduler: cfg.kind.name().into(),
-        workload: cfg.workload.name().into(),
+    Ok(RunResult::measured(
+        cfg.kind,
+        cfg.workload,
         workers,
-        mode: "threads".into(),
-        throughput_mevps: completed as f64 / elapsed.as_secs_f64() / 1e6,
-        reorder: reorder.report(),
-        imbalance_cov: balance.cov,
-        imbalance_max_over_mean: balance.max_over_mean,
-        jain: balance.jain,
-        p50_latency_us: us(0.5),
-        p99_latency_us: us(0.99),
-        p999_latency_us: us(0.999),
-        migrations_per_sec: dispatcher.migrations() as f64 / elapsed.as_secs_f64(),
-        scheduling_share: Some(sched_ns as f64 / elapsed.as_nanos() as f64),
-    })
+        "threads",
+        completed as f64 / elapsed.as_secs_f64() / 1e6,
+        &reorder,
+        &work,
+        &latency,
+        dispatcher.migrations() as f64 / elapsed.as_secs_f64(),
+        Some(sched_ns as f64 / elapsed.as_nanos() as f64),
+    ))
 }
 
 #[cfg(test)]

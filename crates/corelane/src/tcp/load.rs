@@ -14,6 +14,7 @@ use rustix::event::epoll::{self, Event, EventData, EventFlags};
 use rustix::io::Errno;
 use socket2::{Domain, Socket, Type};
 
+use super::server::bump;
 use super::TcpError;
 use crate::lane::{Lane, StopSignal};
 
@@ -74,10 +75,6 @@ struct LoadCounters {
     errors: AtomicU64,
     connects: AtomicU64,
     bytes_in: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
 }
 
 /// One second of load.

@@ -69,16 +69,7 @@ impl DispatchLane {
         }
         let now = self.pool.now_ns();
         let cost = self.config.work_ns;
-        let mut ev = Event {
-            flow,
-            seq,
-            born_ns: now,
-            cost_ns: cost,
-            visible_cost_ns: cost.max(1),
-            not_before_ns: 0,
-            charge_ns: 0,
-            due_ns: 0,
-        };
+        let mut ev = Event::new(flow, seq, now, cost, cost.max(1));
         if let Some(w) = self.dispatcher.dispatch(ev, now) {
             self.dispatcher.stamp(&mut ev);
             self.pool.send(w, ev);
