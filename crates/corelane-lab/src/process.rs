@@ -112,14 +112,25 @@ impl ChildProcess {
     /// printed, whatever its exit status.
     pub fn output_after(mut self, timeout: Duration) -> Vec<String> {
         let _ = self.wait_timeout(timeout);
-        std::thread::sleep(Duration::from_millis(50));
-        self.lines.try_iter().collect()
+        self.remaining_lines()
+    }
+
+    /// Every line not yet read: once the child has exited, its stdout reader forwards what
+    /// is left and hangs up, so this waits for the hang-up (2 s at most), not a guessed delay.
+    fn remaining_lines(&self) -> Vec<String> {
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut lines = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(end.saturating_duration_since(Instant::now()))
+        {
+            lines.push(line);
+        }
+        lines
     }
 
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
     pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
         let status = self.wait_timeout(timeout);
-        let lines: Vec<String> = self.lines.try_iter().collect();
+        let lines = if status.is_some() { self.remaining_lines() } else { Vec::new() };
         match status {
             Some(s) if s.success() => Ok(lines),
             Some(s) => {
