@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use corelane::lane::StopSignal;
 use corelane_lab::affinity::{self as affinity_lab, AffinityLabOptions};
 use corelane_lab::copy::{self as copy_lab, CopyLabOptions};
 use corelane_lab::report;
 use corelane_lab::sched::{self as sched_lab, SchedLabOptions};
 use corelane_lab::tcp::{self as tcp_lab, TcpLabOptions};
-use corelane_lab::udp::{self, Peer, UdpLabOptions, UdpLabReport};
+use corelane_lab::udp::{self, Peer, UdpLabOptions};
 use corelane_lab::{LabError, EXPERIMENTS};
 
 use crate::args::{outln, parse_duration, stop_on_signals};
@@ -279,23 +280,34 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
         }
         opts.only = Some(configs);
     }
-    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
+    conduct(
+        &args.common,
+        "the testbed and every process it started were removed",
+        |stop, progress| udp::run(&opts, stop, progress),
+        report::udp_text,
+        report::udp_csv,
+    )
+}
+
+/// Checks that the reports can be written, runs the experiment (Ctrl-C stops it and says what
+/// was cleaned up), then prints its table and writes its JSON and CSV.
+fn conduct<R: serde::Serialize>(
+    common: &CommonArgs,
+    cleaned: &str,
+    run: impl FnOnce(&StopSignal, &mut dyn FnMut(&str)) -> Result<R, LabError>,
+    text: fn(&R) -> String,
+    csv: fn(&R) -> Result<Vec<u8>, LabError>,
+) -> anyhow::Result<ExitCode> {
+    for path in [&common.json, &common.csv].into_iter().flatten() {
         report::check_writable(path)?;
     }
     let stop = stop_on_signals()?;
-    let report: UdpLabReport = match udp::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
+    let report = match run(&stop, &mut |line| eprintln!("{line}")) {
         Ok(r) => r,
-        Err(LabError::Interrupted) => {
-            return interrupted("the testbed and every process it started were removed")
-        }
+        Err(LabError::Interrupted) => return interrupted(cleaned),
         Err(e) => return Err(e.into()),
     };
-    publish(
-        &args.common,
-        report::udp_text(&report),
-        serde_json::to_vec_pretty(&report)?,
-        report::udp_csv(&report)?,
-    )
+    publish(common, text(&report), serde_json::to_vec_pretty(&report)?, csv(&report)?)
 }
 
 /// Ctrl-C during an experiment: say what was cleaned up, exit 130 like a shell would.
@@ -332,22 +344,12 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(t >= 1, "--trials must be at least 1");
         opts.trials = t;
     }
-    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
-        report::check_writable(path)?;
-    }
-    let stop = stop_on_signals()?;
-    let report = match copy_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(LabError::Interrupted) => {
-            return interrupted("the scratch tmpfs was unmounted and removed")
-        }
-        Err(e) => return Err(e.into()),
-    };
-    publish(
+    conduct(
         &args.common,
-        report::copy_text(&report),
-        serde_json::to_vec_pretty(&report)?,
-        report::copy_csv(&report)?,
+        "the scratch tmpfs was unmounted and removed",
+        |stop, progress| copy_lab::run(&opts, stop, progress),
+        report::copy_text,
+        report::copy_csv,
     )
 }
 
@@ -390,22 +392,12 @@ fn run_tcp(args: TcpArgs) -> anyhow::Result<ExitCode> {
         }
         opts.only = Some(configs);
     }
-    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
-        report::check_writable(path)?;
-    }
-    let stop = stop_on_signals()?;
-    let report = match tcp_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(LabError::Interrupted) => {
-            return interrupted("the testbed and every server and client it started were removed")
-        }
-        Err(e) => return Err(e.into()),
-    };
-    publish(
+    conduct(
         &args.common,
-        report::tcp_text(&report),
-        serde_json::to_vec_pretty(&report)?,
-        report::tcp_csv(&report)?,
+        "the testbed and every server and client it started were removed",
+        |stop, progress| tcp_lab::run(&opts, stop, progress),
+        report::tcp_text,
+        report::tcp_csv,
     )
 }
 
@@ -427,22 +419,12 @@ fn run_affinity(args: AffinityArgs) -> anyhow::Result<ExitCode> {
     }
     anyhow::ensure!(args.offered > 0, "--offered must be above 0");
     opts.offered_pps = args.offered;
-    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
-        report::check_writable(path)?;
-    }
-    let stop = stop_on_signals()?;
-    let report = match affinity_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(LabError::Interrupted) => {
-            return interrupted("the testbed and every process it started were removed")
-        }
-        Err(e) => return Err(e.into()),
-    };
-    publish(
+    conduct(
         &args.common,
-        report::affinity_text(&report),
-        serde_json::to_vec_pretty(&report)?,
-        report::affinity_csv(&report)?,
+        "the testbed and every process it started were removed",
+        |stop, progress| affinity_lab::run(&opts, stop, progress),
+        report::affinity_text,
+        report::affinity_csv,
     )
 }
 
@@ -477,19 +459,11 @@ fn run_sched(args: SchedArgs) -> anyhow::Result<ExitCode> {
             })
             .collect::<anyhow::Result<_>>()?;
     }
-    for path in [&args.common.json, &args.common.csv].into_iter().flatten() {
-        report::check_writable(path)?;
-    }
-    let stop = stop_on_signals()?;
-    let report = match sched_lab::run(&opts, &stop, &mut |line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(LabError::Interrupted) => return interrupted("every worker thread was stopped"),
-        Err(e) => return Err(e.into()),
-    };
-    publish(
+    conduct(
         &args.common,
-        report::sched_text(&report),
-        serde_json::to_vec_pretty(&report)?,
-        report::sched_csv(&report)?,
+        "every worker thread was stopped",
+        |stop, progress| sched_lab::run(&opts, stop, progress),
+        report::sched_text,
+        report::sched_csv,
     )
 }
