@@ -18,6 +18,16 @@ fn mpps(pps: f64) -> String {
     format!("{:.3}M", pps / 1e6)
 }
 
+/// Appends a report's findings, one bullet each, under a heading.
+fn push_findings(out: &mut String, findings: &[String]) {
+    if !findings.is_empty() {
+        out.push_str("\nfindings:\n");
+        for f in findings {
+            out.push_str(&format!("- {f}\n"));
+        }
+    }
+}
+
 fn right(text: String) -> Cell {
     Cell::new(text).set_alignment(CellAlignment::Right)
 }
@@ -112,12 +122,7 @@ pub fn udp_text(r: &UdpLabReport) -> String {
     for s in &r.skipped {
         out.push_str(&format!("skipped: {s}\n"));
     }
-    if !r.findings.is_empty() {
-        out.push_str("\nfindings:\n");
-        for f in &r.findings {
-            out.push_str(&format!("- {f}\n"));
-        }
-    }
+    push_findings(&mut out, &r.findings);
     out
 }
 
@@ -161,12 +166,7 @@ pub fn copy_text(r: &CopyLabReport) -> String {
     for row in r.rows.iter().filter(|row| row.note.is_some()) {
         out.push_str(&format!("note ({}): {}\n", row.config, row.note.as_deref().unwrap_or("")));
     }
-    if !r.findings.is_empty() {
-        out.push_str("\nfindings:\n");
-        for f in &r.findings {
-            out.push_str(&format!("- {f}\n"));
-        }
-    }
+    push_findings(&mut out, &r.findings);
     out
 }
 
@@ -340,12 +340,7 @@ pub fn tcp_text(r: &TcpLabReport) -> String {
     for s in &r.skipped {
         out.push_str(&format!("skipped: {s}\n"));
     }
-    if !r.findings.is_empty() {
-        out.push_str("\nfindings:\n");
-        for f in &r.findings {
-            out.push_str(&format!("- {f}\n"));
-        }
-    }
+    push_findings(&mut out, &r.findings);
     out
 }
 
@@ -445,12 +440,7 @@ pub fn affinity_text(r: &AffinityLabReport) -> String {
     }
     out.push_str(&model.to_string());
     out.push('\n');
-    if !r.findings.is_empty() {
-        out.push_str("\nfindings:\n");
-        for f in &r.findings {
-            out.push_str(&format!("- {f}\n"));
-        }
-    }
+    push_findings(&mut out, &r.findings);
     out
 }
 
@@ -542,12 +532,7 @@ pub fn sched_text(r: &SchedLabReport) -> String {
     for s in &r.skipped {
         out.push_str(&format!("skipped: {s}\n"));
     }
-    if !r.findings.is_empty() {
-        out.push_str("\nfindings:\n");
-        for f in &r.findings {
-            out.push_str(&format!("- {f}\n"));
-        }
-    }
+    push_findings(&mut out, &r.findings);
     out
 }
 

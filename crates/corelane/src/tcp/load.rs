@@ -451,8 +451,8 @@ impl LaneClients {
 
     /// Writes the request; false when the connection failed.
     fn send(&mut self, i: usize, now: Instant) -> bool {
-        let request = Arc::clone(&self.request);
-        let c = &mut self.clients[i];
+        // Disjoint borrows of the request and the client: no reference count touched per request.
+        let (request, c) = (&self.request, &mut self.clients[i]);
         let Some(stream) = &c.stream else { return false };
         while c.sent < request.len() {
             match (&*stream).write(&request[c.sent..]) {

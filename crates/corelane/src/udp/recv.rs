@@ -553,8 +553,9 @@ impl LaneWork {
             for datagram in data.chunks(segment) {
                 datagrams += 1;
                 bytes += datagram.len() as u64;
-                check_datagram(self.check, datagram, r);
-                if let (Some(lane), Ok(h)) = (&mut self.dispatch_lane, payload::read(datagram)) {
+                // Dispatch needs the check (bind refuses it without), and reuses its header.
+                let header = check_datagram(self.check, datagram, r);
+                if let (Some(lane), Some(h)) = (&mut self.dispatch_lane, header) {
                     lane.offer(h.flow, h.seq);
                 }
             }
@@ -626,14 +627,24 @@ impl LaneWork {
     }
 }
 
-/// Checks one datagram's header into the lane's tracker.
+/// Checks one datagram's header into the lane's tracker; returns the header when it is valid.
 #[inline]
-fn check_datagram(check: bool, datagram: &[u8], r: &mut LaneResult) {
-    if check {
-        match payload::read(datagram) {
-            Ok(h) => r.tracker.record(h.flow, h.seq),
-            Err(PayloadError::Corrupt) => r.corrupt += 1,
-            Err(PayloadError::Foreign | PayloadError::Short) => r.foreign += 1,
+fn check_datagram(check: bool, datagram: &[u8], r: &mut LaneResult) -> Option<payload::Header> {
+    if !check {
+        return None;
+    }
+    match payload::read(datagram) {
+        Ok(h) => {
+            r.tracker.record(h.flow, h.seq);
+            Some(h)
+        }
+        Err(PayloadError::Corrupt) => {
+            r.corrupt += 1;
+            None
+        }
+        Err(PayloadError::Foreign | PayloadError::Short) => {
+            r.foreign += 1;
+            None
         }
     }
 }
