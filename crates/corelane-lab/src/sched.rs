@@ -31,7 +31,7 @@ impl SchedLabOptions {
     pub fn full() -> Self {
         Self {
             sim_workers: vec![4, 8, 16, 64],
-            sim_events: 400_000,
+            sim_events: 1_000_000,
             thread_duration: Duration::from_secs(2),
             schedulers: Kind::ALL.to_vec(),
             workloads: Workload::ALL.to_vec(),

@@ -58,6 +58,14 @@ impl<T> FlowMap<T> {
         }
     }
 
+    pub fn get_mut(&mut self, id: &u32) -> Option<&mut T> {
+        if *id < DENSE {
+            self.dense.get_mut(*id as usize)?.as_mut()
+        } else {
+            self.sparse.get_mut(id)
+        }
+    }
+
     /// Every id present, in increasing order.
     pub fn keys(&self) -> Vec<u32> {
         let mut keys: Vec<u32> = self
