@@ -387,6 +387,9 @@ impl Dispatcher {
 
     /// Completes a paused flow's move once nothing of it is in flight.
     fn finish_move(&mut self, flow: u32, released: &mut Vec<(Event, usize)>) {
+        if self.paused.is_empty() {
+            return;
+        }
         let Some((to, held)) = self.paused.remove(&flow) else { return };
         self.table.insert(flow, to);
         let charge = self.mean_cost.get(&flow).copied().unwrap_or(0.0).round() as u32;

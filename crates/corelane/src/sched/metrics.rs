@@ -25,9 +25,15 @@ pub struct ReorderMeter {
 #[derive(Debug, Default)]
 struct FlowOrder {
     next_exp: u64,
-    /// Arrivals of this flow so far, as (sequence, arrival index), for extents; only the
-    /// recent window is kept (reordering beyond it counts with the window's extent).
+    /// Arrivals of this flow since a sequence number was first skipped, as (sequence,
+    /// arrival index), for extents: only a skipped number can arrive late, and every arrival
+    /// larger than it came after the skip. Empty while nothing is missing (in-order flows
+    /// cost no memory); only the recent window is kept (reordering beyond it counts with the
+    /// window's extent).
     recent: std::collections::VecDeque<(u64, u64)>,
+    /// Sequence numbers skipped and not yet arrived (those below the first arrival count:
+    /// they too can arrive late).
+    missing: u64,
     arrivals: u64,
 }
 
@@ -44,14 +50,18 @@ impl ReorderMeter {
     /// Records the arrival of `seq` of `flow`.
     pub fn record(&mut self, flow: u32, seq: u64) {
         self.events += 1;
-        let f = self
-            .flows
-            .get_or_insert_with(flow, || FlowOrder { next_exp: seq, ..Default::default() });
+        let f = self.flows.get_or_insert_with(flow, || FlowOrder {
+            next_exp: seq,
+            missing: seq,
+            ..Default::default()
+        });
         let index = f.arrivals;
         f.arrivals += 1;
         if seq >= f.next_exp {
+            f.missing += seq - f.next_exp;
             f.next_exp = seq + 1;
         } else {
+            f.missing = f.missing.saturating_sub(1);
             self.reordered += 1;
             // Earliest earlier arrival with a larger sequence number, and how many there are.
             let mut earliest = None;
@@ -70,6 +80,10 @@ impl ReorderMeter {
             if larger >= N_REORDER {
                 self.n_reordered += 1;
             }
+        }
+        if f.missing == 0 {
+            f.recent.clear();
+            return;
         }
         f.recent.push_back((seq, index));
         if f.recent.len() > WINDOW {
@@ -173,6 +187,42 @@ mod tests {
         assert_eq!(r.reordered, 1);
         assert_eq!(r.max_extent, 3);
         assert!((r.n_reordered_ratio - 0.25).abs() < 1e-12);
+    }
+
+    /// RFC 4737 straight from its definitions, remembering every arrival.
+    fn by_definition(seqs: &[u64]) -> (u64, u64, u64) {
+        let (mut reordered, mut extent_sum, mut n_reordered) = (0, 0, 0);
+        let mut next_exp = seqs[0];
+        for (i, &s) in seqs.iter().enumerate() {
+            if s >= next_exp {
+                next_exp = s + 1;
+                continue;
+            }
+            reordered += 1;
+            let larger: Vec<usize> = (0..i).filter(|&j| seqs[j] > s).collect();
+            extent_sum += (i - larger[0]) as u64;
+            if larger.len() >= N_REORDER {
+                n_reordered += 1;
+            }
+        }
+        (reordered, extent_sum, n_reordered)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_meter_agrees_with_the_definition(
+            shuffles in proptest::collection::vec((0usize..200, 0usize..200), 0..60),
+        ) {
+            // A flow's numbers 0..200 with some pairs swapped: late arrivals of every extent.
+            let mut seqs: Vec<u64> = (0..200).collect();
+            for (a, b) in shuffles {
+                seqs.swap(a, b);
+            }
+            let r = meter(&seqs);
+            let n_reordered = (r.n_reordered_ratio * r.events as f64).round() as u64;
+            let extent_sum = (r.mean_extent * r.reordered as f64).round() as u64;
+            proptest::prop_assert_eq!((r.reordered, extent_sum, n_reordered), by_definition(&seqs));
+        }
     }
 
     #[test]
