@@ -300,15 +300,15 @@ impl Dispatcher {
                 w
             }
         };
-        let state = *self.diffusion.get_or_insert_with(flow, Diffusion::default);
+        let state = self.diffusion.get_or_insert_with(flow, Diffusion::default);
+        let (diffused, last_worker) = (state.diffused, state.last_worker);
         let now = now_ns as f64;
         let free_at = |w: usize| self.queue_end[w].max(now);
-        let (worker, start) = if state.diffused {
-            self.place_diffused(&state, cost, mean_cost, free_at)
-        } else {
-            (home, free_at(home))
+        let (worker, start) = match self.diffusion.get(&flow) {
+            Some(state) if diffused => self.place_diffused(state, cost, mean_cost, free_at),
+            _ => (home, free_at(home)),
         };
-        if state.diffused && worker != state.last_worker {
+        if diffused && worker != last_worker {
             self.migrations += 1;
         }
         let finish = start + cost;
