@@ -15,24 +15,26 @@
 //! * `diffuser` — ours, after the thesis's abstract: stochastic flow assignment (a new flow
 //!   goes to the less loaded of two random workers) plus a load-imbalance feedback loop.
 //!   Every epoch (250 µs) the imbalance I (coefficient of variation of the workers' busy
-//!   fractions) drives the diffusion probability p: `p += 0.5 (I − 0.01)` while I is above
-//!   the target 0.01, `p −= 0.02` otherwise, clamped to [0, 1]. A flow on a worker busier than
-//!   the mean (by more than the target) is *diffused* with probability p; once the workers
-//!   are balanced, a diffused flow whose share of the work is under half a worker's fair
-//!   share is undiffused with probability 1 − p — it goes back to the worker of its latest event, so it cannot overtake it.
-//!   A flow that needs more than a worker (one flow, an elephant) thus stays diffused, and a
-//!   small one is not moved back and forth every epoch. An undiffused flow stays on its
-//!   worker and cannot be reordered. A diffused event goes where it is cheapest, from
-//!   predictions of each worker's queue (the events' visible costs — what a packet processor
-//!   knows from a packet's length): on each worker it either starts when the worker is free,
-//!   overtaking those of the flow's last 16 events predicted to finish after it (within a
-//!   margin of 0.12 of its cost), at 0.16 of the flow's mean cost per overtaken event, or
-//!   waits until it would finish after them all, at the wait; a worker free later than the
-//!   least loaded one costs 0.95 ns per ns, so no worker is left behind. Overtaking is a
-//!   bounded reorder budget traded for throughput: on one flow over 8 workers, insisting on
-//!   order (no overtakes) leaves workers waiting for ~30 % of their time.
-//!   The parameters: target 0.01, gain 0.5, decay 0.02, margin 0.12, overtake price 0.16,
-//!   lateness price 0.95, the 16-event history and the 250 µs epoch.
+//!   fractions; 0 while no worker is 70 % busy, DSW's threshold) drives the diffusion
+//!   probability p: `p += 0.5 (I − 0.01)` while I is above the target 0.01, `p −= 0.02`
+//!   otherwise, clamped to [0, 1]. A flow on a worker busier than the mean (by more than
+//!   the target) is *diffused* with probability p; once the workers are balanced, a
+//!   diffused flow whose share of the work is under half a worker's fair share (any flow,
+//!   while no worker is loaded) is undiffused with probability 1 − p — it goes back to the
+//!   worker of its latest event, so it cannot overtake it. A flow that needs more than a
+//!   worker (one flow, an elephant) thus stays diffused, and a small one is not moved back
+//!   and forth every epoch. An undiffused flow stays on its worker and cannot be reordered.
+//!   A diffused event goes where it is cheapest, from predictions of each worker's queue
+//!   (the events' visible costs — what a packet processor knows from a packet's length): on
+//!   each worker it either starts when the worker is free, overtaking those of the flow's
+//!   last 16 events predicted to finish after it (within a margin of 0.12 of its cost), at
+//!   0.16 of the flow's mean cost per overtaken event, or waits until it would finish after
+//!   them all, at the wait; a worker free later than the least loaded one costs 0.95 ns per
+//!   ns, so no worker is left behind. Overtaking is a bounded reorder budget traded for
+//!   throughput: on one flow over 8 workers, insisting on order (no overtakes) leaves
+//!   workers waiting for ~30 % of their time. The parameters: target 0.01, gain 0.5, decay
+//!   0.02, load 0.7, margin 0.12, overtake price 0.16, lateness price 0.95, the 16-event
+//!   history and the 250 µs epoch.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -121,6 +123,8 @@ const DSW_MAX_MOVES: usize = 8;
 const DIFFUSER_TARGET: f64 = 0.01;
 const DIFFUSER_GAIN: f64 = 0.5;
 const DIFFUSER_DECAY: f64 = 0.02;
+/// Below this busy fraction on every worker, Diffuser sees no imbalance worth a reorder.
+const DIFFUSER_LOADED: f64 = 0.7;
 /// A diffused event is meant to finish this many of its own costs after its predecessor
 /// (room for the part of the cost the dispatcher cannot see).
 const DIFFUSER_MARGIN: f64 = 0.12;
@@ -415,7 +419,10 @@ impl Dispatcher {
                 }
             }
             Kind::Diffuser => {
-                let imbalance = super::metrics::Balance::of(busy).cov;
+                // Imbalance matters only when a worker is loaded (DSW's 70 %): two workers
+                // at 3 % and 1 % are as unbalanced as at 90 % and 30 %, with nothing to gain.
+                let loaded = busy.iter().any(|b| *b >= DIFFUSER_LOADED);
+                let imbalance = if loaded { super::metrics::Balance::of(busy).cov } else { 0.0 };
                 self.p_diffuse = if imbalance > DIFFUSER_TARGET {
                     (self.p_diffuse + DIFFUSER_GAIN * (imbalance - DIFFUSER_TARGET)).min(1.0)
                 } else {
@@ -440,9 +447,10 @@ impl Dispatcher {
                     state.work_ns = 0.0;
                     if state.diffused {
                         // Home again only when balanced and the flow is small enough to sit
-                        // on one worker; home is where its latest event went, so it cannot
-                        // overtake it.
-                        if imbalance <= DIFFUSER_TARGET && share < fair / 2.0 && coin >= p {
+                        // on one worker (any flow, when no worker is loaded); home is where
+                        // its latest event went, so it cannot overtake it.
+                        let fits = share < fair / 2.0 || !loaded;
+                        if imbalance <= DIFFUSER_TARGET && fits && coin >= p {
                             state.diffused = false;
                             self.table.insert(flow, state.last_worker);
                         }
@@ -564,6 +572,27 @@ mod tests {
         workers.sort_unstable();
         assert_eq!(workers, vec![0, 1, 2, 3], "{planned:?}");
         assert!(planned.windows(2).all(|p| p[0].1 < p[1].1), "{planned:?}");
+    }
+
+    #[test]
+    fn diffuser_diffuses_only_when_a_worker_is_loaded() {
+        let mut d = Dispatcher::new(Kind::Diffuser, 2, 7);
+        for seq in 0..40 {
+            d.dispatch(ev(seq as u32 % 4, seq), 0);
+        }
+        let mut released = Vec::new();
+        // Unbalanced but idle (3 % and 1 % busy): nothing to gain, nothing diffused.
+        for epoch in 1..=20 {
+            d.epoch(&[0.03, 0.01], epoch * EPOCH_NS, &mut released);
+        }
+        assert_eq!(d.p_diffuse, 0.0);
+        assert!((0..4).all(|f| !d.diffusion.get(&f).unwrap().diffused));
+        // One worker loaded: the feedback loop raises p and flows on it get diffused.
+        for epoch in 21..=40 {
+            d.epoch(&[0.95, 0.3], epoch * EPOCH_NS, &mut released);
+        }
+        assert!(d.p_diffuse > 0.5, "{}", d.p_diffuse);
+        assert!((0..4).any(|f| d.diffusion.get(&f).unwrap().diffused));
     }
 
     #[test]
