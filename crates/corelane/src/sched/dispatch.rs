@@ -132,7 +132,7 @@ const DIFFUSER_MARGIN: f64 = 0.12;
 const OVERTAKE_PRICE: f64 = 0.16;
 /// The price of a worker's being free later than the least loaded one, per ns.
 const LATE_PRICE: f64 = 0.95;
-
+/// A diffused flow's latest events whose predicted finishes Diffuser weighs overtaking.
 const RECENT: usize = 16;
 
 /// Diffuser's view of one flow.
