@@ -161,79 +161,66 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         Some(Experiment::Affinity(args)) => run_affinity(args),
         Some(Experiment::Sched(args)) => run_sched(args),
         Some(Experiment::Copy(args)) => run_copy(args),
-        Some(Experiment::All(common)) => {
-            let per =
-                |ext: &str, path: &Option<PathBuf>| path.as_ref().map(|p| p.with_extension(ext));
-            let udp = UdpArgs {
-                common: CommonArgs {
-                    json: per("udp.json", &common.json),
-                    csv: per("udp.csv", &common.csv),
-                    ..common.clone()
-                },
+        Some(Experiment::All(common)) => run_all(common),
+    }
+}
+
+/// Every experiment in turn, each writing its own report files (FILE.udp.json, …); stops at
+/// the first that does not succeed.
+fn run_all(common: CommonArgs) -> anyhow::Result<ExitCode> {
+    let own = |name: &str| CommonArgs {
+        json: common.json.as_ref().map(|p| p.with_extension(format!("{name}.json"))),
+        csv: common.csv.as_ref().map(|p| p.with_extension(format!("{name}.csv"))),
+        ..common.clone()
+    };
+    let steps: [&dyn Fn() -> anyhow::Result<ExitCode>; 5] = [
+        &|| {
+            run_udp(UdpArgs {
+                common: own("udp"),
                 trials: None,
                 duration: None,
                 offered: 1_500_000,
                 offered_gro: 20_000_000,
                 vs: None,
                 configs: None,
-            };
-            let code = run_udp(udp)?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            let code = run_tcp(TcpArgs {
-                common: CommonArgs {
-                    json: per("tcp.json", &common.json),
-                    csv: per("tcp.csv", &common.csv),
-                    ..common.clone()
-                },
+            })
+        },
+        &|| {
+            run_tcp(TcpArgs {
+                common: own("tcp"),
                 trials: None,
                 duration: None,
                 connections: 50,
                 vs: None,
                 configs: None,
-            })?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            let code = run_affinity(AffinityArgs {
-                common: CommonArgs {
-                    json: per("affinity.json", &common.json),
-                    csv: per("affinity.csv", &common.csv),
-                    ..common.clone()
-                },
+            })
+        },
+        &|| {
+            run_affinity(AffinityArgs {
+                common: own("affinity"),
                 trials: None,
                 duration: None,
                 offered: 1_000_000,
-            })?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            let code = run_sched(SchedArgs {
-                common: CommonArgs {
-                    json: per("sched.json", &common.json),
-                    csv: per("sched.csv", &common.csv),
-                    ..common.clone()
-                },
+            })
+        },
+        &|| {
+            run_sched(SchedArgs {
+                common: own("sched"),
                 workers: None,
                 schedulers: None,
                 workloads: None,
                 vs: None,
-            })?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            run_copy(CopyArgs {
-                common: CommonArgs {
-                    json: per("copy.json", &common.json),
-                    csv: per("copy.csv", &common.csv),
-                    ..common
-                },
-                size: None,
-                trials: None,
             })
+        },
+        &|| run_copy(CopyArgs { common: own("copy"), size: None, trials: None }),
+    ];
+    for step in steps {
+        let code = step()?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
         }
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn parse_peers(vs: Option<Vec<String>>) -> anyhow::Result<Vec<Peer>> {
