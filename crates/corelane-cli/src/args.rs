@@ -24,6 +24,15 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
 }
 
+/// Parses a count that must be at least 1 (trials, connections).
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
 /// Parses `10` (seconds), `500ms`, `50us`, `300ns`, `2s`, `1m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -116,6 +125,13 @@ mod tests {
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
         assert!(parse_size("4X").unwrap_err().contains("not a size unit"));
         assert!(parse_size("K").is_err());
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count("3"), Ok(3));
+        assert!(parse_count("0").unwrap_err().contains("at least 1"));
+        assert!(parse_count("two").is_err());
     }
 
     #[test]

@@ -58,7 +58,7 @@ struct UdpArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Trials per configuration (default 3, 1 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::parse_count)]
     trials: Option<usize>,
     /// Sending time per trial, at least 3s (default 5s, 3s with --quick).
     #[arg(long, value_parser = parse_duration)]
@@ -84,13 +84,13 @@ struct TcpArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Trials per configuration (default 3, 1 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::parse_count)]
     trials: Option<usize>,
     /// Load time per measurement, at least 1s (default 5s, 2s with --quick).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Client connections, each with one request in flight.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = crate::args::parse_count)]
     connections: usize,
     /// Peers to measure beside corelane: nginx, lighttpd, wrk, or none
     /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
@@ -107,7 +107,7 @@ struct AffinityArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Trials per placement (default 3, 1 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::parse_count)]
     trials: Option<usize>,
     /// Time per measurement, at least 3s (default 5s, 3s with --quick).
     #[arg(long, value_parser = parse_duration)]
@@ -143,7 +143,7 @@ struct CopyArgs {
     #[arg(long, value_parser = crate::args::parse_size)]
     size: Option<usize>,
     /// Trials per configuration (default 3, 1 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::parse_count)]
     trials: Option<usize>,
 }
 
@@ -243,10 +243,7 @@ fn run_udp(args: UdpArgs) -> anyhow::Result<ExitCode> {
         .context("cannot find the corelane binary to run as receiver and sender")?;
     let mut opts =
         if args.common.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
-    if let Some(t) = args.trials {
-        anyhow::ensure!(t >= 1, "--trials must be at least 1");
-        opts.trials = t;
-    }
+    opts.trials = args.trials.unwrap_or(opts.trials);
     if let Some(d) = args.duration {
         opts.duration = Duration::from_secs(d.as_secs());
     }
@@ -327,10 +324,7 @@ fn run_copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(size >= 1 << 20, "--size must be at least 1M");
         opts.size = size as u64;
     }
-    if let Some(t) = args.trials {
-        anyhow::ensure!(t >= 1, "--trials must be at least 1");
-        opts.trials = t;
-    }
+    opts.trials = args.trials.unwrap_or(opts.trials);
     conduct(
         &args.common,
         "the scratch tmpfs was unmounted and removed",
@@ -345,15 +339,11 @@ fn run_tcp(args: TcpArgs) -> anyhow::Result<ExitCode> {
         .context("cannot find the corelane binary to run as server and load generator")?;
     let mut opts =
         if args.common.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
-    if let Some(t) = args.trials {
-        anyhow::ensure!(t >= 1, "--trials must be at least 1");
-        opts.trials = t;
-    }
+    opts.trials = args.trials.unwrap_or(opts.trials);
     if let Some(d) = args.duration {
         anyhow::ensure!(d >= Duration::from_secs(1), "--duration must be at least 1s");
         opts.duration = d;
     }
-    anyhow::ensure!(args.connections >= 1, "--connections must be at least 1");
     opts.connections = args.connections;
     if let Some(names) = args.vs {
         opts.peers = if names.iter().any(|n| n == "none") {
@@ -396,10 +386,7 @@ fn run_affinity(args: AffinityArgs) -> anyhow::Result<ExitCode> {
     } else {
         AffinityLabOptions::full(exe)
     };
-    if let Some(t) = args.trials {
-        anyhow::ensure!(t >= 1, "--trials must be at least 1");
-        opts.trials = t;
-    }
+    opts.trials = args.trials.unwrap_or(opts.trials);
     if let Some(d) = args.duration {
         anyhow::ensure!(d >= Duration::from_secs(3), "--duration must be at least 3s");
         opts.duration = Duration::from_secs(d.as_secs());
