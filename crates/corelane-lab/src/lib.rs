@@ -12,6 +12,7 @@ pub mod sched;
 pub mod tcp;
 pub mod testbed;
 pub mod udp;
+pub mod workdir;
 
 /// An experiment `corelane lab NAME` runs.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +77,8 @@ pub enum LabError {
     Io { what: String, source: std::io::Error },
     #[error("{0}")]
     Child(String),
+    #[error("{0}")]
+    Options(String),
 }
 
 impl LabError {

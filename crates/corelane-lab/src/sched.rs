@@ -104,7 +104,8 @@ pub fn run(
                 let r = simulate(&SimConfig {
                     events: opts.sim_events,
                     ..SimConfig::new(kind, workload, workers)
-                });
+                })
+                .map_err(|e| LabError::Options(e.to_string()))?;
                 done += 1;
                 progress(&format!(
                     "[{done}/{total}] sim {} {} x{workers}: {:.2} Mev/s, reorder {:.4}",

@@ -39,6 +39,15 @@ pub struct Lane<T> {
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cannot pin to CPU {cpu}: beyond the {} CPUs an affinity mask holds",
+                rustix::thread::CpuSet::MAX_CPU
+            ),
+        ));
+    }
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set).map_err(|e| {
@@ -87,6 +96,13 @@ mod tests {
         let lane = Lane::spawn("t", 0, Some(1000), || Ok(())).unwrap();
         let err = lane.join().unwrap_err();
         assert!(err.to_string().contains("cannot pin to CPU 1000"), "{err}");
+    }
+
+    /// rustix's CpuSet::set panics beyond its size; a CPU number from a caller must not.
+    #[test]
+    fn pinning_beyond_the_affinity_mask_is_an_error_not_a_panic() {
+        let err = pin_current_thread(usize::MAX).unwrap_err();
+        assert!(err.to_string().contains("beyond the"), "{err}");
     }
 
     #[test]

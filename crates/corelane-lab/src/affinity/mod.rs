@@ -117,11 +117,7 @@ pub fn run(
     if testbed.is_namespaced() {
         testbed.steer_receive(&CpuList::new(vec![irq_cpu]))?;
     }
-    let scratch = crate::tcp::Scratch(
-        std::env::temp_dir().join(format!("corelane-lab-affinity-{}", std::process::id())),
-    );
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|e| LabError::io(format!("cannot create {}", scratch.0.display()), e))?;
+    let scratch = crate::workdir::WorkDir::create("affinity")?;
 
     // UDP placements: the receiver on the softirq CPU, on the other CPU, unpinned.
     let udp_opts = UdpLabOptions {
@@ -213,7 +209,7 @@ pub fn run(
         port,
         connections: opts.connections,
         duration: opts.duration,
-        scratch: &scratch.0,
+        scratch: scratch.path(),
     };
 
     let mut udp_results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); udp_rows.len()];

@@ -345,7 +345,7 @@ pub fn run(
     let (small_n, small_size) = opts.small_files;
     let tree_bytes = large_n as u64 * large_size + small_n as u64 * small_size.max(4096);
     // Source and copy of the file and of both trees, plus room for metadata.
-    let scratch = Scratch::mount(2 * opts.size + 2 * tree_bytes + (256 << 20), "");
+    let scratch = Scratch::mount(2 * opts.size + 2 * tree_bytes + (256 << 20), "")?;
     if let Some(note) = &scratch.note {
         progress(note);
     }
@@ -423,7 +423,7 @@ pub fn run(
         size,
     )?;
 
-    let huge = Scratch::mount(2 * opts.size + (64 << 20), "huge=always");
+    let huge = Scratch::mount(2 * opts.size + (64 << 20), "huge=always")?;
     let huge_desc = describe(&huge);
     if huge.mounted {
         let (hs, hd) = (huge.path.join("src"), huge.path.join("dst"));

@@ -1,12 +1,12 @@
 //! A private tmpfs for the copy lab, mounted and unmounted by the lab itself (or a directory
 //! in /dev/shm when mounting is not possible, which the report says). Mount points are named
-//! `corelane-lab-copy-<pid>-<n>` so that a later run can unmount those of a killed run.
+//! `corelane-lab-copy-<pid>-<random>` (see [`WorkDir`]) so that a later run can unmount those of a killed run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-const PREFIX: &str = "corelane-lab-copy-";
+use crate::workdir::WorkDir;
+use crate::LabError;
 
 /// A scratch directory on tmpfs, removed (and unmounted) when dropped.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub fn remove_stale_mounts() -> Vec<String> {
             let Some(rest) = Path::new(mp)
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(PREFIX))
+                .and_then(|n| n.strip_prefix(crate::workdir::prefix("copy").as_str()))
             else {
                 return false;
             };
@@ -44,33 +44,30 @@ pub fn remove_stale_mounts() -> Vec<String> {
 }
 
 impl Scratch {
-    /// Mounts a tmpfs of `size_bytes` with extra mount `options` (e.g. `huge=always`).
-    pub fn mount(size_bytes: u64, options: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("{PREFIX}{}-{n}", std::process::id()));
+    /// Mounts a tmpfs of `size_bytes` with extra mount `options` (e.g. `huge=always`) on a
+    /// fresh private mount point; falls back to a fresh private directory in /dev/shm.
+    pub fn mount(size_bytes: u64, options: &str) -> Result<Self, LabError> {
         let mut opts = format!("size={size_bytes},mode=0700");
         if !options.is_empty() {
             opts.push(',');
             opts.push_str(options);
         }
-        let fallback = |why: String| {
-            let path =
-                PathBuf::from("/dev/shm").join(format!("{PREFIX}{}-{n}", std::process::id()));
-            let _ = std::fs::create_dir_all(&path);
-            Self { path, mounted: false, note: Some(why), options: String::new() }
+        let fallback = |why: String| -> Result<Self, LabError> {
+            let path = WorkDir::create_in(Path::new("/dev/shm"), "copy")?.keep();
+            Ok(Self { path, mounted: false, note: Some(why), options: String::new() })
         };
         if !rustix::process::geteuid().is_root() {
             return fallback("not root: using /dev/shm instead of a private tmpfs".into());
         }
-        if let Err(e) = std::fs::create_dir_all(&path) {
-            return fallback(format!("cannot create {}: {e}; using /dev/shm", path.display()));
-        }
+        let path = WorkDir::create("copy")?.keep();
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &opts, "corelane-lab", path.to_str().unwrap_or("")])
+            .args(["-t", "tmpfs", "-o", &opts, "corelane-lab"])
+            .arg(&path)
             .output();
         match out {
-            Ok(o) if o.status.success() => Self { path, mounted: true, note: None, options: opts },
+            Ok(o) if o.status.success() => {
+                Ok(Self { path, mounted: true, note: None, options: opts })
+            }
             Ok(o) => {
                 let _ = std::fs::remove_dir(&path);
                 fallback(format!(
@@ -103,7 +100,7 @@ mod tests {
 
     #[test]
     fn mounts_and_removes_a_private_tmpfs() {
-        let scratch = Scratch::mount(16 << 20, "");
+        let scratch = Scratch::mount(16 << 20, "").unwrap();
         assert!(scratch.path.is_dir());
         std::fs::write(scratch.path.join("x"), b"x").unwrap();
         let path = scratch.path.clone();

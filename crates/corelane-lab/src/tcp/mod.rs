@@ -118,16 +118,6 @@ pub struct TcpLabReport {
     pub removed_stale_namespaces: Vec<String>,
 }
 
-/// A scratch directory for peer configurations, removed when dropped.
-#[derive(Debug)]
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
 
 /// Runs the experiment, reporting progress lines through `progress`.
@@ -153,10 +143,7 @@ pub fn run(
             ("loopback (127.0.0.1)".to_string(), Some(reason.clone()), free_port()?)
         }
     };
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("corelane-lab-tcp-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|e| LabError::io(format!("cannot create {}", scratch.0.display()), e))?;
+    let scratch = crate::workdir::WorkDir::create("tcp")?;
     let stage = Stage {
         testbed: &testbed,
         exe: &opts.exe,
@@ -165,7 +152,7 @@ pub fn run(
         port,
         connections: opts.connections,
         duration: opts.duration,
-        scratch: &scratch.0,
+        scratch: scratch.path(),
     };
 
     let mut skipped = Vec::new();

@@ -146,12 +146,12 @@ pub fn run_all(
         // The peers run on the default configuration: RPS off.
         testbed.steer_receive(&corelane::topology::CpuList::default())?;
     }
-    let workdir = std::env::temp_dir().join(format!("corelane-lab-{}", std::process::id()));
-    std::fs::create_dir_all(&workdir)
-        .map_err(|e| LabError::io(format!("cannot create {}", workdir.display()), e))?;
+    // The C peer is compiled and run as root from here: a private directory, never a
+    // predictable path.
+    let workdir = crate::workdir::WorkDir::create("udp")?;
     let mut c_loop = None;
     if peers.contains(&Peer::CLoop) {
-        match build_c_loop(&workdir) {
+        match build_c_loop(workdir.path()) {
             Ok(bin) => c_loop = Some(bin),
             Err(reason) => {
                 skipped.push(format!("c-loop: {reason}"));
@@ -184,17 +184,9 @@ pub fn run_all(
     for t in 0..opts.trials {
         for (i, &(rx, tx)) in pairs.iter().enumerate() {
             if stop.is_stopped() {
-                let _ = std::fs::remove_dir_all(&workdir);
                 return Err(LabError::Interrupted);
             }
-            let measured = measure(&setup, rx, tx, stop);
-            let (pps, cpu_ns) = match measured {
-                Ok(m) => m,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&workdir);
-                    return Err(e);
-                }
-            };
+            let (pps, cpu_ns) = measure(&setup, rx, tx, stop)?;
             progress(&format!(
                 "[peers] {} <- {} trial {}/{}: {:.3} Mpps, {:.0} ns CPU/datagram",
                 rx.label(),
@@ -207,7 +199,7 @@ pub fn run_all(
             results[i].push((pps, cpu_ns));
         }
     }
-    let _ = std::fs::remove_dir_all(&workdir);
+    drop(workdir);
     let mut rows: Vec<PeerRow> = pairs
         .iter()
         .zip(&results)

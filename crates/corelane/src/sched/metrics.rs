@@ -58,8 +58,9 @@ impl ReorderMeter {
         let index = f.arrivals;
         f.arrivals += 1;
         if seq >= f.next_exp {
-            f.missing += seq - f.next_exp;
-            f.next_exp = seq + 1;
+            f.missing = f.missing.saturating_add(seq - f.next_exp);
+            // Saturates at u64::MAX: after it, a repeated u64::MAX counts as in order.
+            f.next_exp = seq.saturating_add(1);
         } else {
             f.missing = f.missing.saturating_sub(1);
             self.reordered += 1;
@@ -160,6 +161,14 @@ mod tests {
             m.record(7, s);
         }
         m.report()
+    }
+
+    /// Sequence numbers come from the network (`udp recv --dispatch`): `u64::MAX` used to
+    /// overflow `seq + 1`.
+    #[test]
+    fn the_largest_sequence_numbers_do_not_overflow() {
+        let r = meter(&[0, u64::MAX - 1, u64::MAX, u64::MAX, 5]);
+        assert_eq!((r.events, r.reordered), (5, 1));
     }
 
     #[test]

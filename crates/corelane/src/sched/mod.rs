@@ -18,6 +18,15 @@ pub mod threads;
 pub mod workload;
 
 pub use dispatch::{Dispatcher, Event, Kind};
+
+/// A simulation or workload option no run can be made of; names the option and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("a workload needs at least one flow (and elephant at least one mouse)")]
+    NoFlows,
+    #[error("{what} is {value}: {fix}")]
+    OutOfRange { what: &'static str, value: f64, fix: &'static str },
+}
 pub use metrics::{Balance, ReorderMeter, ReorderReport};
 pub use sim::{simulate, RunResult, SimConfig};
 pub use workload::{Source, Workload};

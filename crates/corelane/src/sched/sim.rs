@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
 use super::metrics::{Balance, ReorderMeter, ReorderReport};
 use super::workload::{Source, Workload};
+use super::ConfigError;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SimConfig {
@@ -117,9 +118,38 @@ struct Worker {
     total_busy_ns: u64,
 }
 
+impl SimConfig {
+    /// Refuses options no simulation can run with.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let range = |what, value: f64, ok: bool, fix| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfRange { what, value, fix })
+            }
+        };
+        self.workload.check()?;
+        range("workers", self.workers as f64, (1..=1024).contains(&self.workers), "use 1 to 1024")?;
+        range("the ring size", self.ring as f64, self.ring >= 1, "use at least 1")?;
+        range(
+            "the mean cost (ns)",
+            self.mean_cost_ns,
+            (1.0..=1e9).contains(&self.mean_cost_ns),
+            "use 1 ns to 1 s",
+        )?;
+        range(
+            "the offered load",
+            self.offered_load,
+            (0.01..=100.0).contains(&self.offered_load),
+            "use 0.01 to 100 times the workers' capacity",
+        )
+    }
+}
+
 /// Runs one simulation.
-pub fn simulate(cfg: &SimConfig) -> RunResult {
-    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns, cfg.seed);
+pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
+    cfg.check()?;
+    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns, cfg.seed)?;
     let mut dispatcher = Dispatcher::new(cfg.kind, cfg.workers, cfg.seed ^ 0x5eed);
     let mut workers: Vec<Worker> = (0..cfg.workers)
         .map(|_| Worker { queue: VecDeque::new(), busy: false, epoch_busy_ns: 0, total_busy_ns: 0 })
@@ -225,7 +255,7 @@ pub fn simulate(cfg: &SimConfig) -> RunResult {
     }
     let secs = (now.saturating_sub(measure_from)) as f64 / 1e9;
     let work: Vec<f64> = workers.iter().map(|w| w.total_busy_ns as f64).collect();
-    RunResult::measured(
+    Ok(RunResult::measured(
         cfg.kind,
         cfg.workload,
         cfg.workers,
@@ -236,7 +266,7 @@ pub fn simulate(cfg: &SimConfig) -> RunResult {
         &latency,
         dispatcher.migrations() as f64 / (now as f64 / 1e9).max(1e-9),
         None,
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -247,7 +277,7 @@ mod tests {
     const SNAPSHOT: (u64, u64, i64) = (20_000, 990, 1911);
 
     fn run(kind: Kind, workload: Workload, workers: usize) -> RunResult {
-        simulate(&SimConfig { events: 60_000, ..SimConfig::new(kind, workload, workers) })
+        simulate(&SimConfig { events: 60_000, ..SimConfig::new(kind, workload, workers) }).unwrap()
     }
 
     #[test]
@@ -257,10 +287,28 @@ mod tests {
         let r = simulate(&SimConfig {
             events: 20_000,
             ..SimConfig::new(Kind::Diffuser, Workload::TenFlows, 8)
-        });
+        })
+        .unwrap();
         let snapshot =
             (r.reorder.events, r.reorder.reordered, (r.throughput_mevps * 100.0).round() as i64);
         assert_eq!(snapshot, SNAPSHOT, "{r:?}");
+    }
+
+    /// Zero workers used to index an empty worker list; a zero ring, load or cost spun or
+    /// divided by zero.
+    #[test]
+    fn options_no_run_can_be_made_of_are_refused() {
+        let base = SimConfig { events: 1_000, ..SimConfig::new(Kind::Rss, Workload::TenFlows, 2) };
+        for bad in [
+            SimConfig { workers: 0, ..base },
+            SimConfig { ring: 0, ..base },
+            SimConfig { offered_load: 0.0, ..base },
+            SimConfig { mean_cost_ns: f64::NAN, ..base },
+            SimConfig { workload: Workload::Uniform { flows: 0 }, ..base },
+        ] {
+            assert!(simulate(&bad).is_err(), "{bad:?}");
+        }
+        assert!(simulate(&base).is_ok());
     }
 
     #[test]
@@ -287,7 +335,8 @@ mod tests {
         for workload in Workload::ALL {
             for kind in Kind::ALL {
                 let r =
-                    simulate(&SimConfig { events: 1_000_000, ..SimConfig::new(kind, workload, 8) });
+                    simulate(&SimConfig { events: 1_000_000, ..SimConfig::new(kind, workload, 8) })
+                        .unwrap();
                 eprintln!(
                     "{:<9} {:<13} {:>7.2} Mev/s reorder {:.4} cov {:.3} p99 {:.1}us mig/s {:.0}",
                     workload.name(),

@@ -36,13 +36,14 @@ const BATCH: usize = 32;
 
 /// Runs the producer on the calling thread and the workers on their own lanes.
 pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
+    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns.max(1.0), cfg.seed)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let workers = cfg.workers.max(1);
     let worker_cpus = cfg.cpus.get(1..).unwrap_or(&[]);
     let mut pool = WorkerPool::start(workers, cfg.ring, worker_cpus, cfg.mean_cost_ns > 0.0)?;
     if let Some(&cpu) = cfg.cpus.first() {
         pin_current_thread(cpu)?;
     }
-    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns.max(1.0), cfg.seed);
     let mut dispatcher = Dispatcher::new(cfg.kind, workers, cfg.seed ^ 0x5eed);
     let mut reorder = ReorderMeter::new();
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)

@@ -3,6 +3,11 @@
 
 use serde::Serialize;
 
+use super::ConfigError;
+
+/// The most flows a workload may have: as many as a UDP receiver tracks.
+const MAX_FLOWS: usize = crate::udp::MAX_TRACKED_FLOWS;
+
 /// A traffic shape.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -41,6 +46,41 @@ impl Workload {
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|w| w.name() == name)
+    }
+
+    /// Refuses shapes no event can be drawn from (no flow, weights that are not numbers).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        match *self {
+            Workload::Uniform { flows: 0 }
+            | Workload::Zipf { flows: 0, .. }
+            | Workload::Elephant { mice: 0, .. } => Err(ConfigError::NoFlows),
+            Workload::Uniform { flows }
+            | Workload::Zipf { flows, .. }
+            | Workload::Elephant { mice: flows, .. }
+                if flows as usize > MAX_FLOWS =>
+            {
+                Err(ConfigError::OutOfRange {
+                    what: "the number of flows",
+                    value: f64::from(flows),
+                    fix: "use at most 65536 (the flows a receiver tracks)",
+                })
+            }
+            Workload::Zipf { s, .. } if !(0.0..=100.0).contains(&s) => {
+                Err(ConfigError::OutOfRange {
+                    what: "the Zipf exponent",
+                    value: s,
+                    fix: "use 0 to 100 (1.1 is typical)",
+                })
+            }
+            Workload::Elephant { share, .. } if !(0.0..1.0).contains(&share) => {
+                Err(ConfigError::OutOfRange {
+                    what: "the elephant's share",
+                    value: share,
+                    fix: "use at least 0 and less than 1",
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Relative rates of the flows.
@@ -113,10 +153,16 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(workload: Workload, mean_cost_ns: f64, seed: u64) -> Self {
+    pub fn new(workload: Workload, mean_cost_ns: f64, seed: u64) -> Result<Self, ConfigError> {
+        workload.check()?;
         let flows = AliasTable::new(&workload.weights());
         let count = flows.keep.len();
-        Self { flows, rng: fastrand::Rng::with_seed(seed), next_seq: vec![0; count], mean_cost_ns }
+        Ok(Self {
+            flows,
+            rng: fastrand::Rng::with_seed(seed),
+            next_seq: vec![0; count],
+            mean_cost_ns,
+        })
     }
 
     pub fn flows(&self) -> usize {
@@ -142,7 +188,7 @@ mod tests {
     #[test]
     fn sources_are_deterministic_and_follow_their_shares() {
         let draw = |w| {
-            let mut s = Source::new(w, 100.0, 7);
+            let mut s = Source::new(w, 100.0, 7).unwrap();
             (0..10_000).map(|_| s.draw()).collect::<Vec<_>>()
         };
         assert_eq!(draw(Workload::TenFlows), draw(Workload::TenFlows));
@@ -158,5 +204,24 @@ mod tests {
         let one = draw(Workload::OneFlow);
         assert!(one.iter().enumerate().all(|(i, e)| e.0 == 0 && e.1 == i as u64));
         assert!(one.iter().all(|e| (45..=165).contains(&e.2) && (50..=150).contains(&e.3)));
+    }
+
+    /// `Uniform { flows: 0 }` used to panic at the first draw, `flows: u32::MAX` to try to
+    /// allocate 32 GiB of weights, a NaN share to draw from NaN weights.
+    #[test]
+    fn shapes_without_a_flow_or_a_number_are_refused() {
+        for w in [
+            Workload::Uniform { flows: 0 },
+            Workload::Uniform { flows: u32::MAX },
+            Workload::Zipf { flows: 10, s: f64::NAN },
+            Workload::Elephant { mice: 0, share: 0.5 },
+            Workload::Elephant { mice: 10, share: 1.0 },
+            Workload::Elephant { mice: 10, share: f64::NAN },
+        ] {
+            assert!(Source::new(w, 100.0, 7).is_err(), "{w:?}");
+        }
+        for w in Workload::ALL {
+            assert!(w.check().is_ok(), "{w:?}");
+        }
     }
 }

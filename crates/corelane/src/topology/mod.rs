@@ -55,6 +55,8 @@ pub enum TopologyError {
     Parse { path: PathBuf, text: String },
     #[error("CPU {cpu} does not exist or is offline; this machine's online CPUs are {online}")]
     NoSuchCpu { cpu: usize, online: CpuList },
+    #[error("no CPU to pin to: give at least one of this machine's online CPUs ({online})")]
+    NoCpus { online: CpuList },
 }
 
 fn read_trimmed(path: &Path) -> Result<String, TopologyError> {
@@ -160,6 +162,10 @@ impl Topology {
 
     /// Checks that every CPU of `list` exists here, naming the first that does not.
     pub fn check(&self, list: &CpuList) -> Result<(), TopologyError> {
+        // Lanes are spread over the list round-robin: an empty one has nothing to spread over.
+        if list.is_empty() {
+            return Err(TopologyError::NoCpus { online: self.online() });
+        }
         match list.cpus().iter().find(|&&cpu| self.cpu(cpu).is_none()) {
             Some(&cpu) => Err(TopologyError::NoSuchCpu { cpu, online: self.online() }),
             None => Ok(()),
@@ -224,6 +230,14 @@ mod tests {
         let err = topo.check(&CpuList::new(vec![0, 4000 % CpuList::MAX_CPU])).unwrap_err();
         assert!(err.to_string().contains("CPU 928 does not exist"), "{err}");
         assert!(topo.check(&topo.online()).is_ok());
+    }
+
+    /// An empty list given as a pin used to reach `index % len` (a division by zero).
+    #[test]
+    fn an_empty_list_is_refused() {
+        let topo = Topology::read().unwrap();
+        let err = topo.check(&CpuList::default()).unwrap_err();
+        assert!(err.to_string().starts_with("no CPU to pin to"), "{err}");
     }
 
     #[test]

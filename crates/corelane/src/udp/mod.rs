@@ -18,7 +18,7 @@ pub use recv::{
 pub use send::{
     GsoState, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS, MAX_PAYLOAD,
 };
-pub use sequence::{SequenceReport, SequenceTracker};
+pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 
 /// The most messages one recvmmsg/sendmmsg call takes.
 pub const MAX_BATCH: usize = crate::sys::mmsg::MAX_BATCH;

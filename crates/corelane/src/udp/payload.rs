@@ -103,6 +103,16 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Every byte of a datagram comes from the network: any bytes get an answer, no panic.
+        #[test]
+        fn any_bytes_get_an_answer(datagram in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            match read(&datagram) {
+                Ok(_) => prop_assert!(datagram.len() >= HEADER_LEN),
+                Err(PayloadError::Short) => prop_assert!(datagram.len() < HEADER_LEN),
+                Err(_) => {}
+            }
+        }
+
         #[test]
         fn round_trips(flow: u32, seq: u64, len in HEADER_LEN..2000usize) {
             let mut buf = vec![0u8; len];

@@ -12,7 +12,7 @@ use socket2::Socket;
 
 use super::dispatch::{DispatchConfig, DispatchLane, DispatchReport};
 use super::payload::{self, PayloadError};
-use super::sequence::{SequenceReport, SequenceTracker};
+use super::sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
 use crate::lane::{Lane, StopSignal};
@@ -634,6 +634,12 @@ fn check_datagram(check: bool, datagram: &[u8], r: &mut LaneResult) -> Option<pa
         return None;
     }
     match payload::read(datagram) {
+        // Flow ids come from the network: beyond the tracked range they would grow the
+        // dispatch and reorder maps at a peer's will, so they count as foreign.
+        Ok(h) if h.flow as usize >= MAX_TRACKED_FLOWS => {
+            r.foreign += 1;
+            None
+        }
         Ok(h) => {
             r.tracker.record(h.flow, h.seq);
             Some(h)

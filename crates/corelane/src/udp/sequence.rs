@@ -8,12 +8,13 @@ pub const MAX_TRACKED_FLOWS: usize = 1 << 16;
 
 const WINDOW: u64 = 128;
 
-/// One flow's state: the next sequence expected and which of the 128 before it arrived.
+/// One flow's state: the highest sequence seen and which of the 128 up to it arrived. Kept as
+/// the highest sequence rather than "highest + 1" so that `u64::MAX` needs no special case.
 #[derive(Debug, Clone, Copy, Default)]
 struct FlowWindow {
-    /// Highest sequence seen + 1 (0 before the first datagram).
-    next: u64,
-    /// Bit i set: sequence `next - 1 - i` arrived.
+    /// Highest sequence seen (meaningless while `received == 0`).
+    top: u64,
+    /// Bit i set: sequence `top - i` arrived.
     seen: u128,
     received: u64,
     duplicates: u64,
@@ -22,14 +23,13 @@ struct FlowWindow {
 
 impl FlowWindow {
     fn record(&mut self, seq: u64) {
-        self.received += 1;
-        if seq >= self.next {
-            let shift = seq - self.next + 1;
+        if self.received == 0 || seq > self.top {
+            let shift = if self.received == 0 { WINDOW } else { seq - self.top };
             self.seen = if shift >= WINDOW { 0 } else { self.seen << shift };
             self.seen |= 1;
-            self.next = seq + 1;
+            self.top = seq;
         } else {
-            let back = self.next - 1 - seq;
+            let back = self.top - seq;
             if back >= WINDOW {
                 // Too old to tell a duplicate from a latecomer; counted as late.
                 self.late += 1;
@@ -40,6 +40,7 @@ impl FlowWindow {
                 self.late += 1;
             }
         }
+        self.received += 1;
     }
 }
 
@@ -89,12 +90,13 @@ impl SequenceTracker {
         let n = lanes.iter().map(|t| t.flows.len()).max().unwrap_or(0);
         let mut r = SequenceReport::default();
         for flow in 0..n {
-            let (mut next, mut distinct, mut any) = (0, 0, false);
+            // Sequences 0..=top: up to 2^64 of them, so counted in u128.
+            let (mut span, mut distinct, mut any) = (0u128, 0u128, false);
             for t in lanes {
                 if let Some(w) = t.flows.get(flow).filter(|w| w.received > 0) {
                     any = true;
-                    next = next.max(w.next);
-                    distinct += w.received - w.duplicates;
+                    span = span.max(u128::from(w.top) + 1);
+                    distinct += u128::from(w.received - w.duplicates);
                     r.received += w.received;
                     r.duplicates += w.duplicates;
                     r.late += w.late;
@@ -102,7 +104,8 @@ impl SequenceTracker {
             }
             if any {
                 r.flows += 1;
-                r.missing += next.saturating_sub(distinct);
+                let missing = u64::try_from(span.saturating_sub(distinct)).unwrap_or(u64::MAX);
+                r.missing = r.missing.saturating_add(missing);
             }
         }
         r.untracked = lanes.iter().map(|t| t.untracked).sum();
@@ -153,6 +156,30 @@ mod tests {
         }
         let r = SequenceTracker::report(&[&a, &b]);
         assert_eq!((r.flows, r.received, r.missing, r.duplicates), (1, 100, 0, 0));
+    }
+
+    /// `seq = u64::MAX` used to overflow `seq + 1` (a panic in debug builds, a wrap to 0 that
+    /// turned every later datagram into a "late" one in release builds).
+    #[test]
+    fn the_largest_sequence_numbers_are_ordinary() {
+        let r = report_of(&[(0, u64::MAX - 1), (0, u64::MAX), (0, u64::MAX), (0, u64::MAX - 2)]);
+        assert_eq!((r.received, r.duplicates, r.late), (4, 1, 1));
+        assert_eq!(r.missing, u64::MAX - 2, "0..=MAX-3 never arrived");
+        let r = report_of(&[(1, u64::MAX), (1, 0)]);
+        assert_eq!((r.duplicates, r.late), (0, 1));
+    }
+
+    proptest::proptest! {
+        /// Any sequence numbers, in any order: no panic, and every datagram is counted once.
+        #[test]
+        fn any_sequences_are_accounted(seqs in proptest::collection::vec(
+            (0u32..4, proptest::prop_oneof![proptest::num::u64::ANY, 0u64..300, (u64::MAX - 300)..=u64::MAX]),
+            0..200,
+        )) {
+            let r = report_of(&seqs);
+            proptest::prop_assert_eq!(r.received, seqs.len() as u64);
+            proptest::prop_assert!(r.duplicates + r.late <= r.received);
+        }
     }
 
     #[test]

@@ -1,0 +1,89 @@
+//! Private work directories for the lab: configs for root-run peers, a C peer compiled and
+//! run as root, scratch files. Made as mkdtemp makes them (tempfile's `Builder::tempdir`): a
+//! random name, mode 0700 whatever the umask, and the mkdir itself must succeed, so a directory another user prepared
+//! under /tmp (with planted configs, binaries or symlinks) is never adopted.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::LabError;
+
+/// A fresh private directory, removed with its contents when dropped.
+#[derive(Debug)]
+pub struct WorkDir(tempfile::TempDir);
+
+impl WorkDir {
+    /// Creates `$TMPDIR/corelane-lab-<what>-<pid>-<random>`.
+    pub fn create(what: &str) -> Result<Self, LabError> {
+        Self::create_in(&std::env::temp_dir(), what)
+    }
+
+    /// Creates `<parent>/corelane-lab-<what>-<pid>-<random>`.
+    pub fn create_in(parent: &Path, what: &str) -> Result<Self, LabError> {
+        tempfile::Builder::new()
+            .prefix(&format!("{}{}-", prefix(what), std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(parent)
+            .map(Self)
+            .map_err(|e| {
+                LabError::io(
+                    format!(
+                        "cannot create a private work directory in {} (set TMPDIR to a writable directory)",
+                        parent.display()
+                    ),
+                    e,
+                )
+            })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Hands the directory over to a caller that removes it itself (e.g. after an unmount).
+    pub fn keep(self) -> std::path::PathBuf {
+        self.0.keep()
+    }
+}
+
+/// The name prefix of `what`'s work directories, followed by the creating PID and a dash.
+pub fn prefix(what: &str) -> String {
+    format!("corelane-lab-{what}-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn is_private_random_and_removed() {
+        let a = WorkDir::create("t").unwrap();
+        let b = WorkDir::create("t").unwrap();
+        assert_ne!(a.path(), b.path());
+        let meta = std::fs::metadata(a.path()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o700);
+        assert_eq!(meta.uid(), rustix::process::geteuid().as_raw());
+        let path = a.path().to_owned();
+        drop(a);
+        assert!(!path.exists());
+    }
+
+    /// What the old fixed `corelane-lab-<pid>` name allowed: another user creates the
+    /// directory first (world-writable, with a planted file) and the lab adopts it. The
+    /// name is now unpredictable and never one that exists already.
+    #[test]
+    fn a_precreated_directory_is_not_adopted() {
+        let parent = tempfile::tempdir().unwrap();
+        let planted = parent.path().join(format!("{}{}", prefix("t"), std::process::id()));
+        std::fs::create_dir(&planted).unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(planted.join("nginx.conf"), "planted").unwrap();
+        for _ in 0..64 {
+            let dir = WorkDir::create_in(parent.path(), "t").unwrap();
+            assert_ne!(dir.path(), planted);
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+        assert_eq!(std::fs::read_to_string(planted.join("nginx.conf")).unwrap(), "planted");
+    }
+}
