@@ -26,7 +26,9 @@ pub struct CopyArgs {
     src: PathBuf,
     /// Where to: a file path, or an existing directory to copy into.
     dst: PathBuf,
-    /// Copy a directory tree (files spread over lanes; modes, times and symlinks kept).
+    /// Copy a directory tree (files spread over lanes; modes, times, symlinks and FIFOs kept;
+    /// device nodes as root; sockets reported as skipped). Set-user/group-ID bits are dropped,
+    /// since the copy belongs to whoever runs corelane.
     #[arg(short, long)]
     recursive: bool,
     /// auto, read-write, direct, sendfile, splice, copy-file-range or io-uring.
@@ -56,6 +58,10 @@ pub struct CopyArgs {
     /// Compare BLAKE3 checksums of source and copy before putting the copy in place.
     #[arg(long)]
     verify: bool,
+    /// Copy into a destination directory that is a symlink (refused by default: as root, a
+    /// symlink planted where a directory is expected would carry the copy anywhere).
+    #[arg(long)]
+    follow_dest_symlink: bool,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     json: bool,
@@ -107,7 +113,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     };
     anyhow::ensure!(args.buffer > 0, "--buffer must be above 0");
     if let Some(pin) = &args.pin {
-        Topology::read()?.check(pin)?;
+        Topology::read()?.check_pin(pin)?;
     }
     let opts = CopyOptions {
         method,
@@ -119,6 +125,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         fsync: args.fsync,
         verify: args.verify,
         fresh_in_place: args.recursive && !args.atomic,
+        follow_destination_symlink: args.follow_dest_symlink,
     };
     let stop = stop_on_signals()?;
     let result = if args.recursive {
@@ -132,9 +139,15 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
                 outln!("{}", serde_json::to_string(&r).unwrap_or_default());
             } else {
                 outln!(
-                    "copied {} files, {} directories, {} symlinks ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
-                    r.files, r.directories, r.symlinks, r.bytes, r.seconds, r.lanes, r.gb_per_sec
+                    "copied {} files, {} directories, {} symlinks, {} special files ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
+                    r.files, r.directories, r.symlinks, r.special_files, r.bytes, r.seconds, r.lanes, r.gb_per_sec
                 );
+                if !r.skipped.is_empty() {
+                    outln!("skipped {} entries:", r.skipped.len());
+                    for s in &r.skipped {
+                        outln!("  {}: {}", s.path.display(), s.why);
+                    }
+                }
             }
         })
     } else {

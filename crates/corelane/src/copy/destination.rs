@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{Mode, OFlags};
 
 use super::CreateCall;
-use crate::sys::file;
 
 /// A temporary file that becomes the destination on [`commit`](Self::commit) and is removed
 /// if dropped before.
@@ -38,7 +37,10 @@ fn temp_name(target: &Path) -> PathBuf {
     let pid = *PID.get_or_init(std::process::id);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    target.with_file_name(format!(".{name}.corelane-{pid}-{n}"))
+    // Unpredictable, so another user cannot squat the name in a shared directory (creation is
+    // O_EXCL|O_NOFOLLOW anyway: a planted name fails the copy, it never redirects it).
+    let salt = fastrand::u32(..);
+    target.with_file_name(format!(".{name}.corelane-{pid}-{n}-{salt:08x}"))
 }
 
 /// The process's umask, read once from /proc/self/status (umask(2) can only be read by
@@ -50,6 +52,15 @@ fn umask() -> Option<u32> {
         let line = status.lines().find(|l| l.starts_with("Umask:"))?;
         u32::from_str_radix(line.split_whitespace().nth(1)?, 8).ok()
     })
+}
+
+/// The permission bits a copy may give: the source's, without set-user-ID and set-group-ID
+/// (and without the sticky bit on anything but a directory). corelane never keeps ownership
+/// (the copy belongs to whoever runs it), so keeping those bits would let a root copy of
+/// another user's setuid file mint a root-owned setuid program, as `cp` without `-p` avoids.
+pub(crate) fn granted_mode(source_mode: u32, directory: bool) -> u32 {
+    let dropped = if directory { 0o6000 } else { 0o7000 };
+    source_mode & 0o7777 & !dropped
 }
 
 /// Whether creating a file with `mode` yields exactly `mode` (the umask strips none of its
@@ -75,7 +86,9 @@ impl TempDestination {
         fresh_ok: bool,
     ) -> io::Result<Self> {
         let target_buf = target.to_path_buf();
-        let mut flags = OFlags::WRONLY | OFlags::CLOEXEC;
+        // Every create is O_EXCL|O_NOFOLLOW: nothing that exists, and no symlink planted at
+        // the name, is ever opened for writing.
+        let mut flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
         if direct {
             flags |= OFlags::DIRECT;
         }
@@ -124,15 +137,18 @@ impl TempDestination {
             }
         }
         let temp = temp_name(target);
-        let fd = match (create, direct) {
-            // creat(2) takes no flags, so O_DIRECT always goes through open(2).
-            (CreateCall::Creat, false) => file::creat(&temp, mode)?,
-            _ => rustix::fs::open(
-                &temp,
-                flags | OFlags::CREATE | OFlags::EXCL,
-                Mode::from_raw_mode(mode),
-            )?,
-        };
+        // creat(2) is open(O_CREAT|O_WRONLY|O_TRUNC) with no way to add O_EXCL or
+        // O_NOFOLLOW, so it would follow a symlink planted at the name and truncate its target
+        // as root. `--create creat` therefore makes creat's call through open(2) with those
+        // two flags added: the same file creation, without the hole.
+        if create == CreateCall::Creat {
+            flags |= OFlags::TRUNC;
+        }
+        let fd = rustix::fs::open(
+            &temp,
+            flags | OFlags::CREATE | OFlags::EXCL,
+            Mode::from_raw_mode(mode),
+        )?;
         Ok(Self { temp: Some(temp), target: target_buf, fd, fresh: false, committed: false })
     }
 

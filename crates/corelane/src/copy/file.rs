@@ -3,14 +3,14 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
+use rustix::fs::{Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
-use super::destination::{creation_keeps, TempDestination};
+use super::destination::{creation_keeps, granted_mode, TempDestination};
 use super::extents::data_extents;
 use super::method::{transfer, CopyMethod, SPLICE_PIPE};
 use super::{CopyError, CopyOptions, CopyReport};
@@ -47,7 +47,8 @@ impl AlignedBuffer {
 }
 
 /// The file `dst` names: itself, or `dst/<source name>` when `dst` is a directory.
-fn resolve_destination(src: &Path, dst: &Path) -> Result<PathBuf, CopyError> {
+fn resolve_destination(src: &Path, dst: &Path, opts: &CopyOptions) -> Result<PathBuf, CopyError> {
+    super::refuse_symlinked_destination(dst, opts)?;
     if dst.is_dir() {
         let name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
         return Ok(dst.join(name));
@@ -77,12 +78,60 @@ fn source_metadata(src: &Path) -> Result<Metadata, CopyError> {
     Ok(meta)
 }
 
-fn open_source(src: &Path, direct: bool) -> io::Result<OwnedFd> {
-    let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
-    if direct {
-        flags |= OFlags::DIRECT;
+/// Where a source file is: a path the user named (followed if it is a symlink, as `cp` does),
+/// or an entry of a tree opened beneath the tree's root, no component of it a symlink.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SourcePath<'a> {
+    Named(&'a Path),
+    Beneath { root: BorrowedFd<'a>, rel: &'a Path },
+}
+
+/// Opens a source for reading without blocking (a FIFO put in a file's place must not hang
+/// the copy) and checks that what was opened is a regular file: the type is checked on the
+/// descriptor, not the path, so swapping the file between a walk and the open gains nothing.
+fn open_source(
+    src: SourcePath<'_>,
+    shown: &Path,
+) -> Result<(OwnedFd, rustix::fs::Stat), CopyError> {
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let opened = match src {
+        SourcePath::Named(path) => rustix::fs::open(path, flags, Mode::empty()),
+        SourcePath::Beneath { root, rel } => rustix::fs::openat2(
+            root,
+            rel,
+            flags | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ),
+    };
+    let fd = opened.map_err(|e| match e {
+        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+            CopyError::SourceUnreadable(shown.into())
+        }
+        rustix::io::Errno::NOENT => CopyError::SourceMissing(shown.into()),
+        // ELOOP: a symlink where a file was; EXDEV: a path leading out of the tree.
+        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => {
+            CopyError::SourceUnsupported(shown.into())
+        }
+        e => CopyError::io(format!("cannot open {}", shown.display()), e.into()),
+    })?;
+    let stat = rustix::fs::fstat(&fd)
+        .map_err(|e| CopyError::io(format!("cannot stat {}", shown.display()), e.into()))?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(CopyError::SourceUnsupported(shown.into()));
     }
-    Ok(rustix::fs::open(src, flags, Mode::empty())?)
+    Ok((fd, stat))
+}
+
+/// The same open file again with O_DIRECT (a flag of the open file description), through its
+/// /proc/self/fd entry, so it is the very inode already checked.
+fn reopen_direct(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(rustix::fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::DIRECT | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?)
 }
 
 /// Errors that mean "this method does not work for these files", not "the copy failed".
@@ -156,16 +205,16 @@ pub fn copy_file(
     stop: &StopSignal,
 ) -> Result<CopyReport, CopyError> {
     let meta = source_metadata(src)?;
-    let dst = resolve_destination(src, dst)?;
+    let dst = resolve_destination(src, dst, opts)?;
     if let Ok(existing) = std::fs::metadata(&dst) {
         if existing.dev() == meta.dev() && existing.ino() == meta.ino() {
             return Err(CopyError::SameFile { src: src.into(), dst });
         }
     }
-    copy_checked(src, dst, Some(SourceInfo::from(&meta)), opts, progress, stop)
+    copy_checked(SourcePath::Named(src), src, dst, opts, progress, stop)
 }
 
-/// What a copy needs to know of its source, from stat(2) or fstat(2).
+/// What a copy needs to know of its source, from fstat(2) of the opened file.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SourceInfo {
     dev: u64,
@@ -174,19 +223,6 @@ pub(crate) struct SourceInfo {
     blocks: u64,
     atime: Timespec,
     mtime: Timespec,
-}
-
-impl From<&Metadata> for SourceInfo {
-    fn from(m: &Metadata) -> Self {
-        Self {
-            dev: m.dev(),
-            size: m.len(),
-            mode: m.mode(),
-            blocks: m.blocks(),
-            atime: Timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() as _ },
-            mtime: Timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() as _ },
-        }
-    }
 }
 
 impl From<&rustix::fs::Stat> for SourceInfo {
@@ -203,29 +239,17 @@ impl From<&rustix::fs::Stat> for SourceInfo {
 }
 
 /// The copy itself, once the caller has checked the destination path (its directory exists,
-/// it is not the source). `info` is the source's stat when the caller has it; otherwise the
-/// opened source is fstat'ed, which lets a tree's lanes do that work in parallel instead of
-/// its walk doing it serially.
+/// it is not the source). `shown` names the source in reports and errors.
 pub(crate) fn copy_checked(
-    src: &Path,
+    src: SourcePath<'_>,
+    shown: &Path,
     dst: PathBuf,
-    info: Option<SourceInfo>,
     opts: &CopyOptions,
     progress: &mut dyn FnMut(u64, u64),
     stop: &StopSignal,
 ) -> Result<CopyReport, CopyError> {
-    let plain = open_source(src, false).map_err(|e| match e.kind() {
-        io::ErrorKind::PermissionDenied => CopyError::SourceUnreadable(src.into()),
-        io::ErrorKind::NotFound => CopyError::SourceMissing(src.into()),
-        _ => CopyError::io(format!("cannot open {}", src.display()), e),
-    })?;
-    let info = match info {
-        Some(info) => info,
-        None => SourceInfo::from(
-            &rustix::fs::fstat(&plain)
-                .map_err(|e| CopyError::io(format!("cannot stat {}", src.display()), e.into()))?,
-        ),
-    };
+    let (plain, stat) = open_source(src, shown)?;
+    let info = SourceInfo::from(&stat);
     let size = info.size;
     let started = Instant::now();
     let candidates: Vec<CopyMethod> = match opts.method {
@@ -240,19 +264,19 @@ pub(crate) fn copy_checked(
         let direct = method == CopyMethod::Direct;
         // O_DIRECT is a flag of the open file, so that method opens the source again.
         let direct_source = if direct {
-            match open_source(src, true) {
+            match reopen_direct(plain.as_fd()) {
                 Ok(fd) => Some(fd),
                 Err(e) if !last && unsupported(&e) => {
                     fallback = Some(format!("the source's file system refused O_DIRECT ({e})"));
                     continue;
                 }
-                Err(e) => return Err(CopyError::io(format!("cannot open {}", src.display()), e)),
+                Err(e) => return Err(CopyError::io(format!("cannot open {}", shown.display()), e)),
             }
         } else {
             None
         };
         let source = direct_source.as_ref().map_or(plain.as_fd(), |fd| fd.as_fd());
-        let mode = info.mode & 0o7777;
+        let mode = granted_mode(info.mode, false);
         // Created with the source's bits when the umask lets them through; 0600 otherwise, and
         // fchmod below sets the exact bits. Either way no one else can read a partial copy
         // that the source did not allow them to read.
@@ -333,10 +357,12 @@ pub(crate) fn copy_checked(
         rustix::fs::futimens(temp.fd(), &times)
             .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
         let verified = if opts.verify {
-            let same = checksum(src).and_then(|a| checksum(&temp.read_path()).map(|b| a == b));
+            // The opened source, not its path again: the path may name another file by now.
+            let opened = PathBuf::from(format!("/proc/self/fd/{}", plain.as_raw_fd()));
+            let same = checksum(&opened).and_then(|a| checksum(&temp.read_path()).map(|b| a == b));
             match same {
                 Ok(true) => true,
-                Ok(false) => return Err(CopyError::VerifyFailed { src: src.into(), dst }),
+                Ok(false) => return Err(CopyError::VerifyFailed { src: shown.into(), dst }),
                 Err(e) => return Err(CopyError::io("cannot read back for --verify", e)),
             }
         } else {
@@ -345,7 +371,7 @@ pub(crate) fn copy_checked(
         temp.commit(opts.fsync).map_err(|e| map_failure(e, &dst, "cannot put in place"))?;
         let seconds = started.elapsed().as_secs_f64();
         return Ok(CopyReport {
-            source: src.into(),
+            source: shown.into(),
             destination: dst,
             bytes: size,
             seconds,

@@ -29,7 +29,10 @@ pub enum CopyMethod {
     IoUring,
 }
 
-/// How the destination is created: creat(2) or open(2) with O_CREAT|O_WRONLY|O_TRUNC.
+/// How the destination is created, as seed 002 compares: `creat` makes a named temporary with
+/// creat(2)'s flags (O_CREAT|O_WRONLY|O_TRUNC, through open(2) so that O_EXCL|O_NOFOLLOW can be
+/// added: creat(2) itself would follow a symlink planted at the name); `open` makes an unnamed
+/// one with O_TMPFILE where the file system has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CreateCall {

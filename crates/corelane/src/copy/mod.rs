@@ -22,7 +22,7 @@ use serde::Serialize;
 
 pub use file::copy_file;
 pub use method::{CopyMethod, CreateCall};
-pub use tree::{copy_tree, TreeReport};
+pub use tree::{copy_tree, Skipped, TreeReport};
 
 /// How to copy.
 #[derive(Debug, Clone)]
@@ -41,6 +41,10 @@ pub struct CopyOptions {
     /// instead of through a temporary file; see `copy_tree`. An existing destination is
     /// always replaced atomically.
     pub fresh_in_place: bool,
+    /// Copy into a destination directory reached through a symlink. Off by default: a
+    /// symlink where a directory is expected (say, planted in a shared directory) would carry
+    /// a root copy anywhere on the system.
+    pub follow_destination_symlink: bool,
 }
 
 impl Default for CopyOptions {
@@ -52,6 +56,7 @@ impl Default for CopyOptions {
             fsync: false,
             verify: false,
             fresh_in_place: false,
+            follow_destination_symlink: false,
         }
     }
 }
@@ -90,6 +95,10 @@ pub enum CopyError {
     SameFile { src: PathBuf, dst: PathBuf },
     #[error("destination directory {0} does not exist: create it first")]
     DestinationDirMissing(PathBuf),
+    #[error("destination {0} is a symlink to a directory: name the real directory, or pass --follow-dest-symlink to copy through it")]
+    DestinationSymlink(PathBuf),
+    #[error("{0} exists and is not a directory (a symlink or a file where the tree has a directory): move it away first")]
+    DestinationNotDirectory(PathBuf),
     #[error(
         "no space left on the file system of {0}; it is unchanged and no temporary file was left"
     )]
@@ -100,6 +109,18 @@ pub enum CopyError {
     VerifyFailed { src: PathBuf, dst: PathBuf },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
+}
+
+/// Refuses a destination that is a symlink to a directory unless the caller asked to follow it.
+fn refuse_symlinked_destination(
+    dst: &std::path::Path,
+    opts: &CopyOptions,
+) -> Result<(), CopyError> {
+    let link = std::fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink());
+    if link && dst.is_dir() && !opts.follow_destination_symlink {
+        return Err(CopyError::DestinationSymlink(dst.into()));
+    }
+    Ok(())
 }
 
 impl CopyError {

@@ -4,7 +4,6 @@
 //! hands the kernel point into memory the wrapper owns or borrows for the duration of the call.
 
 pub(crate) mod ethtool;
-pub(crate) mod file;
 pub(crate) mod mmsg;
 pub(crate) mod socket_ring;
 pub(crate) mod sockopt;

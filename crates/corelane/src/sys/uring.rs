@@ -2,13 +2,40 @@
 //! matching writes, with one io_uring_enter per batch instead of one syscall per chunk.
 
 use std::io;
+#[cfg(test)]
+use std::os::fd::AsFd;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use io_uring::{opcode, types, IoUring};
 
+/// Submits what is queued and waits until `want` completions are reaped into `out` as
+/// (user_data, result), retrying io_uring_enter when a signal interrupts it (EINTR).
+fn reap(ring: &mut IoUring, want: usize, out: &mut Vec<(u64, i32)>) -> io::Result<()> {
+    out.clear();
+    while out.len() < want {
+        match ring.submit_and_wait(want - out.len()) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        out.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+    }
+    Ok(())
+}
+
+/// A read or write the kernel asks to be tried again.
+fn retryable(result: i32) -> bool {
+    result == -libc::EINTR || result == -libc::EAGAIN
+}
+
 /// Copies `len` bytes at `offset` from `src` to the same offset of `dst` in chunks of `chunk`
 /// bytes, `depth` chunks in flight; `keep_going` is asked between batches. Returns the number
 /// of io_uring_enter calls made.
+///
+/// Every submitted read and write is reaped before this returns, on every path: the kernel
+/// writes into and reads from `buffers` until its completion arrives, so freeing them earlier
+/// would hand it freed memory. If the ring itself fails while operations are in flight (not
+/// EINTR, which is retried), the buffers are leaked rather than freed.
 pub(crate) fn copy_range(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
@@ -21,10 +48,35 @@ pub(crate) fn copy_range(
     let depth = depth.clamp(1, 64);
     let mut ring = IoUring::new((depth * 2) as u32)?;
     let mut buffers: Vec<Vec<u8>> = (0..depth).map(|_| vec![0u8; chunk]).collect();
+    let mut in_flight = false;
+    let result =
+        copy_batches(&mut ring, &mut buffers, src, dst, offset, len, keep_going, &mut in_flight);
+    if in_flight {
+        // The ring failed with operations in flight: their buffers must outlive them.
+        std::mem::forget(buffers);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_batches(
+    ring: &mut IoUring,
+    buffers: &mut [Vec<u8>],
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    offset: u64,
+    len: u64,
+    keep_going: &mut dyn FnMut(u64) -> bool,
+    in_flight: &mut bool,
+) -> io::Result<u64> {
+    let chunk = buffers.first().map_or(1, Vec::len);
     let (mut done, mut calls) = (0u64, 0u64);
+    let mut reaped = Vec::with_capacity(buffers.len());
+    // Interrupted batches tried again before giving up (a signal storm, not a lost byte).
+    let mut retries_left = 1000;
     while done < len {
         // Reads for up to `depth` chunks.
-        let mut batch = Vec::with_capacity(depth);
+        let mut batch = Vec::with_capacity(buffers.len());
         for (i, buf) in buffers.iter_mut().enumerate() {
             let at = done + (i * chunk) as u64;
             if at >= len {
@@ -35,55 +87,79 @@ pub(crate) fn copy_range(
                 .offset(offset + at)
                 .build()
                 .user_data(i as u64);
-            // SAFETY: `buf` lives in `buffers` until every completion of this batch has been
-            // reaped below, and the fd stays open for the call (io_uring_enter(2)).
-            unsafe { ring.submission().push(&read) }
-                .map_err(|_| io::Error::other("io_uring queue full"))?;
+            // SAFETY: `buf` lives in `buffers`, which the caller frees only after every
+            // completion of this batch has been reaped (or leaks while `in_flight`), and the fd
+            // stays open for the call (io_uring_enter(2)). The ring holds 2 x depth entries,
+            // so the push cannot fail.
+            if unsafe { ring.submission().push(&read) }.is_err() {
+                break;
+            }
             batch.push((at, n));
         }
-        ring.submit_and_wait(batch.len())?;
+        *in_flight = true;
+        reap(ring, batch.len(), &mut reaped)?;
+        *in_flight = false;
         calls += 1;
         let mut got = vec![0usize; batch.len()];
-        for cqe in ring.completion().take(batch.len()) {
-            let r = cqe.result();
-            if r < 0 {
-                return Err(io::Error::from_raw_os_error(-r));
+        let mut failure = None;
+        let mut interrupted = false;
+        for &(i, r) in &reaped {
+            match r {
+                r if r >= 0 => got[i as usize] = r as usize,
+                r if retryable(r) => interrupted = true,
+                r => failure = Some(io::Error::from_raw_os_error(-r)),
             }
-            got[cqe.user_data() as usize] = r as usize;
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         // Writes of what each read returned (a short read at EOF writes less).
+        let mut writes = 0;
         for (i, &(at, _)) in batch.iter().enumerate() {
+            if got[i] == 0 {
+                continue;
+            }
             let write =
                 opcode::Write::new(types::Fd(dst.as_raw_fd()), buffers[i].as_ptr(), got[i] as u32)
                     .offset(offset + at)
                     .build()
                     .user_data(i as u64);
-            // SAFETY: as above; the buffers are not touched until the writes complete.
-            unsafe { ring.submission().push(&write) }
-                .map_err(|_| io::Error::other("io_uring queue full"))?;
+            // SAFETY: as above; the buffers are not touched until the writes are reaped.
+            if unsafe { ring.submission().push(&write) }.is_err() {
+                break;
+            }
+            writes += 1;
         }
-        ring.submit_and_wait(batch.len())?;
+        *in_flight = true;
+        reap(ring, writes, &mut reaped)?;
+        *in_flight = false;
         calls += 1;
-        for cqe in ring.completion().take(batch.len()) {
-            let r = cqe.result();
-            if r < 0 {
-                return Err(io::Error::from_raw_os_error(-r));
-            }
-            let i = cqe.user_data() as usize;
-            if r as usize != got[i] {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "short write through io_uring",
-                ));
+        for &(i, r) in &reaped {
+            if r < 0 && retryable(r) {
+                // Written again with its batch: the same bytes at the same offset.
+                got[i as usize] = 0;
+                interrupted = true;
+            } else if r < 0 {
+                failure = Some(io::Error::from_raw_os_error(-r));
+            } else if r as usize != got[i as usize] {
+                // A short write: keep the prefix, copy the rest again.
+                got[i as usize] = r as usize;
             }
         }
-        // Advance over the contiguous prefix: after a short read, later chunks are copied again
-        // (rewriting the same bytes) rather than leaving a gap.
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Advance over the contiguous prefix: after a short read or write, later chunks are
+        // copied again (rewriting the same bytes) rather than leaving a gap.
         let next = batch.iter().zip(&got).find(|((_, n), g)| (**g as u32) < *n).map_or_else(
             || batch.last().map_or(done, |(at, n)| at + u64::from(*n)),
             |((at, _), g)| at + *g as u64,
         );
         if next == done {
+            if interrupted && retries_left > 0 {
+                retries_left -= 1;
+                continue;
+            }
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "source shrank during the copy",
@@ -95,4 +171,43 @@ pub(crate) fn copy_range(
         }
     }
     Ok(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, Write};
+
+    fn copied(len: usize, chunk: usize) -> (Vec<u8>, Vec<u8>) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut src = tempfile::tempfile().unwrap();
+        src.write_all(&data).unwrap();
+        let mut dst = tempfile::tempfile().unwrap();
+        copy_range(src.as_fd(), dst.as_fd(), 0, len as u64, chunk, 4, &mut |_| true).unwrap();
+        let mut out = Vec::new();
+        dst.rewind().unwrap();
+        dst.read_to_end(&mut out).unwrap();
+        (data, out)
+    }
+
+    #[test]
+    fn copies_whole_and_partial_batches() {
+        for (len, chunk) in [(1, 4096), (4096 * 4, 4096), (4096 * 9 + 17, 4096), (100_000, 3000)] {
+            let (a, b) = copied(len, chunk);
+            assert!(a == b, "len {len} chunk {chunk}");
+        }
+    }
+
+    /// A stop between batches returns an error only after every operation was reaped; the
+    /// next ring on the same files works (nothing is left in flight on the descriptors).
+    #[test]
+    fn a_stop_mid_copy_leaves_nothing_in_flight() {
+        let src = tempfile::tempfile().unwrap();
+        src.set_len(1 << 20).unwrap();
+        let dst = tempfile::tempfile().unwrap();
+        let err =
+            copy_range(src.as_fd(), dst.as_fd(), 0, 1 << 20, 4096, 4, &mut |_| false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Interrupted);
+        copy_range(src.as_fd(), dst.as_fd(), 0, 1 << 20, 4096, 4, &mut |_| true).unwrap();
+    }
 }

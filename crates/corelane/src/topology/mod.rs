@@ -161,11 +161,16 @@ impl Topology {
     }
 
     /// Checks that every CPU of `list` exists here, naming the first that does not.
-    pub fn check(&self, list: &CpuList) -> Result<(), TopologyError> {
-        // Lanes are spread over the list round-robin: an empty one has nothing to spread over.
+    /// Checks a list lanes are to be pinned to, round-robin: [`check`](Self::check), and not
+    /// empty (an empty list has nothing to spread lanes over).
+    pub fn check_pin(&self, list: &CpuList) -> Result<(), TopologyError> {
         if list.is_empty() {
             return Err(TopologyError::NoCpus { online: self.online() });
         }
+        self.check(list)
+    }
+
+    pub fn check(&self, list: &CpuList) -> Result<(), TopologyError> {
         match list.cpus().iter().find(|&&cpu| self.cpu(cpu).is_none()) {
             Some(&cpu) => Err(TopologyError::NoSuchCpu { cpu, online: self.online() }),
             None => Ok(()),
@@ -236,7 +241,7 @@ mod tests {
     #[test]
     fn an_empty_list_is_refused() {
         let topo = Topology::read().unwrap();
-        let err = topo.check(&CpuList::default()).unwrap_err();
+        let err = topo.check_pin(&CpuList::default()).unwrap_err();
         assert!(err.to_string().starts_with("no CPU to pin to"), "{err}");
     }
 

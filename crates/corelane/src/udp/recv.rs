@@ -198,7 +198,7 @@ impl Receiver {
             return Err(UdpError::Batch(config.batch));
         }
         if let Some(pin) = &config.pin {
-            Topology::read()?.check(pin)?;
+            Topology::read()?.check_pin(pin)?;
         }
         if config.dispatch.is_some()
             && (config.threads != 1 || config.backend != RecvBackend::Mmsg || !config.check)

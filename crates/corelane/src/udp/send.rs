@@ -142,7 +142,7 @@ impl Sender {
             }
         }
         if let Some(pin) = &config.pin {
-            Topology::read()?.check(pin)?;
+            Topology::read()?.check_pin(pin)?;
         }
         config.flows = config.flows.max(config.threads);
         let mut lane_flows: Vec<Vec<Flow>> = (0..config.threads).map(|_| Vec::new()).collect();

@@ -1,0 +1,200 @@
+//! What a root `corelane copy` of another user's files can be turned into: every test here
+//! plays the other user (files they own, names they plant) and checks that no privilege is
+//! minted, nothing outside the destination is written and nothing is silently dropped.
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use corelane::copy::{copy_file, copy_tree, CopyError, CopyOptions, CreateCall};
+use corelane::lane::StopSignal;
+
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn scratch() -> tempfile::TempDir {
+    let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
+    tempfile::Builder::new().prefix("corelane-trust-").tempdir_in(base).unwrap()
+}
+
+fn tree(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+) -> Result<corelane::copy::TreeReport, CopyError> {
+    copy_tree(src, dst, opts, 2, &[], &|_, _| {}, &StopSignal::new())
+}
+
+fn mode(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+/// A root copy of a setuid/setgid file another user owns was a root-owned `-rwsr-sr-x`
+/// program: a root shell for that user. The bits go, as with `cp` without `-p`.
+#[test]
+fn a_root_copy_of_another_users_setuid_file_has_no_setid_bits() {
+    if !root() {
+        eprintln!("skipped: needs root to own a file as another user and copy it as root");
+        return;
+    }
+    let dir = scratch();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    fs::create_dir(&src).unwrap();
+    let prog = src.join("prog");
+    fs::write(&prog, b"#!/bin/sh\nid\n").unwrap();
+    std::os::unix::fs::chown(&prog, Some(65534), Some(65534)).unwrap();
+    fs::set_permissions(&prog, fs::Permissions::from_mode(0o6755)).unwrap();
+    let sticky = src.join("sticky");
+    fs::write(&sticky, b"x").unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1644)).unwrap();
+
+    let single = dir.path().join("single");
+    copy_file(&prog, &single, &CopyOptions::default(), &mut |_, _| {}, &StopSignal::new()).unwrap();
+    assert_eq!(mode(&single), 0o755, "single-file copy");
+    assert_eq!(fs::metadata(&single).unwrap().uid(), 0);
+
+    for create in [CreateCall::Open, CreateCall::Creat] {
+        let out = dir.path().join(format!("tree-{create:?}"));
+        tree(&src, &out, &CopyOptions { create, ..CopyOptions::default() }).unwrap();
+        assert_eq!(mode(&out.join("prog")), 0o755, "tree copy, {create:?}");
+        assert_eq!(mode(&out.join("sticky")), 0o644, "sticky bit on a file, {create:?}");
+    }
+    let _ = dst;
+}
+
+/// Directories were created with the umask's 0755 and given their modes only at the very end
+/// of a successful copy: a private directory's files were readable by all during the copy and
+/// stayed so after a failure. Now 0700 while filling, and the source's mode on every way out.
+#[test]
+fn a_directory_is_never_wider_than_its_source_even_after_a_failure() {
+    let dir = scratch();
+    let src = dir.path().join("src");
+    for d in ["a", "b", "c"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+        fs::write(src.join(d).join("f"), b"secret").unwrap();
+    }
+    fs::set_permissions(src.join("a"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(src.join("b"), fs::Permissions::from_mode(0o750)).unwrap();
+    // The copy fails: a file stands where the tree has directory `c`.
+    let out = dir.path().join("out");
+    fs::create_dir_all(out.join("src")).unwrap();
+    fs::write(out.join("src/c"), b"in the way").unwrap();
+    let err = tree(&src, &out, &CopyOptions::default()).unwrap_err();
+    let out = out.join("src");
+    assert!(matches!(err, CopyError::DestinationNotDirectory(_)), "{err}");
+    assert_eq!(mode(&out.join("a")), 0o700);
+    assert_eq!(mode(&out.join("b")), 0o750);
+
+    // And the same on success, with a directory made setgid by its owner.
+    fs::set_permissions(src.join("c"), fs::Permissions::from_mode(0o2770)).unwrap();
+    let ok = dir.path().join("ok");
+    tree(&src, &ok, &CopyOptions::default()).unwrap();
+    assert_eq!(mode(&ok.join("a")), 0o700);
+    assert_eq!(mode(&ok.join("c")), 0o770, "no set-group-ID on a directory root made");
+}
+
+/// `--create creat` made its temporary with creat(2) under a predictable name: another user
+/// who planted symlinks at those names had root truncate and write the files they point to.
+#[test]
+fn planted_symlinks_at_temporary_names_are_never_followed() {
+    let dir = scratch();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    let src = dir.path().join("src");
+    fs::write(&src, b"payload").unwrap();
+    let dst = dir.path().join("dst");
+    fs::write(&dst, b"old").unwrap();
+    let pid = std::process::id();
+    for n in 0..256 {
+        let _ = std::os::unix::fs::symlink(
+            &victim,
+            dir.path().join(format!(".dst.corelane-{pid}-{n}")),
+        );
+    }
+    let opts = CopyOptions { create: CreateCall::Creat, ..CopyOptions::default() };
+    for _ in 0..4 {
+        copy_file(&src, &dst, &opts, &mut |_, _| {}, &StopSignal::new()).unwrap();
+    }
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(fs::read(&dst).unwrap(), b"payload");
+}
+
+/// A destination directory that is a symlink was followed: a link planted where a directory
+/// is expected sent a root copy anywhere. Refused unless asked for.
+#[test]
+fn a_symlinked_destination_directory_is_refused_unless_asked() {
+    let dir = scratch();
+    let (src, elsewhere) = (dir.path().join("src"), dir.path().join("elsewhere"));
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("f"), b"x").unwrap();
+    fs::create_dir(&elsewhere).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+
+    let err = tree(&src, &link, &CopyOptions::default()).unwrap_err();
+    assert!(matches!(err, CopyError::DestinationSymlink(_)), "{err}");
+    assert!(err.to_string().contains("--follow-dest-symlink"), "{err}");
+    let err = copy_file(
+        &src.join("f"),
+        &link,
+        &CopyOptions::default(),
+        &mut |_, _| {},
+        &StopSignal::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, CopyError::DestinationSymlink(_)), "{err}");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through the link");
+
+    let follow = CopyOptions { follow_destination_symlink: true, ..CopyOptions::default() };
+    tree(&src, &link, &follow).unwrap();
+    assert!(elsewhere.join("src/f").is_file());
+}
+
+/// FIFOs, sockets and devices were dropped without a word, and a FIFO put where a file was
+/// expected could hang the copy (blocking open). FIFOs are recreated, sockets reported.
+#[test]
+fn special_files_are_recreated_or_reported_never_dropped() {
+    let dir = scratch();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("file"), b"x").unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        src.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o640),
+        0,
+    )
+    .unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
+    let out = dir.path().join("out");
+    let r = tree(&src, &out, &CopyOptions::default()).unwrap();
+    assert_eq!((r.files, r.special_files), (1, 1), "{r:?}");
+    let fifo = fs::symlink_metadata(out.join("fifo")).unwrap();
+    assert!(fifo.file_type().is_fifo());
+    assert_eq!(fifo.mode() & 0o777, 0o640);
+    assert_eq!(r.skipped.len(), 1, "{r:?}");
+    assert_eq!(r.skipped[0].path, Path::new("sock"));
+    assert!(r.skipped[0].why.contains("socket"));
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"skipped\":[{\"path\":\"sock\""), "{json}");
+    assert!(!out.join("sock").exists());
+}
+
+/// A symlink inside the source tree is copied as a symlink, never through: a tree entry is
+/// opened beneath the tree's root with no symlink followed, so swapping a file for a link to
+/// /etc/shadow between the walk and the open reads nothing outside the tree.
+#[test]
+fn tree_entries_are_opened_beneath_the_root_without_following_links() {
+    let dir = scratch();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    let outside = dir.path().join("outside");
+    fs::write(&outside, b"not yours").unwrap();
+    std::os::unix::fs::symlink(&outside, src.join("sub/link")).unwrap();
+    let out = dir.path().join("out");
+    tree(&src, &out, &CopyOptions::default()).unwrap();
+    let copied = fs::symlink_metadata(out.join("sub/link")).unwrap();
+    assert!(copied.file_type().is_symlink());
+}
