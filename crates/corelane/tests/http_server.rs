@@ -69,7 +69,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         let text = read_responses(&mut s, 2);
         assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 3, "{text}");
         assert!(text.contains("Content-Length: 13"));
-        s.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         let last = read_to_close(&mut s);
         assert!(last.contains("Connection: close") && last.ends_with("Hello, World!"), "{last}");
         stop.stop();
@@ -118,7 +118,7 @@ fn malformed_oversized_and_slow_requests_are_refused_while_others_are_served() {
         let others = std::thread::spawn(move || quick_load(addr, 30_000, false));
 
         let mut bad = connect(addr);
-        bad.write_all(b"GET / HTTP/1.1\r\nno colon in this header\r\n\r\n").unwrap();
+        bad.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nno colon in this header\r\n\r\n").unwrap();
         let text = read_to_close(&mut bad);
         assert!(text.starts_with("HTTP/1.1 400 Bad Request"), "{text}");
 
@@ -127,7 +127,7 @@ fn malformed_oversized_and_slow_requests_are_refused_while_others_are_served() {
         assert!(read_to_close(&mut long_uri).starts_with("HTTP/1.1 414 URI Too Long"));
 
         let mut big_head = connect(addr);
-        let head = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(2000));
+        let head = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "b".repeat(2000));
         let _ = big_head.write_all(head.as_bytes());
         assert!(read_to_close(&mut big_head).starts_with("HTTP/1.1 431"));
 
@@ -139,7 +139,7 @@ fn malformed_oversized_and_slow_requests_are_refused_while_others_are_served() {
         assert!(began.elapsed() < Duration::from_secs(3), "closed after {:?}", began.elapsed());
 
         let mut post = connect(addr);
-        post.write_all(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n")
+        post.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         let text = read_responses(&mut post, 1);
         assert!(text.starts_with("HTTP/1.1 405") && text.contains("Allow: GET, HEAD"), "{text}");
@@ -160,7 +160,7 @@ fn connections_over_the_limit_get_503() {
         let addr = server.local_addr();
         let mut held: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
         for s in &mut held {
-            s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
             read_responses(s, 1);
         }
         let mut third = connect(addr);
@@ -189,7 +189,7 @@ fn static_files_are_served_whole_and_nothing_outside_the_root() {
     let addr = server.local_addr();
 
     let mut s = connect(addr);
-    s.write_all(b"GET /docs/big.bin HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+    s.write_all(b"GET /docs/big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut all = Vec::new();
     s.read_to_end(&mut all).unwrap();
@@ -208,13 +208,15 @@ fn static_files_are_served_whole_and_nothing_outside_the_root() {
         ("/nope", "404"),
     ] {
         let mut s = connect(addr);
-        s.write_all(format!("GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes())
-            .unwrap();
+        s.write_all(
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
         let text = read_to_close(&mut s);
         assert!(text.starts_with(&format!("HTTP/1.1 {status}")), "{target}: {text}");
     }
     let mut s = connect(addr);
-    s.write_all(b"HEAD /docs/big.bin HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"HEAD /docs/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let text = read_to_close(&mut s);
     assert!(text.ends_with("\r\n\r\n") && text.contains("Content-Length: 3145728"), "{text}");
     stop.stop();
@@ -228,7 +230,7 @@ fn stop_closes_idle_connections_and_finishes_requests_in_flight() {
         let (server, stop) = start(backend, |_| {});
         let addr = server.local_addr();
         let mut idle = connect(addr);
-        idle.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         read_responses(&mut idle, 1);
         let mut in_flight = connect(addr);
         in_flight.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();

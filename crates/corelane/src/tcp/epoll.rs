@@ -215,6 +215,7 @@ impl EpollLane {
                 &mut out,
                 Status::ServiceUnavailable,
                 false,
+                false,
                 &self.responder.cached_date,
             );
             let _ = (&stream).write(&out);
@@ -286,10 +287,12 @@ impl EpollLane {
             let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
             if slow {
                 let mut out = Vec::new();
+                let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
                 http::write_error(
                     &mut out,
                     Status::RequestTimeout,
                     false,
+                    head,
                     &self.responder.cached_date,
                 );
                 let _ = (&conn.stream).write(&out);

@@ -3,7 +3,6 @@
 //! a head plus a file for static files) waiting to be sent.
 
 use std::fs::File;
-use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -107,6 +106,7 @@ impl Responder {
                     &mut exchange.output,
                     Status::MethodNotAllowed,
                     keep,
+                    false,
                     &self.cached_date,
                 );
                 Status::MethodNotAllowed
@@ -116,46 +116,29 @@ impl Responder {
                 exchange.output.extend_from_slice(&self.cached[k][m]);
                 Status::Ok
             }
-            (Content::Root(root), method) => {
-                let opened = root
-                    .resolve(&exchange.input[req.target.clone()])
-                    .and_then(|path| open_regular(&path).map(|(f, len)| (path, f, len)));
-                match opened {
-                    Ok((path, file, len)) => {
-                        let kind = http::content_type(&path);
-                        http::write_head(
-                            &mut exchange.output,
-                            Status::Ok,
-                            kind,
-                            len,
-                            keep,
-                            &self.cached_date,
-                        );
-                        if method == Method::Get && len > 0 {
-                            exchange.file = Some((file, 0, len));
-                        }
-                        Status::Ok
+            (Content::Root(root), method) => match root.open(&exchange.input[req.target.clone()]) {
+                Ok(found) => {
+                    http::write_head(
+                        &mut exchange.output,
+                        Status::Ok,
+                        found.content_type,
+                        found.len,
+                        keep,
+                        &self.cached_date,
+                    );
+                    if method == Method::Get && found.len > 0 {
+                        exchange.file = Some((found.file, 0, found.len));
                     }
-                    Err(status) => {
-                        http::write_error(&mut exchange.output, status, keep, &self.cached_date);
-                        status
-                    }
+                    Status::Ok
                 }
-            }
+                Err(status) => {
+                    let head = method == Method::Head;
+                    http::write_error(&mut exchange.output, status, keep, head, &self.cached_date);
+                    status
+                }
+            },
         }
     }
-}
-
-fn open_regular(path: &std::path::Path) -> Result<(File, u64), Status> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        io::ErrorKind::PermissionDenied => Status::Forbidden,
-        _ => Status::NotFound,
-    })?;
-    let meta = file.metadata().map_err(|_| Status::NotFound)?;
-    if !meta.is_file() {
-        return Err(Status::NotFound);
-    }
-    Ok((file, meta.len()))
 }
 
 /// Answers every complete request in the exchange's input.
@@ -185,7 +168,14 @@ pub(crate) fn answer(
                 return;
             }
             Parsed::Reject(status) => {
-                http::write_error(&mut exchange.output, status, false, &responder.cached_date);
+                let head = http::is_head(&exchange.input[..exchange.filled]);
+                http::write_error(
+                    &mut exchange.output,
+                    status,
+                    false,
+                    head,
+                    &responder.cached_date,
+                );
                 count_status(counters, status);
                 exchange.close_after = true;
                 exchange.filled = 0;

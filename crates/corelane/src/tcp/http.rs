@@ -2,6 +2,7 @@
 //! into a lane's buffer, and static paths resolved under a root without escaping it.
 
 use std::ops::Range;
+use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -125,6 +126,11 @@ pub enum Parsed {
 
 /// Parses the request head at the start of `input`.
 pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
+    // httparse skips empty lines before a request line (RFC 9112 §2.2 allows it); h11 and
+    // most proxies do not, and a byte two parsers read differently is a smuggling vector.
+    if input.first().is_some_and(|&b| b == b'\r' || b == b'\n') {
+        return Parsed::Reject(Status::BadRequest);
+    }
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(input) {
@@ -154,11 +160,15 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
         Some("HEAD") => Method::Head,
         _ => Method::Other,
     };
-    let path = req.path.unwrap_or("/");
+    let Some(target) = origin_form(req.path.unwrap_or("")) else {
+        return Parsed::Reject(Status::BadRequest);
+    };
     // httparse hands out slices of `input`; their offsets locate the target without a copy.
-    let start = path.as_ptr() as usize - input.as_ptr() as usize;
-    let mut keep_alive = req.version == Some(1);
-    let mut body_len = 0u64;
+    let start = target.as_ptr() as usize - input.as_ptr() as usize;
+    let http11 = req.version == Some(1);
+    let mut keep_alive = http11;
+    let mut body_len = None;
+    let mut hosts = 0;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',') {
@@ -170,28 +180,76 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
                 }
             }
         } else if h.name.eq_ignore_ascii_case("content-length") {
-            let value = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok());
-            match value {
-                Some(n) if n > limits.max_body_bytes => {
-                    return Parsed::Reject(Status::PayloadTooLarge)
-                }
-                Some(n) => body_len = n,
-                None => return Parsed::Reject(Status::BadRequest),
+            // RFC 9112 §6.3: one Content-Length of digits only. A second one (even equal), a
+            // sign, a space inside or a list is refused: two parsers reading such a request
+            // differently is how requests are smuggled past a proxy.
+            let Some(n) = content_length(h.value) else {
+                return Parsed::Reject(Status::BadRequest);
+            };
+            if body_len.replace(n).is_some() {
+                return Parsed::Reject(Status::BadRequest);
+            }
+            if n > limits.max_body_bytes {
+                return Parsed::Reject(Status::PayloadTooLarge);
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // No chunked request bodies here; never read as "no body" (the body would be
+            // parsed as the next request).
             return Parsed::Reject(Status::NotImplemented);
+        } else if h.name.eq_ignore_ascii_case("host") {
+            hosts += 1;
         }
     }
-    if !path.starts_with('/') {
+    // RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host; more than one is refused
+    // at any version.
+    if (http11 && hosts == 0) || hosts > 1 {
         return Parsed::Reject(Status::BadRequest);
     }
     Parsed::Request(Request {
         method,
-        target: start..start + path.len(),
+        target: start..start + target.len(),
         keep_alive,
         head_len,
-        body_len,
+        body_len: body_len.unwrap_or(0),
     })
+}
+
+/// The origin-form part (`/path?query`) of a request target: the target itself, or the path
+/// of an absolute-form target (`http://host/path`, RFC 9112 §3.2.2; `/` when it has none).
+/// Authority-form and asterisk-form are for CONNECT and OPTIONS, which this server refuses.
+fn origin_form(target: &str) -> Option<&str> {
+    if target.starts_with('/') {
+        return Some(target);
+    }
+    let scheme_len = target.find("://")?;
+    if !target[..scheme_len].eq_ignore_ascii_case("http")
+        && !target[..scheme_len].eq_ignore_ascii_case("https")
+    {
+        return None;
+    }
+    let rest = &target[scheme_len + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    if authority_end == 0 {
+        return None;
+    }
+    let path = &rest[authority_end..];
+    // A bare query after the authority (`http://h?q`) is the path `/` with that query; its
+    // slice cannot include a `/`, so it is served as `/`.
+    Some(if path.starts_with('/') { path } else { &target[target.len()..] })
+}
+
+/// A Content-Length value: 1 to 19 ASCII digits (any u64 of up to 19 digits fits).
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// Whether the bytes received so far are a HEAD request's: its responses, errors included,
+/// carry no body (a body would be read as the next response by a keep-alive client).
+pub fn is_head(input: &[u8]) -> bool {
+    input.starts_with(b"HEAD ")
 }
 
 /// The Date header's value, formatted at most once a second.
@@ -241,61 +299,117 @@ pub fn write_head(
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends a complete error response (a one-line text body) to `out`.
-pub fn write_error(out: &mut Vec<u8>, status: Status, keep_alive: bool, date: &str) {
+/// Appends a complete error response (a one-line text body, left out for HEAD) to `out`.
+pub fn write_error(out: &mut Vec<u8>, status: Status, keep_alive: bool, head: bool, date: &str) {
     let body = format!("{} {}\n", status.code(), status.reason());
     write_head(out, status, "text/plain", body.len() as u64, keep_alive, date);
-    out.extend_from_slice(body.as_bytes());
+    if !head {
+        out.extend_from_slice(body.as_bytes());
+    }
 }
 
-/// Static files under one directory.
+/// Static files under one directory, opened through a descriptor held for it.
 #[derive(Debug, Clone)]
 pub struct StaticRoot {
-    root: PathBuf,
+    dir: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+/// An opened static file: the file, its length and its Content-Type.
+#[derive(Debug)]
+pub struct StaticFile {
+    pub file: std::fs::File,
+    pub len: u64,
+    pub content_type: &'static str,
 }
 
 impl StaticRoot {
-    /// `dir` must be an existing directory; it is canonicalised once here.
+    /// `dir` must be an existing directory; it is opened once here and every file is opened
+    /// beneath that descriptor, so renaming or replacing the path later changes nothing.
     pub fn new(dir: &Path) -> std::io::Result<Self> {
-        let root = dir.canonicalize()?;
-        if !root.is_dir() {
-            return Err(std::io::Error::new(
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::NOTDIR => std::io::Error::new(
                 std::io::ErrorKind::NotADirectory,
                 format!("{} is not a directory", dir.display()),
-            ));
-        }
-        Ok(Self { root })
+            ),
+            e => e.into(),
+        })?;
+        Ok(Self { dir: std::sync::Arc::new(fd) })
     }
 
-    /// The file a request target names, or the status that refuses it. Percent-escapes are
-    /// decoded; `..` segments are refused, and so is a symlink that leads out of the root.
-    pub fn resolve(&self, target: &[u8]) -> Result<PathBuf, Status> {
+    /// Opens the file a request target names, or gives the status that refuses it.
+    /// Percent-escapes are decoded and `..` segments refused (403). The open itself is
+    /// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from the root's descriptor: no path,
+    /// symlink or /proc link leads out of the root (403), index.html of a directory included.
+    /// O_NONBLOCK, and only regular files are served: a FIFO or device under the root is
+    /// answered 404 at once instead of blocking the lane.
+    pub fn open(&self, target: &[u8]) -> Result<StaticFile, Status> {
         let path = target.split(|&b| b == b'?' || b == b'#').next().unwrap_or(b"/");
         let decoded = percent_decode(path).ok_or(Status::BadRequest)?;
         let text = std::str::from_utf8(&decoded).map_err(|_| Status::BadRequest)?;
         if text.contains('\0') {
             return Err(Status::BadRequest);
         }
-        let mut full = self.root.clone();
+        let mut rel = PathBuf::new();
         for component in Path::new(text).components() {
             match component {
-                Component::Normal(part) => full.push(part),
+                Component::Normal(part) => rel.push(part),
                 Component::RootDir | Component::CurDir => {}
                 Component::ParentDir | Component::Prefix(_) => return Err(Status::Forbidden),
             }
         }
-        let mut real = full.canonicalize().map_err(|_| Status::NotFound)?;
-        if !real.starts_with(&self.root) {
-            return Err(Status::Forbidden);
-        }
-        if real.is_dir() {
-            real.push("index.html");
-            if !real.is_file() {
-                return Err(Status::NotFound);
+        let rel = if rel.as_os_str().is_empty() { PathBuf::from(".") } else { rel };
+        let (fd, stat) = open_beneath(self.dir.as_fd(), &rel)?;
+        match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+            rustix::fs::FileType::RegularFile => Ok(StaticFile {
+                file: fd.into(),
+                len: stat.st_size as u64,
+                content_type: content_type(&rel),
+            }),
+            rustix::fs::FileType::Directory => {
+                let (index, stat) = open_beneath(fd.as_fd(), Path::new("index.html"))?;
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    != rustix::fs::FileType::RegularFile
+                {
+                    return Err(Status::NotFound);
+                }
+                Ok(StaticFile {
+                    file: index.into(),
+                    len: stat.st_size as u64,
+                    content_type: content_type(Path::new("index.html")),
+                })
             }
+            _ => Err(Status::NotFound),
         }
-        Ok(real)
     }
+}
+
+/// openat2 beneath `dir` (see [`StaticRoot::open`]) and fstat of what it opened.
+fn open_beneath(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &Path,
+) -> Result<(std::os::fd::OwnedFd, rustix::fs::Stat), Status> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        dir,
+        rel,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::XDEV | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+            Status::Forbidden
+        }
+        _ => Status::NotFound,
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|_| Status::NotFound)?;
+    Ok((fd, stat))
 }
 
 fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
@@ -352,7 +466,8 @@ mod tests {
         assert!(r.keep_alive);
         assert_eq!(&raw[r.target.clone()], "/a?b=1");
         assert_eq!(r.head_len, raw.len() - 3);
-        let Parsed::Request(r) = parse("GET / HTTP/1.1\r\nConnection: close\r\n\r\n") else {
+        let Parsed::Request(r) = parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        else {
             panic!()
         };
         assert!(!r.keep_alive);
@@ -373,7 +488,7 @@ mod tests {
         let small = Limits { max_header_bytes: 64, ..Limits::default() };
         let long_line = format!("GET /{} HTTP/1.1", "a".repeat(100));
         assert_eq!(parse_request(long_line.as_bytes(), &small), Parsed::Reject(Status::UriTooLong));
-        let long_head = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(100));
+        let long_head = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "a".repeat(100));
         assert_eq!(
             parse_request(long_head.as_bytes(), &small),
             Parsed::Reject(Status::HeaderFieldsTooLarge)
@@ -381,36 +496,36 @@ mod tests {
         assert_eq!(parse("GET / HTTP/1.1\r\nHost"), Parsed::Partial);
         assert_eq!(parse("GARBAGE\r\n\r\n"), Parsed::Reject(Status::BadRequest));
         assert_eq!(
-            parse("GET / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n"),
+            parse("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n"),
             Parsed::Reject(Status::PayloadTooLarge)
         );
         assert_eq!(
-            parse("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            parse("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"),
             Parsed::Reject(Status::NotImplemented)
         );
         let many: String = (0..70).map(|i| format!("H{i}: v\r\n")).collect();
         assert_eq!(
-            parse(&format!("GET / HTTP/1.1\r\n{many}\r\n")),
+            parse(&format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n")),
             Parsed::Reject(Status::HeaderFieldsTooLarge)
         );
     }
 
     #[test]
     fn static_paths_stay_under_the_root() {
-        let dir = std::env::temp_dir().join(format!("corelane-http-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/a b.txt"), "x").unwrap();
         std::fs::write(dir.join("index.html"), "i").unwrap();
-        let root = StaticRoot::new(&dir).unwrap();
-        let canon = dir.canonicalize().unwrap();
-        assert_eq!(root.resolve(b"/sub/a%20b.txt?q").unwrap(), canon.join("sub/a b.txt"));
-        assert_eq!(root.resolve(b"/").unwrap(), canon.join("index.html"));
-        assert_eq!(root.resolve(b"/../etc/passwd"), Err(Status::Forbidden));
-        assert_eq!(root.resolve(b"/sub/%2e%2e/%2e%2e/etc/passwd"), Err(Status::Forbidden));
-        assert_eq!(root.resolve(b"/missing"), Err(Status::NotFound));
-        assert_eq!(root.resolve(b"/sub"), Err(Status::NotFound));
-        assert_eq!(root.resolve(b"/%zz"), Err(Status::BadRequest));
-        std::fs::remove_dir_all(&dir).unwrap();
+        let root = StaticRoot::new(dir).unwrap();
+        let opened = |t: &[u8]| root.open(t).map(|f| (f.len, f.content_type));
+        assert_eq!(opened(b"/sub/a%20b.txt?q").unwrap(), (1, "text/plain; charset=utf-8"));
+        assert_eq!(opened(b"/").unwrap(), (1, "text/html; charset=utf-8"));
+        assert_eq!(opened(b"/../etc/passwd").unwrap_err(), Status::Forbidden);
+        assert_eq!(opened(b"/sub/%2e%2e/%2e%2e/etc/passwd").unwrap_err(), Status::Forbidden);
+        assert_eq!(opened(b"/missing").unwrap_err(), Status::NotFound);
+        assert_eq!(opened(b"/sub").unwrap_err(), Status::NotFound);
+        assert_eq!(opened(b"/%zz").unwrap_err(), Status::BadRequest);
     }
 
     #[test]

@@ -221,6 +221,7 @@ impl UringLane {
                 &mut conn.exchange.output,
                 Status::ServiceUnavailable,
                 false,
+                false,
                 &self.responder.cached_date,
             );
             conn.exchange.close_after = true;
@@ -302,11 +303,13 @@ impl UringLane {
             let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
             if slow && !conn.closing {
                 conn.exchange.request_since = None;
+                let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
                 conn.exchange.filled = 0;
                 http::write_error(
                     &mut conn.exchange.output,
                     Status::RequestTimeout,
                     false,
+                    head,
                     &self.responder.cached_date,
                 );
                 conn.exchange.close_after = true;
