@@ -73,9 +73,22 @@ pub struct ServeArgs {
     /// Request line plus headers at most (414 or 431 beyond).
     #[arg(long, default_value = "8K", value_parser = parse_size)]
     max_header_bytes: usize,
-    /// Time a client has to send a request's head once it started (408 beyond).
+    /// Time a client has to send a request's head, from accept or from the request's first
+    /// byte on a kept-alive connection (408 and close beyond).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     header_timeout: Duration,
+    /// Time a client has to send a whole request, body included, from its first byte (408
+    /// and close beyond).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// A closing connection whose client reads nothing for this long is dropped.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    linger_timeout: Duration,
+    /// Response bytes a connection may have waiting for its client; beyond it the server
+    /// stops reading that connection until the client reads (bounds what a pipelining
+    /// client that never reads can make the server hold).
+    #[arg(long, default_value = "64K", value_parser = parse_size)]
+    max_pending_output: usize,
     /// Keep-alive connections idle this long are closed.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
@@ -140,6 +153,9 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     config.limits = Limits {
         max_header_bytes: args.max_header_bytes.max(64),
         header_timeout: args.header_timeout,
+        request_timeout: args.request_timeout.max(args.header_timeout),
+        linger_timeout: args.linger_timeout,
+        max_pending_output: args.max_pending_output.max(1),
         idle_timeout: args.idle_timeout,
         max_connections: args.max_connections.max(1),
         ..Limits::default()

@@ -253,6 +253,12 @@ impl SocketRing {
         self.push(entry)
     }
 
+    /// Cancels the multishot receive of connection `slot`: it ends with a `RecvEnded`
+    /// carrying -ECANCELED (or whatever ended it first).
+    pub fn cancel_receive(&mut self, slot: u32) -> io::Result<()> {
+        self.push(opcode::AsyncCancel::new(RECV | slot as u64).build().user_data(OTHER))
+    }
+
     /// Cancels the multishot accept (on shutdown: the listener must stop taking connections).
     pub fn cancel_accept(&mut self) -> io::Result<()> {
         self.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(OTHER))

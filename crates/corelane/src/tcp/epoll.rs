@@ -234,7 +234,9 @@ impl EpollLane {
         };
         let conn = Conn {
             stream,
-            exchange: Exchange { input, output, ..Exchange::default() },
+            // The header timeout runs from accept: a connection that never sends a byte is
+            // closed at it.
+            exchange: Exchange { input, output, request_since: Some(now), ..Exchange::default() },
             sent: 0,
             nodelay: false,
             last_active: now,
@@ -280,11 +282,11 @@ impl EpollLane {
         let limits = self.responder.limits;
         for token in self.table.tokens() {
             let Some(conn) = self.table.get_mut(token) else { continue };
-            let slow = conn
-                .exchange
-                .request_since
-                .is_some_and(|t| now.duration_since(t) >= limits.header_timeout);
-            let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
+            let slow = !conn.exchange.close_after && conn.exchange.timed_out(now, &limits);
+            let stalled = now.duration_since(conn.last_active);
+            // A closing connection whose peer stopped reading is not kept for the idle timeout.
+            let idle = stalled >= limits.idle_timeout
+                || (conn.exchange.close_after && stalled >= limits.linger_timeout);
             if slow {
                 let mut out = Vec::new();
                 let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
@@ -337,9 +339,15 @@ fn drive(
     if conn.exchange.input.is_empty() {
         conn.exchange.input = buffers.inputs.take();
     }
+    let cap = responder.limits.max_pending_output;
     loop {
-        // Read until the socket is drained, or until a file body must go out first.
-        while conn.exchange.file.is_none() && !conn.exchange.close_after {
+        // Read until the socket is drained, until a file body must go out first, or until the
+        // answers waiting for the peer pass the cap (the peer must read before it may send
+        // more: what a connection holds stays bounded).
+        while conn.exchange.file.is_none()
+            && !conn.exchange.close_after
+            && conn.exchange.output.len() < cap
+        {
             let space = conn.exchange.input.len() - conn.exchange.filled;
             if space == 0 {
                 break;
@@ -369,19 +377,22 @@ fn drive(
             conn.nodelay = true;
         }
         let paused_for_file = conn.exchange.file.is_some();
+        let paused_for_output = conn.exchange.output.len() >= cap;
         match flush(conn, counters, now) {
             Flushed::Done => {}
+            // Reading resumes on the EPOLLOUT edge that says the peer made room.
             Flushed::Blocked => return false,
             Flushed::Failed => return true,
         }
         if conn.exchange.close_after {
             return true;
         }
-        if !paused_for_file {
+        if !paused_for_file && !paused_for_output {
             buffers.release_if_idle(conn);
             return false;
         }
-        // A file went out while requests may wait in the buffer or the socket: go on.
+        // Reading or parsing paused and the output is out: requests may wait in the buffer
+        // or the socket (whose edge was already consumed), so go on.
         answer(&mut conn.exchange, responder, counters, draining, now);
     }
 }

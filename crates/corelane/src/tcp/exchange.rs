@@ -24,7 +24,8 @@ pub(crate) struct Exchange {
     pub skip_body: u64,
     /// Close once `output` and `file` are sent.
     pub close_after: bool,
-    /// When the request now being received began (for the header timeout).
+    /// When the request now being received began: its first byte, or the accept for a
+    /// connection's first request (for the header and request timeouts).
     pub request_since: Option<Instant>,
 }
 
@@ -38,6 +39,13 @@ impl Exchange {
 
     pub fn is_idle(&self) -> bool {
         self.filled == 0 && self.output.is_empty() && self.file.is_none()
+    }
+
+    /// Whether the request in progress has run out of time: its head within
+    /// `header_timeout`, its body within `request_timeout`.
+    pub fn timed_out(&self, now: Instant, limits: &Limits) -> bool {
+        let limit = if self.skip_body > 0 { limits.request_timeout } else { limits.header_timeout };
+        self.request_since.is_some_and(|t| now.duration_since(t) >= limit)
     }
 
     /// Appends received bytes (a provided buffer's), growing the input if a request spans
@@ -141,7 +149,7 @@ impl Responder {
     }
 }
 
-/// Answers every complete request in the exchange's input.
+/// Answers every complete request in the exchange's input, up to the pending-output cap.
 pub(crate) fn answer(
     exchange: &mut Exchange,
     responder: &mut Responder,
@@ -149,26 +157,46 @@ pub(crate) fn answer(
     draining: bool,
     now: Instant,
 ) {
-    while !exchange.close_after && exchange.file.is_none() {
+    // Requests are parsed at an advancing offset and the input is compacted once at the end:
+    // compacting after each request would move the whole backlog per request (quadratic in a
+    // long pipeline).
+    let mut at = 0;
+    answer_from(exchange, &mut at, responder, counters, draining, now);
+    exchange.consume(at);
+}
+
+fn answer_from(
+    exchange: &mut Exchange,
+    at: &mut usize,
+    responder: &mut Responder,
+    counters: &ServerCounters,
+    draining: bool,
+    now: Instant,
+) {
+    let cap = responder.limits.max_pending_output;
+    // Parsing stops while the answers already queued exceed the cap: the rest of the input
+    // waits (and the lane stops reading it) until the peer takes what it was sent.
+    while !exchange.close_after && exchange.file.is_none() && exchange.output.len() < cap {
         if exchange.skip_body > 0 {
-            let n = exchange.skip_body.min(exchange.filled as u64);
-            exchange.consume(n as usize);
+            let n = exchange.skip_body.min((exchange.filled - *at) as u64);
+            *at += n as usize;
             exchange.skip_body -= n;
             if exchange.skip_body > 0 {
                 return;
             }
-        }
-        if exchange.filled == 0 {
             exchange.request_since = None;
+        }
+        if *at == exchange.filled {
             return;
         }
-        match http::parse_request(&exchange.input[..exchange.filled], &responder.limits) {
+        let input = &exchange.input[*at..exchange.filled];
+        match http::parse_request(input, &responder.limits) {
             Parsed::Partial => {
                 exchange.request_since.get_or_insert(now);
                 return;
             }
             Parsed::Reject(status) => {
-                let head = http::is_head(&exchange.input[..exchange.filled]);
+                let head = http::is_head(input);
                 http::write_error(
                     &mut exchange.output,
                     status,
@@ -178,15 +206,21 @@ pub(crate) fn answer(
                 );
                 count_status(counters, status);
                 exchange.close_after = true;
-                exchange.filled = 0;
+                *at = exchange.filled;
             }
-            Parsed::Request(req) => {
+            Parsed::Request(mut req) => {
+                req.target = req.target.start + *at..req.target.end + *at;
                 let keep = req.keep_alive && !draining;
                 let status = responder.respond(exchange, &req, keep);
                 count_status(counters, status);
-                exchange.consume(req.head_len);
+                *at += req.head_len;
                 exchange.skip_body = req.body_len;
-                exchange.request_since = None;
+                if req.body_len > 0 {
+                    // The request's clock runs on until its body is in.
+                    exchange.request_since.get_or_insert(now);
+                } else {
+                    exchange.request_since = None;
+                }
                 if !keep {
                     exchange.close_after = true;
                 }

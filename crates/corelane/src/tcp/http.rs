@@ -16,8 +16,20 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// A larger Content-Length is answered 413.
     pub max_body_bytes: u64,
-    /// Time from a request's first byte to its complete head; beyond it: 408 and close.
+    /// Time from accept (or the end of the previous request) to a complete head, counted
+    /// from the request's first byte on a kept-alive connection; beyond it: 408 and close. A
+    /// connection that never sends a byte is closed at it, not at the idle timeout.
     pub header_timeout: Duration,
+    /// Time from a request's first byte to the end of its body; beyond it: 408 and close (a
+    /// body trickled a byte at a time cannot hold a connection longer).
+    pub request_timeout: Duration,
+    /// A connection being closed (its last response queued) whose peer makes no progress
+    /// reading for this long is dropped.
+    pub linger_timeout: Duration,
+    /// Response bytes a connection may have waiting for its peer; beyond it the server stops
+    /// reading and parsing that connection's requests until the peer reads (a pipelining
+    /// client that never reads cannot grow the server).
+    pub max_pending_output: usize,
     /// A keep-alive connection with no request in flight is closed after this.
     pub idle_timeout: Duration,
     /// Open connections over all lanes; more are answered 503 and closed.
@@ -32,6 +44,9 @@ impl Default for Limits {
             max_header_bytes: 8192,
             max_body_bytes: 1 << 20,
             header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            linger_timeout: Duration::from_secs(5),
+            max_pending_output: 64 << 10,
             idle_timeout: Duration::from_secs(60),
             max_connections: 16384,
             drain_timeout: Duration::from_secs(5),

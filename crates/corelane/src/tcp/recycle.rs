@@ -72,6 +72,10 @@ impl fmt::Display for Recycle {
     }
 }
 
+/// The capacity a pooled buffer keeps at most beyond its size (responses of a fixed body and
+/// heads fit; bigger ones grow a buffer for their connection only).
+const KEPT_CAPACITY: usize = 16 << 10;
+
 /// A lane's buffers of one size. With recycling off every `take` allocates (zeroed, as a
 /// fresh receive buffer must be) and every `give` frees.
 #[derive(Debug)]
@@ -96,9 +100,13 @@ impl BufferPool {
         }
     }
 
-    /// Returns a buffer taken from this pool.
+    /// Returns a buffer taken from this pool. A buffer a connection grew (a long pipeline,
+    /// a large response) goes back at its usual size: a pool of buffers each as large as the
+    /// largest ever used would keep every peer's peak.
     pub fn give(&mut self, mut buf: Vec<u8>) {
         if self.recycle && self.free.len() < self.keep && buf.capacity() >= self.size {
+            buf.truncate(self.size);
+            buf.shrink_to(self.size.max(KEPT_CAPACITY));
             buf.resize(self.size, 0);
             self.free.push(buf);
         }
@@ -202,6 +210,24 @@ mod tests {
         assert_eq!(r, Recycle { fd: true, buffers: true, events: false });
         assert_eq!(r.to_string(), "fd,buffers");
         assert!("fd,sockets".parse::<Recycle>().unwrap_err().contains("\"sockets\""));
+    }
+
+    /// A buffer grown to 2 MiB by one connection went back to the pool at 2 MiB, so a pool
+    /// of 1,024 could hold 2 GiB; it goes back at its usual size.
+    #[test]
+    fn grown_buffers_are_shrunk_before_they_are_pooled() {
+        let mut pool = BufferPool::new(8192, true, 16);
+        let mut buf = pool.take();
+        buf.resize(2 << 20, 7);
+        pool.give(buf);
+        let again = pool.take();
+        assert_eq!(again.len(), 8192);
+        assert!(again.capacity() <= KEPT_CAPACITY, "{}", again.capacity());
+        let mut outputs = BufferPool::new(0, true, 16);
+        let mut out = outputs.take();
+        out.extend_from_slice(&[1; 1 << 20]);
+        outputs.give(out);
+        assert!(outputs.take().capacity() <= KEPT_CAPACITY);
     }
 
     #[test]

@@ -25,7 +25,12 @@ const BUFFER_BYTES: usize = 4096;
 struct Conn {
     exchange: Exchange,
     recv_armed: bool,
+    /// Receiving stopped because the answers waiting for the peer passed the cap; resumed
+    /// once the peer has read them.
+    recv_paused: bool,
     sending: bool,
+    /// Bytes of the send in flight.
+    in_flight: usize,
     /// A shutdown was asked for: the connection closes once its receive has ended.
     closing: bool,
     last_active: Instant,
@@ -144,6 +149,8 @@ impl UringLane {
             Completion::Received { slot, buffer, len, more } => {
                 let bytes = self.ring.buffer(buffer, len);
                 let draining = self.drain_deadline.is_some();
+                let cap = self.responder.limits.max_pending_output;
+                let mut pause = false;
                 if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
                     if !conn.closing {
                         conn.exchange.append(bytes);
@@ -157,10 +164,20 @@ impl UringLane {
                         );
                     }
                     conn.recv_armed = more;
+                    // The peer is not reading what it asked for (or its requests wait unparsed
+                    // behind a full output): stop taking its bytes.
+                    let backlog = conn.exchange.filled >= self.responder.limits.max_header_bytes;
+                    if !conn.recv_paused && (conn.pending_output() >= cap || backlog) {
+                        conn.recv_paused = true;
+                        pause = more;
+                    }
                 }
                 self.ring.give_back(buffer);
-                let rearm =
-                    slot_mut(&mut self.conns, slot).is_some_and(|c| !c.recv_armed && !c.closing);
+                if pause {
+                    self.ring.cancel_receive(slot)?;
+                }
+                let rearm = slot_mut(&mut self.conns, slot)
+                    .is_some_and(|c| !c.recv_armed && !c.closing && !c.recv_paused);
                 if rearm {
                     self.ring.receive(slot)?;
                     if let Some(c) = slot_mut(&mut self.conns, slot) {
@@ -172,6 +189,11 @@ impl UringLane {
             Completion::RecvEnded { slot, result, .. } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
                 conn.recv_armed = false;
+                let stopped_by_us = result == -libc::ECANCELED || result == -libc::ENOBUFS;
+                if conn.recv_paused && stopped_by_us && !conn.closing {
+                    // Paused for backpressure: re-armed once the peer has read (see Sent).
+                    return Ok(());
+                }
                 if result == -libc::ENOBUFS && !conn.closing {
                     // Buffers are back by now (each is returned as soon as it is copied).
                     conn.recv_armed = true;
@@ -185,6 +207,7 @@ impl UringLane {
             Completion::Sent { slot, result, mut buf, offset } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
                 conn.sending = false;
+                conn.in_flight = 0;
                 conn.last_active = now;
                 if result < 0 {
                     return self.abort(slot);
@@ -193,6 +216,7 @@ impl UringLane {
                 let done = offset + result as usize;
                 if done < buf.len() {
                     conn.sending = true;
+                    conn.in_flight = buf.len() - done;
                     return self.ring.send(slot, buf, done);
                 }
                 buf.clear();
@@ -200,6 +224,7 @@ impl UringLane {
                     conn.exchange.output = buf; // the sent buffer becomes the next output buffer
                 }
                 self.flush(slot)?;
+                self.resume_if_read(slot, now)?;
             }
             Completion::Done => {}
         }
@@ -209,9 +234,13 @@ impl UringLane {
     fn admit(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         bump(&self.counters.accepted, 1);
         let mut conn = Conn {
-            exchange: Exchange::default(),
+            // The header timeout runs from accept: a connection that never sends a byte is
+            // closed at it.
+            exchange: Exchange { request_since: Some(now), ..Exchange::default() },
             recv_armed: true,
+            recv_paused: false,
             sending: false,
+            in_flight: 0,
             closing: false,
             last_active: now,
         };
@@ -248,6 +277,7 @@ impl UringLane {
         if !conn.exchange.output.is_empty() {
             let buf = std::mem::take(&mut conn.exchange.output);
             conn.sending = true;
+            conn.in_flight = buf.len();
             return self.ring.send(slot, buf, 0);
         }
         if conn.exchange.close_after && !conn.closing {
@@ -266,6 +296,28 @@ impl UringLane {
         Ok(())
     }
 
+    /// Takes requests again from a connection paused for backpressure once its peer has read
+    /// what was waiting: answers what is already buffered first, re-arms the receive if that
+    /// stays under the cap.
+    fn resume_if_read(&mut self, slot: u32, now: Instant) -> io::Result<()> {
+        let cap = self.responder.limits.max_pending_output;
+        let draining = self.drain_deadline.is_some();
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        if !conn.recv_paused || conn.pending_output() >= cap || conn.closing {
+            return Ok(());
+        }
+        answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
+        let backlog = conn.exchange.filled >= self.responder.limits.max_header_bytes;
+        if conn.pending_output() < cap && !backlog {
+            conn.recv_paused = false;
+            if !conn.recv_armed {
+                conn.recv_armed = true;
+                self.ring.receive(slot)?;
+            }
+        }
+        self.flush(slot)
+    }
+
     /// Closes a connection whose receive has ended, once its send is done.
     fn close_when_quiet(&mut self, slot: u32) -> io::Result<()> {
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
@@ -282,7 +334,8 @@ impl UringLane {
     fn abort(&mut self, slot: u32) -> io::Result<()> {
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
         conn.closing = true;
-        if conn.recv_armed {
+        // A send the peer never reads stays in flight until the shutdown fails it.
+        if conn.recv_armed || conn.sending {
             self.ring.shutdown(slot, libc::SHUT_RDWR)
         } else {
             self.close_when_quiet(slot)
@@ -299,8 +352,12 @@ impl UringLane {
         let limits = self.responder.limits;
         for slot in 0..self.conns.len() as u32 {
             let Some(conn) = slot_mut(&mut self.conns, slot) else { continue };
-            let slow = conn.request_timed_out(now, limits.header_timeout);
-            let idle = now.duration_since(conn.last_active) >= limits.idle_timeout;
+            let slow = !conn.exchange.close_after && conn.exchange.timed_out(now, &limits);
+            let stalled = now.duration_since(conn.last_active);
+            // A closing connection whose peer stopped reading is not kept for the idle timeout.
+            let idle = stalled >= limits.idle_timeout
+                || ((conn.closing || conn.exchange.close_after)
+                    && stalled >= limits.linger_timeout);
             if slow && !conn.closing {
                 conn.exchange.request_since = None;
                 let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
@@ -342,8 +399,9 @@ impl UringLane {
 }
 
 impl Conn {
-    fn request_timed_out(&self, now: Instant, limit: Duration) -> bool {
-        self.exchange.request_since.is_some_and(|t| now.duration_since(t) >= limit)
+    /// Answers waiting for the peer: queued, and in the send in flight.
+    fn pending_output(&self) -> usize {
+        self.exchange.output.len() + self.in_flight
     }
 }
 
