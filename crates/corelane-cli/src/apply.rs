@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use corelane::tune::{apply, changes, revert, Change, Plan};
+use corelane::tune::{apply_saving_revert, changes, read_revert_file, revert, Change, Plan};
 
 use crate::args::outln;
 
@@ -26,8 +26,12 @@ pub struct ApplyArgs {
 
 #[derive(Debug, Args)]
 pub struct RevertArgs {
-    /// The file `corelane apply --yes` saved.
+    /// The file `corelane apply --yes` saved. Every entry is checked before any is restored:
+    /// only the settings a plan may change, with values of their kind.
     file: PathBuf,
+    /// The directory `apply --root` was given (sysfs and procfs under it instead of /).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
 }
 
 fn read_plan(path: &Path) -> anyhow::Result<Plan> {
@@ -63,23 +67,15 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             .map_or(0, |d| d.as_secs());
         PathBuf::from(format!("corelane-revert-{}-{secs}.json", plan.nic))
     });
-    // Saved before anything changes, so that even a crash half-way can be undone.
-    corelane_lab::report::write_atomic(&revert_file, &serde_json::to_vec_pretty(&list)?)?;
-    if let Err(e) = apply(&list) {
-        let _ = std::fs::remove_file(&revert_file);
-        return Err(e.into());
-    }
+    // The undo is saved before anything changes (and removed if the changes fail).
+    apply_saving_revert(&list, &args.root, &revert_file)?;
     outln!("applied; undo with: corelane revert {}", revert_file.display());
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let list: Vec<Change> = serde_json::from_str(&text).with_context(|| {
-        format!("{} is not a revert file written by `corelane apply --yes`", args.file.display())
-    })?;
-    revert(&list)?;
+    let list = read_revert_file(&args.file, &args.root)?;
+    revert(&list, &args.root)?;
     outln!("restored {} setting(s):", list.len());
     for c in list.iter().rev() {
         outln!("  {}: {}", c.path.display(), c.from);

@@ -96,7 +96,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     };
     match &args.output {
         Some(path) => {
-            corelane_lab::report::write_atomic(path, text.as_bytes())?;
+            corelane::fs::write_atomic(path, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
         None => {

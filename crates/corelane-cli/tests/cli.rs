@@ -541,3 +541,28 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A crafted revert file and a crafted plan are refused by the commands with the reason,
+/// before anything is read or written.
+#[test]
+fn crafted_plan_and_revert_files_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    let revert = dir.path().join("revert.json");
+    let entry = serde_json::json!([{ "path": victim, "from": "pwned", "to": "x" }]);
+    std::fs::write(&revert, entry.to_string()).unwrap();
+    let out = corelane(&["revert", revert.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is not a setting a plan may change"), "{}", stderr(&out));
+    assert!(!victim.exists());
+
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "nic = \"../../../etc\"\npolicy = \"spread\"\nirq_cpus = \"0\"\nsyscall_cpus = \"0\"\napp_cpus = \"0\"\nrps_cpus = \"0\"\nirqs = []\nnotes = []\n",
+    )
+    .unwrap();
+    let out = corelane(&["apply", plan.to_str().unwrap(), "--yes"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is not an interface name"), "{}", stderr(&out));
+}

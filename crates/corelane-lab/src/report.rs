@@ -2,8 +2,7 @@
 //! Files are written to a temporary name beside the target and renamed over it when complete,
 //! so an interrupted run never leaves a half-written report.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
@@ -222,19 +221,8 @@ pub fn check_writable(path: &Path) -> Result<(), LabError> {
 /// Writes `bytes` to `path` atomically (temporary file + rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
     check_writable(path)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let tmp: PathBuf = path.with_file_name(format!(".{name}.corelane-tmp-{}", std::process::id()));
-    let result = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(LabError::io(format!("cannot write {}", path.display()), e));
-    }
-    Ok(())
+    corelane::fs::write_atomic(path, bytes)
+        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))
 }
 
 /// One CSV row per configuration and per peer.

@@ -12,6 +12,7 @@
 //!   spray, DSW, Diffuser), measured for reordering, balance and latency.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
+//! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
 //! The library never prints: it returns results and reports progress through callbacks.
@@ -19,6 +20,7 @@
 #![deny(unsafe_code)]
 
 pub mod copy;
+pub mod fs;
 pub mod lane;
 pub mod sched;
 pub mod stats;

@@ -3,15 +3,22 @@
 //! in sysfs), each recorded with its previous value so that the change can be shown before it
 //! happens (dry run), rolled back if it fails half-way, and reverted later from a file.
 //! ethtool settings are named `ethtool:IFACE/SETTING` where a file would have a path.
+//!
+//! Every name and value, from a plan or a revert file, is parsed into a [`Setting`] and
+//! checked before the first read or write; one bad entry refuses the whole list.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::setting::{Ethtool, IfName, Setting, SettingError};
 use super::Plan;
 use crate::sys::ethtool;
+
+/// A revert file larger than this is not one `corelane apply` wrote.
+const MAX_REVERT_FILE: u64 = 1 << 20;
 
 /// One setting: where it lives, what it holds now, what the plan wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +39,12 @@ pub enum ApplyError {
     Read { path: PathBuf, source: io::Error },
     #[error("cannot write `{value}` to {path} ({source}); the {undone} change(s) already made were undone")]
     Write { path: PathBuf, value: String, source: io::Error, undone: usize },
+    #[error("refused before any change: {0}")]
+    Invalid(#[from] SettingError),
+    #[error("{path} is not a revert file written by `corelane apply --yes`: {reason}")]
+    RevertFile { path: PathBuf, reason: String },
+    #[error("cannot save the revert file {path} ({source}); nothing was changed")]
+    SaveRevert { path: PathBuf, source: io::Error },
 }
 
 fn current(path: &Path) -> Result<String, ApplyError> {
@@ -56,36 +69,36 @@ fn same_mask(a: &str, b: &str) -> bool {
 
 /// The ethtool settings a plan changes, read through the ioctl (live machine only). They go
 /// first: a new queue count re-creates the queues, and with them their masks.
-fn ethtool_changes(plan: &Plan) -> Result<Vec<Change>, ApplyError> {
+fn ethtool_changes(plan: &Plan, nic: &IfName) -> Result<Vec<Change>, ApplyError> {
     let mut out = Vec::new();
-    let name = |setting: &str| PathBuf::from(format!("ethtool:{}/{setting}", plan.nic));
-    let unreadable =
-        |setting: &str, source: io::Error| ApplyError::Read { path: name(setting), source };
+    let root = Path::new("/");
+    let named = |setting: Ethtool| Setting::Ethtool { nic: nic.clone(), setting }.path(root);
+    let unreadable = |path: PathBuf, source: io::Error| ApplyError::Read { path, source };
     if let Some(count) = plan.queue_count {
-        let c = ethtool::channels(&plan.nic).map_err(|e| unreadable("queues", e))?;
+        let path = named(Ethtool::Queues);
+        let c = ethtool::channels(nic.as_str()).map_err(|e| unreadable(path.clone(), e))?;
         let now = if c.max_combined > 0 { c.combined } else { c.rx };
         if now != count {
-            out.push(Change { path: name("queues"), from: now.to_string(), to: count.to_string() });
+            out.push(Change { path, from: now.to_string(), to: count.to_string() });
         }
     }
     for hash in &plan.rx_flow_hash {
-        let setting = format!("rx-flow-hash/{}", hash.flow);
-        let flow = flow_type(&hash.flow)
-            .ok_or_else(|| unreadable(&setting, invalid("unknown flow type")))?;
-        let bits = ethtool::rx_flow_hash(&plan.nic, flow).map_err(|e| unreadable(&setting, e))?;
+        let Some(&(name, flow)) = ethtool::FLOW_TYPES.iter().find(|(n, _)| *n == hash.flow) else {
+            return Err(SettingError::NotASetting(format!("rx-flow-hash/{}", hash.flow)).into());
+        };
+        let path = named(Ethtool::RxFlowHash { flow, name });
+        let bits =
+            ethtool::rx_flow_hash(nic.as_str(), flow).map_err(|e| unreadable(path.clone(), e))?;
         let now = ethtool::hash_letters(bits);
         if now != hash.fields {
-            out.push(Change { path: name(&setting), from: now, to: hash.fields.clone() });
+            out.push(Change { path, from: now, to: hash.fields.clone() });
         }
     }
     if let Some(usecs) = plan.rx_usecs {
-        let c = ethtool::coalesce(&plan.nic).map_err(|e| unreadable("rx-usecs", e))?;
+        let path = named(Ethtool::RxUsecs);
+        let c = ethtool::coalesce(nic.as_str()).map_err(|e| unreadable(path.clone(), e))?;
         if c.rx_usecs != usecs || c.adaptive_rx {
-            out.push(Change {
-                path: name("rx-usecs"),
-                from: c.rx_usecs.to_string(),
-                to: usecs.to_string(),
-            });
+            out.push(Change { path, from: c.rx_usecs.to_string(), to: usecs.to_string() });
         }
     }
     Ok(out)
@@ -95,88 +108,98 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
 }
 
-fn flow_type(flow: &str) -> Option<u32> {
-    ethtool::FLOW_TYPES.iter().find(|(n, _)| *n == flow).map(|(_, t)| *t)
-}
-
-/// Makes one change: a file write, or an ethtool ioctl for an `ethtool:` setting.
-fn set(change: &Change, value: &str) -> io::Result<()> {
-    let text = change.path.to_string_lossy();
-    let Some(rest) = text.strip_prefix("ethtool:") else {
-        return fs::write(&change.path, value);
-    };
-    let (nic, setting) = rest.split_once('/').ok_or_else(|| invalid("bad ethtool setting"))?;
+/// Makes one change: a write to the setting's file (O_WRONLY|O_TRUNC|O_NOFOLLOW, never created), or
+/// an ethtool ioctl.
+fn set(setting: &Setting, root: &Path, value: &str) -> io::Result<()> {
     let number = || value.parse::<u32>().map_err(|_| invalid("not a number"));
     match setting {
-        "queues" => ethtool::set_queue_count(nic, number()?),
-        "rx-usecs" => ethtool::set_rx_usecs(nic, number()?),
-        _ => {
-            let flow = setting.strip_prefix("rx-flow-hash/").and_then(flow_type);
-            let flow = flow.ok_or_else(|| invalid("unknown ethtool setting"))?;
+        Setting::Ethtool { nic, setting: Ethtool::Queues } => {
+            ethtool::set_queue_count(nic.as_str(), number()?)
+        }
+        Setting::Ethtool { nic, setting: Ethtool::RxUsecs } => {
+            ethtool::set_rx_usecs(nic.as_str(), number()?)
+        }
+        Setting::Ethtool { nic, setting: Ethtool::RxFlowHash { flow, .. } } => {
             let bits = ethtool::hash_bits(value).ok_or_else(|| invalid("unknown hash fields"))?;
-            ethtool::set_rx_flow_hash(nic, flow, bits)
+            ethtool::set_rx_flow_hash(nic.as_str(), *flow, bits)
+        }
+        _ => {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(setting.path(root), flags, Mode::empty())?;
+            fs::File::from(fd).write_all(value.as_bytes())
         }
     }
 }
 
-/// The settings `plan` would change under `root` (`/` on a live machine), unchanged ones left out.
+/// Parses and checks every change (names and both values) before any is made.
+fn check_all(changes: &[Change], root: &Path) -> Result<Vec<Setting>, ApplyError> {
+    changes
+        .iter()
+        .map(|c| {
+            let setting = Setting::from_path(&c.path, root)?;
+            setting.check_value(&c.from, root)?;
+            setting.check_value(&c.to, root)?;
+            Ok(setting)
+        })
+        .collect()
+}
+
+/// The settings `plan` would change under `root` (`/` on a live machine), unchanged ones
+/// left out. The plan is checked first: its interface must exist and its masks be masks.
 pub fn changes(plan: &Plan, root: &Path) -> Result<Vec<Change>, ApplyError> {
-    let mut out = if root == Path::new("/") { ethtool_changes(plan)? } else { Vec::new() };
-    for irq in &plan.irqs {
-        let path = root.join(format!("proc/irq/{}/smp_affinity_list", irq.irq));
+    let nic = IfName::existing(&plan.nic, root)?;
+    let mut out = if root == Path::new("/") { ethtool_changes(plan, &nic)? } else { Vec::new() };
+    let mut propose = |setting: Setting, to: String| -> Result<(), ApplyError> {
+        setting.check_value(&to, root)?;
+        let path = setting.path(root);
         let from = current(&path)?;
-        let to = irq.cpu.to_string();
-        if from != to {
+        let same = match setting {
+            Setting::IrqAffinity { .. } => from == to,
+            _ => same_mask(&from, &to),
+        };
+        if !same {
             out.push(Change { path, from, to });
         }
+        Ok(())
+    };
+    for irq in &plan.irqs {
+        propose(Setting::IrqAffinity { irq: irq.irq }, irq.cpu.to_string())?;
     }
-    let queues = root.join(format!("sys/class/net/{}/queues", plan.nic));
-    let mut rx: Vec<PathBuf> = fs::read_dir(&queues)
+    // Queues at or past a new queue count are gone once it is set: leave their masks alone.
+    let kept = |queue: u32| plan.queue_count.is_none_or(|count| queue < count);
+    let queues = root.join(format!("sys/class/net/{}/queues", nic.as_str()));
+    let mut rx: Vec<u32> = fs::read_dir(&queues)
         .map_err(|source| ApplyError::Read { path: queues.clone(), source })?
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-        .map(|e| e.path().join("rps_cpus"))
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("rx-")?.parse().ok())
+        .filter(|&q| kept(q))
         .collect();
-    rx.sort();
-    // Queues at or past a new queue count are gone once it is set: leave their masks alone.
-    let kept = |path: &Path| {
-        let index = path
-            .parent()
-            .and_then(|q| q.file_name())
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(_, i)| i.parse::<u32>().ok());
-        plan.queue_count.zip(index).is_none_or(|(count, i)| i < count)
-    };
-    rx.retain(|p| kept(p));
-    for path in rx {
-        let from = current(&path)?;
-        if !same_mask(&from, &plan.rps_cpus) {
-            out.push(Change { path, from, to: plan.rps_cpus.clone() });
-        }
+    rx.sort_unstable();
+    for queue in rx {
+        propose(Setting::RpsCpus { nic: nic.clone(), queue }, plan.rps_cpus.clone())?;
     }
-    for (q, mask) in plan.xps_cpus.iter().enumerate() {
-        let path = queues.join(format!("tx-{q}/xps_cpus"));
-        if !path.exists() || !kept(&path) {
+    for (queue, mask) in plan.xps_cpus.iter().enumerate() {
+        let queue = queue as u32;
+        if !queues.join(format!("tx-{queue}/xps_cpus")).exists() || !kept(queue) {
             continue;
         }
-        let from = current(&path)?;
-        if !same_mask(&from, mask) {
-            out.push(Change { path, from, to: mask.clone() });
-        }
+        propose(Setting::XpsCpus { nic: nic.clone(), queue }, mask.clone())?;
     }
     Ok(out)
 }
 
-/// Writes every change in order; if one fails, writes back the ones already made.
-pub fn apply(changes: &[Change]) -> Result<(), ApplyError> {
+/// Writes every change in order, once all are checked; if one fails, writes back the ones
+/// already made.
+pub fn apply(changes: &[Change], root: &Path) -> Result<(), ApplyError> {
+    let settings = check_all(changes, root)?;
     if !rustix::process::geteuid().is_root() {
         return Err(ApplyError::NotRoot);
     }
-    for (i, change) in changes.iter().enumerate() {
-        if let Err(source) = set(change, &change.to) {
-            for done in changes[..i].iter().rev() {
-                let _ = set(done, &done.from);
+    for (i, (change, setting)) in changes.iter().zip(&settings).enumerate() {
+        if let Err(source) = set(setting, root, &change.to) {
+            for (done, setting) in changes[..i].iter().zip(&settings).rev() {
+                let _ = set(setting, root, &done.from);
             }
             return Err(ApplyError::Write {
                 path: change.path.clone(),
@@ -189,14 +212,52 @@ pub fn apply(changes: &[Change]) -> Result<(), ApplyError> {
     Ok(())
 }
 
+/// Applies `changes` with their undo saved first: the revert file is written (atomically)
+/// before the first change, so even a crash half-way can be undone, and removed again if
+/// the changes fail (they were rolled back).
+pub fn apply_saving_revert(
+    changes: &[Change],
+    root: &Path,
+    revert_file: &Path,
+) -> Result<(), ApplyError> {
+    check_all(changes, root)?;
+    if !rustix::process::geteuid().is_root() {
+        return Err(ApplyError::NotRoot);
+    }
+    let json = serde_json::to_vec_pretty(changes).map_err(|e| ApplyError::SaveRevert {
+        path: revert_file.into(),
+        source: io::Error::other(e),
+    })?;
+    crate::fs::write_atomic(revert_file, &json)
+        .map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })?;
+    apply(changes, root).inspect_err(|_| {
+        let _ = fs::remove_file(revert_file);
+    })
+}
+
+/// Reads a revert file and checks every entry; one bad entry refuses the whole file.
+pub fn read_revert_file(path: &Path, root: &Path) -> Result<Vec<Change>, ApplyError> {
+    let refuse = |reason: String| ApplyError::RevertFile { path: path.into(), reason };
+    let file = fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
+    let mut text = String::new();
+    io::Read::read_to_string(&mut io::Read::take(file, MAX_REVERT_FILE + 1), &mut text)
+        .map_err(|e| refuse(e.to_string()))?;
+    if text.len() as u64 > MAX_REVERT_FILE {
+        return Err(refuse(format!("larger than {MAX_REVERT_FILE} bytes")));
+    }
+    let changes: Vec<Change> = serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))?;
+    check_all(&changes, root)?;
+    Ok(changes)
+}
+
 /// Restores the values recorded before `changes` were applied, last change first.
-pub fn revert(changes: &[Change]) -> Result<(), ApplyError> {
+pub fn revert(changes: &[Change], root: &Path) -> Result<(), ApplyError> {
     let undo: Vec<Change> = changes
         .iter()
         .rev()
         .map(|c| Change { path: c.path.clone(), from: c.to.clone(), to: c.from.clone() })
         .collect();
-    apply(&undo)
+    apply(&undo, root)
 }
 
 #[cfg(test)]
@@ -204,10 +265,8 @@ mod tests {
     use super::*;
     use crate::tune::IrqPlacement;
 
-    fn fixture(name: &str) -> (PathBuf, Plan) {
-        let root =
-            std::env::temp_dir().join(format!("corelane-apply-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+    fn fixture(_name: &str) -> (PathBuf, Plan) {
+        let root = tempfile::tempdir().unwrap().keep();
         let write = |p: PathBuf, s: &str| {
             fs::create_dir_all(p.parent().unwrap()).unwrap();
             fs::write(p, format!("{s}\n")).unwrap();
@@ -260,13 +319,13 @@ mod tests {
             "IRQ 39 and rx-1 already match"
         );
         if !rustix::process::geteuid().is_root() {
-            assert!(matches!(apply(&list), Err(ApplyError::NotRoot)));
+            assert!(matches!(apply(&list, &root), Err(ApplyError::NotRoot)));
             eprintln!("skipped the write half: apply needs root");
             return;
         }
-        apply(&list).unwrap();
+        apply(&list, &root).unwrap();
         assert!(changes(&plan, &root).unwrap().is_empty());
-        revert(&list).unwrap();
+        revert(&list, &root).unwrap();
         assert_eq!(changes(&plan, &root).unwrap(), list);
         fs::remove_dir_all(root).unwrap();
     }
@@ -281,9 +340,14 @@ mod tests {
         let ok = root.join("proc/irq/38/smp_affinity_list");
         let list = vec![
             Change { path: ok.clone(), from: "0-1".into(), to: "0".into() },
-            Change { path: root.join("no/such/dir/file"), from: "x".into(), to: "y".into() },
+            // A valid setting whose file is missing: the write (no O_CREAT) fails.
+            Change {
+                path: root.join("proc/irq/40/smp_affinity_list"),
+                from: "0".into(),
+                to: "1".into(),
+            },
         ];
-        let err = apply(&list).unwrap_err();
+        let err = apply(&list, &root).unwrap_err();
         assert!(err.to_string().contains("1 change(s) already made were undone"), "{err}");
         assert_eq!(fs::read_to_string(&ok).unwrap(), "0-1");
         fs::remove_dir_all(root).unwrap();

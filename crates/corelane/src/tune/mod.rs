@@ -3,6 +3,10 @@
 
 mod apply;
 mod plan;
+mod setting;
 
-pub use apply::{apply, changes, revert, ApplyError, Change};
+pub use apply::{
+    apply, apply_saving_revert, changes, read_revert_file, revert, ApplyError, Change,
+};
 pub use plan::{plan, IrqPlacement, Placement, Plan, PlanError};
+pub use setting::{Ethtool, IfName, Setting, SettingError};

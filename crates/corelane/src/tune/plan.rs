@@ -89,6 +89,8 @@ pub enum PlanError {
     TooFewCpus { asked: usize, left: usize },
     #[error("--policy custom needs --irq-cpus, --syscall-cpus and --app-cpus")]
     CustomIncomplete,
+    #[error("{nic}'s NUMA node {node:?} has no online CPU to place its work on: bring one online, or use --policy spread or custom")]
+    NodeWithoutCpus { nic: String, node: Option<usize> },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -108,8 +110,20 @@ pub fn plan(
     if nic.numa_node.is_none() {
         notes.push(format!("{} reports no NUMA node; using node {}", nic.name, node.unwrap_or(0)));
     }
-    let on_node: Vec<&CpuLocation> =
+    let mut on_node: Vec<&CpuLocation> =
         topo.cpus.iter().filter(|c| Some(c.numa_node) == node).collect();
+    if on_node.is_empty() && !matches!(placement, Placement::Custom { .. }) {
+        // A node whose CPUs are all offline (or a memory-only node): nothing to place there.
+        if *placement == Placement::Fenced || topo.cpus.is_empty() {
+            return Err(PlanError::NodeWithoutCpus { nic: nic.name.clone(), node });
+        }
+        notes.push(format!(
+            "{}'s NUMA node {} has no online CPU; using the CPUs of every node",
+            nic.name,
+            node.unwrap_or(0)
+        ));
+        on_node = topo.cpus.iter().collect();
+    }
     let (irq, syscall, mut app): (Vec<usize>, Vec<usize>, Vec<usize>) = match placement {
         Placement::Custom { irq, syscall, app } => {
             for l in [irq, syscall, app] {
@@ -130,7 +144,9 @@ pub fn plan(
             let irq: Vec<usize> = first_threads.iter().take(want).map(|c| c.cpu).collect();
             let busy_core =
                 |c: &CpuLocation, cpus: &[usize]| cpus.iter().any(|b| c.smt_siblings.contains(b));
-            let irq_loc = topo.cpu(irq[0]).expect("chosen from the topology");
+            let Some(irq_loc) = irq.first().and_then(|&c| topo.cpu(c)) else {
+                return Err(PlanError::NodeWithoutCpus { nic: nic.name.clone(), node });
+            };
             // The syscall CPU shares the IRQ CPUs' last-level cache.
             let candidates: Vec<&CpuLocation> = topo
                 .cpus
@@ -342,5 +358,17 @@ mod tests {
         );
         assert!(p.notes.iter().any(|n| n.contains("no NUMA node")));
         assert!(p.notes.iter().any(|n| n.contains("no interrupts of its own")));
+    }
+
+    /// A NIC on a NUMA node with no online CPU indexed `irq[0]` of an empty list (a panic);
+    /// it is now a plan on the other nodes' CPUs with a note, or a typed error when fenced.
+    #[test]
+    fn a_nic_on_a_node_without_cpus_gets_a_plan_or_a_clear_error() {
+        let p = plan(&machine(), &nic(Some(3), 2, 2), None, &Placement::Spread).unwrap();
+        assert!(p.notes.iter().any(|n| n.contains("has no online CPU")), "{:?}", p.notes);
+        let err = plan(&machine(), &nic(Some(3), 2, 2), None, &Placement::Fenced).unwrap_err();
+        assert!(matches!(err, PlanError::NodeWithoutCpus { .. }), "{err}");
+        let empty = Topology { cpus: Vec::new(), nodes: Vec::new() };
+        assert!(plan(&empty, &nic(Some(0), 1, 1), None, &Placement::Spread).is_err());
     }
 }
