@@ -198,7 +198,7 @@ fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
         eprintln!("skipped: the namespace testbed needs root");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("corelane-cli-lab-{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap().keep();
     std::fs::create_dir_all(&dir).unwrap();
     let (json, csv) = (dir.join("udp.json"), dir.join("udp.csv"));
     let out = corelane(&[
@@ -501,7 +501,7 @@ fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
 #[test]
 fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     // Without root the lab runs on loopback (and says so); both ways it must measure.
-    let dir = std::env::temp_dir().join(format!("corelane-cli-lab-tcp-{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap().keep();
     std::fs::create_dir_all(&dir).unwrap();
     let (json, csv) = (dir.join("tcp.json"), dir.join("tcp.csv"));
     let out = corelane(&[

@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("corelane-report-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap().keep();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("out.json");
         write_atomic(&path, b"one").unwrap();

@@ -14,10 +14,13 @@ fn scratch(name: &str) -> PathBuf {
     } else {
         std::env::temp_dir()
     };
-    let dir = base.join(format!("corelane-test-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+    // A fresh private directory (mkdtemp): a predictable name under a shared directory is
+    // one another user could prepare.
+    tempfile::Builder::new()
+        .prefix(&format!("corelane-test-{name}-"))
+        .tempdir_in(base)
+        .unwrap()
+        .keep()
 }
 
 /// Deterministic, non-repeating content so a misplaced chunk cannot compare equal.

@@ -171,7 +171,8 @@ fn connections_over_the_limit_get_503() {
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("corelane-{name}-{}", std::process::id()));
+    let dir =
+        tempfile::Builder::new().prefix(&format!("corelane-{name}-")).tempdir().unwrap().keep();
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("docs")).unwrap();
     dir

@@ -16,7 +16,8 @@ fn write(path: PathBuf, text: &str) {
 /// 16 CPUs: package p holds CPUs 8p..8p+7, core c of a package runs CPUs 8p+2c and 8p+2c+1
 /// (SMT pairs), each package has its own L3 and NUMA node; eth0 hangs off node 1.
 fn machine(name: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("corelane-{name}-{}", std::process::id()));
+    let root =
+        tempfile::Builder::new().prefix(&format!("corelane-{name}-")).tempdir().unwrap().keep();
     let _ = fs::remove_dir_all(&root);
     let sys = root.join("sys/devices/system");
     write(sys.join("cpu/online"), "0-15");

@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn dropped_before_commit_leaves_nothing() {
-        let dir = std::env::temp_dir().join(format!("corelane-dest-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap().keep();
         std::fs::create_dir_all(&dir).unwrap();
         let target = dir.join("out");
         std::fs::write(&target, b"old").unwrap();
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn fresh_files_vanish_on_failure_and_existing_ones_are_never_touched() {
-        let dir = std::env::temp_dir().join(format!("corelane-fresh-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap().keep();
         std::fs::create_dir_all(&dir).unwrap();
         let new = dir.join("new");
         let temp = TempDestination::create(&new, CreateCall::Open, false, 0o600, true).unwrap();

@@ -185,7 +185,7 @@ mod tests {
     /// Writes a fixture: 2 packages × 2 cores × 2 SMT threads, one NUMA node per package,
     /// an L3 per package and an L2 per core.
     fn fixture() -> PathBuf {
-        let root = std::env::temp_dir().join(format!("corelane-topo-{}", std::process::id()));
+        let root = tempfile::tempdir().unwrap().keep();
         let _ = fs::remove_dir_all(&root);
         let sys = root.join("sys/devices/system");
         let write = |p: PathBuf, s: &str| {

@@ -201,7 +201,7 @@ mod tests {
     /// A machine with a 2-queue virtio NIC on node 1 (its IRQs named after the device) and a
     /// veth with no device at all.
     fn fixture() -> PathBuf {
-        let root = std::env::temp_dir().join(format!("corelane-net-{}", std::process::id()));
+        let root = tempfile::tempdir().unwrap().keep();
         let _ = fs::remove_dir_all(&root);
         let pci = root.join("sys/devices/pci0000:00/0000:00:03.0/virtio2");
         write(pci.join("numa_node"), "1");
