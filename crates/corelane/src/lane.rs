@@ -81,6 +81,99 @@ impl<T: Send + 'static> Lane<T> {
     }
 }
 
+/// A lane's result, with where it ran.
+#[derive(Debug)]
+pub struct Joined<T> {
+    pub index: usize,
+    pub cpu: Option<usize>,
+    pub value: T,
+}
+
+/// Lanes that run together: started all or none, stopped and joined together. Dropping a set
+/// raises its stop signal and joins every lane, so no way out of the code that owns it (an
+/// error returned with `?` half-way through starting, a panic) leaves a lane running.
+#[derive(Debug)]
+pub struct LaneSet<T: Send + 'static> {
+    name: &'static str,
+    stop: StopSignal,
+    lanes: Vec<Lane<T>>,
+}
+
+impl<T: Send + 'static> LaneSet<T> {
+    /// An empty set whose lanes are named `name-INDEX` and watch `stop`.
+    pub fn new(name: &'static str, stop: StopSignal) -> Self {
+        Self { name, stop, lanes: Vec::new() }
+    }
+
+    /// Starts the next lane (index = lanes started so far) on `cpu`, running `work`. On an
+    /// error the set is unchanged; dropping it then stops the lanes already started.
+    pub fn spawn<F>(&mut self, cpu: Option<usize>, work: F) -> io::Result<()>
+    where
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        let index = self.lanes.len();
+        self.lanes.push(Lane::spawn(self.name, index, cpu, work)?);
+        Ok(())
+    }
+
+    /// The signal every lane of the set watches.
+    pub fn stop_signal(&self) -> &StopSignal {
+        &self.stop
+    }
+
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// True once any lane has returned (or failed).
+    pub fn any_finished(&self) -> bool {
+        self.lanes.iter().any(Lane::is_finished)
+    }
+
+    /// True once every lane has returned (or failed).
+    pub fn all_finished(&self) -> bool {
+        self.lanes.iter().all(Lane::is_finished)
+    }
+
+    /// Waits for every lane (the caller raises the stop signal first if they do not end by
+    /// themselves) and returns their results in start order; the first lane's error, named
+    /// by its lane, once all have been joined.
+    pub fn join(mut self) -> io::Result<Vec<Joined<T>>> {
+        let mut joined = Vec::with_capacity(self.lanes.len());
+        let mut first_error = None;
+        for lane in std::mem::take(&mut self.lanes) {
+            let (index, cpu) = (lane.index, lane.cpu);
+            match lane.join() {
+                Ok(value) => joined.push(Joined { index, cpu, value }),
+                Err(e) => {
+                    let named = io::Error::new(e.kind(), format!("{}-{index}: {e}", self.name));
+                    first_error.get_or_insert(named);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(joined),
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for LaneSet<T> {
+    fn drop(&mut self) {
+        if self.lanes.is_empty() {
+            return;
+        }
+        self.stop.stop();
+        for lane in self.lanes.drain(..) {
+            let _ = lane.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +196,49 @@ mod tests {
     fn pinning_beyond_the_affinity_mask_is_an_error_not_a_panic() {
         let err = pin_current_thread(usize::MAX).unwrap_err();
         assert!(err.to_string().contains("beyond the"), "{err}");
+    }
+
+    /// load.rs returned with `?` half-way through starting and left the started lanes
+    /// running; server.rs stopped its lanes but never joined them. A set stops and joins on
+    /// every way out.
+    #[test]
+    fn a_set_dropped_half_way_stops_and_joins_its_lanes() {
+        use std::sync::atomic::AtomicUsize;
+        let ended = Arc::new(AtomicUsize::new(0));
+        let stop = StopSignal::new();
+        let start = || -> io::Result<LaneSet<()>> {
+            let mut set = LaneSet::new("t", stop.clone());
+            for _ in 0..3 {
+                let (stop, ended) = (stop.clone(), Arc::clone(&ended));
+                set.spawn(None, move || {
+                    while !stop.is_stopped() {
+                        thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    ended.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })?;
+            }
+            // Starting the fourth fails (an absent CPU is an error inside the lane; here the
+            // caller's own setup fails after three lanes started).
+            Err(io::Error::other("setup failed"))
+        };
+        assert!(start().is_err());
+        assert!(stop.is_stopped());
+        assert_eq!(ended.load(Ordering::Relaxed), 3, "every started lane ended and was joined");
+    }
+
+    #[test]
+    fn join_returns_every_result_and_names_the_failed_lane() {
+        let mut set = LaneSet::new("w", StopSignal::new());
+        set.spawn(None, || Ok(1)).unwrap();
+        set.spawn(None, || Err(io::Error::other("boom"))).unwrap();
+        set.spawn(None, || -> io::Result<i32> { panic!("lane panics") }).unwrap();
+        let err = set.join().unwrap_err();
+        assert_eq!(err.to_string(), "w-1: boom");
+        let mut set = LaneSet::new("w", StopSignal::new());
+        set.spawn(Some(0), || Ok(7)).unwrap();
+        let joined = set.join().unwrap();
+        assert_eq!((joined[0].index, joined[0].cpu, joined[0].value), (0, Some(0), 7));
     }
 
     #[test]

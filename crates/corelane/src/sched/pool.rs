@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::dispatch::Event;
-use crate::lane::Lane;
+use crate::lane::{LaneSet, StopSignal};
 
 /// Events a ring hands over at once.
 pub const BURST: usize = 64;
@@ -26,7 +26,7 @@ pub struct WorkerPool {
     to: Vec<rtrb::Producer<Event>>,
     from: Vec<rtrb::Consumer<Event>>,
     outbox: Vec<Vec<Event>>,
-    lanes: Vec<Lane<()>>,
+    lanes: LaneSet<()>,
     stop: Arc<AtomicBool>,
     stats: Arc<Vec<WorkerStats>>,
     last_busy: Vec<u64>,
@@ -37,7 +37,8 @@ impl WorkerPool {
     /// Starts `workers` lanes, pinned round-robin over `cpus` (unpinned when empty), with
     /// rings of `ring` events; `spin`: workers spin for each event's cost.
     pub fn start(workers: usize, ring: usize, cpus: &[usize], spin: bool) -> io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let signal = StopSignal::new();
+        let stop = signal.flag();
         let stats: Arc<Vec<WorkerStats>> =
             Arc::new((0..workers).map(|_| WorkerStats::default()).collect());
         let clock = Instant::now();
@@ -45,7 +46,7 @@ impl WorkerPool {
             to: Vec::with_capacity(workers),
             from: Vec::with_capacity(workers),
             outbox: (0..workers).map(|_| Vec::with_capacity(4 * BURST)).collect(),
-            lanes: Vec::with_capacity(workers),
+            lanes: LaneSet::new("sched-worker", signal),
             stop: Arc::clone(&stop),
             stats: Arc::clone(&stats),
             last_busy: vec![0; workers],
@@ -58,16 +59,11 @@ impl WorkerPool {
             pool.from.push(done_rx);
             let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
             let cpu = (!cpus.is_empty()).then(|| cpus[w % cpus.len()]);
-            match Lane::spawn("sched-worker", w, cpu, move || {
+            // On an error, dropping `pool` stops and joins the workers already started.
+            pool.lanes.spawn(cpu, move || {
                 serve(rx, done_tx, &stop, &stats[w], clock, spin);
                 Ok(())
-            }) {
-                Ok(lane) => pool.lanes.push(lane),
-                Err(e) => {
-                    pool.stop.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
-            }
+            })?;
         }
         Ok(pool)
     }
@@ -136,10 +132,7 @@ impl WorkerPool {
     /// Stops the workers and waits for them.
     pub fn stop(self) -> io::Result<()> {
         self.stop.store(true, Ordering::Relaxed);
-        for lane in self.lanes {
-            lane.join()?;
-        }
-        Ok(())
+        self.lanes.join().map(drop)
     }
 }
 

@@ -16,7 +16,7 @@ use socket2::{Domain, Socket, Type};
 
 use super::server::bump;
 use super::TcpError;
-use crate::lane::{Lane, StopSignal};
+use crate::lane::{LaneSet, StopSignal};
 
 const EVENTS: usize = 256;
 /// Latencies above this are recorded as this (an HDR histogram needs a bound).
@@ -149,7 +149,7 @@ pub fn run(
     let lane_stop = StopSignal::new();
     let request = Arc::new(config.request_bytes());
     let started = Instant::now();
-    let mut lanes = Vec::with_capacity(config.lanes);
+    let mut lanes = LaneSet::new("load", lane_stop.clone());
     let mut counters = Vec::with_capacity(config.lanes);
     for index in 0..config.lanes {
         let share = |total: u64| {
@@ -167,10 +167,9 @@ pub fn run(
         .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
         let stop = lane_stop.clone();
         let cpu = config.cpus.get(index).copied();
-        lanes.push(
-            Lane::spawn("load", index, cpu, move || client.run(&stop))
-                .map_err(|e| TcpError::io("cannot start a load lane", e))?,
-        );
+        lanes
+            .spawn(cpu, move || client.run(&stop))
+            .map_err(|e| TcpError::io("cannot start a load lane", e))?;
     }
     let responses = |c: &[Arc<LoadCounters>]| -> (u64, u64) {
         c.iter().fold((0, 0), |(r, e), c| {
@@ -182,7 +181,7 @@ pub fn run(
     loop {
         std::thread::sleep(Duration::from_millis(10));
         let now = Instant::now();
-        let done = lanes.iter().all(Lane::is_finished);
+        let done = lanes.all_finished();
         if stop.is_stopped() || now >= end || done {
             break;
         }
@@ -204,19 +203,8 @@ pub fn run(
     let seconds = started.elapsed().as_secs_f64();
     let mut merged = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, 3)
         .map_err(|e| TcpError::io("cannot create a histogram", io::Error::other(e.to_string())))?;
-    let mut first_error = None;
-    for lane in lanes {
-        match lane.join() {
-            Ok(h) => {
-                let _ = merged.add(&h);
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(TcpError::io("a load lane failed", e));
+    for lane in lanes.join().map_err(|e| TcpError::io("a load lane failed", e))? {
+        let _ = merged.add(&lane.value);
     }
     let sum = |f: fn(&LoadCounters) -> &AtomicU64| -> u64 {
         counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()

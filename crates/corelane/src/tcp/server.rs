@@ -16,7 +16,7 @@ use super::http::{Limits, StaticRoot};
 use super::recycle::Recycle;
 use super::uring::UringLane;
 use super::TcpError;
-use crate::lane::{Lane, StopSignal};
+use crate::lane::{LaneSet, StopSignal};
 use crate::sys::sockopt;
 
 /// How often a lane looks for timed-out connections and checks its stop signal when idle.
@@ -189,7 +189,7 @@ impl ServerTotals {
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
-    lanes: Vec<Lane<()>>,
+    lanes: LaneSet<()>,
     counters: Vec<Arc<ServerCounters>>,
     addr: SocketAddr,
     backend: Backend,
@@ -287,17 +287,15 @@ impl Server {
             .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
             loops.push(LaneLoop::Epoll(Box::new(lane)));
         }
-        let mut lanes = Vec::with_capacity(config.lanes);
+        // Dropping the set (an error below, or a Server dropped without `wait`) stops and
+        // joins the lanes started so far.
+        let mut lanes = LaneSet::new("serve", stop.clone());
         for (index, mut lane) in loops.into_iter().enumerate() {
             let lane_stop = stop.clone();
             let cpu = config.cpus.get(index).copied();
-            match Lane::spawn("serve", index, cpu, move || lane.run(&lane_stop)) {
-                Ok(lane) => lanes.push(lane),
-                Err(e) => {
-                    stop.stop();
-                    return Err(TcpError::io("cannot start a lane thread", e));
-                }
-            }
+            lanes
+                .spawn(cpu, move || lane.run(&lane_stop))
+                .map_err(|e| TcpError::io("cannot start a lane thread", e))?;
         }
         Ok(Self { lanes, counters, addr, backend, notes })
     }
@@ -326,22 +324,13 @@ impl Server {
 
     /// True once any lane has ended (after a stop, or on an error `wait` reports).
     pub fn any_lane_finished(&self) -> bool {
-        self.lanes.iter().any(Lane::is_finished)
+        self.lanes.any_finished()
     }
 
     /// Waits for every lane to drain and returns the totals, or the first lane's error.
     pub fn wait(self) -> Result<ServerTotals, TcpError> {
-        let mut first_error = None;
-        for lane in self.lanes {
-            let index = lane.index;
-            if let Err(e) = lane.join() {
-                first_error.get_or_insert(TcpError::io(format!("lane {index} failed"), e));
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(ServerTotals::of(&self.counters)),
-        }
+        self.lanes.join().map_err(|e| TcpError::io("a lane failed", e))?;
+        Ok(ServerTotals::of(&self.counters))
     }
 }
 

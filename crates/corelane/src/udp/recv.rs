@@ -15,7 +15,7 @@ use super::payload::{self, PayloadError};
 use super::sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
-use crate::lane::{Lane, StopSignal};
+use crate::lane::{LaneSet, StopSignal};
 use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, UdpCounters};
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
@@ -290,7 +290,7 @@ impl Receiver {
         let counters: Arc<Vec<LaneCounters>> =
             Arc::new((0..cfg.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
-        let mut lanes = Vec::with_capacity(cfg.threads);
+        let mut lanes = LaneSet::new("corelane-rx", lane_stop.clone());
         for (index, sockets) in self.lane_sockets.iter().enumerate() {
             let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
             let work = LaneWork {
@@ -310,14 +310,9 @@ impl Receiver {
                 dispatch_lane: None,
                 stop: lane_stop.clone(),
             };
-            match Lane::spawn("corelane-rx", index, cpu, move || work.run()) {
-                Ok(lane) => lanes.push(lane),
-                Err(e) => {
-                    lane_stop.stop();
-                    lanes.into_iter().for_each(|l: Lane<LaneResult>| drop(l.join()));
-                    return Err(UdpError::io("cannot start a receiver lane", e));
-                }
-            }
+            lanes
+                .spawn(cpu, move || work.run())
+                .map_err(|e| UdpError::io("cannot start a receiver lane", e))?;
         }
 
         let snmp_start = UdpCounters::read().unwrap_or_default();
@@ -332,7 +327,7 @@ impl Receiver {
         let mut next_tick = start + Duration::from_secs(1);
         loop {
             let now = Instant::now();
-            let lanes_done = lanes.iter().any(|l| l.is_finished());
+            let lanes_done = lanes.any_finished();
             let total: u64 = counters.iter().map(LaneCounters::datagrams).sum();
             let reached = cfg.until_datagrams.is_some_and(|n| total >= n);
             if stop.is_stopped() || lanes_done || reached || deadline.is_some_and(|d| now >= d) {
@@ -370,13 +365,12 @@ impl Receiver {
         let elapsed = start.elapsed();
         let cpu_end = stats::process_cpu();
         let snmp_end = UdpCounters::read().unwrap_or_default();
-        let mut results = Vec::with_capacity(lanes.len());
-        for lane in lanes {
-            let (index, cpu) = (lane.index, lane.cpu);
-            let result =
-                lane.join().map_err(|e| UdpError::io(format!("receiver lane {index}"), e))?;
-            results.push((index, cpu, result));
-        }
+        let mut results: Vec<(usize, Option<usize>, LaneResult)> = lanes
+            .join()
+            .map_err(|e| UdpError::io("a receiver lane failed", e))?
+            .into_iter()
+            .map(|j| (j.index, j.cpu, j.value))
+            .collect();
         let trackers: Vec<&SequenceTracker> = results.iter().map(|(_, _, r)| &r.tracker).collect();
         let sequence = SequenceTracker::report(&trackers);
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();

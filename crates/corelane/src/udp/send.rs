@@ -14,7 +14,7 @@ use socket2::Socket;
 use super::payload;
 use super::socket::new_udp;
 use super::UdpError;
-use crate::lane::{Lane, StopSignal};
+use crate::lane::{LaneSet, StopSignal};
 use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
@@ -202,7 +202,7 @@ impl Sender {
         let deadline = cfg.duration.map(|d| start + d);
         let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
         let threads = cfg.threads as u64;
-        let mut lanes = Vec::new();
+        let mut lanes = LaneSet::new("corelane-tx", lane_stop.clone());
         for (index, flows) in self.lane_flows.into_iter().enumerate() {
             let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let work = SendLane {
@@ -219,20 +219,15 @@ impl Sender {
                 stop: lane_stop.clone(),
             };
             let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
-            match Lane::spawn("corelane-tx", index, cpu, move || work.run()) {
-                Ok(lane) => lanes.push(lane),
-                Err(e) => {
-                    lane_stop.stop();
-                    lanes.into_iter().for_each(|l: Lane<SendResult>| drop(l.join()));
-                    return Err(UdpError::io("cannot start a sender lane", e));
-                }
-            }
+            lanes
+                .spawn(cpu, move || work.run())
+                .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
         }
         let cpu_start = stats::process_cpu();
         let mut meter = Meter::new(cfg.threads);
         let mut busy = Vec::new();
         let mut next_tick = start + Duration::from_secs(1);
-        while !stop.is_stopped() && !lanes.iter().all(|l| l.is_finished()) {
+        while !stop.is_stopped() && !lanes.all_finished() {
             let now = Instant::now();
             if now >= next_tick {
                 next_tick += Duration::from_secs(1);
@@ -251,9 +246,8 @@ impl Sender {
         let cpu_end = stats::process_cpu();
         let mut gso = self.gso;
         let (mut syscalls, mut backpressure, mut refused) = (0, 0, 0);
-        for lane in lanes {
-            let index = lane.index;
-            let r = lane.join().map_err(|e| UdpError::io(format!("sender lane {index}"), e))?;
+        for r in lanes.join().map_err(|e| UdpError::io("a sender lane failed", e))? {
+            let r = r.value;
             syscalls += r.syscalls;
             backpressure += r.backpressure;
             refused += r.refused;
