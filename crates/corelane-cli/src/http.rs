@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use corelane::stats::process_cpu;
+use corelane::stats::process_runtime;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
@@ -178,7 +178,8 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
         );
     }
     let started = Instant::now();
-    let cpu_at_start = process_cpu();
+    // Exact runtime (CLOCK_PROCESS_CPUTIME_ID), not tick-sampled utime/stime.
+    let cpu_at_start = process_runtime();
     let mut report = per_second(args.json, &stop, serve_line);
     let (mut last, mut last_at, mut index) = (ServerTotals::default(), started, 0u64);
     let mut last_cpu = cpu_at_start;
@@ -188,10 +189,10 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
             stop.stop();
         }
         if last_at.elapsed() >= Duration::from_secs(1) {
-            let (now, totals, cpu) = (Instant::now(), server.totals(), process_cpu());
+            let (now, totals, cpu) = (Instant::now(), server.totals(), process_runtime());
             index += 1;
             let requests = totals.requests - last.requests;
-            let cpu_secs = (cpu.user + cpu.system).saturating_sub(last_cpu.user + last_cpu.system);
+            let cpu_secs = cpu.saturating_sub(last_cpu);
             report(&ServeInterval {
                 index,
                 requests_per_sec: requests as f64 / now.duration_since(last_at).as_secs_f64(),
@@ -205,8 +206,7 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     }
     stop.stop();
     let totals = server.wait()?;
-    let cpu = process_cpu();
-    let cpu_total = (cpu.user + cpu.system).saturating_sub(cpu_at_start.user + cpu_at_start.system);
+    let cpu_total = process_runtime().saturating_sub(cpu_at_start);
     let summary = ServeSummary {
         seconds: started.elapsed().as_secs_f64(),
         totals,

@@ -76,7 +76,7 @@ impl ChildProcess {
         self.lines.recv_timeout(timeout).ok()
     }
 
-    /// User+system CPU time so far, from /proc/PID/stat (clock-tick resolution).
+    /// CPU time so far, exact (schedstat of its live threads).
     pub fn cpu_time(&self) -> Option<Duration> {
         cpu_time_of(self.pid())
     }
@@ -155,12 +155,14 @@ impl Drop for ChildProcess {
     }
 }
 
-/// User+system CPU time of process `pid`.
+/// CPU time of process `pid`, exact: the scheduler's runtime of its threads (schedstat), not
+/// the tick-sampled utime+stime.
 pub fn cpu_time_of(pid: u32) -> Option<Duration> {
-    cpu_split_of(pid).map(|(user, system)| user + system)
+    corelane::stats::runtime_of(pid)
 }
 
-/// User and system CPU time of process `pid`, from /proc/PID/stat (clock-tick resolution).
+/// User and system CPU time of process `pid`, from /proc/PID/stat: tick-sampled (4 ms at
+/// HZ=250), so a split to label as such, not a total to divide by.
 pub fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name: state is the first, utime the 12th.

@@ -76,11 +76,12 @@ pub struct TcpRow {
     pub gain_pct: Option<f64>,
     /// Median over trials of each trial's p99 latency, in microseconds.
     pub p99_us: f64,
-    /// Server CPU time (user+system of all its processes) per request, in microseconds;
-    /// median over trials.
+    /// Server CPU time per request (exact runtime of all its processes' threads, from
+    /// schedstat), in microseconds; median over trials.
     pub cpu_us_per_request: f64,
-    /// The user-space part of `cpu_us_per_request` (the rest is the kernel's TCP work done in
-    /// the server's system calls and the softirqs charged to them).
+    /// The user-space part of `cpu_us_per_request`, tick-sampled (utime), so an estimate (the
+    /// rest is the kernel's TCP work done in the server's system calls and the softirqs charged
+    /// to them).
     pub user_us_per_request: f64,
     /// Change in CPU per request against the baseline row, in %.
     pub cpu_gain_pct: Option<f64>,

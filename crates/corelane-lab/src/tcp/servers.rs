@@ -230,9 +230,13 @@ pub struct Measured {
 pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measured, LabError> {
     let mut server = start_server(stage, kind)?;
     wait_listening(stage, &mut server, kind.name())?;
-    let (user_before, sys_before) = tree_cpu_split(server.pid());
+    // The total is the exact runtime (schedstat) of the server and its workers; the user
+    // part is tick-sampled (utime), so it is a labelled estimate of the split.
+    let (user_before, _) = tree_cpu_split(server.pid());
+    let runtime_before = corelane::stats::tree_runtime_of(server.pid()).unwrap_or_default();
     let load = run_corelane_load(stage, close)?;
-    let (user_after, sys_after) = tree_cpu_split(server.pid());
+    let (user_after, _) = tree_cpu_split(server.pid());
+    let runtime_after = corelane::stats::tree_runtime_of(server.pid()).unwrap_or_default();
     drop(server);
     let responses = load["responses"].as_u64().unwrap_or(0);
     let per_request = |cpu: Duration| {
@@ -243,11 +247,11 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
         }
     };
     let user = user_after.saturating_sub(user_before);
-    let system = sys_after.saturating_sub(sys_before);
+    let total = runtime_after.saturating_sub(runtime_before);
     Ok(Measured {
         rps: load["requests_per_sec"].as_f64().unwrap_or(0.0),
         p99_us: load["latency"]["p99_us"].as_f64().unwrap_or(0.0),
-        cpu_us_per_request: per_request(user + system),
+        cpu_us_per_request: per_request(total),
         user_us_per_request: per_request(user),
         errors: load["errors"].as_u64().unwrap_or(0),
         non_2xx: load["non_2xx"].as_u64().unwrap_or(0),
@@ -460,7 +464,7 @@ fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
 }
 
 /// User and system CPU time of a process and all its descendants (nginx's workers are the
-/// master's children).
+/// master's children), tick-sampled: the split, not the total (see `tree_runtime_of`).
 pub fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
     let (mut user, mut system) = cpu_split_of(pid).unwrap_or_default();
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();

@@ -317,8 +317,10 @@ impl Receiver {
 
         let snmp_start = UdpCounters::read().unwrap_or_default();
         let mut snmp_last = snmp_start;
+        // CPU per datagram from the exact runtime; the user/system split below is tick-sampled.
         let cpu_start = stats::process_cpu();
-        let mut cpu_last = cpu_start;
+        let runtime_start = stats::process_runtime();
+        let mut runtime_last = runtime_start;
         let mut meter = Meter::new(cfg.threads);
         let mut busy_pps: Vec<f64> = Vec::new();
         let mut last_total = 0u64;
@@ -338,8 +340,8 @@ impl Receiver {
                 let refs: Vec<&LaneCounters> = counters.iter().collect();
                 let interval = meter.tick(&refs);
                 let snmp = UdpCounters::read().unwrap_or_default();
-                let cpu = stats::process_cpu();
-                let used = cpu_delta(cpu, cpu_last);
+                let runtime = stats::process_runtime();
+                let used = runtime.saturating_sub(runtime_last);
                 let got = interval.datagrams - last_total;
                 last_total = interval.datagrams;
                 if interval.rate.pps > 0.0 {
@@ -351,7 +353,7 @@ impl Receiver {
                     interval,
                 };
                 snmp_last = snmp;
-                cpu_last = cpu;
+                runtime_last = runtime;
                 on_interval(&report);
                 continue;
             }
@@ -364,6 +366,7 @@ impl Receiver {
         lane_stop.stop();
         let elapsed = start.elapsed();
         let cpu_end = stats::process_cpu();
+        let runtime_end = stats::process_runtime();
         let snmp_end = UdpCounters::read().unwrap_or_default();
         let mut results: Vec<(usize, Option<usize>, LaneResult)> = lanes
             .join()
@@ -375,7 +378,7 @@ impl Receiver {
         let sequence = SequenceTracker::report(&trackers);
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
-        let used = cpu_delta(cpu_end, cpu_start);
+        let used = runtime_end.saturating_sub(runtime_start);
         Ok(RecvSummary {
             addrs: self.bound.clone(),
             sockets: cfg.sockets,
@@ -418,10 +421,6 @@ impl Receiver {
                 .collect(),
         })
     }
-}
-
-fn cpu_delta(now: CpuUsage, then: CpuUsage) -> Duration {
-    (now.user + now.system).saturating_sub(then.user + then.system)
 }
 
 fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
