@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use corelane::stats::process_runtime;
+use corelane::stats::{process_runtime, Ticker};
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
@@ -181,27 +181,27 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     // Exact runtime (CLOCK_PROCESS_CPUTIME_ID), not tick-sampled utime/stime.
     let cpu_at_start = process_runtime();
     let mut report = per_second(args.json, &stop, serve_line);
-    let (mut last, mut last_at, mut index) = (ServerTotals::default(), started, 0u64);
+    let mut last = ServerTotals::default();
     let mut last_cpu = cpu_at_start;
+    let mut ticker = Ticker::every(Duration::from_secs(1));
+    let end = args.duration.map(|d| started + d);
     while !stop.is_stopped() && !server.any_lane_finished() {
-        std::thread::sleep(Duration::from_millis(20));
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+        if end.is_some_and(|end| Instant::now() >= end) {
             stop.stop();
+            break;
         }
-        if last_at.elapsed() >= Duration::from_secs(1) {
-            let (now, totals, cpu) = (Instant::now(), server.totals(), process_runtime());
-            index += 1;
+        if let Some(tick) = ticker.wait(end) {
+            let (totals, cpu) = (server.totals(), process_runtime());
             let requests = totals.requests - last.requests;
-            let cpu_secs = cpu.saturating_sub(last_cpu);
             report(&ServeInterval {
-                index,
-                requests_per_sec: requests as f64 / now.duration_since(last_at).as_secs_f64(),
+                index: tick.index,
+                requests_per_sec: requests as f64 / tick.since_last.as_secs_f64(),
                 open: totals.open,
                 client_errors: totals.client_errors - last.client_errors,
                 server_errors: totals.server_errors - last.server_errors,
-                cpu_us_per_request: per_request_us(cpu_secs, requests),
+                cpu_us_per_request: per_request_us(cpu.saturating_sub(last_cpu), requests),
             });
-            (last, last_at, last_cpu) = (totals, now, cpu);
+            (last, last_cpu) = (totals, cpu);
         }
     }
     stop.stop();

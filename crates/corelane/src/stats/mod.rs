@@ -7,11 +7,13 @@ mod procstat;
 mod rate;
 mod runtime;
 mod snmp;
+mod ticker;
 
 pub use meter::{Interval, LaneCounters, Meter};
 pub use procstat::{CpuSplit, CpuTimes, ProcStat};
 pub use rate::{format_rate_line, median, Rate};
 pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};
 pub use snmp::UdpCounters;
+pub use ticker::{Tick, Ticker};
 
 pub use crate::sys::usage::{process as process_cpu, thread as thread_cpu, CpuUsage};

@@ -17,6 +17,7 @@ use socket2::{Domain, Socket, Type};
 use super::server::bump;
 use super::TcpError;
 use crate::lane::{LaneSet, StopSignal};
+use crate::stats::Ticker;
 
 const EVENTS: usize = 256;
 /// Latencies above this are recorded as this (an HDR histogram needs a bound).
@@ -176,27 +177,24 @@ pub fn run(
             (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
         })
     };
-    let (mut last_responses, mut last_at, mut index) = (0u64, started, 0u64);
+    let mut last_responses = 0u64;
     let end = started + config.duration;
+    let mut ticker = Ticker::every(Duration::from_secs(1));
     loop {
-        std::thread::sleep(Duration::from_millis(10));
-        let now = Instant::now();
         let done = lanes.all_finished();
-        if stop.is_stopped() || now >= end || done {
+        if stop.is_stopped() || Instant::now() >= end || done {
             break;
         }
-        if now.duration_since(last_at) >= Duration::from_secs(1) {
+        if let Some(tick) = ticker.wait(Some(end)) {
             let (total, errors) = responses(&counters);
-            index += 1;
-            let secs = now.duration_since(last_at).as_secs_f64();
             each_second(&LoadInterval {
-                index,
-                at_secs: now.duration_since(started).as_secs_f64(),
-                requests_per_sec: (total - last_responses) as f64 / secs,
+                index: tick.index,
+                at_secs: tick.since_start.as_secs_f64(),
+                requests_per_sec: (total - last_responses) as f64 / tick.since_last.as_secs_f64(),
                 responses: total,
                 errors,
             });
-            (last_responses, last_at) = (total, now);
+            last_responses = total;
         }
     }
     lane_stop.stop();

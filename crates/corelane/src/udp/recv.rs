@@ -16,7 +16,7 @@ use super::sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
 use crate::lane::{LaneSet, StopSignal};
-use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, UdpCounters};
+use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, Ticker, UdpCounters};
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
@@ -324,9 +324,9 @@ impl Receiver {
         let mut meter = Meter::new(cfg.threads);
         let mut busy_pps: Vec<f64> = Vec::new();
         let mut last_total = 0u64;
-        let start = Instant::now();
+        let mut ticker = Ticker::every(Duration::from_secs(1));
+        let start = ticker.start();
         let deadline = cfg.duration.map(|d| start + d);
-        let mut next_tick = start + Duration::from_secs(1);
         loop {
             let now = Instant::now();
             let lanes_done = lanes.any_finished();
@@ -335,8 +335,7 @@ impl Receiver {
             if stop.is_stopped() || lanes_done || reached || deadline.is_some_and(|d| now >= d) {
                 break;
             }
-            if now >= next_tick {
-                next_tick += Duration::from_secs(1);
+            if ticker.wait(deadline).is_some() {
                 let refs: Vec<&LaneCounters> = counters.iter().collect();
                 let interval = meter.tick(&refs);
                 let snmp = UdpCounters::read().unwrap_or_default();
@@ -355,13 +354,7 @@ impl Receiver {
                 snmp_last = snmp;
                 runtime_last = runtime;
                 on_interval(&report);
-                continue;
             }
-            let mut wake = next_tick.min(now + Duration::from_millis(20));
-            if let Some(d) = deadline {
-                wake = wake.min(d);
-            }
-            std::thread::sleep(wake.saturating_duration_since(now));
         }
         lane_stop.stop();
         let elapsed = start.elapsed();

@@ -15,7 +15,7 @@ use super::payload;
 use super::socket::new_udp;
 use super::UdpError;
 use crate::lane::{LaneSet, StopSignal};
-use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
+use crate::stats::{self, Interval, LaneCounters, Meter, Rate, Ticker};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
 
@@ -226,20 +226,16 @@ impl Sender {
         let cpu_start = stats::process_cpu();
         let mut meter = Meter::new(cfg.threads);
         let mut busy = Vec::new();
-        let mut next_tick = start + Duration::from_secs(1);
+        let mut ticker = Ticker::every(Duration::from_secs(1));
         while !stop.is_stopped() && !lanes.all_finished() {
-            let now = Instant::now();
-            if now >= next_tick {
-                next_tick += Duration::from_secs(1);
+            if ticker.wait(None).is_some() {
                 let refs: Vec<&LaneCounters> = counters.iter().collect();
                 let interval = meter.tick(&refs);
                 if interval.rate.pps > 0.0 {
                     busy.push(interval.rate.pps);
                 }
                 on_interval(&SendInterval { interval });
-                continue;
             }
-            std::thread::sleep(next_tick.min(now + Duration::from_millis(20)) - now);
         }
         lane_stop.stop();
         let elapsed = start.elapsed();
