@@ -3,16 +3,15 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use corelane::stats::{process_runtime, Ticker};
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
-    Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
-    ServerTotals,
+    Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, ServeInterval, Server,
+    ServerConfig,
 };
 use corelane::topology::{CpuList, Topology};
 
@@ -177,41 +176,8 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
             server.backend(), args.recycle, args.listen
         );
     }
-    let started = Instant::now();
-    // Exact runtime (CLOCK_PROCESS_CPUTIME_ID), not tick-sampled utime/stime.
-    let cpu_at_start = process_runtime();
-    let mut report = per_second(args.json, &stop, serve_line);
-    let mut last = ServerTotals::default();
-    let mut last_cpu = cpu_at_start;
-    let mut ticker = Ticker::every(Duration::from_secs(1));
-    let end = args.duration.map(|d| started + d);
-    while !stop.is_stopped() && !server.any_lane_finished() {
-        if end.is_some_and(|end| Instant::now() >= end) {
-            stop.stop();
-            break;
-        }
-        if let Some(tick) = ticker.wait(end) {
-            let (totals, cpu) = (server.totals(), process_runtime());
-            let requests = totals.requests - last.requests;
-            report(&ServeInterval {
-                index: tick.index,
-                requests_per_sec: requests as f64 / tick.since_last.as_secs_f64(),
-                open: totals.open,
-                client_errors: totals.client_errors - last.client_errors,
-                server_errors: totals.server_errors - last.server_errors,
-                cpu_us_per_request: per_request_us(cpu.saturating_sub(last_cpu), requests),
-            });
-            (last, last_cpu) = (totals, cpu);
-        }
-    }
-    stop.stop();
-    let totals = server.wait()?;
-    let cpu_total = process_runtime().saturating_sub(cpu_at_start);
-    let summary = ServeSummary {
-        seconds: started.elapsed().as_secs_f64(),
-        totals,
-        cpu_us_per_request: per_request_us(cpu_total, totals.requests),
-    };
+    let report = per_second(args.json, &stop, serve_line);
+    let summary = server.run(args.duration, report)?;
     finish(args.json, &summary, |s| {
         outln!(
             "served {} requests on {} connections in {:.1}s; 4xx {}, 5xx {}, refused {}, timed out {}; CPU {:.2} us/request",
@@ -228,37 +194,11 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[derive(Debug, serde::Serialize)]
-struct ServeInterval {
-    index: u64,
-    requests_per_sec: f64,
-    open: u64,
-    client_errors: u64,
-    server_errors: u64,
-    cpu_us_per_request: f64,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct ServeSummary {
-    seconds: f64,
-    #[serde(flatten)]
-    totals: ServerTotals,
-    cpu_us_per_request: f64,
-}
-
 fn serve_line(i: &ServeInterval) -> String {
     format!(
         "{:>10.0} req/s  open {:>6}  4xx {}  5xx {}  CPU {:.2} us/request",
         i.requests_per_sec, i.open, i.client_errors, i.server_errors, i.cpu_us_per_request
     )
-}
-
-fn per_request_us(cpu: Duration, requests: u64) -> f64 {
-    if requests == 0 {
-        0.0
-    } else {
-        cpu.as_secs_f64() * 1e6 / requests as f64
-    }
 }
 
 /// A server holds a socket per connection: lift the soft fd limit to the hard one.

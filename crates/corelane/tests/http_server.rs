@@ -336,3 +336,19 @@ fn an_sqpoll_thread_submits_for_the_lane_or_the_server_says_why_not() {
     stop.stop();
     server.wait().unwrap();
 }
+
+/// `Server::run` is the whole serving loop the CLI used to write itself: intervals once a
+/// second, a stop at the duration, a summary with exact CPU per request.
+#[test]
+fn run_reports_each_second_and_a_summary() {
+    let (server, _stop) = start(Backend::Epoll, |_| {});
+    let addr = server.local_addr();
+    let load = std::thread::spawn(move || quick_load(addr, 20_000, false));
+    let mut intervals = Vec::new();
+    let summary = server.run(Some(Duration::from_millis(2500)), |i| intervals.push(*i)).unwrap();
+    let loaded = load.join().unwrap();
+    assert_eq!(intervals.iter().map(|i| i.index).collect::<Vec<_>>(), [1, 2]);
+    assert!(summary.seconds >= 2.4 && summary.seconds < 5.0, "{summary:?}");
+    assert_eq!(summary.totals.requests, loaded.responses);
+    assert!(summary.cpu_us_per_request > 0.0, "{summary:?}");
+}

@@ -22,7 +22,9 @@ use std::net::SocketAddr;
 pub use http::Limits;
 pub use load::{LoadConfig, LoadSummary};
 pub use recycle::Recycle;
-pub use server::{Backend, Content, Listen, Server, ServerConfig, ServerTotals};
+pub use server::{
+    Backend, Content, Listen, ServeInterval, ServeSummary, Server, ServerConfig, ServerTotals,
+};
 
 /// What can go wrong serving or loading, each naming the cause and the fix.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
@@ -148,6 +148,35 @@ pub struct ServerCounters {
 /// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).
 pub(crate) fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+/// What the server did in one second of [`Server::run`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServeInterval {
+    pub index: u64,
+    pub requests_per_sec: f64,
+    pub open: u64,
+    pub client_errors: u64,
+    pub server_errors: u64,
+    /// This process's exact CPU time per request answered in the interval, in µs.
+    pub cpu_us_per_request: f64,
+}
+
+/// What the server did over all of [`Server::run`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ServeSummary {
+    pub seconds: f64,
+    #[serde(flatten)]
+    pub totals: ServerTotals,
+    pub cpu_us_per_request: f64,
+}
+
+fn per_request_us(cpu: Duration, requests: u64) -> f64 {
+    if requests == 0 {
+        0.0
+    } else {
+        cpu.as_secs_f64() * 1e6 / requests as f64
+    }
 }
 
 /// Totals over every lane.
@@ -325,6 +354,48 @@ impl Server {
     /// True once any lane has ended (after a stop, or on an error `wait` reports).
     pub fn any_lane_finished(&self) -> bool {
         self.lanes.any_finished()
+    }
+
+    /// Serves until the stop signal is raised or `duration` has passed, calling
+    /// `on_interval` once a second; then drains and returns the summary. CPU per request is
+    /// this process's exact runtime (CLOCK_PROCESS_CPUTIME_ID) over the requests answered.
+    pub fn run(
+        self,
+        duration: Option<Duration>,
+        mut on_interval: impl FnMut(&ServeInterval),
+    ) -> Result<ServeSummary, TcpError> {
+        let stop = self.lanes.stop_signal().clone();
+        let cpu_at_start = crate::stats::process_runtime();
+        let mut ticker = crate::stats::Ticker::every(Duration::from_secs(1));
+        let started = ticker.start();
+        let end = duration.map(|d| started + d);
+        let (mut last, mut last_cpu) = (ServerTotals::default(), cpu_at_start);
+        while !stop.is_stopped() && !self.any_lane_finished() {
+            if end.is_some_and(|end| Instant::now() >= end) {
+                break;
+            }
+            if let Some(tick) = ticker.wait(end) {
+                let (totals, cpu) = (self.totals(), crate::stats::process_runtime());
+                let requests = totals.requests - last.requests;
+                on_interval(&ServeInterval {
+                    index: tick.index,
+                    requests_per_sec: requests as f64 / tick.since_last.as_secs_f64(),
+                    open: totals.open,
+                    client_errors: totals.client_errors - last.client_errors,
+                    server_errors: totals.server_errors - last.server_errors,
+                    cpu_us_per_request: per_request_us(cpu.saturating_sub(last_cpu), requests),
+                });
+                (last, last_cpu) = (totals, cpu);
+            }
+        }
+        stop.stop();
+        let totals = self.wait()?;
+        let cpu_total = crate::stats::process_runtime().saturating_sub(cpu_at_start);
+        Ok(ServeSummary {
+            seconds: started.elapsed().as_secs_f64(),
+            totals,
+            cpu_us_per_request: per_request_us(cpu_total, totals.requests),
+        })
     }
 
     /// Waits for every lane to drain and returns the totals, or the first lane's error.
