@@ -189,15 +189,16 @@ impl UringLane {
             Completion::RecvEnded { slot, result, .. } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
                 conn.recv_armed = false;
+                // Ended by our backpressure cancel, or for want of provided buffers (each is
+                // returned as soon as it is copied, so they are back by now): not the peer.
                 let stopped_by_us = result == -libc::ECANCELED || result == -libc::ENOBUFS;
-                if conn.recv_paused && stopped_by_us && !conn.closing {
-                    // Paused for backpressure: re-armed once the peer has read (see Sent).
-                    return Ok(());
-                }
-                if result == -libc::ENOBUFS && !conn.closing {
-                    // Buffers are back by now (each is returned as soon as it is copied).
-                    conn.recv_armed = true;
-                    self.ring.receive(slot)?;
+                if stopped_by_us && !conn.closing {
+                    // Still paused: re-armed once the peer has read (see Sent). Resumed before
+                    // the cancel landed: re-armed now.
+                    if !conn.recv_paused {
+                        conn.recv_armed = true;
+                        self.ring.receive(slot)?;
+                    }
                 } else {
                     // The peer closed, or the connection failed, or our shutdown took.
                     conn.closing = true;
