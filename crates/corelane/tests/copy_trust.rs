@@ -198,3 +198,21 @@ fn tree_entries_are_opened_beneath_the_root_without_following_links() {
     let copied = fs::symlink_metadata(out.join("sub/link")).unwrap();
     assert!(copied.file_type().is_symlink());
 }
+
+/// The destination's parent directory may be reached through a symlink the user named (as
+/// with cp); only a destination that is itself a symlinked directory needs the flag.
+#[test]
+fn a_destination_path_through_a_symlinked_parent_is_followed() {
+    let dir = scratch();
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("via")).unwrap();
+    let src = dir.path().join("src");
+    fs::write(&src, b"data").unwrap();
+    for create in [CreateCall::Open, CreateCall::Creat] {
+        let opts = CopyOptions { create, ..CopyOptions::default() };
+        copy_file(&src, &dir.path().join("via/copy"), &opts, &mut |_, _| {}, &StopSignal::new())
+            .unwrap();
+        assert_eq!(fs::read(real.join("copy")).unwrap(), b"data", "{create:?}");
+    }
+}

@@ -117,7 +117,11 @@ impl TempDestination {
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
             };
-            match rustix::fs::open(dir, flags | OFlags::TMPFILE, Mode::from_raw_mode(mode)) {
+            // O_NOFOLLOW would apply to the directory itself: a destination path the user
+            // named through a symlinked directory is followed, as cp does (the file created
+            // there has no name to plant anything at).
+            let unnamed = (flags - OFlags::NOFOLLOW) | OFlags::TMPFILE;
+            match rustix::fs::open(dir, unnamed, Mode::from_raw_mode(mode)) {
                 Ok(fd) => {
                     return Ok(Self {
                         temp: None,
