@@ -1,11 +1,16 @@
 //! corelane's experiments. Each one builds its own testbed (network namespaces joined by a
 //! veth pair, RPS masks standing in for RSS and IRQ affinity), runs every configuration of its
-//! seed's table for several trials, runs the peers people use today on the same testbed in
-//! the same run, and returns rows the CLI prints as a table, JSON or CSV.
+//! seed's table for several trials through the one runner ([`experiment::run`]), runs the
+//! peers people use today on the same testbed in the same run, and returns a report the CLI
+//! prints as a table, JSON or CSV. Every process, file and counter of a side goes through its
+//! [`host::Host`].
 #![deny(unsafe_code)]
 
 pub mod affinity;
 pub mod copy;
+pub mod experiment;
+pub mod host;
+pub mod output;
 pub mod process;
 pub mod report;
 pub mod sched;
@@ -14,42 +19,36 @@ pub mod testbed;
 pub mod udp;
 pub mod workdir;
 
-/// An experiment `corelane lab NAME` runs.
-#[derive(Debug, Clone, Copy)]
-pub struct Experiment {
-    pub name: &'static str,
-    pub seed: &'static str,
-    pub about: &'static str,
+pub use experiment::Entry;
+
+/// Every experiment, in the order `corelane lab all` runs them: the CLI's `lab`
+/// subcommands, `lab all` and CI's quick runs are all derived from this list, so adding an
+/// experiment is its module and one line here.
+pub const EXPERIMENTS: &[Entry] =
+    &[udp::ENTRY, tcp::ENTRY, affinity::ENTRY, sched::ENTRY, copy::ENTRY];
+
+/// The corelane binary the lab runs as receiver, sender, server and load generator: the
+/// one running now.
+pub(crate) fn corelane_exe() -> Result<std::path::PathBuf, LabError> {
+    std::env::current_exe()
+        .map_err(|e| LabError::io("cannot find the corelane binary to run as each side", e))
 }
 
-/// Every experiment built so far, in the order `corelane lab all` runs them.
-pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        name: "udp",
-        seed: "000",
-        about: "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
-    },
-    Experiment {
-        name: "tcp",
-        seed: "001",
-        about: "HTTP serving: baseline, flow-to-core, buffer/fd/epoll_event recycling, all; keep-alive and close; vs nginx, lighttpd, wrk",
-    },
-    Experiment {
-        name: "affinity",
-        seed: "003",
-        about: "core partitioning: application on the softirq CPU (NS), off it (NC), unpinned (NZ), io_uring with and without a syscall lane; a cost model for two packages",
-    },
-    Experiment {
-        name: "sched",
-        seed: "004",
-        about: "flow-aware dispatch: rss, spray, DSW (atomic, parallel), Diffuser on 5 workloads; simulated 4-64 workers and real threads; reordering (RFC 4737), balance, latency",
-    },
-    Experiment {
-        name: "copy",
-        seed: "002",
-        about: "file duplication: buffer sizes, creat vs open, O_DIRECT, kernel-side methods, huge pages, trees over lanes; vs cp, cp -r, dd and memcpy",
-    },
-];
+/// The median of `values`, 0 when there are none (a configuration with no trials).
+pub(crate) fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
+    corelane::stats::median(&values.into_iter().collect::<Vec<_>>()).unwrap_or(0.0)
+}
+
+/// Checks `--configs` names against the experiment's ids (`none` runs only the peers).
+pub(crate) fn check_ids(names: &[String], ids: &[&str]) -> Result<(), LabError> {
+    match names.iter().find(|n| *n != "none" && !ids.contains(&n.as_str())) {
+        Some(bad) => Err(LabError::Options(format!(
+            "unknown configuration `{bad}`: choose from {}, or none",
+            ids.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
 
 /// The machine a report was measured on: CPUs, model, kernel.
 pub(crate) fn machine() -> String {
@@ -71,14 +70,48 @@ pub(crate) fn machine() -> String {
 pub enum LabError {
     #[error("interrupted (Ctrl-C); the testbed was removed")]
     Interrupted,
-    #[error("{0}")]
-    Testbed(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
-    #[error("{0}")]
-    Child(String),
+    /// A command the lab runs to set something up (ip, ss, sysctl) failed.
+    #[error("`{command}` failed: {stderr}")]
+    Command { command: String, stderr: String },
+    /// A child process (corelane, a peer) exited with an error.
+    #[error("{child} failed ({status}): {stderr}")]
+    ChildFailed { child: String, status: String, stderr: String },
+    /// A child process did not get somewhere in time.
+    #[error("{child} {what} within {waited:?}{}", stderr_suffix(.stderr))]
+    ChildTimeout { child: String, what: &'static str, waited: std::time::Duration, stderr: String },
+    /// A child's output lacks what the lab reads from it.
+    #[error("{child} {problem}")]
+    ChildOutput { child: String, problem: String },
+    /// A line of a child's JSON output is not what the lab's types say it prints.
+    #[error("{child} printed a line the lab cannot read ({source}): {line}")]
+    ChildJson { child: String, line: String, source: serde_json::Error },
+    #[error("cannot read this machine's CPUs: {0}")]
+    Topology(String),
+    /// An option value the experiment cannot run with.
     #[error("{0}")]
     Options(String),
+    /// A configuration that needs the namespace testbed ran on loopback.
+    #[error("{what} needs the namespace testbed (run as root)")]
+    NeedsNamespaces { what: &'static str },
+    #[error("cannot format CSV: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("cannot format JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A report file that cannot be written where asked.
+    #[error("cannot write {path}: {problem}")]
+    Report { path: std::path::PathBuf, problem: String },
+    #[error(transparent)]
+    Copy(corelane::copy::CopyError),
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
 }
 
 impl LabError {

@@ -21,22 +21,20 @@ pub struct ChildProcess {
 }
 
 impl ChildProcess {
-    /// Starts `program args…`, inside network namespace `ns` when given (`ip netns exec`,
-    /// which execs the program, so the child's PID is the program's own).
-    pub fn spawn(
+    /// Starts `prefix… program args…` (the prefix enters a host, as `ip netns exec NS` does:
+    /// it execs the program, so the child's PID is the program's own). Experiments start
+    /// children through [`Host::spawn`](crate::host::Host::spawn).
+    pub(crate) fn spawn(
         name: &str,
-        ns: Option<&str>,
+        prefix: &[String],
         program: &str,
         args: &[String],
     ) -> Result<Self, LabError> {
-        let mut argv: Vec<&str> = Vec::new();
-        if let Some(ns) = ns {
-            argv.extend(["ip", "netns", "exec", ns]);
-        }
+        let mut argv: Vec<&str> = prefix.iter().map(String::as_str).collect();
         // setpriv execs the program with a parent-death signal: if the lab itself is killed
         // (SIGKILL, a crash), its children end too instead of running on in a removed
         // namespace. Like `ip netns exec` it execs, so the PID stays the program's own.
-        if on_path("setpriv") {
+        if crate::host::on_path("setpriv") {
             argv.extend(["setpriv", "--pdeathsig", "TERM"]);
         }
         argv.push(program);
@@ -74,11 +72,6 @@ impl ChildProcess {
     /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
     pub fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines.recv_timeout(timeout).ok()
-    }
-
-    /// CPU time so far, exact (schedstat of its live threads).
-    pub fn cpu_time(&self) -> Option<Duration> {
-        cpu_time_of(self.pid())
     }
 
     /// Waits up to `timeout` for the child to exit.
@@ -127,18 +120,42 @@ impl ChildProcess {
         lines
     }
 
+    /// The error for this child having exited with `status`.
+    pub fn failed(&self, status: ExitStatus) -> LabError {
+        LabError::ChildFailed {
+            child: self.name.clone(),
+            status: status.to_string(),
+            stderr: self.stderr_text(),
+        }
+    }
+
+    /// The error for this child not reaching `what` within `waited`.
+    pub fn timed_out(&self, what: &'static str, waited: Duration) -> LabError {
+        LabError::ChildTimeout {
+            child: self.name.clone(),
+            what,
+            waited,
+            stderr: self.stderr_text(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
     pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
         let status = self.wait_timeout(timeout);
         let lines = if status.is_some() { self.remaining_lines() } else { Vec::new() };
         match status {
             Some(s) if s.success() => Ok(lines),
-            Some(s) => {
-                Err(LabError::Child(format!("{} failed ({s}): {}", self.name, self.stderr_text())))
-            }
-            None => {
-                Err(LabError::Child(format!("{} did not finish within {timeout:?}", self.name)))
-            }
+            Some(s) => Err(self.failed(s)),
+            None => Err(LabError::ChildTimeout {
+                child: self.name.clone(),
+                what: "did not finish",
+                waited: timeout,
+                stderr: String::new(),
+            }),
         }
     }
 }
@@ -155,33 +172,6 @@ impl Drop for ChildProcess {
     }
 }
 
-/// CPU time of process `pid`, exact: the scheduler's runtime of its threads (schedstat), not
-/// the tick-sampled utime+stime.
-pub fn cpu_time_of(pid: u32) -> Option<Duration> {
-    corelane::stats::runtime_of(pid)
-}
-
-/// User and system CPU time of process `pid`, from /proc/PID/stat: tick-sampled (4 ms at
-/// HZ=250), so a split to label as such, not a total to divide by.
-pub fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name: state is the first, utime the 12th.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let hz = rustix::param::clock_ticks_per_second().max(1);
-    let at = |i: usize| -> Option<Duration> {
-        let ticks: u64 = fields.get(i)?.parse().ok()?;
-        Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
-    };
-    Some((at(11)?, at(12)?))
-}
-
-/// Whether `program` is on PATH.
-pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,23 +179,23 @@ mod tests {
     #[test]
     fn reads_output_and_status() {
         let child =
-            ChildProcess::spawn("echo", None, "sh", &["-c".into(), "echo hi".into()]).unwrap();
+            ChildProcess::spawn("echo", &[], "sh", &["-c".into(), "echo hi".into()]).unwrap();
         assert_eq!(child.finish(Duration::from_secs(5)).unwrap(), vec!["hi".to_string()]);
     }
 
     #[test]
     fn a_failing_child_reports_its_stderr() {
         let args = ["-c".to_string(), "echo broken >&2; exit 3".into()];
-        let child = ChildProcess::spawn("bad", None, "sh", &args).unwrap();
+        let child = ChildProcess::spawn("bad", &[], "sh", &args).unwrap();
         let err = child.finish(Duration::from_secs(5)).unwrap_err().to_string();
         assert!(err.contains("bad failed") && err.contains("broken"), "{err}");
     }
 
     #[test]
     fn dropping_a_running_child_ends_it() {
-        let child = ChildProcess::spawn("sleep", None, "sleep", &["30".into()]).unwrap();
+        let child = ChildProcess::spawn("sleep", &[], "sleep", &["30".into()]).unwrap();
         let pid = child.pid();
-        assert!(cpu_time_of(pid).is_some());
+        assert!(corelane::stats::runtime_of(pid).is_some());
         drop(child);
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     }

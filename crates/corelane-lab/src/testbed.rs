@@ -7,10 +7,10 @@
 //! the testbed falls back to loopback and says why.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
 
 use corelane::topology::CpuList;
 
+use crate::host::Host;
 use crate::LabError;
 
 const PREFIX: &str = "corelane-";
@@ -38,28 +38,13 @@ pub struct Testbed {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `ip`: {e} (install iproute2)"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    Host::Local.run("ip", args).map(drop).map_err(|e| e.to_string())
 }
 
 /// The MAC address of `dev` in namespace `ns`.
 fn mac_of(ns: &str, dev: &str) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-o", "link", "show", dev])
-        .output()
-        .map_err(|e| format!("cannot run `ip`: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text =
+        Host::Local.run("ip", &["-n", ns, "-o", "link", "show", dev]).map_err(|e| e.to_string())?;
     let mut words = text.split_whitespace();
     words
         .by_ref()
@@ -70,14 +55,10 @@ fn mac_of(ns: &str, dev: &str) -> Result<String, String> {
 }
 
 fn netns_names() -> Vec<String> {
-    Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-                .collect()
+    Host::Local
+        .run("ip", &["netns", "list"])
+        .map(|out| {
+            out.lines().filter_map(|l| l.split_whitespace().next().map(str::to_owned)).collect()
         })
         .unwrap_or_default()
 }
@@ -197,15 +178,10 @@ impl Testbed {
         // The client side opens tens of thousands of connections a second in the TCP lab:
         // let it reuse ports in TIME_WAIT (safe with timestamps) and use the whole port range,
         // so one row's closed connections cannot slow the next row's connects.
-        let sysctl = "sysctl -qw net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_range='1024 65535'";
-        let out = Command::new("ip")
-            .args(["netns", "exec", tx, "sh", "-c", sysctl])
-            .output()
-            .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("sysctl in {tx}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(())
+        let tx = Host::Namespace(tx.to_string());
+        tx.write_file("/proc/sys/net/ipv4/tcp_tw_reuse", "1").map_err(|e| e.to_string())?;
+        tx.write_file("/proc/sys/net/ipv4/ip_local_port_range", "1024 65535")
+            .map_err(|e| e.to_string())
     }
 
     fn teardown(&self) {
@@ -220,19 +196,48 @@ impl Testbed {
         matches!(self.network, Network::Namespaces { .. })
     }
 
-    /// Namespace of the sender, if any.
-    pub fn tx_ns(&self) -> Option<&str> {
+    /// Where the sender side runs.
+    pub fn tx(&self) -> Host {
         match &self.network {
-            Network::Namespaces { tx, .. } => Some(tx),
-            Network::Loopback { .. } => None,
+            Network::Namespaces { tx, .. } => Host::Namespace(tx.clone()),
+            Network::Loopback { .. } => Host::Local,
         }
     }
 
-    /// Namespace of the receiver, if any.
-    pub fn rx_ns(&self) -> Option<&str> {
+    /// Where the receiver (server) side runs.
+    pub fn rx(&self) -> Host {
         match &self.network {
-            Network::Namespaces { rx, .. } => Some(rx),
-            Network::Loopback { .. } => None,
+            Network::Namespaces { rx, .. } => Host::Namespace(rx.clone()),
+            Network::Loopback { .. } => Host::Local,
+        }
+    }
+
+    /// How reports name the network.
+    pub fn describe(&self) -> String {
+        match &self.network {
+            Network::Namespaces { tx, rx } => {
+                format!("network namespaces {tx} → {rx} over veth ({QUEUES} RX queues)")
+            }
+            Network::Loopback { .. } => "loopback (127.0.0.1)".into(),
+        }
+    }
+
+    /// Why the namespace testbed could not be built, if it could not.
+    pub fn fallback_reason(&self) -> Option<String> {
+        match &self.network {
+            Network::Namespaces { .. } => None,
+            Network::Loopback { reason } => Some(reason.clone()),
+        }
+    }
+
+    /// Progress lines for what building the testbed did: stale namespaces removed, a
+    /// fallback to loopback and why.
+    pub fn announce(&self, progress: &mut dyn FnMut(&str)) {
+        for name in &self.removed_stale {
+            progress(&format!("removed a stale namespace of a killed run: {name}"));
+        }
+        if let Some(reason) = self.fallback_reason() {
+            progress(&format!("falling back to loopback: {reason}"));
         }
     }
 
@@ -249,25 +254,26 @@ impl Testbed {
     /// Steers receive processing of every RX queue of the receiver's veth to `cpus` (RPS);
     /// an empty list turns RPS off, so the sender's CPU does the receive work in its softirq.
     pub fn steer_receive(&self, cpus: &CpuList) -> Result<(), LabError> {
-        let Network::Namespaces { rx, .. } = &self.network else {
-            return Err(LabError::Testbed("RPS needs the namespace testbed".into()));
-        };
+        if !self.is_namespaced() {
+            return Err(LabError::NeedsNamespaces { what: "steering receive work (RPS)" });
+        }
         let mask = cpus.to_mask();
-        let script: String = (0..QUEUES)
-            .map(|q| format!("echo {mask} > /sys/class/net/vrx/queues/rx-{q}/rps_cpus;"))
-            .collect();
-        // `ip netns exec` mounts the namespace's own sysfs, so the write reaches vrx.
-        let out = Command::new("ip")
-            .args(["netns", "exec", rx, "sh", "-c", &script])
-            .output()
-            .map_err(|e| LabError::io("cannot run ip netns exec", e))?;
-        if !out.status.success() {
-            return Err(LabError::Testbed(format!(
-                "cannot set RPS mask {mask}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+        let rx = self.rx();
+        for q in 0..QUEUES {
+            // The namespace's own sysfs, where its end of the veth pair is.
+            rx.write_file(&format!("/sys/class/net/vrx/queues/rx-{q}/rps_cpus"), &mask)?;
         }
         Ok(())
+    }
+
+    /// Like [`steer_receive`](Self::steer_receive), a no-op on loopback (which has no RPS
+    /// the lab may change).
+    pub fn steer_receive_if_namespaced(&self, cpus: &CpuList) -> Result<(), LabError> {
+        if self.is_namespaced() {
+            self.steer_receive(cpus)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -298,11 +304,8 @@ mod tests {
         };
         assert!(netns_names().contains(&tx) && netns_names().contains(&rx));
         bed.steer_receive(&CpuList::new(vec![0])).unwrap();
-        let mask = Command::new("ip")
-            .args(["netns", "exec", &rx, "cat", "/sys/class/net/vrx/queues/rx-1/rps_cpus"])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&mask.stdout).trim().trim_start_matches('0'), "1");
+        let mask = bed.rx().read_file("/sys/class/net/vrx/queues/rx-1/rps_cpus").unwrap();
+        assert_eq!(mask.trim().trim_start_matches('0'), "1");
         drop(bed);
         let left = netns_names();
         assert!(!left.contains(&tx) && !left.contains(&rx), "namespaces left behind: {left:?}");

@@ -13,6 +13,7 @@
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
+//! * [`units`] parses sizes, counts and durations as people type them.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
 //! The library never prints: it returns results and reports progress through callbacks.
@@ -28,6 +29,7 @@ pub mod tcp;
 pub mod topology;
 pub mod tune;
 pub mod udp;
+pub mod units;
 
 #[allow(unsafe_code)]
 mod sys;

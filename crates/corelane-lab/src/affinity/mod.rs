@@ -8,20 +8,69 @@
 //! cost model shows their expected shape, labelled as a model.
 
 pub mod model;
+mod table;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::stats::median;
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
+use crate::experiment::{self, Experiment, Measured, Options};
 use crate::tcp::servers::{self, Placement, ServerKind, Stage};
-use crate::testbed::{Network, Testbed};
+use crate::testbed::Testbed;
 use crate::udp::configs::{Config as UdpConfig, GSO_SEGMENTS};
 use crate::udp::UdpLabOptions;
-use crate::LabError;
+use crate::workdir::WorkDir;
+use crate::{median_of, LabError};
+
+/// `corelane lab affinity` in the list of experiments.
+pub const ENTRY: experiment::Entry = experiment::Entry::of::<AffinityArgs>(
+    "affinity",
+    "003",
+    "core partitioning: application on the softirq CPU (NS), off it (NC), unpinned (NZ), io_uring with and without a syscall lane; a cost model for two packages",
+    "the testbed and every process it started were removed",
+);
+
+/// `corelane lab affinity`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AffinityArgs {
+    /// A short run for CI: 1 trial of 3 seconds per placement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Trials per placement (default 3, 1 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub trials: Option<usize>,
+    /// Time per measurement, at least 3s (default 5s, 3s with --quick).
+    #[arg(long, value_parser = corelane::units::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Datagrams/s the paced GSO sender offers the UDP receiver.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub offered: u64,
+}
+
+impl Options for AffinityArgs {
+    type Report = AffinityLabReport;
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<AffinityLabReport, LabError> {
+        let exe = crate::corelane_exe()?;
+        let mut opts =
+            if self.quick { AffinityLabOptions::quick(exe) } else { AffinityLabOptions::full(exe) };
+        opts.trials = self.trials.unwrap_or(opts.trials);
+        if let Some(d) = self.duration {
+            opts.duration = Duration::from_secs(d.as_secs());
+        }
+        if self.offered == 0 {
+            return Err(LabError::Options("--offered must be above 0".into()));
+        }
+        opts.offered_pps = self.offered;
+        run(&opts, stop, progress)
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct AffinityLabOptions {
@@ -95,180 +144,282 @@ pub fn run(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&str),
 ) -> Result<AffinityLabReport, LabError> {
-    if opts.duration < Duration::from_secs(3) {
-        return Err(LabError::Testbed("--duration must be at least 3s".into()));
-    }
-    let topo = Topology::read().map_err(|e| LabError::Testbed(e.to_string()))?;
-    let online = topo.online();
-    let other_cpu = online.cpus()[0];
-    let irq_cpu = *online.cpus().last().unwrap_or(&other_cpu);
-    let testbed = Testbed::create();
-    let (network, fallback_reason, port) = match &testbed.network {
-        Network::Namespaces { tx, rx } => (
-            format!("network namespaces {tx} → {rx} over veth, RPS steering receive work to CPU {irq_cpu}"),
-            None,
-            crate::tcp::NAMESPACE_PORT,
-        ),
-        Network::Loopback { reason } => {
-            progress(&format!("falling back to loopback: {reason}"));
-            ("loopback (127.0.0.1)".to_string(), Some(reason.clone()), crate::tcp::free_port()?)
-        }
-    };
-    if testbed.is_namespaced() {
-        testbed.steer_receive(&CpuList::new(vec![irq_cpu]))?;
-    }
-    let scratch = crate::workdir::WorkDir::create("affinity")?;
+    let lab = AffinityLab::prepare(opts, progress)?;
+    experiment::run(lab, opts.trials, stop, progress)
+}
 
-    // UDP placements: the receiver on the softirq CPU, on the other CPU, unpinned.
-    let udp_opts = UdpLabOptions {
-        trials: opts.trials,
-        duration: opts.duration,
-        offered_pps: opts.offered_pps,
-        ..UdpLabOptions::full(opts.exe.clone())
-    };
-    let udp_config = |id: &'static str, label: String, lane: usize, pinned: bool| UdpConfig {
-        id,
-        label,
-        rps: testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu])),
-        lanes: CpuList::new(vec![lane]),
-        pinned,
-        uring: false,
-        sqpoll: None,
-        shared_socket: false,
-        steer_cpu: false,
-        gro: false,
-        targets: 1,
-        sender_threads: 1,
-        sender_cpu: other_cpu,
-        gso_segments: GSO_SEGMENTS,
-        offered_pps: opts.offered_pps,
-    };
-    let udp_rows = [
-        udp_config("NS", format!("NS: receiver on the softirq CPU {irq_cpu}"), irq_cpu, true),
-        udp_config(
-            "NC",
-            format!("NC: receiver on CPU {other_cpu}, off the softirq CPU"),
-            other_cpu,
-            true,
-        ),
-        udp_config("NZ", "NZ: receiver unpinned (the scheduler places it)".into(), irq_cpu, false),
-        UdpConfig {
-            uring: true,
-            ..udp_config(
+/// One placement of one workload.
+#[derive(Debug, Clone)]
+pub enum Placed {
+    Udp(UdpConfig),
+    /// The kind (`NS`, `NC`, …), its label, and the server placed so.
+    Tcp(&'static str, String, ServerKind),
+}
+
+/// The prepared stage: testbed with receive work steered to the softirq CPU.
+struct AffinityLab<'a> {
+    opts: &'a AffinityLabOptions,
+    udp_opts: UdpLabOptions,
+    testbed: Testbed,
+    topo: Topology,
+    irq_cpu: usize,
+    other_cpu: usize,
+    port: u16,
+    scratch: WorkDir,
+}
+
+impl<'a> AffinityLab<'a> {
+    fn prepare(
+        opts: &'a AffinityLabOptions,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Self, LabError> {
+        if opts.duration < Duration::from_secs(3) {
+            return Err(LabError::Options("--duration must be at least 3s".into()));
+        }
+        let topo = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?;
+        let online = topo.online();
+        let other_cpu = online.cpus()[0];
+        let irq_cpu = *online.cpus().last().unwrap_or(&other_cpu);
+        let testbed = Testbed::create();
+        testbed.announce(progress);
+        let port = if testbed.is_namespaced() {
+            crate::tcp::NAMESPACE_PORT
+        } else {
+            crate::tcp::free_port()?
+        };
+        testbed.steer_receive_if_namespaced(&CpuList::new(vec![irq_cpu]))?;
+        let udp_opts = UdpLabOptions {
+            trials: opts.trials,
+            duration: opts.duration,
+            offered_pps: opts.offered_pps,
+            ..UdpLabOptions::full(opts.exe.clone())
+        };
+        let scratch = WorkDir::create("affinity")?;
+        Ok(Self { opts, udp_opts, testbed, topo, irq_cpu, other_cpu, port, scratch })
+    }
+
+    /// The UDP receiver on the softirq CPU, on the other CPU, unpinned; then io_uring
+    /// without and with a syscall lane.
+    fn udp_placements(&self) -> Vec<UdpConfig> {
+        let (irq_cpu, other_cpu) = (self.irq_cpu, self.other_cpu);
+        let udp_config = |id: &'static str, label: String, lane: usize, pinned: bool| UdpConfig {
+            id,
+            label,
+            rps: self.testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu])),
+            lanes: CpuList::new(vec![lane]),
+            pinned,
+            uring: false,
+            sqpoll: None,
+            shared_socket: false,
+            steer_cpu: false,
+            gro: false,
+            targets: 1,
+            sender_threads: 1,
+            sender_cpu: other_cpu,
+            gso_segments: GSO_SEGMENTS,
+            offered_pps: self.opts.offered_pps,
+        };
+        let nc_label = format!("NC: receiver on CPU {other_cpu}, off the softirq CPU");
+        let lane_label =
+            format!("NC on io_uring with an SQPOLL syscall thread on the softirq CPU {irq_cpu}");
+        vec![
+            udp_config("NS", format!("NS: receiver on the softirq CPU {irq_cpu}"), irq_cpu, true),
+            udp_config("NC", nc_label, other_cpu, true),
+            udp_config(
+                "NZ",
+                "NZ: receiver unpinned (the scheduler places it)".into(),
+                irq_cpu,
+                false,
+            ),
+            UdpConfig {
+                uring: true,
+                ..udp_config(
+                    "NC+uring",
+                    "NC on io_uring, the lane submits itself".into(),
+                    other_cpu,
+                    true,
+                )
+            },
+            UdpConfig {
+                uring: true,
+                sqpoll: Some(irq_cpu),
+                ..udp_config("NC+syscall-lane", lane_label, other_cpu, true)
+            },
+        ]
+    }
+
+    /// The HTTP server placed the same five ways.
+    fn tcp_placements(&self) -> Vec<Placed> {
+        let (irq_cpu, other_cpu) = (self.irq_cpu, self.other_cpu);
+        let placed = |cpu: Option<usize>, backend: &'static str, sqpoll: Option<usize>| {
+            ServerKind::Placed(Placement { cpu, backend, sqpoll })
+        };
+        vec![
+            Placed::Tcp(
+                "NS",
+                format!("NS: server on the softirq CPU {irq_cpu}"),
+                placed(Some(irq_cpu), "epoll", None),
+            ),
+            Placed::Tcp(
+                "NC",
+                format!("NC: server on CPU {other_cpu} (beside the client)"),
+                placed(Some(other_cpu), "epoll", None),
+            ),
+            Placed::Tcp("NZ", "NZ: server unpinned".into(), placed(None, "epoll", None)),
+            Placed::Tcp(
                 "NC+uring",
                 "NC on io_uring, the lane submits itself".into(),
-                other_cpu,
-                true,
-            )
-        },
-        UdpConfig {
-            uring: true,
-            sqpoll: Some(irq_cpu),
-            ..udp_config(
+                placed(Some(other_cpu), "uring", None),
+            ),
+            Placed::Tcp(
                 "NC+syscall-lane",
                 format!(
                     "NC on io_uring with an SQPOLL syscall thread on the softirq CPU {irq_cpu}"
                 ),
-                other_cpu,
-                true,
-            )
-        },
-    ];
-    // HTTP placements, then the syscall lane.
-    let placed = |cpu: Option<usize>, backend: &'static str, sqpoll: Option<usize>| {
-        ServerKind::Placed(Placement { cpu, backend, sqpoll })
-    };
-    let tcp_rows: [(&str, String, ServerKind); 5] = [
-        (
-            "NS",
-            format!("NS: server on the softirq CPU {irq_cpu}"),
-            placed(Some(irq_cpu), "epoll", None),
-        ),
-        (
-            "NC",
-            format!("NC: server on CPU {other_cpu} (beside the client)"),
-            placed(Some(other_cpu), "epoll", None),
-        ),
-        ("NZ", "NZ: server unpinned".into(), placed(None, "epoll", None)),
-        (
-            "NC+uring",
-            "NC on io_uring, the lane submits itself".to_string(),
-            placed(Some(other_cpu), "uring", None),
-        ),
-        (
-            "NC+syscall-lane",
-            format!("NC on io_uring with an SQPOLL syscall thread on the softirq CPU {irq_cpu}"),
-            placed(Some(other_cpu), "uring", Some(irq_cpu)),
-        ),
-    ];
-    let stage = Stage {
-        testbed: &testbed,
-        exe: &opts.exe,
-        server_cpu: irq_cpu,
-        client_cpu: other_cpu,
-        port,
-        connections: opts.connections,
-        duration: opts.duration,
-        scratch: scratch.path(),
-    };
+                placed(Some(other_cpu), "uring", Some(irq_cpu)),
+            ),
+        ]
+    }
 
-    let mut udp_results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); udp_rows.len()];
-    let mut tcp_results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); tcp_rows.len()];
-    let total = opts.trials * (udp_rows.len() + tcp_rows.len());
-    let mut done = 0;
-    for trial in 0..opts.trials {
-        for k in 0..udp_rows.len() {
-            let k = (k + trial) % udp_rows.len();
-            if stop.is_stopped() {
-                return Err(LabError::Interrupted);
-            }
-            let t = crate::udp::trial::run(&testbed, &udp_rows[k], &udp_opts, stop)?;
-            done += 1;
-            progress(&format!(
-                "[{done}/{total}] udp {} trial {}/{}: {:.3} Mpps, {:.0} ns CPU/datagram",
-                udp_rows[k].id,
-                trial + 1,
-                opts.trials,
-                t.pps / 1e6,
-                t.cpu_ns_per_datagram
-            ));
-            udp_results[k].push((t.pps, t.cpu_ns_per_datagram));
-        }
-        for k in 0..tcp_rows.len() {
-            let k = (k + trial) % tcp_rows.len();
-            if stop.is_stopped() {
-                return Err(LabError::Interrupted);
-            }
-            let m = servers::measure(&stage, tcp_rows[k].2, false)?;
-            done += 1;
-            progress(&format!(
-                "[{done}/{total}] tcp {} trial {}/{}: {:.0} req/s, {:.2} us CPU/request",
-                tcp_rows[k].0,
-                trial + 1,
-                opts.trials,
-                m.rps,
-                m.cpu_us_per_request
-            ));
-            tcp_results[k].push((m.rps, m.cpu_us_per_request * 1000.0));
+    fn stage(&self) -> Stage<'_> {
+        Stage {
+            testbed: &self.testbed,
+            exe: &self.opts.exe,
+            server_cpu: self.irq_cpu,
+            client_cpu: self.other_cpu,
+            port: self.port,
+            connections: self.opts.connections,
+            duration: self.opts.duration,
+            scratch: self.scratch.path(),
         }
     }
-    let _ = testbed.steer_receive(&CpuList::new(Vec::new()));
 
-    let summarize = |workload: &str, kind: &str, label: &str, ms: &[(f64, f64)]| AffinityRow {
-        workload: workload.into(),
-        kind: kind.into(),
-        label: label.into(),
-        trials: ms.iter().map(|m| m.0).collect(),
-        median: median(&ms.iter().map(|m| m.0).collect::<Vec<_>>()).unwrap_or(0.0),
-        gap_pct: None,
-        cpu_ns_per_unit: median(&ms.iter().map(|m| m.1).collect::<Vec<_>>()).unwrap_or(0.0),
-    };
-    let mut rows: Vec<AffinityRow> = udp_rows
-        .iter()
-        .zip(&udp_results)
-        .map(|(c, ms)| summarize("udp", c.id, &c.label, ms))
-        .chain(tcp_rows.iter().zip(&tcp_results).map(|(r, ms)| summarize("tcp", r.0, &r.1, ms)))
-        .collect();
+    /// Seed cases this machine cannot show, with why.
+    fn not_measurable(&self, packages: usize, numa_nodes: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        if packages < 2 {
+            for case in [
+                "interrupts on the NIC's package vs the other package",
+                "a syscall thread on the NIC's package serving an application on the other package",
+                "cross-package cache-coherence traffic (the seed's 70 % figure needs PMU uncore counters and two packages)",
+            ] {
+                out.push(format!("{case}: not measurable here ({packages} package, {numa_nodes} NUMA node)"));
+            }
+        }
+        if !self.testbed.is_namespaced() {
+            out.push("the softirq CPU: loopback cannot steer receive work (RPS)".into());
+        }
+        out
+    }
+}
+
+impl Experiment for AffinityLab<'_> {
+    type Config = Placed;
+    /// Units/s and CPU ns per unit.
+    type Trial = (f64, f64);
+    type Report = AffinityLabReport;
+
+    fn configurations(&mut self) -> Result<Vec<Placed>, LabError> {
+        let mut all: Vec<Placed> = self.udp_placements().into_iter().map(Placed::Udp).collect();
+        all.extend(self.tcp_placements());
+        Ok(all)
+    }
+
+    fn label(&self, placed: &Placed) -> String {
+        match placed {
+            Placed::Udp(c) => format!("udp {}", c.id),
+            Placed::Tcp(kind, ..) => format!("tcp {kind}"),
+        }
+    }
+
+    fn trial(
+        &mut self,
+        placed: &Placed,
+        _: usize,
+        stop: &StopSignal,
+    ) -> Result<(f64, f64), LabError> {
+        match placed {
+            Placed::Udp(config) => {
+                let t = crate::udp::trial::run(&self.testbed, config, &self.udp_opts, stop)?;
+                Ok((t.pps, t.cpu_ns_per_datagram))
+            }
+            Placed::Tcp(_, _, kind) => {
+                // The UDP rows set RPS per trial; the server's rows need it on the softirq CPU.
+                self.testbed.steer_receive_if_namespaced(&CpuList::new(vec![self.irq_cpu]))?;
+                let m = servers::measure(&self.stage(), *kind, false)?;
+                Ok((m.rps, m.cpu_us_per_request * 1000.0))
+            }
+        }
+    }
+
+    fn describe(&self, (rate, cpu_ns): &(f64, f64)) -> String {
+        format!("{rate:.0}/s, {cpu_ns:.0} ns CPU per unit")
+    }
+
+    fn report(
+        self,
+        measured: Vec<Measured<Placed, (f64, f64)>>,
+    ) -> Result<AffinityLabReport, LabError> {
+        let _ = self.testbed.steer_receive_if_namespaced(&CpuList::new(Vec::new()));
+        let mut rows: Vec<AffinityRow> = measured
+            .iter()
+            .map(|m| {
+                let (workload, kind, label) = match &m.config {
+                    Placed::Udp(c) => ("udp", c.id, c.label.as_str()),
+                    Placed::Tcp(kind, label, _) => ("tcp", *kind, label.as_str()),
+                };
+                AffinityRow {
+                    workload: workload.into(),
+                    kind: kind.into(),
+                    label: label.into(),
+                    trials: m.trials.iter().map(|t| t.0).collect(),
+                    median: median_of(m.trials.iter().map(|t| t.0)),
+                    gap_pct: None,
+                    cpu_ns_per_unit: median_of(m.trials.iter().map(|t| t.1)),
+                }
+            })
+            .collect();
+        gaps_against_nc(&mut rows);
+        let packages = {
+            let mut p: Vec<usize> = self.topo.cpus.iter().map(|c| c.package).collect();
+            p.sort_unstable();
+            p.dedup();
+            p.len()
+        };
+        let numa_nodes = self.topo.nodes.len().max(1);
+        // The model starts from what a request cost here with everything on one package.
+        let base_ns = rows
+            .iter()
+            .find(|r| r.workload == "tcp" && r.kind == "NC")
+            .map_or(7000.0, |r| r.cpu_ns_per_unit);
+        let model_assumptions = model::Assumptions::typical(base_ns);
+        let model = model::two_packages(&model_assumptions);
+        let findings = findings(&rows, &model, self.irq_cpu, self.other_cpu);
+        Ok(AffinityLabReport {
+            network: format!(
+                "{}, RPS steering receive work to CPU {}",
+                self.testbed.describe(),
+                self.irq_cpu
+            ),
+            fallback_reason: self.testbed.fallback_reason(),
+            machine: crate::machine(),
+            irq_cpu: self.irq_cpu,
+            other_cpu: self.other_cpu,
+            packages,
+            numa_nodes,
+            trials: self.opts.trials,
+            duration_secs: self.opts.duration.as_secs_f64(),
+            not_measurable: self.not_measurable(packages, numa_nodes),
+            rows,
+            model,
+            model_assumptions,
+            findings,
+        })
+    }
+}
+
+/// Each row's change against the NC row of its workload.
+fn gaps_against_nc(rows: &mut [AffinityRow]) {
     for workload in ["udp", "tcp"] {
         let nc = rows.iter().find(|r| r.workload == workload && r.kind == "NC").map(|r| r.median);
         if let Some(nc) = nc.filter(|v| *v > 0.0) {
@@ -277,51 +428,6 @@ pub fn run(
             }
         }
     }
-
-    let packages = {
-        let mut p: Vec<usize> = topo.cpus.iter().map(|c| c.package).collect();
-        p.sort_unstable();
-        p.dedup();
-        p.len()
-    };
-    let numa_nodes = topo.nodes.len().max(1);
-    let mut not_measurable = Vec::new();
-    if packages < 2 {
-        for case in [
-            "interrupts on the NIC's package vs the other package",
-            "a syscall thread on the NIC's package serving an application on the other package",
-            "cross-package cache-coherence traffic (the seed's 70 % figure needs PMU uncore counters and two packages)",
-        ] {
-            not_measurable.push(format!("{case}: not measurable here ({packages} package, {numa_nodes} NUMA node)"));
-        }
-    }
-    if !testbed.is_namespaced() {
-        not_measurable.push("the softirq CPU: loopback cannot steer receive work (RPS)".into());
-    }
-    // The model starts from what a request cost here with everything on one package.
-    let base_ns = rows
-        .iter()
-        .find(|r| r.workload == "tcp" && r.kind == "NC")
-        .map_or(7000.0, |r| r.cpu_ns_per_unit);
-    let model_assumptions = model::Assumptions::typical(base_ns);
-    let model = model::two_packages(&model_assumptions);
-    let findings = findings(&rows, &model, irq_cpu, other_cpu);
-    Ok(AffinityLabReport {
-        network,
-        fallback_reason,
-        machine: crate::machine(),
-        irq_cpu,
-        other_cpu,
-        packages,
-        numa_nodes,
-        trials: opts.trials,
-        duration_secs: opts.duration.as_secs_f64(),
-        rows,
-        not_measurable,
-        model,
-        model_assumptions,
-        findings,
-    })
 }
 
 fn findings(

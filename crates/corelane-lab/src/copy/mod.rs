@@ -4,9 +4,9 @@
 //! the physical ceiling every figure can be read against.
 
 mod scratch;
+mod table;
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
@@ -16,7 +16,50 @@ use serde::Serialize;
 
 pub use scratch::{remove_stale_mounts, Scratch};
 
-use crate::LabError;
+use crate::experiment::{self, Experiment, Measured, Options};
+use crate::host::Host;
+use crate::{median_of, LabError};
+
+/// `corelane lab copy` in the list of experiments.
+pub const ENTRY: experiment::Entry = experiment::Entry::of::<CopyArgs>(
+    "copy",
+    "002",
+    "file duplication: buffer sizes, creat vs open, O_DIRECT, kernel-side methods, huge pages, trees over lanes; vs cp, cp -r, dd and memcpy",
+    "the scratch tmpfs was unmounted and removed",
+);
+
+/// `corelane lab copy`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CopyArgs {
+    /// A short run for CI: 64 MiB files, small trees, 1 trial.
+    #[arg(long)]
+    pub quick: bool,
+    /// Size of the single-file copies (default 1GiB, 64MiB with --quick).
+    #[arg(long, value_parser = corelane::units::parse_size)]
+    pub size: Option<usize>,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub trials: Option<usize>,
+}
+
+impl Options for CopyArgs {
+    type Report = CopyLabReport;
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<CopyLabReport, LabError> {
+        let mut opts = if self.quick { CopyLabOptions::quick() } else { CopyLabOptions::full() };
+        if let Some(size) = self.size {
+            if size < 1 << 20 {
+                return Err(LabError::Options("--size must be at least 1M".into()));
+            }
+            opts.size = size as u64;
+        }
+        opts.trials = self.trials.unwrap_or(opts.trials);
+        run(&opts, stop, progress)
+    }
+}
 
 /// How to run the experiment.
 #[derive(Debug, Clone)]
@@ -155,28 +198,19 @@ fn remove(path: &Path) {
 fn copy_failed(e: CopyError) -> LabError {
     match e {
         CopyError::Interrupted(_) => LabError::Interrupted,
-        e => LabError::Testbed(e.to_string()),
+        e => LabError::Copy(e),
     }
 }
 
 fn run_peer(program: &str, args: &[&str]) -> Result<f64, LabError> {
     let t = Instant::now();
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| LabError::io(format!("cannot run {program}"), e))?;
-    if !out.status.success() {
-        return Err(LabError::Child(format!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    Host::Local.run(program, args)?;
     Ok(t.elapsed().as_secs_f64())
 }
 
 /// What one timed configuration is.
-enum Job<'a> {
+#[derive(Debug, Clone)]
+enum Job {
     File {
         method: Option<CopyMethod>,
         buffer: usize,
@@ -187,20 +221,33 @@ enum Job<'a> {
     },
     /// A peer command; `shown` is how the table names it (without the scratch paths).
     Peer {
-        program: &'a str,
+        program: &'static str,
         args: Vec<String>,
-        shown: &'a str,
+        shown: &'static str,
     },
 }
 
-struct Timed {
+/// One row of the tables: what is copied, from where to where.
+#[derive(Debug, Clone)]
+pub struct Case {
+    section: String,
+    config: String,
+    job: Job,
+    src: PathBuf,
+    dst: PathBuf,
+    bytes: u64,
+}
+
+/// What one trial of a [`Case`] timed.
+#[derive(Debug, Clone)]
+pub struct Timed {
     secs: f64,
     syscalls: Option<u64>,
     ran: String,
     note: Option<String>,
 }
 
-fn time_once(job: &Job<'_>, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Timed, LabError> {
+fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Timed, LabError> {
     remove(dst);
     let result = match job {
         Job::File { method, buffer, create } => {
@@ -240,95 +287,12 @@ fn time_once(job: &Job<'_>, src: &Path, dst: &Path, stop: &StopSignal) -> Result
     Ok(result)
 }
 
-struct Runner<'a> {
-    opts: &'a CopyLabOptions,
-    stop: &'a StopSignal,
-    progress: &'a mut dyn FnMut(&str),
-    memcpy_gbps: f64,
-    rows: Vec<CopyRow>,
-}
-
-impl Runner<'_> {
-    /// Times every configuration of a section, interleaved trial by trial (A B C, then B C A,
-    /// then C A B), so that drift in the machine and the after-effects of the previous copy
-    /// hit them alike.
-    fn section(
-        &mut self,
-        section: &str,
-        configs: Vec<(String, Job<'_>)>,
-        src: &Path,
-        dst: &Path,
-        bytes: u64,
-    ) -> Result<(), LabError> {
-        let labelled =
-            configs.into_iter().map(|(config, job)| (section.to_string(), config, job)).collect();
-        self.interleaved(labelled, src, dst, bytes)
-    }
-
-    /// Like [`section`](Self::section), for configurations that belong to different sections
-    /// of the table but must be measured side by side (seed 002's creat and open tables).
-    fn interleaved(
-        &mut self,
-        configs: Vec<(String, String, Job<'_>)>,
-        src: &Path,
-        dst: &Path,
-        bytes: u64,
-    ) -> Result<(), LabError> {
-        let mut secs: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-        let mut last: Vec<Option<Timed>> = configs.iter().map(|_| None).collect();
-        for t in 0..self.opts.trials {
-            // Rotate the order every trial: a copy right after another one's large file was
-            // freed measured up to 30% slower here, so no configuration may always follow the
-            // same neighbour.
-            let n = configs.len();
-            for i in (0..n).map(|k| (k + t) % n) {
-                let (section, config, job) = &configs[i];
-                if self.stop.is_stopped() {
-                    return Err(LabError::Interrupted);
-                }
-                let timed = time_once(job, src, dst, self.stop)?;
-                (self.progress)(&format!(
-                    "[{section}] {config} trial {}/{}: {:.3}s ({:.2} GB/s)",
-                    t + 1,
-                    self.opts.trials,
-                    timed.secs,
-                    bytes as f64 / timed.secs / 1e9
-                ));
-                secs[i].push(timed.secs);
-                last[i] = Some(timed);
-            }
-        }
-        let gib = bytes as f64 / (1u64 << 30) as f64;
-        let first_new = self.rows.len();
-        for (((section, config, _), secs), last) in configs.into_iter().zip(secs).zip(last) {
-            let last = last.expect("at least one trial");
-            let median_secs = median(&secs).unwrap_or(0.0);
-            let gb_per_sec = if median_secs > 0.0 { bytes as f64 / median_secs / 1e9 } else { 0.0 };
-            self.rows.push(CopyRow {
-                section,
-                config,
-                ran: last.ran,
-                trials_secs: secs,
-                median_secs,
-                pct_of_baseline: None,
-                gb_per_sec,
-                syscalls_per_gib: last.syscalls.map(|c| c as f64 / gib.max(1e-9)),
-                fraction_of_memcpy: if self.memcpy_gbps > 0.0 {
-                    gb_per_sec / self.memcpy_gbps
-                } else {
-                    0.0
-                },
-                note: last.note,
-            });
-        }
-        // Measured interleaved, shown grouped: a stable sort keeps each section's order.
-        self.rows[first_new..].sort_by(|a, b| a.section.cmp(&b.section));
-        Ok(())
-    }
-}
-
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
+}
+
+fn path_text(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
 }
 
 /// Runs the experiment.
@@ -337,166 +301,222 @@ pub fn run(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&str),
 ) -> Result<CopyLabReport, LabError> {
-    let removed_stale_mounts = remove_stale_mounts();
-    for m in &removed_stale_mounts {
-        progress(&format!("unmounted a stale scratch tmpfs of a killed run: {m}"));
-    }
-    let (large_n, large_size) = opts.large_files;
-    let (small_n, small_size) = opts.small_files;
-    let tree_bytes = large_n as u64 * large_size + small_n as u64 * small_size.max(4096);
-    // Source and copy of the file and of both trees, plus room for metadata.
-    let scratch = Scratch::mount(2 * opts.size + 2 * tree_bytes + (256 << 20), "")?;
-    if let Some(note) = &scratch.note {
-        progress(note);
-    }
-    let dir = &scratch.path;
-    let (src, dst) = (dir.join("src"), dir.join("dst"));
-    progress(&format!("writing a {} MiB source file on {}", opts.size >> 20, describe(&scratch)));
-    write_source(&src, opts.size)?;
-    let memcpy_gbps = {
-        let secs: Vec<f64> =
-            (0..opts.trials.max(3)).map(|_| memcpy_secs(opts.size as usize)).collect();
-        opts.size as f64 / median(&secs).unwrap_or(1.0) / 1e9
-    };
-    progress(&format!("memcpy ceiling: {memcpy_gbps:.2} GB/s"));
-    let mut r = Runner { opts, stop, progress, memcpy_gbps, rows: Vec::new() };
-    let size = opts.size;
-    let kib = |k: usize| k << 10;
-    let file = |method: Option<CopyMethod>, buffer: usize, create: CreateCall| Job::File {
-        method,
-        buffer,
-        create,
-    };
-    // Seed 002's Tables 2 (creat) and 3 (open), measured interleaved so that their
-    // difference is the call's, not the machine's drift between two blocks of trials.
-    let mut tables = Vec::new();
-    for (label, k) in [("1K", 1), ("4K", 4), ("8K", 8), ("1M", 1024), ("8M", 8192)] {
-        let read_write = |create| file(Some(CopyMethod::ReadWrite), kib(k), create);
-        tables.push((
-            "table 2: creat()".to_string(),
-            format!("read/write {label}"),
-            read_write(CreateCall::Creat),
+    let lab = CopyLab::prepare(opts, progress)?;
+    experiment::run(lab, opts.trials, stop, progress)
+}
+
+/// The prepared stage: a private tmpfs holding the source file and trees, a huge-page tmpfs
+/// when one can be mounted, and the memcpy ceiling.
+struct CopyLab<'a> {
+    opts: &'a CopyLabOptions,
+    scratch: Scratch,
+    huge: Scratch,
+    memcpy_gbps: f64,
+    removed_stale_mounts: Vec<String>,
+    trees: Vec<(String, PathBuf, usize, u64)>,
+}
+
+impl<'a> CopyLab<'a> {
+    fn prepare(opts: &'a CopyLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+        let removed_stale_mounts = remove_stale_mounts();
+        for m in &removed_stale_mounts {
+            progress(&format!("unmounted a stale scratch tmpfs of a killed run: {m}"));
+        }
+        let (large_n, large_size) = opts.large_files;
+        let (small_n, small_size) = opts.small_files;
+        let tree_bytes = large_n as u64 * large_size + small_n as u64 * small_size.max(4096);
+        // Source and copy of the file and of both trees, plus room for metadata.
+        let scratch = Scratch::mount(2 * opts.size + 2 * tree_bytes + (256 << 20), "")?;
+        if let Some(note) = &scratch.note {
+            progress(note);
+        }
+        progress(&format!(
+            "writing a {} MiB source file on {}",
+            opts.size >> 20,
+            describe(&scratch)
         ));
-        if k <= 1024 {
-            tables.push((
-                "table 3: open()".to_string(),
-                format!("read/write {label}"),
-                read_write(CreateCall::Open),
-            ));
+        write_source(&scratch.path.join("src"), opts.size)?;
+        let memcpy_gbps = {
+            let secs: Vec<f64> =
+                (0..opts.trials.max(3)).map(|_| memcpy_secs(opts.size as usize)).collect();
+            opts.size as f64 / median(&secs).unwrap_or(1.0) / 1e9
+        };
+        progress(&format!("memcpy ceiling: {memcpy_gbps:.2} GB/s"));
+        let huge = Scratch::mount(2 * opts.size + (64 << 20), "huge=always")?;
+        if huge.mounted {
+            write_source(&huge.path.join("src"), opts.size)?;
+        } else {
+            progress("skipping the huge=always rows: no private tmpfs could be mounted");
+        }
+        let mut trees = Vec::new();
+        for (name, (n, each)) in [("large", opts.large_files), ("small", opts.small_files)] {
+            let tree = scratch.path.join(format!("tree-{name}"));
+            progress(&format!("writing a tree of {n} files of {each} bytes"));
+            write_tree(&tree, n, each)?;
+            trees.push((format!("tree: {n} × {}", human(each)), tree, n, each));
+        }
+        Ok(Self { opts, scratch, huge, memcpy_gbps, removed_stale_mounts, trees })
+    }
+
+    /// Seed 002's Tables 2 (creat) and 3 (open), O_DIRECT, the kernel-side methods, and
+    /// corelane's choice beside cp and dd, all on the same source file.
+    fn file_cases(&self) -> Vec<Case> {
+        let (src, dst) = (self.scratch.path.join("src"), self.scratch.path.join("dst"));
+        let case = |section: &str, config: String, job: Job| Case {
+            section: section.into(),
+            config,
+            job,
+            src: src.clone(),
+            dst: dst.clone(),
+            bytes: self.opts.size,
+        };
+        let file = |method, k: usize, create| Job::File { method, buffer: k << 10, create };
+        let sizes = [("1K", 1), ("4K", 4), ("8K", 8), ("1M", 1024), ("8M", 8192)];
+        let mut cases = Vec::new();
+        for (table, create, largest) in [
+            ("table 2: creat()", CreateCall::Creat, 8192),
+            ("table 3: open()", CreateCall::Open, 1024),
+        ] {
+            for (label, k) in sizes.into_iter().filter(|(_, k)| *k <= largest) {
+                let job = file(Some(CopyMethod::ReadWrite), k, create);
+                cases.push(case(table, format!("read/write {label}"), job));
+            }
+        }
+        let direct = file(Some(CopyMethod::Direct), 1024, CreateCall::Open);
+        cases.push(case("O_DIRECT", "direct 1M".into(), direct));
+        for m in [
+            CopyMethod::Sendfile,
+            CopyMethod::Splice,
+            CopyMethod::CopyFileRange,
+            CopyMethod::IoUring,
+        ] {
+            cases.push(case("kernel-side", m.name().into(), file(Some(m), 1024, CreateCall::Open)));
+        }
+        let (s, d) = (path_text(&src), path_text(&dst));
+        let (ifs, ofs) = (format!("if={s}"), format!("of={d}"));
+        cases.push(case(
+            "one file",
+            "corelane copy (auto)".into(),
+            file(None, 1024, CreateCall::Open),
+        ));
+        let cp = Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" };
+        cases.push(case("one file", "cp".into(), cp));
+        let dd_args = strings(&[&ifs, &ofs, "bs=1M", "status=none"]);
+        let dd = Job::Peer { program: "dd", args: dd_args, shown: "dd bs=1M" };
+        cases.push(case("one file", "dd bs=1M".into(), dd));
+        cases
+    }
+
+    /// The huge=always tmpfs rows and the trees over 1 and N lanes beside `cp -r`.
+    fn huge_and_tree_cases(&self) -> Vec<Case> {
+        let mut cases = Vec::new();
+        if self.huge.mounted {
+            let (src, dst) = (self.huge.path.join("src"), self.huge.path.join("dst"));
+            let (s, d) = (path_text(&src), path_text(&dst));
+            let auto = Job::File { method: None, buffer: 1 << 20, create: CreateCall::Open };
+            let cp = Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" };
+            for (config, job) in [("corelane copy (auto)", auto), ("cp", cp)] {
+                let (src, dst, bytes) = (src.clone(), dst.clone(), self.opts.size);
+                let section = "huge=always tmpfs".to_string();
+                cases.push(Case { section, config: config.into(), job, src, dst, bytes });
+            }
+        }
+        let out = self.scratch.path.join("tree-copy");
+        for (section, tree, n, each) in &self.trees {
+            let (ts, os) = (path_text(tree), path_text(&out));
+            let cp = Job::Peer {
+                program: "cp",
+                args: strings(&["-r", &ts, &os]),
+                shown: "cp -r SRC DST",
+            };
+            let lanes = self.opts.lanes;
+            for (config, job) in [
+                ("corelane copy -r, 1 lane".to_string(), Job::Tree { lanes: 1 }),
+                (format!("corelane copy -r, {lanes} lanes"), Job::Tree { lanes }),
+                ("cp -r".to_string(), cp),
+            ] {
+                let (src, dst, bytes) = (tree.clone(), out.clone(), *n as u64 * each);
+                cases.push(Case { section: section.clone(), config, job, src, dst, bytes });
+            }
+        }
+        cases
+    }
+}
+
+impl Experiment for CopyLab<'_> {
+    type Config = Case;
+    type Trial = Timed;
+    type Report = CopyLabReport;
+
+    fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
+        let mut cases = self.file_cases();
+        cases.extend(self.huge_and_tree_cases());
+        Ok(cases)
+    }
+
+    fn label(&self, case: &Case) -> String {
+        format!("[{}] {}", case.section, case.config)
+    }
+
+    fn trial(&mut self, case: &Case, _: usize, stop: &StopSignal) -> Result<Timed, LabError> {
+        time_once(&case.job, &case.src, &case.dst, stop)
+    }
+
+    fn describe(&self, t: &Timed) -> String {
+        format!("{:.3}s", t.secs)
+    }
+
+    fn report(self, measured: Vec<Measured<Case, Timed>>) -> Result<CopyLabReport, LabError> {
+        let mut rows: Vec<CopyRow> = measured.into_iter().map(|m| self.row(m)).collect();
+        if let Some(base) = rows.first().map(|b| b.median_secs).filter(|b| *b > 0.0) {
+            let relative = |s: &str| {
+                s.starts_with("table") || ["O_DIRECT", "kernel-side", "one file"].contains(&s)
+            };
+            for row in rows.iter_mut().filter(|row| relative(&row.section)) {
+                row.pct_of_baseline = Some(row.median_secs / base * 100.0);
+            }
+        }
+        let findings = findings(&rows, self.memcpy_gbps);
+        Ok(CopyLabReport {
+            machine: crate::machine(),
+            scratch: describe(&self.scratch),
+            huge_scratch: describe(&self.huge),
+            size_bytes: self.opts.size,
+            trials: self.opts.trials,
+            memcpy_gb_per_sec: self.memcpy_gbps,
+            rows,
+            findings,
+            removed_stale_mounts: self.removed_stale_mounts,
+        })
+    }
+}
+
+impl CopyLab<'_> {
+    /// A case's row: median time, GB/s, calls per GiB, the fraction of a memcpy.
+    fn row(&self, m: Measured<Case, Timed>) -> CopyRow {
+        let secs: Vec<f64> = m.trials.iter().map(|t| t.secs).collect();
+        let last = m.trials.last();
+        let gib = m.config.bytes as f64 / (1u64 << 30) as f64;
+        let median_secs = median_of(secs.iter().copied());
+        let gb_per_sec =
+            if median_secs > 0.0 { m.config.bytes as f64 / median_secs / 1e9 } else { 0.0 };
+        CopyRow {
+            section: m.config.section,
+            config: m.config.config,
+            ran: last.map_or(String::new(), |t| t.ran.clone()),
+            trials_secs: secs,
+            median_secs,
+            pct_of_baseline: None,
+            gb_per_sec,
+            syscalls_per_gib: last.and_then(|t| t.syscalls).map(|c| c as f64 / gib.max(1e-9)),
+            fraction_of_memcpy: if self.memcpy_gbps > 0.0 {
+                gb_per_sec / self.memcpy_gbps
+            } else {
+                0.0
+            },
+            note: last.and_then(|t| t.note.clone()),
         }
     }
-    r.interleaved(tables, &src, &dst, size)?;
-    r.section(
-        "O_DIRECT",
-        vec![("direct 1M".into(), file(Some(CopyMethod::Direct), kib(1024), CreateCall::Open))],
-        &src,
-        &dst,
-        size,
-    )?;
-    let kernel_side =
-        [CopyMethod::Sendfile, CopyMethod::Splice, CopyMethod::CopyFileRange, CopyMethod::IoUring]
-            .into_iter()
-            .map(|m| (m.name().to_string(), file(Some(m), kib(1024), CreateCall::Open)))
-            .collect();
-    r.section("kernel-side", kernel_side, &src, &dst, size)?;
-    let (s, d) = (src.to_string_lossy().into_owned(), dst.to_string_lossy().into_owned());
-    let (ifs, ofs) = (format!("if={s}"), format!("of={d}"));
-    r.section(
-        "one file",
-        vec![
-            ("corelane copy (auto)".into(), file(None, kib(1024), CreateCall::Open)),
-            (
-                "cp".into(),
-                Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" },
-            ),
-            (
-                "dd bs=1M".into(),
-                Job::Peer {
-                    program: "dd",
-                    args: strings(&[&ifs, &ofs, "bs=1M", "status=none"]),
-                    shown: "dd bs=1M",
-                },
-            ),
-        ],
-        &src,
-        &dst,
-        size,
-    )?;
-
-    let huge = Scratch::mount(2 * opts.size + (64 << 20), "huge=always")?;
-    let huge_desc = describe(&huge);
-    if huge.mounted {
-        let (hs, hd) = (huge.path.join("src"), huge.path.join("dst"));
-        write_source(&hs, size)?;
-        let (hs_s, hd_s) = (hs.to_string_lossy().into_owned(), hd.to_string_lossy().into_owned());
-        r.section(
-            "huge=always tmpfs",
-            vec![
-                ("corelane copy (auto)".into(), file(None, kib(1024), CreateCall::Open)),
-                (
-                    "cp".into(),
-                    Job::Peer {
-                        program: "cp",
-                        args: strings(&[&hs_s, &hd_s]),
-                        shown: "cp SRC DST",
-                    },
-                ),
-            ],
-            &hs,
-            &hd,
-            size,
-        )?;
-    } else {
-        (r.progress)("skipping the huge=always rows: no private tmpfs could be mounted");
-    }
-    drop(huge);
-    remove(&src);
-
-    for (name, (n, each)) in [("large files", opts.large_files), ("small files", opts.small_files)]
-    {
-        let tree = dir.join(format!("tree-{}", name.replace(' ', "-")));
-        let out = dir.join("tree-copy");
-        (r.progress)(&format!("writing a tree of {n} files of {each} bytes"));
-        write_tree(&tree, n, each)?;
-        let (ts, os) = (tree.to_string_lossy().into_owned(), out.to_string_lossy().into_owned());
-        let configs = vec![
-            ("corelane copy -r, 1 lane".to_string(), Job::Tree { lanes: 1 }),
-            (format!("corelane copy -r, {} lanes", opts.lanes), Job::Tree { lanes: opts.lanes }),
-            (
-                "cp -r".to_string(),
-                Job::Peer {
-                    program: "cp",
-                    args: strings(&["-r", &ts, &os]),
-                    shown: "cp -r SRC DST",
-                },
-            ),
-        ];
-        r.section(&format!("tree: {n} × {}", human(each)), configs, &tree, &out, n as u64 * each)?;
-        remove(&tree);
-    }
-    let mut rows = r.rows;
-    if let Some(base) = rows.first().map(|b| b.median_secs).filter(|b| *b > 0.0) {
-        for row in rows.iter_mut().filter(|row| {
-            row.section.starts_with("table")
-                || row.section == "O_DIRECT"
-                || row.section == "kernel-side"
-                || row.section == "one file"
-        }) {
-            row.pct_of_baseline = Some(row.median_secs / base * 100.0);
-        }
-    }
-    let findings = findings(&rows, memcpy_gbps);
-    Ok(CopyLabReport {
-        machine: crate::machine(),
-        scratch: describe(&scratch),
-        huge_scratch: huge_desc,
-        size_bytes: opts.size,
-        trials: opts.trials,
-        memcpy_gb_per_sec: memcpy_gbps,
-        rows,
-        findings,
-        removed_stale_mounts,
-    })
 }
 
 fn human(bytes: u64) -> String {

@@ -11,20 +11,88 @@
 //! its user-space part is what a server's own code (and recycling) decides.
 
 pub(crate) mod servers;
+mod table;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::stats::median;
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
 use servers::{Config, Measured, ServerKind, Stage, CONFIGS};
 pub use servers::{Peer, CONFIG_IDS};
 
-use crate::testbed::{Network, Testbed};
-use crate::LabError;
+use crate::experiment::{self, Experiment, Options};
+use crate::testbed::Testbed;
+use crate::workdir::WorkDir;
+use crate::{median_of, LabError};
+
+/// `corelane lab tcp` in the list of experiments.
+pub const ENTRY: experiment::Entry = experiment::Entry::of::<TcpArgs>(
+    "tcp",
+    "001",
+    "HTTP serving: baseline, flow-to-core, buffer/fd/epoll_event recycling, all; keep-alive and close; vs nginx, lighttpd, wrk",
+    "the testbed and every server and client it started were removed",
+);
+
+/// `corelane lab tcp`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TcpArgs {
+    /// A short run for CI: 1 trial of 2 seconds per configuration.
+    #[arg(long)]
+    pub quick: bool,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub trials: Option<usize>,
+    /// Load time per measurement, at least 1s (default 5s, 2s with --quick).
+    #[arg(long, value_parser = corelane::units::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Client connections, each with one request in flight.
+    #[arg(long, default_value_t = 50, value_parser = corelane::units::parse_count)]
+    pub connections: usize,
+    /// Peers to measure beside corelane: nginx, lighttpd, wrk, or none
+    /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    pub vs: Option<Vec<String>>,
+    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all,
+    /// uring, or none (peers only).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    pub configs: Option<Vec<String>>,
+}
+
+impl TcpArgs {
+    /// The options these arguments describe, with the corelane binary `exe`.
+    pub fn options(self, exe: PathBuf) -> Result<TcpLabOptions, LabError> {
+        let mut opts =
+            if self.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
+        opts.trials = self.trials.unwrap_or(opts.trials);
+        if let Some(d) = self.duration {
+            if d < Duration::from_secs(1) {
+                return Err(LabError::Options("--duration must be at least 1s".into()));
+            }
+            opts.duration = d;
+        }
+        opts.connections = self.connections;
+        opts.peers = Peer::parse_list(self.vs.as_deref())?;
+        if let Some(configs) = self.configs {
+            crate::check_ids(&configs, CONFIG_IDS)?;
+            opts.only = Some(configs);
+        }
+        Ok(opts)
+    }
+}
+
+impl Options for TcpArgs {
+    type Report = TcpLabReport;
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<TcpLabReport, LabError> {
+        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+    }
+}
 
 /// The server's port inside the receiving namespace (private to it, so a fixed one is safe).
 pub(crate) const NAMESPACE_PORT: u16 = 8080;
@@ -127,169 +195,237 @@ pub fn run(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&str),
 ) -> Result<TcpLabReport, LabError> {
-    let topo = Topology::read().map_err(|e| LabError::Testbed(e.to_string()))?;
-    let online = topo.online();
-    let client_cpu = online.cpus()[0];
-    let server_cpu = *online.cpus().last().unwrap_or(&client_cpu);
-    let testbed = Testbed::create();
-    for name in &testbed.removed_stale {
-        progress(&format!("removed a stale namespace of a killed run: {name}"));
-    }
-    let (network, fallback_reason, port) = match &testbed.network {
-        Network::Namespaces { tx, rx } => {
-            (format!("network namespaces {tx} → {rx} over veth"), None, NAMESPACE_PORT)
-        }
-        Network::Loopback { reason } => {
-            progress(&format!("falling back to loopback: {reason}"));
-            ("loopback (127.0.0.1)".to_string(), Some(reason.clone()), free_port()?)
-        }
-    };
-    let scratch = crate::workdir::WorkDir::create("tcp")?;
-    let stage = Stage {
-        testbed: &testbed,
-        exe: &opts.exe,
-        server_cpu,
-        client_cpu,
-        port,
-        connections: opts.connections,
-        duration: opts.duration,
-        scratch: scratch.path(),
-    };
+    let lab = TcpLab::prepare(opts, progress)?;
+    experiment::run(lab, opts.trials, stop, progress)
+}
 
-    let mut skipped = Vec::new();
-    let mut kinds: Vec<ServerKind> = CONFIGS
-        .iter()
-        .filter(|c| opts.only.as_ref().is_none_or(|o| o.iter().any(|id| id == c.id)))
-        .map(|c| ServerKind::Corelane(*c))
-        .collect();
-    for peer in [Peer::Nginx, Peer::Lighttpd] {
-        if !opts.peers.contains(&peer) {
-            continue;
+/// One measurement: a server under one workload, or the two load generators.
+#[derive(Debug, Clone, Copy)]
+pub enum Case {
+    /// `workload` indexes `WORKLOADS`.
+    Serve {
+        workload: usize,
+        kind: ServerKind,
+    },
+    LoadGenerators,
+}
+
+/// What one trial of a [`Case`] measured.
+#[derive(Debug, Clone, Copy)]
+pub enum CaseTrial {
+    Serve(Measured),
+    /// corelane load's and wrk's requests/s.
+    LoadGenerators(f64, f64),
+}
+
+/// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
+struct TcpLab<'a> {
+    opts: &'a TcpLabOptions,
+    testbed: Testbed,
+    server_cpu: usize,
+    client_cpu: usize,
+    port: u16,
+    scratch: WorkDir,
+    skipped: Vec<String>,
+}
+
+impl<'a> TcpLab<'a> {
+    fn prepare(opts: &'a TcpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+        let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
+        let client_cpu = online.cpus()[0];
+        let server_cpu = *online.cpus().last().unwrap_or(&client_cpu);
+        let testbed = Testbed::create();
+        testbed.announce(progress);
+        let port = if testbed.is_namespaced() { NAMESPACE_PORT } else { free_port()? };
+        let mut skipped = Vec::new();
+        if client_cpu == server_cpu {
+            skipped.push("one CPU only: client and server share it".into());
         }
-        if peer.installed() {
-            kinds.push(if peer == Peer::Nginx { ServerKind::Nginx } else { ServerKind::Lighttpd });
-        } else {
-            skipped.push(format!(
+        let scratch = WorkDir::create("tcp")?;
+        Ok(Self { opts, testbed, server_cpu, client_cpu, port, scratch, skipped })
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage {
+            testbed: &self.testbed,
+            exe: &self.opts.exe,
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            port: self.port,
+            connections: self.opts.connections,
+            duration: self.opts.duration,
+            scratch: self.scratch.path(),
+        }
+    }
+
+    /// Whether `peer` was asked for and can run; if asked for but missing, says why.
+    fn peer_runs(&mut self, peer: Peer) -> bool {
+        if !self.opts.peers.contains(&peer) {
+            return false;
+        }
+        let found = self.testbed.rx().find_program(peer.program()).is_some();
+        if !found {
+            self.skipped.push(format!(
                 "{}: not installed (apt-get install {})",
                 peer.program(),
-                if peer == Peer::Nginx { "nginx-light" } else { "lighttpd" }
+                peer.package()
             ));
         }
+        found
     }
-    if client_cpu == server_cpu {
-        skipped.push("one CPU only: client and server share it".into());
-    }
+}
 
-    // results[workload][kind] = one Measured per trial. Trials interleave the rows and rotate
-    // their order, so drift on this noisy machine spreads over every row alike.
-    let mut results: Vec<Vec<Vec<Measured>>> = vec![vec![Vec::new(); kinds.len()]; 2];
-    let total = opts.trials * 2 * kinds.len();
-    let mut done = 0;
-    for trial in 0..opts.trials {
-        for (w, (workload, close)) in WORKLOADS.iter().enumerate() {
-            for k in 0..kinds.len() {
-                let k = (k + trial) % kinds.len();
-                if stop.is_stopped() {
-                    return Err(LabError::Interrupted);
-                }
-                let kind = kinds[k];
-                steer(&testbed, kind.flow_to_core(), server_cpu)?;
-                let m = servers::measure(&stage, kind, *close)?;
-                done += 1;
-                progress(&format!(
-                    "[{done}/{total}] {workload} {} trial {}/{}: {:.0} req/s, p99 {:.0} us, server CPU {:.2} us/request{}",
-                    kind.config_id(),
-                    trial + 1,
-                    opts.trials,
-                    m.rps,
-                    m.p99_us,
-                    m.cpu_us_per_request,
-                    if m.errors > 0 { format!(", {} errors", m.errors) } else { String::new() }
-                ));
-                results[w][k].push(m);
-            }
-        }
-    }
+impl Experiment for TcpLab<'_> {
+    type Config = Case;
+    type Trial = CaseTrial;
+    type Report = TcpLabReport;
 
-    let mut load_generators = Vec::new();
-    if opts.peers.contains(&Peer::Wrk) {
-        if Peer::Wrk.installed() {
-            steer(&testbed, false, server_cpu)?;
-            let (mut ours, mut wrk) = (Vec::new(), Vec::new());
-            for trial in 0..opts.trials {
-                if stop.is_stopped() {
-                    return Err(LabError::Interrupted);
-                }
-                let (o, w) = servers::measure_load_generators(&stage, trial % 2 == 1)?;
-                progress(&format!(
-                    "load generators trial {}/{}: corelane load {o:.0} req/s, wrk {w:.0} req/s",
-                    trial + 1,
-                    opts.trials
-                ));
-                ours.push(o);
-                wrk.push(w);
-            }
-            for (tool, trials_rps) in [("corelane load", ours), ("wrk -t1", wrk)] {
-                let median_rps = median(&trials_rps).unwrap_or(0.0);
-                load_generators.push(LoadgenRow { tool: tool.into(), trials_rps, median_rps });
-            }
-        } else {
-            skipped.push("wrk: not installed (apt-get install wrk)".into());
-        }
-    }
-    let _ = testbed.steer_receive(&CpuList::new(Vec::new()));
-
-    let mut rows = Vec::new();
-    for (w, (workload, _)) in WORKLOADS.iter().enumerate() {
-        let mut block: Vec<TcpRow> = kinds
+    fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
+        let only = self.opts.only.clone();
+        let mut kinds: Vec<ServerKind> = CONFIGS
             .iter()
-            .zip(&results[w])
-            .map(|(kind, ms)| summarize(workload, *kind, ms))
+            .filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|id| id == c.id)))
+            .map(|c| ServerKind::Corelane(*c))
             .collect();
-        let base = block
-            .iter()
-            .find(|r| r.config == "baseline")
-            .map(|r| (r.median_rps, r.cpu_us_per_request));
-        if let Some((rps, cpu)) = base {
-            for r in &mut block {
-                r.gain_pct = (rps > 0.0).then(|| (r.median_rps / rps - 1.0) * 100.0);
-                r.cpu_gain_pct = (cpu > 0.0).then(|| (r.cpu_us_per_request / cpu - 1.0) * 100.0);
+        if self.peer_runs(Peer::Nginx) {
+            kinds.push(ServerKind::Nginx);
+        }
+        if self.peer_runs(Peer::Lighttpd) {
+            kinds.push(ServerKind::Lighttpd);
+        }
+        let mut cases: Vec<Case> = (0..WORKLOADS.len())
+            .flat_map(|workload| kinds.iter().map(move |&kind| Case::Serve { workload, kind }))
+            .collect();
+        if self.peer_runs(Peer::Wrk) {
+            cases.push(Case::LoadGenerators);
+        }
+        Ok(cases)
+    }
+
+    fn label(&self, case: &Case) -> String {
+        match case {
+            Case::Serve { workload, kind } => {
+                format!("{} {}", WORKLOADS[*workload].0, kind.config_id())
+            }
+            Case::LoadGenerators => "load generators".into(),
+        }
+    }
+
+    fn trial(&mut self, case: &Case, index: usize, _: &StopSignal) -> Result<CaseTrial, LabError> {
+        match *case {
+            Case::Serve { workload, kind } => {
+                steer(&self.testbed, kind.flow_to_core(), self.server_cpu)?;
+                servers::measure(&self.stage(), kind, WORKLOADS[workload].1).map(CaseTrial::Serve)
+            }
+            Case::LoadGenerators => {
+                steer(&self.testbed, false, self.server_cpu)?;
+                let (ours, wrk) = servers::measure_load_generators(&self.stage(), index % 2 == 1)?;
+                Ok(CaseTrial::LoadGenerators(ours, wrk))
             }
         }
-        rows.extend(block);
     }
-    let interrupt_moderation = format!(
-        "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the seed's knob",
-        if testbed.is_namespaced() { "veth" } else { "loopback" }
-    );
-    let findings = findings(&rows, &load_generators);
-    Ok(TcpLabReport {
-        network,
-        fallback_reason,
-        machine: crate::machine(),
-        server_cpu,
-        client_cpu,
-        connections: opts.connections,
-        trials: opts.trials,
-        duration_secs: opts.duration.as_secs_f64(),
-        body: servers::BODY.into(),
-        interrupt_moderation,
-        rows,
-        load_generators,
-        skipped,
-        findings,
-        removed_stale_namespaces: testbed.removed_stale.clone(),
-    })
+
+    fn describe(&self, trial: &CaseTrial) -> String {
+        match trial {
+            CaseTrial::Serve(m) => format!(
+                "{:.0} req/s, p99 {:.0} us, server CPU {:.2} us/request{}",
+                m.rps,
+                m.p99_us,
+                m.cpu_us_per_request,
+                if m.errors > 0 { format!(", {} errors", m.errors) } else { String::new() }
+            ),
+            CaseTrial::LoadGenerators(o, w) => {
+                format!("corelane load {o:.0} req/s, wrk {w:.0} req/s")
+            }
+        }
+    }
+
+    fn report(
+        self,
+        measured: Vec<experiment::Measured<Case, CaseTrial>>,
+    ) -> Result<TcpLabReport, LabError> {
+        let _ = self.testbed.steer_receive_if_namespaced(&CpuList::new(Vec::new()));
+        let mut rows = Vec::new();
+        let (mut ours, mut wrk) = (Vec::new(), Vec::new());
+        for m in measured {
+            match m.config {
+                Case::Serve { workload, kind } => {
+                    let ms: Vec<Measured> = m
+                        .trials
+                        .iter()
+                        .filter_map(|t| if let CaseTrial::Serve(x) = t { Some(*x) } else { None })
+                        .collect();
+                    rows.push(summarize(WORKLOADS[workload].0, kind, &ms));
+                }
+                Case::LoadGenerators => {
+                    for t in &m.trials {
+                        if let CaseTrial::LoadGenerators(o, w) = t {
+                            ours.push(*o);
+                            wrk.push(*w);
+                        }
+                    }
+                }
+            }
+        }
+        gains_against_baseline(&mut rows);
+        let load_generators = if ours.is_empty() {
+            Vec::new()
+        } else {
+            [("corelane load", ours), ("wrk -t1", wrk)]
+                .into_iter()
+                .map(|(tool, trials_rps)| LoadgenRow {
+                    tool: tool.into(),
+                    median_rps: median_of(trials_rps.iter().copied()),
+                    trials_rps,
+                })
+                .collect()
+        };
+        let interrupt_moderation = format!(
+            "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the seed's knob",
+            if self.testbed.is_namespaced() { "veth" } else { "loopback" }
+        );
+        let findings = findings(&rows, &load_generators);
+        Ok(TcpLabReport {
+            network: self.testbed.describe(),
+            fallback_reason: self.testbed.fallback_reason(),
+            machine: crate::machine(),
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            connections: self.opts.connections,
+            trials: self.opts.trials,
+            duration_secs: self.opts.duration.as_secs_f64(),
+            body: servers::BODY.into(),
+            interrupt_moderation,
+            rows,
+            load_generators,
+            skipped: self.skipped,
+            findings,
+            removed_stale_namespaces: self.testbed.removed_stale.clone(),
+        })
+    }
+}
+
+/// Each row's change in requests/s and CPU per request against corelane's baseline row of
+/// the same workload.
+fn gains_against_baseline(rows: &mut [TcpRow]) {
+    for (workload, _) in WORKLOADS {
+        let base = rows
+            .iter()
+            .find(|r| r.workload == workload && r.config == "baseline")
+            .map(|r| (r.median_rps, r.cpu_us_per_request));
+        let Some((rps, cpu)) = base else { continue };
+        for r in rows.iter_mut().filter(|r| r.workload == workload) {
+            r.gain_pct = (rps > 0.0).then(|| (r.median_rps / rps - 1.0) * 100.0);
+            r.cpu_gain_pct = (cpu > 0.0).then(|| (r.cpu_us_per_request / cpu - 1.0) * 100.0);
+        }
+    }
 }
 
 /// Flow-to-core on: receive processing of the server's flows on the server's CPU (RPS);
 /// off: on the client's CPU, inside its send (the veth default).
 fn steer(testbed: &Testbed, flow_to_core: bool, server_cpu: usize) -> Result<(), LabError> {
-    if !testbed.is_namespaced() {
-        return Ok(());
-    }
     let cpus = if flow_to_core { vec![server_cpu] } else { Vec::new() };
-    testbed.steer_receive(&CpuList::new(cpus))
+    testbed.steer_receive_if_namespaced(&CpuList::new(cpus))
 }
 
 pub(crate) fn free_port() -> Result<u16, LabError> {
@@ -299,7 +435,7 @@ pub(crate) fn free_port() -> Result<u16, LabError> {
 }
 
 fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
-    let of = |f: fn(&Measured) -> f64| median(&ms.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
+    let of = |f: fn(&Measured) -> f64| median_of(ms.iter().map(f));
     let label = match kind {
         ServerKind::Corelane(Config { label, .. }) => label.to_string(),
         ServerKind::Placed(_) => "corelane, placed".into(),
@@ -363,11 +499,12 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         {
             let kernel_share = 1.0 - base.user_us_per_request / base.cpu_us_per_request.max(1e-9);
             out.push(format!(
-                "{workload}: recycling changed the server's own (user-space) CPU per request by {:+.1}% ({:.2} vs {:.2} us); the rest of a request's server CPU, {:.0}% of it in the baseline, is the kernel's TCP work, the same for every configuration, so requests/s differences between the recycling rows are within this machine's run-to-run noise (±15-30%).",
+                "{workload}: recycling changed the server's own (user-space) CPU per request by {:+.1}% ({:.2} vs {:.2} us); the rest of a request's server CPU, {:.0}% of it in the baseline, is the kernel's TCP work, the same for every configuration. The trials of one row spread by up to {:.0}% in this run, so smaller requests/s differences between rows are noise.",
                 (rec.user_us_per_request / base.user_us_per_request.max(1e-9) - 1.0) * 100.0,
                 rec.user_us_per_request,
                 base.user_us_per_request,
-                kernel_share * 100.0
+                kernel_share * 100.0,
+                largest_spread_pct(rows, workload)
             ));
         }
         if let (Some(flow), Some(base)) =
@@ -417,4 +554,17 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The largest spread of one row's trials in `workload` (max / min − 1, in %): this run's
+/// own measure of its noise.
+fn largest_spread_pct(rows: &[TcpRow], workload: &str) -> f64 {
+    rows.iter()
+        .filter(|r| r.workload == workload)
+        .filter_map(|r| {
+            let min = r.trials_rps.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = r.trials_rps.iter().copied().fold(0.0, f64::max);
+            (min > 0.0 && min.is_finite()).then(|| (max / min - 1.0) * 100.0)
+        })
+        .fold(0.0, f64::max)
 }

@@ -3,12 +3,13 @@
 //! namespace, load it from the other namespace, read its CPU time, stop it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use corelane::tcp::load::{LoadInterval, LoadSummary};
 
-use crate::process::{cpu_split_of, on_path, ChildProcess};
+use crate::host::Host;
+use crate::output;
+use crate::process::ChildProcess;
 use crate::testbed::Testbed;
 use crate::LabError;
 
@@ -178,19 +179,31 @@ impl Peer {
         }
     }
 
-    /// Whether it is installed; nginx and lighttpd live in /usr/sbin, off a user's PATH.
-    pub fn installed(&self) -> bool {
-        let p = self.program();
-        on_path(p) || Path::new("/usr/sbin").join(p).is_file()
+    /// The Debian package that installs it.
+    pub fn package(&self) -> &'static str {
+        match self {
+            Self::Nginx => "nginx-light",
+            Self::Lighttpd => "lighttpd",
+            Self::Wrk => "wrk",
+        }
     }
 
-    pub fn path(&self) -> String {
-        let p = self.program();
-        let sbin = Path::new("/usr/sbin").join(p);
-        if !on_path(p) && sbin.is_file() {
-            return sbin.display().to_string();
+    /// `--vs` names: every peer when absent, none for `none`.
+    pub fn parse_list(names: Option<&[String]>) -> Result<Vec<Self>, LabError> {
+        let Some(names) = names else { return Ok(Self::ALL.to_vec()) };
+        if names.iter().any(|n| n == "none") {
+            return Ok(Vec::new());
         }
-        p.to_string()
+        names
+            .iter()
+            .map(|n| {
+                Self::parse(n).ok_or_else(|| {
+                    LabError::Options(format!(
+                        "unknown peer `{n}`: choose from nginx, lighttpd, wrk, none"
+                    ))
+                })
+            })
+            .collect()
     }
 }
 
@@ -228,33 +241,34 @@ pub struct Measured {
 
 /// Runs one server under one load (`close`: a connection per request).
 pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measured, LabError> {
-    let mut server = start_server(stage, kind)?;
-    wait_listening(stage, &mut server, kind.name())?;
+    let rx = stage.testbed.rx();
+    let server = start_server(stage, kind)?;
+    let mut server = wait_listening(stage, server)?;
     // The total is the exact runtime (schedstat) of the server and its workers; the user
     // part is tick-sampled (utime), so it is a labelled estimate of the split.
-    let (user_before, _) = tree_cpu_split(server.pid());
-    let runtime_before = corelane::stats::tree_runtime_of(server.pid()).unwrap_or_default();
+    let (user_before, _) = rx.tree_cpu_split(server.pid());
+    let runtime_before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     let load = run_corelane_load(stage, close)?;
-    let (user_after, _) = tree_cpu_split(server.pid());
-    let runtime_after = corelane::stats::tree_runtime_of(server.pid()).unwrap_or_default();
+    let (user_after, _) = rx.tree_cpu_split(server.pid());
+    let runtime_after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    if let Some(status) = server.wait_timeout(Duration::ZERO) {
+        return Err(server.failed(status));
+    }
     drop(server);
-    let responses = load["responses"].as_u64().unwrap_or(0);
     let per_request = |cpu: Duration| {
-        if responses == 0 {
+        if load.responses == 0 {
             0.0
         } else {
-            cpu.as_secs_f64() * 1e6 / responses as f64
+            cpu.as_secs_f64() * 1e6 / load.responses as f64
         }
     };
-    let user = user_after.saturating_sub(user_before);
-    let total = runtime_after.saturating_sub(runtime_before);
     Ok(Measured {
-        rps: load["requests_per_sec"].as_f64().unwrap_or(0.0),
-        p99_us: load["latency"]["p99_us"].as_f64().unwrap_or(0.0),
-        cpu_us_per_request: per_request(total),
-        user_us_per_request: per_request(user),
-        errors: load["errors"].as_u64().unwrap_or(0),
-        non_2xx: load["non_2xx"].as_u64().unwrap_or(0),
+        rps: load.requests_per_sec,
+        p99_us: load.latency.p99_us,
+        cpu_us_per_request: per_request(runtime_after.saturating_sub(runtime_before)),
+        user_us_per_request: per_request(user_after.saturating_sub(user_before)),
+        errors: load.errors,
+        non_2xx: load.non_2xx,
     })
 }
 
@@ -262,12 +276,9 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
 /// in turns (`wrk_first` alternates between trials, so neither always meets a fresh server).
 pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f64, f64), LabError> {
     let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
-    let all = ServerKind::Corelane(default);
-    let mut server = start_server(stage, all)?;
-    wait_listening(stage, &mut server, "corelane")?;
-    let ours_rps = |stage: &Stage<'_>| -> Result<f64, LabError> {
-        Ok(run_corelane_load(stage, false)?["requests_per_sec"].as_f64().unwrap_or(0.0))
-    };
+    let server = start_server(stage, ServerKind::Corelane(default))?;
+    let server = wait_listening(stage, server)?;
+    let ours_rps = |stage: &Stage<'_>| run_corelane_load(stage, false).map(|l| l.requests_per_sec);
     let (ours, wrk) = if wrk_first {
         let wrk = run_wrk(stage)?;
         (ours_rps(stage)?, wrk)
@@ -279,42 +290,23 @@ pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f6
     Ok((ours, wrk))
 }
 
-fn pinned(cpu: usize, program: &str, args: &[String]) -> (String, Vec<String>) {
-    let mut argv = vec!["-c".to_string(), cpu.to_string(), program.to_string()];
-    argv.extend_from_slice(args);
-    ("taskset".to_string(), argv)
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
 }
 
 fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
-    let ns = stage.testbed.rx_ns();
+    let rx = stage.testbed.rx();
     let port = stage.port.to_string();
-    let cpu = stage.server_cpu;
+    let exe = stage.exe.display().to_string();
+    let mut args = strings(&["serve", "http", "--port", &port, "--lanes", "1"]);
     match kind {
         ServerKind::Corelane(config) => {
-            let args: Vec<String> = [
-                "serve",
-                "http",
-                "--port",
-                &port,
-                "--lanes",
-                "1",
-                "--pin",
-                &cpu.to_string(),
-                "--recycle",
-                config.recycle,
-                "--listen",
-                config.listen,
-                "--body",
-                BODY,
-                "--json",
-            ]
-            .map(String::from)
-            .to_vec();
-            ChildProcess::spawn("corelane serve", ns, &stage.exe.display().to_string(), &args)
+            args.extend(strings(&["--pin", &stage.server_cpu.to_string()]));
+            args.extend(strings(&["--recycle", config.recycle, "--listen", config.listen]));
+            args.extend(strings(&["--body", BODY, "--json"]));
+            rx.spawn("corelane serve", &exe, &args)
         }
         ServerKind::Placed(place) => {
-            let mut args: Vec<String> =
-                ["serve", "http", "--port", &port, "--lanes", "1"].map(String::from).to_vec();
             if let Some(cpu) = place.cpu {
                 args.extend(["--pin".into(), cpu.to_string()]);
             }
@@ -322,90 +314,62 @@ fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, Lab
             if let Some(cpu) = place.sqpoll {
                 args.extend(["--sqpoll".into(), cpu.to_string()]);
             }
-            args.extend(["--body".into(), BODY.into(), "--json".into()]);
-            ChildProcess::spawn("corelane serve", ns, &stage.exe.display().to_string(), &args)
+            args.extend(strings(&["--body", BODY, "--json"]));
+            rx.spawn("corelane serve", &exe, &args)
         }
         ServerKind::Nginx => {
             let conf = nginx_conf(stage.scratch, stage.port)?;
-            let (program, args) =
-                pinned(cpu, &Peer::Nginx.path(), &["-c".into(), conf.display().to_string()]);
-            ChildProcess::spawn("nginx", ns, &program, &args)
+            let args = ["-c".to_string(), conf.display().to_string()];
+            rx.spawn_pinned("nginx", stage.server_cpu, &program(&rx, Peer::Nginx)?, &args)
         }
         ServerKind::Lighttpd => {
             let conf = lighttpd_conf(stage.scratch, stage.port)?;
             let args = ["-D".to_string(), "-f".into(), conf.display().to_string()];
-            let (program, args) = pinned(cpu, &Peer::Lighttpd.path(), &args);
-            ChildProcess::spawn("lighttpd", ns, &program, &args)
+            rx.spawn_pinned("lighttpd", stage.server_cpu, &program(&rx, Peer::Lighttpd)?, &args)
         }
     }
 }
 
-/// Waits until the server's port accepts connections inside its namespace (`ss` there).
-fn wait_listening(
-    stage: &Stage<'_>,
-    server: &mut ChildProcess,
-    name: &str,
-) -> Result<(), LabError> {
-    let filter = format!("sport = :{}", stage.port);
-    let end = Instant::now() + Duration::from_secs(10);
+/// Where `peer`'s program is on `host`, or an error saying how to install it.
+fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
+    host.find_program(peer.program()).ok_or_else(|| {
+        LabError::Options(format!(
+            "{} is not installed (apt-get install {})",
+            peer.program(),
+            peer.package()
+        ))
+    })
+}
+
+/// Waits until the server's port accepts connections on its host (`ss` there).
+fn wait_listening(stage: &Stage<'_>, mut server: ChildProcess) -> Result<ChildProcess, LabError> {
+    let waited = Duration::from_secs(10);
+    let end = Instant::now() + waited;
+    let rx = stage.testbed.rx();
     while Instant::now() < end {
-        let mut cmd = match stage.testbed.rx_ns() {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "ss"]);
-                c
-            }
-            None => Command::new("ss"),
-        };
-        let out = cmd
-            .args(["-Hltn", &filter])
-            .output()
-            .map_err(|e| LabError::io("cannot run ss (iproute2)", e))?;
-        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
-            return Ok(());
+        if rx.tcp_listening(stage.port)? {
+            return Ok(server);
         }
         if let Some(status) = server.wait_timeout(Duration::ZERO) {
-            return Err(LabError::Child(format!(
-                "{name} exited ({status}): {}",
-                server.stderr_text()
-            )));
+            return Err(server.failed(status));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(LabError::Child(format!("{name} did not listen on port {} within 10s", stage.port)))
+    Err(server.timed_out("did not listen", waited))
 }
 
-fn run_corelane_load(stage: &Stage<'_>, close: bool) -> Result<Value, LabError> {
-    let mut args: Vec<String> = [
-        "load",
-        "http",
-        &stage.url(),
-        "--connections",
-        &stage.connections.to_string(),
-        "--duration",
-        &format!("{}ms", stage.duration.as_millis()),
-        "--pin",
-        &stage.client_cpu.to_string(),
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec();
+fn run_corelane_load(stage: &Stage<'_>, close: bool) -> Result<LoadSummary, LabError> {
+    let mut args = strings(&["load", "http", &stage.url(), "--json"]);
+    args.extend(strings(&["--connections", &stage.connections.to_string()]));
+    args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
+    args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
     if close {
         args.push("--close".into());
     }
-    let child = ChildProcess::spawn(
-        "corelane load",
-        stage.testbed.tx_ns(),
-        &stage.exe.display().to_string(),
-        &args,
-    )?;
+    const LOAD: &str = "corelane load";
+    let child = stage.testbed.tx().spawn(LOAD, &stage.exe.display().to_string(), &args)?;
     let lines = child.finish(stage.duration + Duration::from_secs(20))?;
-    let summary = lines
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["type"] == "summary")
-        .ok_or_else(|| LabError::Child("corelane load printed no summary".into()))?;
-    Ok(summary["summary"].clone())
+    output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
 }
 
 fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
@@ -415,13 +379,16 @@ fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
         format!("-d{}s", stage.duration.as_secs().max(1)),
         stage.url(),
     ];
-    let (program, args) = pinned(stage.client_cpu, &Peer::Wrk.path(), &args);
-    let child = ChildProcess::spawn("wrk", stage.testbed.tx_ns(), &program, &args)?;
+    let tx = stage.testbed.tx();
+    let child = tx.spawn_pinned("wrk", stage.client_cpu, &program(&tx, Peer::Wrk)?, &args)?;
     let lines = child.finish(stage.duration + Duration::from_secs(20))?;
     lines
         .iter()
         .find_map(|l| l.strip_prefix("Requests/sec:").and_then(|v| v.trim().parse().ok()))
-        .ok_or_else(|| LabError::Child(format!("wrk printed no Requests/sec line: {lines:?}")))
+        .ok_or_else(|| LabError::ChildOutput {
+            child: "wrk".into(),
+            problem: format!("printed no Requests/sec line: {lines:?}"),
+        })
 }
 
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, LabError> {
@@ -461,20 +428,4 @@ fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
              index-file.names = ( \"index.txt\" )\nmimetype.assign = ( \".txt\" => \"text/plain\" )\n"
         ),
     )
-}
-
-/// User and system CPU time of a process and all its descendants (nginx's workers are the
-/// master's children), tick-sampled: the split, not the total (see `tree_runtime_of`).
-pub fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
-    let (mut user, mut system) = cpu_split_of(pid).unwrap_or_default();
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    for task in tasks {
-        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        for child in children.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
-            let (u, s) = tree_cpu_split(child);
-            user += u;
-            system += s;
-        }
-    }
-    (user, system)
 }

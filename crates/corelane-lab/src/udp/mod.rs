@@ -11,21 +11,93 @@
 
 pub(crate) mod configs;
 mod peers;
+mod table;
 pub(crate) mod trial;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::stats::{median, CpuSplit};
+use corelane::stats::CpuSplit;
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
 pub use configs::{Config, IDS as CONFIG_IDS};
 pub use peers::Peer;
 
-use crate::testbed::{Network, Testbed};
+use crate::experiment::{self, Experiment, Measured, Options};
+use crate::testbed::Testbed;
 use crate::LabError;
+
+/// `corelane lab udp` in the list of experiments.
+pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
+    "udp",
+    "000",
+    "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
+    "the testbed and every process it started were removed",
+);
+
+/// `corelane lab udp`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UdpArgs {
+    /// A short run for CI: 1 trial of 3 seconds per configuration.
+    #[arg(long)]
+    pub quick: bool,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub trials: Option<usize>,
+    /// Sending time per trial, at least 3s (default 5s, 3s with --quick).
+    #[arg(long, value_parser = corelane::units::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Datagrams/s the paced GSO sender offers on the plain rows.
+    #[arg(long, default_value_t = 1_500_000)]
+    pub offered: u64,
+    /// Datagrams/s offered on the GSO+GRO row.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub offered_gro: u64,
+    /// Peers to measure beside corelane: c-loop, sockperf, iperf3, or none
+    /// (default: every one installed).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    pub vs: Option<Vec<String>>,
+    /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
+    /// reuseport-cpu, gso-gro, or none (peers only).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    pub configs: Option<Vec<String>>,
+}
+
+impl UdpArgs {
+    /// The options these arguments describe, with the corelane binary `exe`.
+    pub fn options(self, exe: PathBuf) -> Result<UdpLabOptions, LabError> {
+        let mut opts =
+            if self.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
+        opts.trials = self.trials.unwrap_or(opts.trials);
+        if let Some(d) = self.duration {
+            opts.duration = Duration::from_secs(d.as_secs());
+        }
+        if self.offered == 0 || self.offered_gro == 0 {
+            return Err(LabError::Options("--offered and --offered-gro must be above 0".into()));
+        }
+        opts.offered_pps = self.offered;
+        opts.offered_gro_pps = self.offered_gro;
+        opts.peers = Peer::parse_list(self.vs.as_deref())?;
+        if let Some(configs) = self.configs {
+            crate::check_ids(&configs, &CONFIG_IDS)?;
+            opts.only = Some(configs);
+        }
+        Ok(opts)
+    }
+}
+
+impl Options for UdpArgs {
+    type Report = UdpLabReport;
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<UdpLabReport, LabError> {
+        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+    }
+}
 
 /// How to run the experiment.
 #[derive(Debug, Clone)]
@@ -78,8 +150,9 @@ pub struct ConfigRow {
     /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
     /// GRO one drop may be a whole coalesced buffer).
     pub drops_per_sec: f64,
-    /// Receiver process CPU (user+sys) per datagram read; includes the softirq work that ran
-    /// on the receiver's CPU while it was scheduled (tick-based accounting).
+    /// Receiver process CPU per datagram read, exact (the runtime of its threads); includes
+    /// the softirq work the kernel ran on the receiver's CPU while one of its threads was
+    /// current, not softirq run on an idle CPU (see `cpu_accounting`).
     pub cpu_ns_per_datagram: f64,
     /// Datagrams that arrived after a later one of their flow, in % of those received.
     pub reordered_pct: f64,
@@ -116,6 +189,8 @@ pub struct UdpLabReport {
     pub peers: Vec<PeerRow>,
     /// Rows or peers that could not run here, with the reason.
     pub skipped: Vec<String>,
+    /// How the CPU columns are measured, and what none of them sees.
+    pub cpu_accounting: String,
     /// What the figures say, derived from them.
     pub findings: Vec<String>,
     pub removed_stale_namespaces: Vec<String>,
@@ -127,88 +202,137 @@ pub fn run(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&str),
 ) -> Result<UdpLabReport, LabError> {
-    if opts.duration < Duration::from_secs(3) {
-        return Err(LabError::Testbed(
-            "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
-        ));
-    }
-    let topo = Topology::read().map_err(|e| LabError::Testbed(e.to_string()))?;
-    let online = topo.online();
-    let sender_cpu = online.cpus()[0];
-    let testbed = Testbed::create();
-    for name in &testbed.removed_stale {
-        progress(&format!("removed a stale namespace of a killed run: {name}"));
-    }
-    let (network, fallback_reason) = match &testbed.network {
-        Network::Namespaces { tx, rx } => (
-            format!(
-                "network namespaces {tx} → {rx} over veth ({} RX queues)",
-                crate::testbed::QUEUES
-            ),
-            None,
-        ),
-        Network::Loopback { reason } => {
-            progress(&format!("falling back to loopback: {reason}"));
-            ("loopback (127.0.0.1)".to_string(), Some(reason.clone()))
-        }
-    };
-    let mut plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
-    if let Some(only) = &opts.only {
-        plan.configs.retain(|c| only.iter().any(|o| o == c.id));
-    }
-    let mut skipped: Vec<String> = plan.skipped.clone();
-    let mut rows: Vec<ConfigRow> = Vec::new();
-    let total = plan.configs.len();
-    for (i, config) in plan.configs.iter().enumerate() {
-        let mut trials = Vec::new();
-        for t in 0..opts.trials {
-            if stop.is_stopped() {
-                return Err(LabError::Interrupted);
-            }
-            let result = trial::run(&testbed, config, opts, stop)?;
-            progress(&format!(
-                "[{}/{total}] {} trial {}/{}: {:.3} Mpps received, {:.0} ns CPU/datagram",
-                i + 1,
-                config.id,
-                t + 1,
-                opts.trials,
-                result.pps / 1e6,
-                result.cpu_ns_per_datagram
-            ));
-            trials.push(result);
-        }
-        rows.push(trial::summarize(config, &trials));
-    }
-    if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
-        for row in &mut rows {
-            row.gap_pct = (default > 0.0).then(|| (row.median_pps / default - 1.0) * 100.0);
-        }
-    }
-    let peer_rows = peers::run_all(
-        &testbed,
-        sender_cpu,
-        plan.receiver_cpu,
-        opts,
-        stop,
-        progress,
-        &mut skipped,
-    )?;
-    let findings = findings(&rows, &peer_rows, &online);
-    Ok(UdpLabReport {
-        network,
-        fallback_reason,
-        machine: crate::machine(),
-        sender_cpu,
-        receiver_cpus: plan.receiver_cpus.to_string(),
-        trials: opts.trials,
-        duration_secs: opts.duration.as_secs(),
-        rows,
-        peers: peer_rows,
-        skipped,
-        findings,
-        removed_stale_namespaces: testbed.removed_stale.clone(),
-    })
+    let lab = UdpLab::prepare(opts, progress)?;
+    experiment::run(lab, opts.trials, stop, progress)
 }
+
+/// What one trial measures: a row of Table 1, or a peer receiver and its sender.
+#[derive(Debug, Clone)]
+pub enum Row {
+    Table(Config),
+    Peer(peers::Pair),
+}
+
+/// What one trial of a [`Row`] measured.
+#[derive(Debug, Clone)]
+pub enum RowTrial {
+    Table(trial::Trial),
+    Peer(peers::Sample),
+}
+
+/// The prepared stage: testbed, CPUs, the configurations that can run here, the peers.
+struct UdpLab<'a> {
+    opts: &'a UdpLabOptions,
+    testbed: Testbed,
+    online: CpuList,
+    sender_cpu: usize,
+    plan: configs::Plan,
+    peers: peers::Stage,
+    skipped: Vec<String>,
+}
+
+impl<'a> UdpLab<'a> {
+    fn prepare(opts: &'a UdpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+        if opts.duration < Duration::from_secs(3) {
+            return Err(LabError::Options(
+                "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
+            ));
+        }
+        let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
+        let sender_cpu = online.cpus()[0];
+        let testbed = Testbed::create();
+        testbed.announce(progress);
+        let mut plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
+        if let Some(only) = &opts.only {
+            plan.configs.retain(|c| only.iter().any(|o| o == c.id));
+        }
+        let mut skipped = plan.skipped.clone();
+        let peers = peers::Stage::prepare(opts, sender_cpu, plan.receiver_cpu, &mut skipped)?;
+        Ok(Self { opts, testbed, online, sender_cpu, plan, peers, skipped })
+    }
+}
+
+impl Experiment for UdpLab<'_> {
+    type Config = Row;
+    type Trial = RowTrial;
+    type Report = UdpLabReport;
+
+    fn configurations(&mut self) -> Result<Vec<Row>, LabError> {
+        let table = self.plan.configs.iter().cloned().map(Row::Table);
+        Ok(table.chain(self.peers.pairs().into_iter().map(Row::Peer)).collect())
+    }
+
+    fn label(&self, row: &Row) -> String {
+        match row {
+            Row::Table(config) => config.id.to_string(),
+            Row::Peer(pair) => format!("[peers] {}", pair.label()),
+        }
+    }
+
+    fn trial(&mut self, row: &Row, _: usize, stop: &StopSignal) -> Result<RowTrial, LabError> {
+        match row {
+            Row::Table(config) => {
+                trial::run(&self.testbed, config, self.opts, stop).map(RowTrial::Table)
+            }
+            Row::Peer(pair) => self.peers.measure(&self.testbed, *pair, stop).map(RowTrial::Peer),
+        }
+    }
+
+    fn describe(&self, trial: &RowTrial) -> String {
+        let (pps, cpu_ns) = match trial {
+            RowTrial::Table(t) => (t.pps, t.cpu_ns_per_datagram),
+            RowTrial::Peer(p) => (p.pps, p.cpu_ns_per_datagram),
+        };
+        format!("{:.3} Mpps received, {cpu_ns:.0} ns CPU/datagram", pps / 1e6)
+    }
+
+    fn report(self, measured: Vec<Measured<Row, RowTrial>>) -> Result<UdpLabReport, LabError> {
+        let (mut rows, mut pairs) = (Vec::new(), Vec::new());
+        for Measured { config, trials } in measured {
+            match config {
+                Row::Table(c) => {
+                    let t: Vec<trial::Trial> = trials
+                        .into_iter()
+                        .filter_map(|t| if let RowTrial::Table(t) = t { Some(t) } else { None })
+                        .collect();
+                    rows.push(trial::summarize(&c, &t));
+                }
+                Row::Peer(pair) => {
+                    let s = trials
+                        .into_iter()
+                        .filter_map(|t| if let RowTrial::Peer(s) = t { Some(s) } else { None })
+                        .collect();
+                    pairs.push((pair, s));
+                }
+            }
+        }
+        if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
+            for row in &mut rows {
+                row.gap_pct = (default > 0.0).then(|| (row.median_pps / default - 1.0) * 100.0);
+            }
+        }
+        let peer_rows = peers::rows(&pairs);
+        let findings = findings(&rows, &peer_rows, &self.online);
+        Ok(UdpLabReport {
+            network: self.testbed.describe(),
+            fallback_reason: self.testbed.fallback_reason(),
+            machine: crate::machine(),
+            sender_cpu: self.sender_cpu,
+            receiver_cpus: self.plan.receiver_cpus.to_string(),
+            trials: self.opts.trials,
+            duration_secs: self.opts.duration.as_secs(),
+            rows,
+            peers: peer_rows,
+            skipped: self.skipped,
+            cpu_accounting: CPU_ACCOUNTING.into(),
+            findings,
+            removed_stale_namespaces: self.testbed.removed_stale.clone(),
+        })
+    }
+}
+
+/// What the CPU columns measure, and what none of them can see.
+pub(crate) const CPU_ACCOUNTING: &str = "rx ns/dgram is exact: the scheduler's runtime of the receiver's threads (schedstat), which includes the receive softirq the kernel ran on a receiver CPU while a receiver thread was current. Softirq that ran on an otherwise idle CPU, or inside the sender's system calls, is in no receiver's runtime: it shows only in the per-CPU usr/sys/si % columns, which are tick-sampled from /proc/stat (HZ ticks, no IRQ-time accounting on this kernel), so a short burst can be missed or over-counted.";
 
 fn row<'a>(rows: &'a [ConfigRow], id: &str) -> Option<&'a ConfigRow> {
     rows.iter().find(|r| r.config == id)
@@ -329,8 +453,4 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
 
 fn lanes_text(pps: &[f64]) -> String {
     pps.iter().map(|p| format!("{:.3}M", p / 1e6)).collect::<Vec<_>>().join(" + ")
-}
-
-pub(crate) fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
-    median(&values.into_iter().collect::<Vec<_>>()).unwrap_or(0.0)
 }

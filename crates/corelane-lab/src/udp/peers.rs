@@ -12,10 +12,12 @@ use corelane::lane::StopSignal;
 use serde::Serialize;
 
 use super::trial::{pick_port, wait_ready};
-use super::{median_of, PeerRow, UdpLabOptions};
-use crate::process::{cpu_time_of, on_path, ChildProcess};
+use super::{PeerRow, UdpLabOptions};
+use crate::host::on_path;
+use crate::process::ChildProcess;
 use crate::testbed::Testbed;
-use crate::LabError;
+use crate::workdir::WorkDir;
+use crate::{median_of, LabError};
 
 /// A peer the lab can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,6 +42,24 @@ impl Peer {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// `--vs` names: every peer when absent, none for `none`.
+    pub fn parse_list(names: Option<&[String]>) -> Result<Vec<Self>, LabError> {
+        let Some(names) = names else { return Ok(Self::ALL.to_vec()) };
+        if names.iter().any(|n| n == "none") {
+            return Ok(Vec::new());
+        }
+        names
+            .iter()
+            .map(|n| {
+                Self::parse(n).ok_or_else(|| {
+                    LabError::Options(format!(
+                        "unknown peer `{n}`: choose from c-loop, sockperf, iperf3, none"
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// Why the peer cannot run here, if it cannot.
@@ -96,13 +116,134 @@ impl Sender {
     }
 }
 
-struct Setup<'a> {
-    testbed: &'a Testbed,
+/// A receiving program and the sender that drives it: one peer row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    rx: Receiver,
+    tx: Sender,
+}
+
+impl Pair {
+    pub fn label(&self) -> String {
+        format!("{} <- {}", self.rx.label(), self.tx.label())
+    }
+}
+
+/// What one trial of a pair measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub pps: f64,
+    pub cpu_ns_per_datagram: f64,
+}
+
+/// What the peer rows need: the binaries, the CPUs, the peers that can run here.
+#[derive(Debug)]
+pub struct Stage {
     exe: String,
     c_loop: Option<PathBuf>,
+    /// Holds the compiled C loop; removed with the stage.
+    _workdir: Option<WorkDir>,
+    peers: Vec<Peer>,
     sender_cpu: usize,
     receiver_cpu: usize,
     duration: Duration,
+}
+
+impl Stage {
+    /// Checks which peers are installed (the others go to `skipped` with the reason) and
+    /// compiles the C loop into a private directory.
+    pub fn prepare(
+        opts: &UdpLabOptions,
+        sender_cpu: usize,
+        receiver_cpu: usize,
+        skipped: &mut Vec<String>,
+    ) -> Result<Self, LabError> {
+        let mut peers = Vec::new();
+        for &peer in &opts.peers {
+            match peer.missing() {
+                Some(reason) => skipped.push(reason),
+                None => peers.push(peer),
+            }
+        }
+        let (mut c_loop, mut workdir) = (None, None);
+        if peers.contains(&Peer::CLoop) {
+            // Compiled and run as root: a private directory, never a predictable path.
+            let dir = WorkDir::create("udp")?;
+            match build_c_loop(dir.path()) {
+                Ok(bin) => c_loop = Some(bin),
+                Err(reason) => {
+                    skipped.push(format!("c-loop: {reason}"));
+                    peers.retain(|p| *p != Peer::CLoop);
+                }
+            }
+            workdir = Some(dir);
+        }
+        Ok(Self {
+            exe: opts.exe.to_string_lossy().into_owned(),
+            c_loop,
+            _workdir: workdir,
+            peers,
+            sender_cpu,
+            receiver_cpu,
+            duration: opts.duration,
+        })
+    }
+
+    /// The pairs to measure; corelane first in each group, as the reference the peer's
+    /// ratio is taken against.
+    pub fn pairs(&self) -> Vec<Pair> {
+        let pair = |rx, tx| Pair { rx, tx };
+        if self.peers.is_empty() {
+            return Vec::new();
+        }
+        let mut pairs = vec![pair(Receiver::Corelane, Sender::CorelanePlain)];
+        if self.peers.contains(&Peer::CLoop) {
+            pairs.push(pair(Receiver::CorelaneNoCoalesce, Sender::CorelanePlain));
+            pairs.push(pair(Receiver::CLoop, Sender::CorelanePlain));
+        }
+        if self.peers.contains(&Peer::Sockperf) {
+            pairs.push(pair(Receiver::Corelane, Sender::SockperfClient));
+            pairs.push(pair(Receiver::SockperfServer, Sender::SockperfClient));
+        }
+        if self.peers.contains(&Peer::Iperf3) {
+            pairs.push(pair(Receiver::Iperf3Server, Sender::Iperf3Client));
+        }
+        pairs
+    }
+}
+
+/// The peer rows, with ratios against corelane fed by the same sender (iperf3 has no such
+/// pair: its server needs its own client's control connection, so it is compared with
+/// corelane's plain row).
+pub fn rows(measured: &[(Pair, Vec<Sample>)]) -> Vec<PeerRow> {
+    let mut rows: Vec<PeerRow> = measured
+        .iter()
+        .map(|(pair, r)| PeerRow {
+            receiver: pair.rx.label().into(),
+            sender: pair.tx.label().into(),
+            trials_pps: r.iter().map(|x| x.pps).collect(),
+            median_pps: median_of(r.iter().map(|x| x.pps)),
+            cpu_ns_per_datagram: median_of(r.iter().map(|x| x.cpu_ns_per_datagram)),
+            corelane_pps_ratio: None,
+            corelane_cpu_ratio: None,
+        })
+        .collect();
+    for i in 0..rows.len() {
+        let this = measured[i].0;
+        if this.rx == Receiver::Corelane {
+            continue;
+        }
+        let reference = measured
+            .iter()
+            .position(|(p, _)| p.rx == Receiver::Corelane && p.tx == this.tx)
+            .unwrap_or(0);
+        let (ours, theirs) = (&rows[reference], &rows[i]);
+        let pps = ours.median_pps / theirs.median_pps.max(1.0);
+        let cpu = theirs.cpu_ns_per_datagram / ours.cpu_ns_per_datagram.max(1.0);
+        rows[i].corelane_pps_ratio = Some(pps);
+        rows[i].corelane_cpu_ratio = Some(cpu);
+    }
+    rows
 }
 
 /// Compiles the C loop into a private temporary directory; `None` with a reason on failure.
@@ -122,267 +263,137 @@ fn build_c_loop(dir: &std::path::Path) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-/// Measures every requested peer beside corelane, interleaving them trial by trial.
-pub fn run_all(
-    testbed: &Testbed,
-    sender_cpu: usize,
-    receiver_cpu: usize,
-    opts: &UdpLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-    skipped: &mut Vec<String>,
-) -> Result<Vec<PeerRow>, LabError> {
-    let mut peers = Vec::new();
-    for &peer in &opts.peers {
-        match peer.missing() {
-            Some(reason) => skipped.push(reason),
-            None => peers.push(peer),
-        }
-    }
-    if peers.is_empty() {
-        return Ok(Vec::new());
-    }
-    if testbed.is_namespaced() {
-        // The peers run on the default configuration: RPS off.
-        testbed.steer_receive(&corelane::topology::CpuList::default())?;
-    }
-    // The C peer is compiled and run as root from here: a private directory, never a
-    // predictable path.
-    let workdir = crate::workdir::WorkDir::create("udp")?;
-    let mut c_loop = None;
-    if peers.contains(&Peer::CLoop) {
-        match build_c_loop(workdir.path()) {
-            Ok(bin) => c_loop = Some(bin),
-            Err(reason) => {
-                skipped.push(format!("c-loop: {reason}"));
-                peers.retain(|p| *p != Peer::CLoop);
+impl Stage {
+    /// One trial of `pair`: datagrams/s the receiver read and its CPU per datagram, both
+    /// read from outside the receiver over the same steady window. The peers run on the
+    /// default configuration: RPS off.
+    pub fn measure(
+        &self,
+        testbed: &Testbed,
+        pair: Pair,
+        stop: &StopSignal,
+    ) -> Result<Sample, LabError> {
+        testbed.steer_receive_if_namespaced(&corelane::topology::CpuList::default())?;
+        let target = SocketAddr::new(testbed.rx_addrs()[0], pick_port(testbed)?);
+        let mut receiver = self.start_receiver(testbed, pair.rx, target)?;
+        match pair.rx {
+            Receiver::Corelane | Receiver::CorelaneNoCoalesce | Receiver::CLoop => {
+                wait_ready(&mut receiver, pair.rx.label())?
+            }
+            // Neither prints a ready line we can rely on; both bind within milliseconds.
+            Receiver::SockperfServer | Receiver::Iperf3Server => {
+                std::thread::sleep(Duration::from_millis(500))
             }
         }
-    }
-    let setup = Setup {
-        testbed,
-        exe: opts.exe.to_string_lossy().into_owned(),
-        c_loop,
-        sender_cpu,
-        receiver_cpu,
-        duration: opts.duration,
-    };
-    // corelane first in each pair: the reference the peer's ratio is taken against.
-    let mut pairs = vec![(Receiver::Corelane, Sender::CorelanePlain)];
-    if peers.contains(&Peer::CLoop) {
-        pairs.push((Receiver::CorelaneNoCoalesce, Sender::CorelanePlain));
-        pairs.push((Receiver::CLoop, Sender::CorelanePlain));
-    }
-    if peers.contains(&Peer::Sockperf) {
-        pairs.push((Receiver::Corelane, Sender::SockperfClient));
-        pairs.push((Receiver::SockperfServer, Sender::SockperfClient));
-    }
-    if peers.contains(&Peer::Iperf3) {
-        pairs.push((Receiver::Iperf3Server, Sender::Iperf3Client));
-    }
-    let mut results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); pairs.len()];
-    for t in 0..opts.trials {
-        for (i, &(rx, tx)) in pairs.iter().enumerate() {
-            if stop.is_stopped() {
-                return Err(LabError::Interrupted);
-            }
-            let (pps, cpu_ns) = measure(&setup, rx, tx, stop)?;
-            progress(&format!(
-                "[peers] {} <- {} trial {}/{}: {:.3} Mpps, {:.0} ns CPU/datagram",
-                rx.label(),
-                tx.label(),
-                t + 1,
-                opts.trials,
-                pps / 1e6,
-                cpu_ns
-            ));
-            results[i].push((pps, cpu_ns));
-        }
-    }
-    drop(workdir);
-    let mut rows: Vec<PeerRow> = pairs
-        .iter()
-        .zip(&results)
-        .map(|(&(rx, tx), r)| PeerRow {
-            receiver: rx.label().into(),
-            sender: tx.label().into(),
-            trials_pps: r.iter().map(|x| x.0).collect(),
-            median_pps: median_of(r.iter().map(|x| x.0)),
-            cpu_ns_per_datagram: median_of(r.iter().map(|x| x.1)),
-            corelane_pps_ratio: None,
-            corelane_cpu_ratio: None,
+        let sender = self.start_sender(testbed, pair.tx, target)?;
+        let started = Instant::now();
+        let rx_host = testbed.rx();
+        let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
+            // The receiver's own namespace, never the lab's: a process that is gone reads as None.
+            let udp = rx_host.udp_counters_of(pid)?;
+            Some((Instant::now(), udp.in_datagrams, rx_host.cpu_time(pid)?))
+        };
+        // Measure from 1 s after the sender started to 0.5 s before it stops.
+        wait_until(started, Duration::from_secs(1), stop)?;
+        let first = sample(receiver.pid());
+        wait_until(started, self.duration - Duration::from_millis(500), stop)?;
+        let last = sample(receiver.pid());
+        let (Some((t0, d0, c0)), Some((t1, d1, c1))) = (first, last) else {
+            return Err(LabError::ChildOutput {
+                child: pair.rx.label().into(),
+                problem: format!("exited early: {}", receiver.stderr_text()),
+            });
+        };
+        let _ = sender.finish(Duration::from_secs(10));
+        receiver.interrupt();
+        drop(receiver);
+        let datagrams = d1.saturating_sub(d0);
+        Ok(Sample {
+            pps: datagrams as f64 / (t1 - t0).as_secs_f64(),
+            cpu_ns_per_datagram: if datagrams > 0 {
+                (c1 - c0).as_nanos() as f64 / datagrams as f64
+            } else {
+                0.0
+            },
         })
-        .collect();
-    // Ratios against corelane fed by the same sender (iperf3 has no such pair: its server
-    // needs its own client's control connection, so it is compared with corelane's plain row).
-    for i in 0..rows.len() {
-        if pairs[i].0 == Receiver::Corelane {
-            continue;
-        }
-        let reference = pairs
-            .iter()
-            .position(|&(rx, tx)| rx == Receiver::Corelane && tx == pairs[i].1)
-            .unwrap_or(0);
-        let (ours, theirs) = (&rows[reference], &rows[i]);
-        let pps = ours.median_pps / theirs.median_pps.max(1.0);
-        let cpu = theirs.cpu_ns_per_datagram / ours.cpu_ns_per_datagram.max(1.0);
-        rows[i].corelane_pps_ratio = Some(pps);
-        rows[i].corelane_cpu_ratio = Some(cpu);
     }
-    Ok(rows)
+
+    fn start_receiver(
+        &self,
+        testbed: &Testbed,
+        rx: Receiver,
+        target: SocketAddr,
+    ) -> Result<ChildProcess, LabError> {
+        let host = testbed.rx();
+        let (ip, port) = (target.ip().to_string(), target.port().to_string());
+        let life = (self.duration.as_secs() + 5).to_string();
+        let cpu = self.receiver_cpu;
+        match rx {
+            Receiver::Corelane | Receiver::CorelaneNoCoalesce => {
+                let mut args = strings(&["udp", "recv", &target.to_string(), "--json"]);
+                args.extend(strings(&["--pin", &cpu.to_string(), "--rcvbuf", "4M"]));
+                args.extend(strings(&["--duration", &life]));
+                if rx == Receiver::CorelaneNoCoalesce {
+                    args.extend(strings(&["--coalesce", "0"]));
+                }
+                host.spawn("corelane receiver", &self.exe, &args)
+            }
+            Receiver::CLoop => {
+                let bin = self.c_loop.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+                host.spawn_pinned(rx.label(), cpu, &bin, &strings(&[&ip, &port, &life]))
+            }
+            Receiver::SockperfServer => {
+                let args = strings(&["server", "-i", &ip, "-p", &port]);
+                host.spawn_pinned("sockperf server", cpu, "sockperf", &args)
+            }
+            Receiver::Iperf3Server => {
+                let args = strings(&["-s", "-1", "-p", &port, "-A", &cpu.to_string()]);
+                host.spawn("iperf3 server", "iperf3", &args)
+            }
+        }
+    }
+
+    fn start_sender(
+        &self,
+        testbed: &Testbed,
+        tx: Sender,
+        target: SocketAddr,
+    ) -> Result<ChildProcess, LabError> {
+        let host = testbed.tx();
+        let (ip, port) = (target.ip().to_string(), target.port().to_string());
+        let secs = self.duration.as_secs().to_string();
+        let cpu = self.sender_cpu;
+        match tx {
+            Sender::CorelanePlain => {
+                let mut args = strings(&["udp", "send", &target.to_string(), "--json"]);
+                args.extend(strings(&["--pin", &cpu.to_string(), "--duration", &secs]));
+                host.spawn("corelane sender", &self.exe, &args)
+            }
+            Sender::SockperfClient => {
+                let mut args = strings(&["throughput", "-i", &ip, "-p", &port, "-m", "32"]);
+                args.extend(strings(&["-t", &secs, "--mps", "max"]));
+                host.spawn_pinned("sockperf client", cpu, "sockperf", &args)
+            }
+            Sender::Iperf3Client => {
+                let mut args = strings(&["-c", &ip, "-p", &port, "-u", "-b", "0", "-l", "32"]);
+                args.extend(strings(&["-t", &secs, "-A", &cpu.to_string()]));
+                host.spawn("iperf3 client", "iperf3", &args)
+            }
+        }
+    }
 }
 
-/// One receiver/sender pair: datagrams/s the receiver read and its CPU per datagram.
-fn measure(
-    s: &Setup<'_>,
-    rx: Receiver,
-    tx: Sender,
-    stop: &StopSignal,
-) -> Result<(f64, f64), LabError> {
-    let port = pick_port(s.testbed)?;
-    let ip = s.testbed.rx_addrs()[0];
-    let target = SocketAddr::new(ip, port);
-    let secs = s.duration.as_secs();
-    let rcpu = s.receiver_cpu.to_string();
-    let scpu = s.sender_cpu.to_string();
-    let strings = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    let life = (secs + 5).to_string();
-    let mut receiver = match rx {
-        Receiver::Corelane | Receiver::CorelaneNoCoalesce => {
-            let mut args = strings(&[
-                "udp",
-                "recv",
-                &target.to_string(),
-                "--json",
-                "--pin",
-                &rcpu,
-                "--rcvbuf",
-                "4M",
-                "--duration",
-                &life,
-            ]);
-            if rx == Receiver::CorelaneNoCoalesce {
-                args.extend(strings(&["--coalesce", "0"]));
-            }
-            ChildProcess::spawn("corelane receiver", s.testbed.rx_ns(), &s.exe, &args)?
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+/// Sleeps until `at` after `started`, or fails as soon as the lab is interrupted.
+fn wait_until(started: Instant, at: Duration, stop: &StopSignal) -> Result<(), LabError> {
+    while started.elapsed() < at {
+        if stop.is_stopped() {
+            return Err(LabError::Interrupted);
         }
-        Receiver::CLoop => {
-            let bin =
-                s.c_loop.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-            let args = strings(&["-c", &rcpu, &bin, &ip.to_string(), &port.to_string(), &life]);
-            ChildProcess::spawn("C recvmmsg loop", s.testbed.rx_ns(), "taskset", &args)?
-        }
-        Receiver::SockperfServer => {
-            let args = strings(&[
-                "-c",
-                &rcpu,
-                "sockperf",
-                "server",
-                "-i",
-                &ip.to_string(),
-                "-p",
-                &port.to_string(),
-            ]);
-            ChildProcess::spawn("sockperf server", s.testbed.rx_ns(), "taskset", &args)?
-        }
-        Receiver::Iperf3Server => {
-            let args = strings(&["-s", "-1", "-p", &port.to_string(), "-A", &rcpu]);
-            ChildProcess::spawn("iperf3 server", s.testbed.rx_ns(), "iperf3", &args)?
-        }
-    };
-    match rx {
-        Receiver::Corelane | Receiver::CorelaneNoCoalesce | Receiver::CLoop => {
-            wait_ready(&mut receiver, rx.label())?
-        }
-        // Neither prints a ready line we can rely on; both bind within milliseconds.
-        Receiver::SockperfServer | Receiver::Iperf3Server => {
-            std::thread::sleep(Duration::from_millis(500))
-        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let sender = match tx {
-        Sender::CorelanePlain => {
-            let args = strings(&[
-                "udp",
-                "send",
-                &target.to_string(),
-                "--pin",
-                &scpu,
-                "--duration",
-                &secs.to_string(),
-                "--json",
-            ]);
-            ChildProcess::spawn("corelane sender", s.testbed.tx_ns(), &s.exe, &args)?
-        }
-        Sender::SockperfClient => {
-            let args = strings(&[
-                "-c",
-                &scpu,
-                "sockperf",
-                "throughput",
-                "-i",
-                &ip.to_string(),
-                "-p",
-                &port.to_string(),
-                "-m",
-                "32",
-                "-t",
-                &secs.to_string(),
-                "--mps",
-                "max",
-            ]);
-            ChildProcess::spawn("sockperf client", s.testbed.tx_ns(), "taskset", &args)?
-        }
-        Sender::Iperf3Client => {
-            let args = strings(&[
-                "-c",
-                &ip.to_string(),
-                "-p",
-                &port.to_string(),
-                "-u",
-                "-b",
-                "0",
-                "-l",
-                "32",
-                "-t",
-                &secs.to_string(),
-                "-A",
-                &scpu,
-            ]);
-            ChildProcess::spawn("iperf3 client", s.testbed.tx_ns(), "iperf3", &args)?
-        }
-    };
-    let started = Instant::now();
-    let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
-        // The receiver's own namespace, never the lab's: a process that is gone reads as None.
-        let udp = corelane::stats::UdpCounters::read_for_process(pid).ok()?;
-        Some((Instant::now(), udp.in_datagrams, cpu_time_of(pid)?))
-    };
-    // Measure from 1 s after the sender started to 0.5 s before it stops.
-    let wait_until = |at: Duration| -> Result<(), LabError> {
-        while started.elapsed() < at {
-            if stop.is_stopped() {
-                return Err(LabError::Interrupted);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    };
-    wait_until(Duration::from_secs(1))?;
-    let first = sample(receiver.pid());
-    wait_until(s.duration - Duration::from_millis(500))?;
-    let last = sample(receiver.pid());
-    let (Some((t0, d0, c0)), Some((t1, d1, c1))) = (first, last) else {
-        return Err(LabError::Child(format!(
-            "{} exited early: {}",
-            rx.label(),
-            receiver.stderr_text()
-        )));
-    };
-    let _ = sender.finish(Duration::from_secs(10));
-    receiver.interrupt();
-    drop(receiver);
-    let datagrams = d1.saturating_sub(d0);
-    let pps = datagrams as f64 / (t1 - t0).as_secs_f64();
-    let cpu_ns = if datagrams > 0 { (c1 - c0).as_nanos() as f64 / datagrams as f64 } else { 0.0 };
-    Ok((pps, cpu_ns))
+    Ok(())
 }

@@ -1,18 +1,22 @@
 //! One trial of one configuration: start the receiver, then the paced sender, read the
-//! receiver's per-second JSON, and sample /proc/stat over the measured seconds.
+//! receiver's per-second JSON into the library's types, and sample /proc/stat over the
+//! measured seconds.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
-use corelane::stats::{CpuSplit, ProcStat};
+use corelane::stats::CpuSplit;
+use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
 use serde_json::Value;
 
 use super::configs::{Config, FLOWS};
-use super::{median_of, ConfigRow, UdpLabOptions};
+use super::{ConfigRow, UdpLabOptions};
+use crate::host::Host;
+use crate::output::{self, Line};
 use crate::process::ChildProcess;
 use crate::testbed::Testbed;
-use crate::LabError;
+use crate::{median_of, LabError};
 
 /// The port inside the namespaces (private to them, so a fixed one is safe).
 const NAMESPACE_PORT: u16 = 4321;
@@ -39,41 +43,33 @@ pub(crate) fn pick_port(testbed: &Testbed) -> Result<u16, LabError> {
     probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
 }
 
-/// Waits for the child's `{"type":"ready"}` line.
+/// Waits for the child's `{"type":"ready"}` line (or the C loop's bare `ready`).
 pub(crate) fn wait_ready(child: &mut ChildProcess, what: &str) -> Result<(), LabError> {
-    let end = Instant::now() + Duration::from_secs(10);
+    let waited = Duration::from_secs(10);
+    let end = Instant::now() + waited;
     while Instant::now() < end {
         match child.next_line(Duration::from_millis(100)) {
-            Some(line) if line.contains("\"ready\"") || line == "ready" => return Ok(()),
-            Some(_) => {}
+            Some(line) if line == "ready" => return Ok(()),
+            Some(line) => {
+                if let Line::Ready {} = output::parse::<Value, Value>(what, &line)? {
+                    return Ok(());
+                }
+            }
             None => {
                 if let Some(status) = child.wait_timeout(Duration::ZERO) {
-                    return Err(LabError::Child(format!(
-                        "{what} exited ({status}): {}",
-                        child.stderr_text()
-                    )));
+                    return Err(child.failed(status));
                 }
             }
         }
     }
-    Err(LabError::Child(format!("{what} did not report ready within 10s")))
+    Err(child.timed_out("did not report ready", waited))
 }
 
-pub fn run(
-    testbed: &Testbed,
-    cfg: &Config,
-    opts: &UdpLabOptions,
-    stop: &StopSignal,
-) -> Result<Trial, LabError> {
-    if let Some(cpus) = &cfg.rps {
-        testbed.steer_receive(cpus)?;
-    }
-    let exe = opts.exe.to_string_lossy().into_owned();
-    let port = pick_port(testbed)?;
-    let secs = opts.duration.as_secs();
-    let mut rx_args: Vec<String> = ["udp", "recv"].map(String::from).to_vec();
-    rx_args.push(format!("0.0.0.0:{port}"));
-    rx_args.extend([
+/// The receiver's command line for `cfg`.
+fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
+    let mut args: Vec<String> = ["udp", "recv"].map(String::from).to_vec();
+    args.push(format!("0.0.0.0:{port}"));
+    args.extend([
         "--json".into(),
         "--duration".into(),
         format!("{}", secs + 5),
@@ -85,28 +81,30 @@ pub fn run(
         "4M".into(),
     ]);
     if cfg.pinned {
-        rx_args.extend(["--pin".into(), cfg.lanes.to_string()]);
+        args.extend(["--pin".into(), cfg.lanes.to_string()]);
     }
     if cfg.uring {
-        rx_args.extend(["--backend".into(), "uring".into()]);
+        args.extend(["--backend".into(), "uring".into()]);
     }
     if let Some(cpu) = cfg.sqpoll {
-        rx_args.extend(["--sqpoll".into(), cpu.to_string()]);
+        args.extend(["--sqpoll".into(), cpu.to_string()]);
     }
     if cfg.gro {
-        rx_args.push("--gro".into());
+        args.push("--gro".into());
     }
     if cfg.steer_cpu {
-        rx_args.extend(["--steer".into(), "cpu".into()]);
+        args.extend(["--steer".into(), "cpu".into()]);
     }
-    let mut receiver = ChildProcess::spawn("corelane receiver", testbed.rx_ns(), &exe, &rx_args)?;
-    wait_ready(&mut receiver, "the corelane receiver")?;
+    args
+}
 
-    let mut tx_args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
+/// The paced GSO sender's command line for `cfg`.
+fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
+    let mut args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
-        tx_args.push(SocketAddr::new(*addr, port).to_string());
+        args.push(SocketAddr::new(*addr, port).to_string());
     }
-    tx_args.extend([
+    args.extend([
         "--json".into(),
         "--duration".into(),
         secs.to_string(),
@@ -121,79 +119,98 @@ pub fn run(
         "--pin".into(),
         cfg.sender_cpu.to_string(),
     ]);
-    let sender = ChildProcess::spawn("corelane sender", testbed.tx_ns(), &exe, &tx_args)?;
+    args
+}
 
-    let (mut pps, mut drops, mut cpu_ns, mut lanes) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::<Vec<f64>>::new());
+const RECEIVER: &str = "the corelane receiver";
+const SENDER: &str = "the corelane sender";
+
+pub fn run(
+    testbed: &Testbed,
+    cfg: &Config,
+    opts: &UdpLabOptions,
+    stop: &StopSignal,
+) -> Result<Trial, LabError> {
+    if let Some(cpus) = &cfg.rps {
+        testbed.steer_receive(cpus)?;
+    }
+    let exe = opts.exe.to_string_lossy().into_owned();
+    let port = pick_port(testbed)?;
+    let secs = opts.duration.as_secs();
+    let mut receiver = testbed.rx().spawn(RECEIVER, &exe, &receiver_args(cfg, port, secs))?;
+    wait_ready(&mut receiver, RECEIVER)?;
+    let sender = testbed.tx().spawn(SENDER, &exe, &sender_args(testbed, cfg, port, secs))?;
+    let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, opts.duration, stop)?;
+    receiver.interrupt();
+    let sent: SendSummary =
+        output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
+    let received: RecvSummary =
+        output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
+    let sequence = received.sequence;
+    let lanes = &steady.lanes;
+    let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
+    Ok(Trial {
+        pps: median_of(steady.pps),
+        sent_pps: sent.mean.pps,
+        drops_per_sec: median_of(steady.drops),
+        cpu_ns_per_datagram: median_of(steady.cpu_ns),
+        reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,
+        lane_pps: (0..lane_count)
+            .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
+            .collect(),
+        cpu: steady.cpu,
+    })
+}
+
+/// The receiver's intervals 2..=secs (the first second is warm-up) and the per-CPU split
+/// over the same seconds.
+#[derive(Debug, Default)]
+struct Steady {
+    pps: Vec<f64>,
+    drops: Vec<f64>,
+    cpu_ns: Vec<f64>,
+    lanes: Vec<Vec<f64>>,
+    cpu: Vec<CpuSplit>,
+}
+
+fn read_steady_seconds(
+    rx: &Host,
+    receiver: &mut ChildProcess,
+    secs: u64,
+    duration: Duration,
+    stop: &StopSignal,
+) -> Result<Steady, LabError> {
+    let mut steady = Steady::default();
     let mut stat_start = None;
-    let mut cpu = Vec::new();
-    let deadline = Instant::now() + opts.duration + Duration::from_secs(5);
+    let deadline = Instant::now() + duration + Duration::from_secs(5);
     loop {
         if stop.is_stopped() {
             return Err(LabError::Interrupted);
         }
         if Instant::now() > deadline {
-            return Err(LabError::Child(format!(
-                "the receiver sent no interval {secs} within the trial: {}",
-                receiver.stderr_text()
-            )));
+            return Err(receiver.timed_out("sent no last interval", duration));
         }
         let Some(line) = receiver.next_line(Duration::from_millis(200)) else { continue };
-        let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
-        if v["type"] != "interval" {
+        let Line::Interval { interval } = output::parse::<RecvInterval, Value>(RECEIVER, &line)?
+        else {
             continue;
-        }
-        let i = &v["interval"];
-        let index = i["index"].as_u64().unwrap_or(0);
+        };
+        let index = interval.interval.index;
         if index == 1 {
-            stat_start = ProcStat::read().ok();
+            stat_start = Some(rx.proc_stat()?);
         } else if index >= 2 {
-            pps.push(i["pps"].as_f64().unwrap_or(0.0));
-            drops.push(i["kernel_drops"].as_f64().unwrap_or(0.0));
-            cpu_ns.push(i["cpu_ns_per_datagram"].as_f64().unwrap_or(0.0));
-            lanes.push(
-                i["lane_pps"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                    .unwrap_or_default(),
-            );
+            steady.pps.push(interval.interval.rate.pps);
+            steady.drops.push(interval.kernel_drops as f64);
+            steady.cpu_ns.push(interval.cpu_ns_per_datagram);
+            steady.lanes.push(interval.interval.lane_pps);
         }
         if index >= secs {
-            if let (Some(start), Ok(end)) = (&stat_start, ProcStat::read()) {
-                cpu = end.split_since(start);
+            if let Some(start) = &stat_start {
+                steady.cpu = rx.proc_stat()?.split_since(start);
             }
-            break;
+            return Ok(steady);
         }
     }
-    receiver.interrupt();
-    let sent = sender.finish(Duration::from_secs(5))?;
-    let received = receiver.finish(Duration::from_secs(5))?;
-    let summary = received
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["type"] == "summary")
-        .ok_or_else(|| LabError::Child("the receiver printed no summary".into()))?;
-    let sequence = &summary["summary"]["sequence"];
-    let reordered_pct = 100.0 * sequence["late"].as_f64().unwrap_or(0.0)
-        / sequence["received"].as_f64().unwrap_or(0.0).max(1.0);
-    let sent_pps = sent
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["type"] == "summary")
-        .and_then(|v| v["summary"]["mean"]["pps"].as_f64())
-        .unwrap_or(0.0);
-    let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
-    Ok(Trial {
-        pps: median_of(pps),
-        sent_pps,
-        drops_per_sec: median_of(drops),
-        cpu_ns_per_datagram: median_of(cpu_ns),
-        reordered_pct,
-        lane_pps: (0..lane_count)
-            .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
-            .collect(),
-        cpu,
-    })
 }
 
 /// Medians over trials; the CPU split is the mean over trials.

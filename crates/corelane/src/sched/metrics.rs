@@ -109,7 +109,7 @@ impl ReorderMeter {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReorderReport {
     pub events: u64,
     pub reordered: u64,

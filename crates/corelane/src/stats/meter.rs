@@ -32,7 +32,7 @@ impl LaneCounters {
 }
 
 /// One meter reading: totals and per-lane rates since the previous reading.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
     /// 1 for the first interval.
     pub index: u64,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Datagrams and payload bytes over an interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rate {
     pub pps: f64,
     /// Payload bytes per second.

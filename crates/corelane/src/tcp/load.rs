@@ -79,7 +79,7 @@ struct LoadCounters {
 }
 
 /// One second of load.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadInterval {
     pub index: u64,
     pub at_secs: f64,
@@ -89,7 +89,7 @@ pub struct LoadInterval {
 }
 
 /// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Latency {
     pub p50_us: f64,
     pub p90_us: f64,
@@ -116,7 +116,7 @@ impl Latency {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadSummary {
     pub seconds: f64,
     /// Complete responses, any status.

@@ -163,7 +163,7 @@ pub struct ServeInterval {
 }
 
 /// What the server did over all of [`Server::run`].
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServeSummary {
     pub seconds: f64,
     #[serde(flatten)]
@@ -180,7 +180,7 @@ fn per_request_us(cpu: Duration, requests: u64) -> f64 {
 }
 
 /// Totals over every lane.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServerTotals {
     /// Requests answered (any status).
     pub requests: u64,

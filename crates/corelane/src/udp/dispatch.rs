@@ -21,7 +21,7 @@ pub struct DispatchConfig {
 }
 
 /// What dispatching did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct DispatchReport {
     pub scheduler: String,
     pub workers: usize,

@@ -22,7 +22,7 @@ use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
 
 /// How receiver lanes share the port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SocketMode {
     /// One socket per address, every lane reading it (the seed's "multiple thread" step:
@@ -33,7 +33,7 @@ pub enum SocketMode {
 }
 
 /// How a reuseport group picks the socket (and so the lane) for a datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Steering {
     /// The kernel's flow hash: a flow sticks to a socket, whichever CPU processed it.
@@ -107,7 +107,7 @@ impl Default for ReceiverConfig {
 }
 
 /// One second of receiving.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RecvInterval {
     #[serde(flatten)]
     pub interval: Interval,
@@ -119,7 +119,7 @@ pub struct RecvInterval {
 }
 
 /// One lane's totals.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LaneSummary {
     pub lane: usize,
     pub cpu: Option<usize>,
@@ -130,7 +130,7 @@ pub struct LaneSummary {
 }
 
 /// Whether GRO was asked for and whether the kernel accepted it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct OffloadState {
     pub requested: bool,
     pub active: bool,
@@ -138,7 +138,7 @@ pub struct OffloadState {
 }
 
 /// Everything a receive run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RecvSummary {
     pub addrs: Vec<SocketAddr>,
     pub sockets: SocketMode,

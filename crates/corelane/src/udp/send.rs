@@ -62,14 +62,14 @@ impl Default for SenderConfig {
 }
 
 /// One second of sending.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SendInterval {
     #[serde(flatten)]
     pub interval: Interval,
 }
 
 /// Whether GSO ran, and why not when it was asked for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GsoState {
     pub requested: Option<usize>,
     pub active: bool,
@@ -77,7 +77,7 @@ pub struct GsoState {
 }
 
 /// Everything a send run did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SendSummary {
     pub targets: Vec<SocketAddr>,
     pub threads: usize,

@@ -45,7 +45,7 @@ impl FlowWindow {
 }
 
 /// Totals over all flows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SequenceReport {
     pub flows: u64,
     pub received: u64,

@@ -1,0 +1,93 @@
+//! `lab copy`'s tables and CSV.
+
+use comfy_table::Cell;
+
+use super::CopyLabReport;
+use crate::experiment::Report;
+use crate::report;
+use crate::LabError;
+
+impl Report for CopyLabReport {
+    /// Seed 002's tables, the modern methods, the trees and the findings, as text.
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        out.push_str(&format!("corelane lab copy — seed 002 on {}\n", r.machine));
+        out.push_str(&format!("scratch: {}\nhuge pages: {}\n", r.scratch, r.huge_scratch));
+        out.push_str(&format!(
+            "file: {} MiB; {} trial(s) per row, medians; memcpy of the same bytes: {:.2} GB/s\n\n",
+            r.size_bytes >> 20,
+            r.trials,
+            r.memcpy_gb_per_sec
+        ));
+        let mut table = report::table();
+        table.set_header([
+            "section",
+            "configuration",
+            "ran",
+            "seconds",
+            "% of 1K",
+            "GB/s",
+            "of memcpy",
+            "calls/GiB",
+        ]);
+        for row in &r.rows {
+            table.add_row(vec![
+                Cell::new(&row.section),
+                Cell::new(&row.config),
+                Cell::new(&row.ran),
+                report::right(format!("{:.3}", row.median_secs)),
+                report::right(row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%"))),
+                report::right(format!("{:.2}", row.gb_per_sec)),
+                report::right(format!("{:.0}%", row.fraction_of_memcpy * 100.0)),
+                report::right(row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
+            ]);
+        }
+        out.push_str(&table.to_string());
+        out.push('\n');
+        for row in r.rows.iter().filter(|row| row.note.is_some()) {
+            out.push_str(&format!(
+                "note ({}): {}\n",
+                row.config,
+                row.note.as_deref().unwrap_or("")
+            ));
+        }
+        report::push_findings(&mut out, &r.findings);
+        out
+    }
+
+    /// One CSV row per configuration.
+    fn csv(&self) -> Result<Vec<u8>, LabError> {
+        let r = self;
+        let mut w = report::csv_writer();
+        w.write_record([
+            "section",
+            "config",
+            "ran",
+            "median_secs",
+            "pct_of_baseline",
+            "gb_per_sec",
+            "fraction_of_memcpy",
+            "syscalls_per_gib",
+            "trials_secs",
+        ])?;
+        for row in &r.rows {
+            w.write_record([
+                row.section.clone(),
+                row.config.clone(),
+                row.ran.clone(),
+                format!("{:.4}", row.median_secs),
+                row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}")),
+                format!("{:.3}", row.gb_per_sec),
+                format!("{:.3}", row.fraction_of_memcpy),
+                row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
+                row.trials_secs.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
+            ])?;
+        }
+        report::csv_bytes(w)
+    }
+
+    fn findings(&self) -> &[String] {
+        &self.findings
+    }
+}

@@ -1,0 +1,256 @@
+//! The shape every experiment has, and the one runner that drives them all.
+//!
+//! An experiment prepares its stage (testbed, scratch files, peers), lists its
+//! configurations, runs one trial of one configuration at a time, and turns all the trials
+//! into a report: rows, a table, CSV and findings computed from the figures. The runner
+//! interleaves the configurations — trial 1 of every one before any trial 2 — and rotates
+//! their order every trial, because on a small machine a fixed order skewed a configuration
+//! by up to 30 % (the one after a large copy, say, or after a server that left TIME_WAIT
+//! sockets), and drift over a run must fall on every configuration alike.
+
+use corelane::lane::StopSignal;
+
+use crate::LabError;
+
+/// One experiment on its prepared stage.
+pub trait Experiment {
+    /// One configuration: a row of the table, or a peer pairing.
+    type Config;
+    /// What one trial of one configuration measured.
+    type Trial;
+    type Report: Report;
+
+    /// Every configuration to measure, in the table's order (those that cannot run here
+    /// are left out, and the experiment keeps the reason for its report).
+    fn configurations(&mut self) -> Result<Vec<Self::Config>, LabError>;
+    /// How progress lines name a configuration.
+    fn label(&self, config: &Self::Config) -> String;
+    /// Runs trial `index` (0-based) of `config`.
+    fn trial(
+        &mut self,
+        config: &Self::Config,
+        index: usize,
+        stop: &StopSignal,
+    ) -> Result<Self::Trial, LabError>;
+    /// One trial's figures for its progress line.
+    fn describe(&self, trial: &Self::Trial) -> String;
+    /// The report: every configuration with its trials, in `configurations()` order.
+    fn report(
+        self,
+        measured: Vec<Measured<Self::Config, Self::Trial>>,
+    ) -> Result<Self::Report, LabError>;
+}
+
+/// A configuration and its trials, in the order they ran.
+#[derive(Debug)]
+pub struct Measured<C, T> {
+    pub config: C,
+    pub trials: Vec<T>,
+}
+
+/// What people read of an experiment: JSON (from `Serialize`), a table, CSV, findings.
+pub trait Report: serde::Serialize {
+    /// The table(s) in the seed's shape, with notes and findings.
+    fn text(&self) -> String;
+    /// One CSV row per configuration.
+    fn csv(&self) -> Result<Vec<u8>, LabError>;
+    /// Sentences computed from the figures.
+    fn findings(&self) -> &[String];
+}
+
+/// Runs every configuration of `experiment` `trials` times, interleaved and rotated (trial t
+/// starts at configuration t mod n), and returns its report.
+pub fn run<E: Experiment>(
+    mut experiment: E,
+    trials: usize,
+    stop: &StopSignal,
+    progress: &mut dyn FnMut(&str),
+) -> Result<E::Report, LabError> {
+    let configs = experiment.configurations()?;
+    let n = configs.len();
+    let mut results: Vec<Vec<E::Trial>> = (0..n).map(|_| Vec::with_capacity(trials)).collect();
+    for t in 0..trials {
+        for (step, i) in rotation(n, t).enumerate() {
+            if stop.is_stopped() {
+                return Err(LabError::Interrupted);
+            }
+            let trial = experiment.trial(&configs[i], t, stop)?;
+            progress(&format!(
+                "[{}/{}] {} trial {}/{trials}: {}",
+                t * n + step + 1,
+                n * trials,
+                experiment.label(&configs[i]),
+                t + 1,
+                experiment.describe(&trial)
+            ));
+            results[i].push(trial);
+        }
+    }
+    let measured =
+        configs.into_iter().zip(results).map(|(config, trials)| Measured { config, trials });
+    experiment.report(measured.collect())
+}
+
+/// An experiment's command-line options (`corelane lab NAME --help`): parsed by clap, they
+/// prepare the stage and run the experiment.
+pub trait Options: clap::Args + clap::FromArgMatches {
+    type Report: Report;
+    /// Runs the experiment these options describe.
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Self::Report, LabError>;
+}
+
+/// How an [`Entry`] runs its experiment from parsed options.
+pub type RunFn =
+    fn(&clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;
+
+/// An experiment as `corelane lab` lists and runs it: the one list of them is
+/// [`EXPERIMENTS`](crate::EXPERIMENTS), from which the CLI's subcommands, `lab all` and CI's
+/// quick runs are all derived.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub name: &'static str,
+    pub seed: &'static str,
+    pub about: &'static str,
+    /// What an interrupted run removed, for the line Ctrl-C prints.
+    pub cleaned: &'static str,
+    /// Its options, as a clap command named `name`.
+    pub command: fn() -> clap::Command,
+    /// Parses `matches` (from `command`) and runs it.
+    pub run: RunFn,
+}
+
+impl Entry {
+    /// The entry of an experiment whose options are `O`.
+    pub const fn of<O: Options>(
+        name: &'static str,
+        seed: &'static str,
+        about: &'static str,
+        cleaned: &'static str,
+    ) -> Self {
+        Self { name, seed, about, cleaned, command: command_of::<O>, run: run_from_matches::<O> }
+    }
+}
+
+fn command_of<O: Options>() -> clap::Command {
+    O::augment_args(clap::Command::new("experiment"))
+}
+
+fn run_from_matches<O: Options>(
+    matches: &clap::ArgMatches,
+    stop: &StopSignal,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Published, LabError> {
+    let options = O::from_arg_matches(matches).map_err(|e| LabError::Options(e.to_string()))?;
+    Published::of(&options.run(stop, progress)?)
+}
+
+/// A report formatted every way it is printed or written, before anything is written, so a
+/// formatting failure leaves no file behind.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub text: String,
+    pub json: Vec<u8>,
+    pub csv: Vec<u8>,
+    pub findings: Vec<String>,
+}
+
+impl Published {
+    pub fn of<R: Report>(report: &R) -> Result<Self, LabError> {
+        Ok(Self {
+            text: report.text(),
+            json: serde_json::to_vec_pretty(report)?,
+            csv: report.csv()?,
+            findings: report.findings().to_vec(),
+        })
+    }
+}
+
+/// The order of trial `t` over `n` configurations: `t mod n`, `t+1 mod n`, …
+pub fn rotation(n: usize, t: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (k + t) % n.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the order trials ran in.
+    struct Recorder {
+        configs: usize,
+        ran: Vec<(usize, usize)>,
+    }
+
+    #[derive(serde::Serialize)]
+    struct Ran(Vec<(usize, usize)>, Vec<String>);
+
+    impl Report for Ran {
+        fn text(&self) -> String {
+            String::new()
+        }
+        fn csv(&self) -> Result<Vec<u8>, LabError> {
+            Ok(Vec::new())
+        }
+        fn findings(&self) -> &[String] {
+            &self.1
+        }
+    }
+
+    impl Experiment for Recorder {
+        type Config = usize;
+        type Trial = usize;
+        type Report = Ran;
+        fn configurations(&mut self) -> Result<Vec<usize>, LabError> {
+            Ok((0..self.configs).collect())
+        }
+        fn label(&self, config: &usize) -> String {
+            config.to_string()
+        }
+        fn trial(
+            &mut self,
+            config: &usize,
+            index: usize,
+            _: &StopSignal,
+        ) -> Result<usize, LabError> {
+            self.ran.push((*config, index));
+            Ok(index)
+        }
+        fn describe(&self, _: &usize) -> String {
+            String::new()
+        }
+        fn report(self, measured: Vec<Measured<usize, usize>>) -> Result<Ran, LabError> {
+            for (i, m) in measured.iter().enumerate() {
+                assert_eq!(m.config, i);
+                assert_eq!(m.trials, (0..m.trials.len()).collect::<Vec<_>>());
+            }
+            Ok(Ran(self.ran, Vec::new()))
+        }
+    }
+
+    #[test]
+    fn every_trial_1_runs_before_any_trial_2_and_the_order_rotates() {
+        let mut lines = Vec::new();
+        let ran = run(Recorder { configs: 3, ran: Vec::new() }, 3, &StopSignal::new(), &mut |l| {
+            lines.push(l.to_string())
+        })
+        .unwrap()
+        .0;
+        let order: Vec<usize> = ran.iter().map(|r| r.0).collect();
+        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        let trial_of: Vec<usize> = ran.iter().map(|r| r.1).collect();
+        assert_eq!(trial_of, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(lines.len(), 9);
+        assert!(lines[8].starts_with("[9/9] 1 trial 3/3"), "{}", lines[8]);
+    }
+
+    #[test]
+    fn a_stop_ends_the_run() {
+        let stop = StopSignal::new();
+        stop.stop();
+        let err = run(Recorder { configs: 2, ran: Vec::new() }, 1, &stop, &mut |_| {});
+        assert!(matches!(err, Err(LabError::Interrupted)));
+    }
+}

@@ -1,0 +1,107 @@
+//! `lab tcp`'s tables and CSV.
+
+use comfy_table::Cell;
+
+use super::TcpLabReport;
+use crate::experiment::Report;
+use crate::report;
+use crate::LabError;
+
+impl Report for TcpLabReport {
+    /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
+        out.push_str(&format!("testbed: {}\n", r.network));
+        if let Some(reason) = &r.fallback_reason {
+            out.push_str(&format!("note: {reason}\n"));
+        }
+        out.push_str(&format!(
+            "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
+            r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs
+        ));
+        let mut table = report::table();
+        table.set_header([
+            "workload",
+            "server",
+            "configuration",
+            "req/s",
+            "gain",
+            "p99 us",
+            "CPU us/req",
+            "user us/req",
+            "CPU change",
+            "errors",
+        ]);
+        for row in &r.rows {
+            table.add_row(vec![
+                Cell::new(&row.workload),
+                Cell::new(&row.server),
+                Cell::new(&row.label),
+                report::right(format!("{:.0}", row.median_rps)),
+                report::right(report::pct(row.gain_pct)),
+                report::right(format!("{:.0}", row.p99_us)),
+                report::right(format!("{:.2}", row.cpu_us_per_request)),
+                report::right(format!("{:.2}", row.user_us_per_request)),
+                report::right(report::pct(row.cpu_gain_pct)),
+                report::right(format!("{}", row.errors + row.non_2xx)),
+            ]);
+        }
+        out.push_str(&table.to_string());
+        out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", r.interrupt_moderation));
+        for l in &r.load_generators {
+            out.push_str(&format!(
+                "load generator {}: {:.0} req/s (median)\n",
+                l.tool, l.median_rps
+            ));
+        }
+        for s in &r.skipped {
+            out.push_str(&format!("skipped: {s}\n"));
+        }
+        report::push_findings(&mut out, &r.findings);
+        out
+    }
+
+    /// One CSV row per server configuration and workload.
+    fn csv(&self) -> Result<Vec<u8>, LabError> {
+        let r = self;
+        let mut w = report::csv_writer();
+        w.write_record([
+            "workload",
+            "server",
+            "config",
+            "median_rps",
+            "gain_pct",
+            "p99_us",
+            "cpu_us_per_request",
+            "user_us_per_request",
+            "cpu_gain_pct",
+            "errors",
+            "non_2xx",
+            "trials_rps",
+        ])?;
+        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
+        for row in &r.rows {
+            w.write_record([
+                row.workload.clone(),
+                row.server.clone(),
+                row.config.clone(),
+                format!("{:.1}", row.median_rps),
+                opt(row.gain_pct),
+                format!("{:.1}", row.p99_us),
+                format!("{:.3}", row.cpu_us_per_request),
+                format!("{:.3}", row.user_us_per_request),
+                opt(row.cpu_gain_pct),
+                row.errors.to_string(),
+                row.non_2xx.to_string(),
+                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+            ])?;
+        }
+        report::csv_bytes(w)
+    }
+
+    fn findings(&self) -> &[String] {
+        &self.findings
+    }
+}

@@ -1,0 +1,217 @@
+//! `lab udp`'s tables and CSV.
+
+use comfy_table::Cell;
+
+use super::UdpLabReport;
+use crate::experiment::Report;
+use crate::report;
+use crate::LabError;
+
+impl Report for UdpLabReport {
+    /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
+        out.push_str(&format!("testbed: {}\n", r.network));
+        if let Some(reason) = &r.fallback_reason {
+            out.push_str(&format!("note: {reason}\n"));
+        }
+        out.push_str(&format!(
+            "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
+            r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
+        ));
+        let mut table = report::table();
+        let cpu_ids: Vec<usize> =
+            r.rows.first().map(|row| row.cpu.iter().map(|c| c.cpu).collect()).unwrap_or_default();
+        let mut header: Vec<String> = [
+            "configuration",
+            "offered",
+            "sent",
+            "received",
+            "gap",
+            "drops/s",
+            "reordered",
+            "rx ns/dgram",
+        ]
+        .map(String::from)
+        .to_vec();
+        header.extend(cpu_ids.iter().map(|c| format!("CPU{c} usr/sys/si %")));
+        table.set_header(header);
+        for row in &r.rows {
+            let mut cells = vec![
+                Cell::new(&row.config),
+                report::right(report::mpps(row.offered_pps)),
+                report::right(report::mpps(row.sent_pps)),
+                report::right(report::mpps(row.median_pps)),
+                report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
+                report::right(format!("{:.0}", row.drops_per_sec)),
+                report::right(format!("{:.3}%", row.reordered_pct)),
+                report::right(format!("{:.0}", row.cpu_ns_per_datagram)),
+            ];
+            for id in &cpu_ids {
+                let text = row
+                    .cpu
+                    .iter()
+                    .find(|c| c.cpu == *id)
+                    .map(|c| format!("{:.0}/{:.0}/{:.0}", c.user_pct, c.sys_pct, c.softirq_pct))
+                    .unwrap_or_default();
+                cells.push(report::right(text));
+            }
+            table.add_row(cells);
+        }
+        out.push_str(&table.to_string());
+        out.push('\n');
+        for row in &r.rows {
+            out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
+        }
+        if !r.peers.is_empty() {
+            let mut peers = report::table();
+            peers.set_header([
+                "receiver",
+                "driven by",
+                "received",
+                "rx ns/dgram",
+                "corelane pps ×",
+                "their CPU ×",
+            ]);
+            for p in &r.peers {
+                let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
+                peers.add_row(vec![
+                    Cell::new(&p.receiver),
+                    Cell::new(&p.sender),
+                    report::right(report::mpps(p.median_pps)),
+                    report::right(format!("{:.0}", p.cpu_ns_per_datagram)),
+                    report::right(ratio(p.corelane_pps_ratio)),
+                    report::right(ratio(p.corelane_cpu_ratio)),
+                ]);
+            }
+            let steering = if r.fallback_reason.is_some() { "loopback" } else { "RPS off" };
+            out.push_str(&format!(
+                "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
+                r.receiver_cpus
+            ));
+            out.push_str(&peers.to_string());
+            out.push('\n');
+        }
+        out.push_str(&format!("CPU accounting: {}\n", r.cpu_accounting));
+        for s in &r.skipped {
+            out.push_str(&format!("skipped: {s}\n"));
+        }
+        report::push_findings(&mut out, &r.findings);
+        out
+    }
+
+    /// One CSV row per configuration and per peer.
+    fn csv(&self) -> Result<Vec<u8>, LabError> {
+        let r = self;
+        let mut w = report::csv_writer();
+        w.write_record([
+            "kind",
+            "config",
+            "offered_pps",
+            "sent_pps",
+            "median_pps",
+            "gap_pct",
+            "drops",
+            "reordered_pct",
+            "cpu_ns_per_datagram",
+            "trials_pps",
+        ])?;
+        let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
+        for row in &r.rows {
+            w.write_record([
+                "config".to_string(),
+                row.config.clone(),
+                format!("{:.0}", row.offered_pps),
+                format!("{:.0}", row.sent_pps),
+                format!("{:.0}", row.median_pps),
+                row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
+                format!("{:.0}", row.drops_per_sec),
+                format!("{:.4}", row.reordered_pct),
+                format!("{:.1}", row.cpu_ns_per_datagram),
+                join(&row.trials_pps),
+            ])?;
+        }
+        for p in &r.peers {
+            w.write_record([
+                "peer".to_string(),
+                format!("{} <- {}", p.receiver, p.sender),
+                String::new(),
+                String::new(),
+                format!("{:.0}", p.median_pps),
+                String::new(),
+                String::new(),
+                String::new(),
+                format!("{:.1}", p.cpu_ns_per_datagram),
+                join(&p.trials_pps),
+            ])?;
+        }
+        report::csv_bytes(w)
+    }
+
+    fn findings(&self) -> &[String] {
+        &self.findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::ConfigRow;
+    use corelane::stats::CpuSplit;
+
+    fn report() -> UdpLabReport {
+        let split =
+            |cpu| CpuSplit { cpu, user_pct: 1.0, sys_pct: 2.0, softirq_pct: 3.0, idle_pct: 94.0 };
+        UdpLabReport {
+            network: "test".into(),
+            fallback_reason: None,
+            machine: "test".into(),
+            sender_cpu: 0,
+            receiver_cpus: "1".into(),
+            trials: 1,
+            duration_secs: 3,
+            rows: vec![ConfigRow {
+                config: "default".into(),
+                label: "default".into(),
+                offered_pps: 1e6,
+                sent_pps: 1e6,
+                trials_pps: vec![5e5],
+                median_pps: 5e5,
+                gap_pct: Some(0.0),
+                drops_per_sec: 7.0,
+                cpu_ns_per_datagram: 900.0,
+                reordered_pct: 0.5,
+                lane_pps: vec![5e5],
+                cpu: vec![split(0), split(1)],
+            }],
+            peers: Vec::new(),
+            skipped: Vec::new(),
+            cpu_accounting: String::new(),
+            findings: Vec::new(),
+            removed_stale_namespaces: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn table_header_has_a_column_for_every_cell() {
+        let text = report().text();
+        let header = text.lines().find(|l| l.contains("configuration")).unwrap();
+        let row = text.lines().find(|l| l.contains("default") && l.contains("0.500M")).unwrap();
+        assert_eq!(header.matches('┆').count(), row.matches('┆').count(), "{text}");
+        assert!(row.contains("0.500%") && row.contains("1/2/3"), "{row}");
+    }
+
+    #[test]
+    fn csv_rows_carry_the_required_columns() {
+        let csv = String::from_utf8(report().csv().unwrap()).unwrap();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(header.len(), row.len());
+        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!((at("config"), at("median_pps"), at("drops")), ("default", "500000", "7"));
+        assert_eq!((at("gap_pct"), at("cpu_ns_per_datagram")), ("0.00", "900.0"));
+    }
+}
