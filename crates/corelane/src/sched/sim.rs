@@ -294,6 +294,44 @@ mod tests {
         assert_eq!(snapshot, SNAPSHOT, "{r:?}");
     }
 
+    /// Every scheduler on two workloads, 8 workers, 20,000 completions: (scheduler,
+    /// workload, reordered, Mevents/s × 100, migrations/s, CoV × 1000, p99 latency in ns).
+    const SNAPSHOTS: [(&str, &str, u64, i64, i64, i64, u64); 10] = [
+        ("rss", "10-flows", 0, 1500, 0, 536, 21_935),
+        ("rss", "elephant", 0, 565, 0, 1295, 22_511),
+        ("spray", "10-flows", 9428, 2501, 0, 0, 21_967),
+        ("spray", "elephant", 7740, 2501, 0, 0, 21_967),
+        ("dsw-atomic", "10-flows", 0, 1525, 0, 360, 21_999),
+        ("dsw-atomic", "elephant", 0, 589, 5870, 1233, 22_575),
+        ("dsw-parallel", "10-flows", 13_233, 2502, 0, 0, 21_839),
+        ("dsw-parallel", "elephant", 8948, 2502, 0, 0, 21_839),
+        ("diffuser", "10-flows", 990, 1911, 5_494_924, 158, 21_695),
+        ("diffuser", "elephant", 3461, 2083, 7_180_237, 67, 21_967),
+    ];
+
+    #[test]
+    fn every_scheduler_keeps_its_snapshot() {
+        // As above, for each scheduler: a refactoring of the dispatcher must leave these be.
+        let mut got = Vec::new();
+        for kind in Kind::ALL {
+            for workload in [Workload::TenFlows, Workload::Elephant { mice: 256, share: 0.5 }] {
+                let r =
+                    simulate(&SimConfig { events: 20_000, ..SimConfig::new(kind, workload, 8) })
+                        .unwrap();
+                got.push((
+                    kind.name(),
+                    workload.name(),
+                    r.reorder.reordered,
+                    (r.throughput_mevps * 100.0).round() as i64,
+                    r.migrations_per_sec.round() as i64,
+                    (r.imbalance_cov * 1000.0).round() as i64,
+                    (r.p99_latency_us * 1000.0).round() as u64,
+                ));
+            }
+        }
+        assert_eq!(got, SNAPSHOTS);
+    }
+
     /// Zero workers used to index an empty worker list; a zero ring, load or cost spun or
     /// divided by zero.
     #[test]
