@@ -11,8 +11,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
+use super::dispatch::{Dispatcher, Event, Placement, EPOCH_NS};
 use super::metrics::{Balance, ReorderMeter, ReorderReport};
+use super::policy::Kind;
 use super::workload::{Source, Workload};
 use super::ConfigError;
 
@@ -159,7 +160,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
     heap.push(Reverse((0, Tick::Arrival)));
     heap.push(Reverse((EPOCH_NS, Tick::Epoch)));
     let mut next_arrival_at = 0.0f64;
-    let mut blocked: Option<(Event, usize)> = None;
+    let mut blocked: Option<Placement> = None;
     let mut reorder = ReorderMeter::new();
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
@@ -191,16 +192,15 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
         match tick {
             Tick::Arrival => {
                 let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
-                let mut ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
+                let ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
                 next_arrival_at += gap_ns;
-                if let Some(w) = dispatcher.dispatch(ev, now) {
-                    dispatcher.stamp(&mut ev);
-                    if workers[w].queue.len() >= cfg.ring {
-                        blocked = Some((ev, w)); // the producer waits for room
+                if let Some(placed) = dispatcher.dispatch(ev, now) {
+                    if workers[placed.worker].queue.len() >= cfg.ring {
+                        blocked = Some(placed); // the producer waits for room
                         continue;
                     }
-                    workers[w].queue.push_back(ev);
-                    start(w, now, &mut workers, &mut heap);
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
                 heap.push(Reverse(((next_arrival_at as u64).max(now), Tick::Arrival)));
             }
@@ -219,15 +219,15 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
                 reorder.record(ev.flow, ev.seq);
                 let _ = latency.record((now - ev.born_ns).max(1));
                 dispatcher.complete(&ev, w, now, &mut released);
-                for (ev, to) in released.drain(..) {
-                    workers[to].queue.push_back(ev);
-                    start(to, now, &mut workers, &mut heap);
+                for placed in released.drain(..) {
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
-                if let Some((ev, to)) = blocked {
-                    if workers[to].queue.len() < cfg.ring {
+                if let Some(placed) = blocked {
+                    if workers[placed.worker].queue.len() < cfg.ring {
                         blocked = None;
-                        workers[to].queue.push_back(ev);
-                        start(to, now, &mut workers, &mut heap);
+                        workers[placed.worker].queue.push_back(placed.event);
+                        start(placed.worker, now, &mut workers, &mut heap);
                         next_arrival_at = next_arrival_at.max(now as f64);
                         heap.push(Reverse((now, Tick::Arrival)));
                     }
@@ -245,9 +245,9 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
                     })
                     .collect();
                 dispatcher.epoch(&busy, now, &mut released);
-                for (ev, to) in released.drain(..) {
-                    workers[to].queue.push_back(ev);
-                    start(to, now, &mut workers, &mut heap);
+                for placed in released.drain(..) {
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
                 heap.push(Reverse((now + EPOCH_NS, Tick::Epoch)));
             }
