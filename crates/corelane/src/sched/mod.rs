@@ -1,8 +1,10 @@
 //! Seed 004's flow-aware scheduling: one source of events (an RX queue's worth of packets)
 //! spread over worker lanes without reordering flows — or with as little as possible.
 //!
-//! * [`dispatch`] — the schedulers (rss, spray, dsw-atomic, dsw-parallel, diffuser) behind one
-//!   dispatcher that tracks what is in flight and keeps DSW's pause protocol.
+//! * [`dispatch`] — the dispatcher: a policy's placements, stamped, over the books of what is
+//!   in flight (`ledger`).
+//! * `policy` — the schedulers (rss, spray, dsw-atomic, dsw-parallel, diffuser), one file each
+//!   behind one trait; [`Kind`] names them.
 //! * [`metrics`] — RFC 4737 reordering at the egress, balance (CoV, max/mean, Jain).
 //! * [`workload`] — uniform, Zipf, elephant-and-mice, 10 flows, 1 flow; per-event costs.
 //! * [`sim`] — a deterministic discrete-event simulation for 4 to 64 workers.
@@ -11,13 +13,16 @@
 
 pub mod dispatch;
 mod flowmap;
+mod ledger;
 pub mod metrics;
+mod policy;
 pub mod pool;
 pub mod sim;
 pub mod threads;
 pub mod workload;
 
-pub use dispatch::{Dispatcher, Event, Kind};
+pub use dispatch::{Dispatcher, Event, Placement};
+pub use policy::Kind;
 
 /// A simulation or workload option no run can be made of; names the option and the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::dispatch::Event;
+use super::dispatch::{Event, Placement};
 use crate::lane::{LaneSet, StopSignal};
 
 /// Events a ring hands over at once.
@@ -82,9 +82,9 @@ impl WorkerPool {
         self.outbox.iter().all(|o| o.len() < BURST)
     }
 
-    /// Queues `ev` for worker `w` (sent by the next `flush`).
-    pub fn send(&mut self, w: usize, ev: Event) {
-        self.outbox[w].push(ev);
+    /// Queues a placed event for its worker (sent by the next `flush`).
+    pub fn send(&mut self, placed: Placement) {
+        self.outbox[placed.worker].push(placed.event);
     }
 
     /// Moves what the rings have room for, in order.
@@ -221,7 +221,7 @@ mod tests {
                     pool.flush();
                     pool.drain(|e, w| back[w].push(e.seq));
                 }
-                pool.send(w, ev(w as u32, seq as u64));
+                pool.send(Placement { worker: w, event: ev(w as u32, seq as u64) });
                 sent[w].push(seq as u64);
             }
             let deadline = Instant::now() + std::time::Duration::from_secs(5);

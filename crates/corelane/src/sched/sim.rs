@@ -11,8 +11,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
+use super::dispatch::{Dispatcher, Event, Placement, EPOCH_NS};
 use super::metrics::{Balance, ReorderMeter, ReorderReport};
+use super::policy::Kind;
 use super::workload::{Source, Workload};
 use super::ConfigError;
 
@@ -159,7 +160,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
     heap.push(Reverse((0, Tick::Arrival)));
     heap.push(Reverse((EPOCH_NS, Tick::Epoch)));
     let mut next_arrival_at = 0.0f64;
-    let mut blocked: Option<(Event, usize)> = None;
+    let mut blocked: Option<Placement> = None;
     let mut reorder = ReorderMeter::new();
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
@@ -191,16 +192,15 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
         match tick {
             Tick::Arrival => {
                 let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
-                let mut ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
+                let ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
                 next_arrival_at += gap_ns;
-                if let Some(w) = dispatcher.dispatch(ev, now) {
-                    dispatcher.stamp(&mut ev);
-                    if workers[w].queue.len() >= cfg.ring {
-                        blocked = Some((ev, w)); // the producer waits for room
+                if let Some(placed) = dispatcher.dispatch(ev, now) {
+                    if workers[placed.worker].queue.len() >= cfg.ring {
+                        blocked = Some(placed); // the producer waits for room
                         continue;
                     }
-                    workers[w].queue.push_back(ev);
-                    start(w, now, &mut workers, &mut heap);
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
                 heap.push(Reverse(((next_arrival_at as u64).max(now), Tick::Arrival)));
             }
@@ -219,15 +219,15 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
                 reorder.record(ev.flow, ev.seq);
                 let _ = latency.record((now - ev.born_ns).max(1));
                 dispatcher.complete(&ev, w, now, &mut released);
-                for (ev, to) in released.drain(..) {
-                    workers[to].queue.push_back(ev);
-                    start(to, now, &mut workers, &mut heap);
+                for placed in released.drain(..) {
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
-                if let Some((ev, to)) = blocked {
-                    if workers[to].queue.len() < cfg.ring {
+                if let Some(placed) = blocked {
+                    if workers[placed.worker].queue.len() < cfg.ring {
                         blocked = None;
-                        workers[to].queue.push_back(ev);
-                        start(to, now, &mut workers, &mut heap);
+                        workers[placed.worker].queue.push_back(placed.event);
+                        start(placed.worker, now, &mut workers, &mut heap);
                         next_arrival_at = next_arrival_at.max(now as f64);
                         heap.push(Reverse((now, Tick::Arrival)));
                     }
@@ -245,9 +245,9 @@ pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
                     })
                     .collect();
                 dispatcher.epoch(&busy, now, &mut released);
-                for (ev, to) in released.drain(..) {
-                    workers[to].queue.push_back(ev);
-                    start(to, now, &mut workers, &mut heap);
+                for placed in released.drain(..) {
+                    workers[placed.worker].queue.push_back(placed.event);
+                    start(placed.worker, now, &mut workers, &mut heap);
                 }
                 heap.push(Reverse((now + EPOCH_NS, Tick::Epoch)));
             }
@@ -292,6 +292,44 @@ mod tests {
         let snapshot =
             (r.reorder.events, r.reorder.reordered, (r.throughput_mevps * 100.0).round() as i64);
         assert_eq!(snapshot, SNAPSHOT, "{r:?}");
+    }
+
+    /// Every scheduler on two workloads, 8 workers, 20,000 completions: (scheduler,
+    /// workload, reordered, Mevents/s × 100, migrations/s, CoV × 1000, p99 latency in ns).
+    const SNAPSHOTS: [(&str, &str, u64, i64, i64, i64, u64); 10] = [
+        ("rss", "10-flows", 0, 1500, 0, 536, 21_935),
+        ("rss", "elephant", 0, 565, 0, 1295, 22_511),
+        ("spray", "10-flows", 9428, 2501, 0, 0, 21_967),
+        ("spray", "elephant", 7740, 2501, 0, 0, 21_967),
+        ("dsw-atomic", "10-flows", 0, 1525, 0, 360, 21_999),
+        ("dsw-atomic", "elephant", 0, 589, 5870, 1233, 22_575),
+        ("dsw-parallel", "10-flows", 13_233, 2502, 0, 0, 21_839),
+        ("dsw-parallel", "elephant", 8948, 2502, 0, 0, 21_839),
+        ("diffuser", "10-flows", 990, 1911, 5_494_924, 158, 21_695),
+        ("diffuser", "elephant", 3461, 2083, 7_180_237, 67, 21_967),
+    ];
+
+    #[test]
+    fn every_scheduler_keeps_its_snapshot() {
+        // As above, for each scheduler: a refactoring of the dispatcher must leave these be.
+        let mut got = Vec::new();
+        for kind in Kind::ALL {
+            for workload in [Workload::TenFlows, Workload::Elephant { mice: 256, share: 0.5 }] {
+                let r =
+                    simulate(&SimConfig { events: 20_000, ..SimConfig::new(kind, workload, 8) })
+                        .unwrap();
+                got.push((
+                    kind.name(),
+                    workload.name(),
+                    r.reorder.reordered,
+                    (r.throughput_mevps * 100.0).round() as i64,
+                    r.migrations_per_sec.round() as i64,
+                    (r.imbalance_cov * 1000.0).round() as i64,
+                    (r.p99_latency_us * 1000.0).round() as u64,
+                ));
+            }
+        }
+        assert_eq!(got, SNAPSHOTS);
     }
 
     /// Zero workers used to index an empty worker list; a zero ring, load or cost spun or

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::dispatch::{Dispatcher, Event, Kind, EPOCH_NS};
+use super::dispatch::{Dispatcher, Event, EPOCH_NS};
 use super::metrics::ReorderMeter;
+use super::policy::Kind;
 use super::pool::WorkerPool;
 use super::sim::RunResult;
 use super::workload::{Source, Workload};
@@ -67,8 +68,8 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
             let _ = latency.record(now_ns.saturating_sub(ev.born_ns).max(1));
             dispatcher.complete(&ev, w, now_ns, &mut released);
         });
-        for (ev, w) in released.drain(..) {
-            pool.send(w, ev);
+        for placed in released.drain(..) {
+            pool.send(placed);
         }
         if now_ns >= next_epoch {
             next_epoch = now_ns + EPOCH_NS;
@@ -84,10 +85,9 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
         // The decision and the enqueue are the scheduling work.
         let t = Instant::now();
         if pool.has_room() {
-            while let Some(mut ev) = drawn.pop_front() {
-                if let Some(w) = dispatcher.dispatch(ev, now_ns) {
-                    dispatcher.stamp(&mut ev);
-                    pool.send(w, ev);
+            while let Some(ev) = drawn.pop_front() {
+                if let Some(placed) = dispatcher.dispatch(ev, now_ns) {
+                    pool.send(placed);
                 }
             }
         }

@@ -7,9 +7,10 @@ use std::io;
 
 use serde::Serialize;
 
+use crate::sched::dispatch::EPOCH_NS;
 use crate::sched::metrics::{Balance, ReorderMeter, ReorderReport};
 use crate::sched::pool::WorkerPool;
-use crate::sched::{Dispatcher, Event, Kind};
+use crate::sched::{Dispatcher, Event, Kind, Placement};
 
 /// How the receive lane dispatches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub(crate) struct DispatchLane {
     pool: WorkerPool,
     egress: ReorderMeter,
     per_worker: Vec<u64>,
-    released: Vec<(Event, usize)>,
+    released: Vec<Placement>,
     next_epoch_ns: u64,
 }
 
@@ -56,7 +57,7 @@ impl DispatchLane {
             egress: ReorderMeter::new(),
             per_worker: vec![0; workers],
             released: Vec::new(),
-            next_epoch_ns: crate::sched::dispatch::EPOCH_NS,
+            next_epoch_ns: EPOCH_NS,
         })
     }
 
@@ -69,10 +70,9 @@ impl DispatchLane {
         }
         let now = self.pool.now_ns();
         let cost = self.config.work_ns;
-        let mut ev = Event::new(flow, seq, now, cost, cost.max(1));
-        if let Some(w) = self.dispatcher.dispatch(ev, now) {
-            self.dispatcher.stamp(&mut ev);
-            self.pool.send(w, ev);
+        let ev = Event::new(flow, seq, now, cost, cost.max(1));
+        if let Some(placed) = self.dispatcher.dispatch(ev, now) {
+            self.pool.send(placed);
         }
     }
 
@@ -87,12 +87,12 @@ impl DispatchLane {
             per_worker[w] += 1;
             dispatcher.complete(&ev, w, now, released);
         });
-        for (ev, w) in self.released.drain(..) {
-            self.pool.send(w, ev);
+        for placed in self.released.drain(..) {
+            self.pool.send(placed);
         }
         if now >= self.next_epoch_ns {
-            self.next_epoch_ns = now + crate::sched::dispatch::EPOCH_NS;
-            let busy = self.pool.busy_fractions(crate::sched::dispatch::EPOCH_NS);
+            self.next_epoch_ns = now + EPOCH_NS;
+            let busy = self.pool.busy_fractions(EPOCH_NS);
             self.dispatcher.epoch(&busy, now, &mut self.released);
         }
     }
