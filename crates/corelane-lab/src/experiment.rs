@@ -103,6 +103,41 @@ pub trait Options: clap::Args + clap::FromArgMatches {
     ) -> Result<Self::Report, LabError>;
 }
 
+/// The options every measuring experiment shares: how long and how often.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrialArgs {
+    /// A short run for CI: 1 trial per configuration, short measurements.
+    #[arg(long)]
+    pub quick: bool,
+    /// Trials per configuration (default 3, 1 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub trials: Option<usize>,
+    /// Time per measurement (default 5s, shorter with --quick; UDP and affinity need at
+    /// least 3s, TCP 1s).
+    #[arg(long, value_parser = corelane::units::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+}
+
+impl TrialArgs {
+    /// `trials` and `duration` over the experiment's defaults; a duration under `min` is
+    /// refused, naming it.
+    pub fn apply(
+        &self,
+        trials: &mut usize,
+        duration: &mut std::time::Duration,
+        min: std::time::Duration,
+    ) -> Result<(), LabError> {
+        *trials = self.trials.unwrap_or(*trials);
+        if let Some(d) = self.duration {
+            if d < min {
+                return Err(LabError::Options(format!("--duration must be at least {min:?}")));
+            }
+            *duration = d;
+        }
+        Ok(())
+    }
+}
+
 /// How an [`Entry`] runs its experiment from parsed options.
 pub type RunFn =
     fn(&clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;

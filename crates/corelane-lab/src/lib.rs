@@ -39,6 +39,29 @@ pub(crate) fn median_of(values: impl IntoIterator<Item = f64>) -> f64 {
     corelane::stats::median(&values.into_iter().collect::<Vec<_>>()).unwrap_or(0.0)
 }
 
+/// Names given to an option (`--vs`, say) looked up in `known` (name, value): every value
+/// when absent, none for `none`, an unknown name refused with the choices.
+pub(crate) fn parse_names<T: Copy>(
+    names: Option<&[String]>,
+    known: &[(&str, T)],
+    what: &str,
+) -> Result<Vec<T>, LabError> {
+    let Some(names) = names else { return Ok(known.iter().map(|k| k.1).collect()) };
+    if names.iter().any(|n| n == "none") {
+        return Ok(Vec::new());
+    }
+    let lookup = |n: &String| {
+        known.iter().find(|k| k.0 == n).map(|k| k.1).ok_or_else(|| {
+            let choices: Vec<&str> = known.iter().map(|k| k.0).collect();
+            LabError::Options(format!(
+                "unknown {what} `{n}`: choose from {}, none",
+                choices.join(", ")
+            ))
+        })
+    };
+    names.iter().map(lookup).collect()
+}
+
 /// Checks `--configs` names against the experiment's ids (`none` runs only the peers).
 pub(crate) fn check_ids(names: &[String], ids: &[&str]) -> Result<(), LabError> {
     match names.iter().find(|n| *n != "none" && !ids.contains(&n.as_str())) {

@@ -15,9 +15,12 @@ pub(crate) fn table() -> Table {
     table
 }
 
-/// A CSV writer into memory; `finish` returns its bytes.
-pub(crate) fn csv_writer() -> csv::Writer<Vec<u8>> {
-    csv::Writer::from_writer(Vec::new())
+/// A CSV writer into memory with its header row (`header`: the column names, comma
+/// separated) written; [`csv_bytes`] returns what was written.
+pub(crate) fn csv_writer(header: &str) -> Result<csv::Writer<Vec<u8>>, LabError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header.split(','))?;
+    Ok(w)
 }
 
 /// The bytes of a finished CSV writer.

@@ -36,15 +36,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<AffinityArgs>(
 /// `corelane lab affinity`'s options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AffinityArgs {
-    /// A short run for CI: 1 trial of 3 seconds per placement.
-    #[arg(long)]
-    pub quick: bool,
-    /// Trials per placement (default 3, 1 with --quick).
-    #[arg(long, value_parser = corelane::units::parse_count)]
-    pub trials: Option<usize>,
-    /// Time per measurement, at least 3s (default 5s, 3s with --quick).
-    #[arg(long, value_parser = corelane::units::parse_duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub run: experiment::TrialArgs,
     /// Datagrams/s the paced GSO sender offers the UDP receiver.
     #[arg(long, default_value_t = 1_000_000)]
     pub offered: u64,
@@ -58,12 +51,13 @@ impl Options for AffinityArgs {
         progress: &mut dyn FnMut(&str),
     ) -> Result<AffinityLabReport, LabError> {
         let exe = crate::corelane_exe()?;
-        let mut opts =
-            if self.quick { AffinityLabOptions::quick(exe) } else { AffinityLabOptions::full(exe) };
-        opts.trials = self.trials.unwrap_or(opts.trials);
-        if let Some(d) = self.duration {
-            opts.duration = Duration::from_secs(d.as_secs());
-        }
+        let mut opts = if self.run.quick {
+            AffinityLabOptions::quick(exe)
+        } else {
+            AffinityLabOptions::full(exe)
+        };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(3))?;
+        opts.duration = Duration::from_secs(opts.duration.as_secs());
         if self.offered == 0 {
             return Err(LabError::Options("--offered must be above 0".into()));
         }

@@ -7,6 +7,9 @@ use crate::experiment::Report;
 use crate::report;
 use crate::LabError;
 
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
+
 impl Report for AffinityLabReport {
     /// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
     fn text(&self) -> String {
@@ -70,8 +73,7 @@ impl Report for AffinityLabReport {
     /// One CSV row per measured placement (the model is in the JSON).
     fn csv(&self) -> Result<Vec<u8>, LabError> {
         let r = self;
-        let mut w = report::csv_writer();
-        w.write_record(["workload", "kind", "median", "gap_pct", "cpu_ns_per_unit", "trials"])?;
+        let mut w = report::csv_writer(CSV_HEADER)?;
         for row in &r.rows {
             w.write_record([
                 row.workload.clone(),

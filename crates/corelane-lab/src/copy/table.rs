@@ -7,6 +7,9 @@ use crate::experiment::Report;
 use crate::report;
 use crate::LabError;
 
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
+
 impl Report for CopyLabReport {
     /// Seed 002's tables, the modern methods, the trees and the findings, as text.
     fn text(&self) -> String {
@@ -59,18 +62,7 @@ impl Report for CopyLabReport {
     /// One CSV row per configuration.
     fn csv(&self) -> Result<Vec<u8>, LabError> {
         let r = self;
-        let mut w = report::csv_writer();
-        w.write_record([
-            "section",
-            "config",
-            "ran",
-            "median_secs",
-            "pct_of_baseline",
-            "gb_per_sec",
-            "fraction_of_memcpy",
-            "syscalls_per_gib",
-            "trials_secs",
-        ])?;
+        let mut w = report::csv_writer(CSV_HEADER)?;
         for row in &r.rows {
             w.write_record([
                 row.section.clone(),

@@ -7,6 +7,9 @@ use crate::experiment::Report;
 use crate::report;
 use crate::LabError;
 
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
+
 impl Report for SchedLabReport {
     /// A table per workload: every scheduler, simulated and threaded, with its ratios to DSW.
     fn text(&self) -> String {
@@ -85,25 +88,7 @@ impl Report for SchedLabReport {
     /// One CSV row per run.
     fn csv(&self) -> Result<Vec<u8>, LabError> {
         let r = self;
-        let mut w = report::csv_writer();
-        w.write_record([
-            "scheduler",
-            "workload",
-            "workers",
-            "mode",
-            "throughput_mevps",
-            "reorder_ratio",
-            "n_reordered_ratio",
-            "mean_extent",
-            "imbalance_cov",
-            "imbalance_max_over_mean",
-            "jain",
-            "p50_latency_us",
-            "p99_latency_us",
-            "p999_latency_us",
-            "migrations_per_sec",
-            "scheduling_share",
-        ])?;
+        let mut w = report::csv_writer(CSV_HEADER)?;
         for row in &r.rows {
             let x = &row.run;
             w.write_record([

@@ -39,15 +39,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<TcpArgs>(
 /// `corelane lab tcp`'s options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TcpArgs {
-    /// A short run for CI: 1 trial of 2 seconds per configuration.
-    #[arg(long)]
-    pub quick: bool,
-    /// Trials per configuration (default 3, 1 with --quick).
-    #[arg(long, value_parser = corelane::units::parse_count)]
-    pub trials: Option<usize>,
-    /// Load time per measurement, at least 1s (default 5s, 2s with --quick).
-    #[arg(long, value_parser = corelane::units::parse_duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub run: experiment::TrialArgs,
     /// Client connections, each with one request in flight.
     #[arg(long, default_value_t = 50, value_parser = corelane::units::parse_count)]
     pub connections: usize,
@@ -65,16 +58,11 @@ impl TcpArgs {
     /// The options these arguments describe, with the corelane binary `exe`.
     pub fn options(self, exe: PathBuf) -> Result<TcpLabOptions, LabError> {
         let mut opts =
-            if self.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
-        opts.trials = self.trials.unwrap_or(opts.trials);
-        if let Some(d) = self.duration {
-            if d < Duration::from_secs(1) {
-                return Err(LabError::Options("--duration must be at least 1s".into()));
-            }
-            opts.duration = d;
-        }
+            if self.run.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
         opts.connections = self.connections;
-        opts.peers = Peer::parse_list(self.vs.as_deref())?;
+        opts.peers =
+            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
         if let Some(configs) = self.configs {
             crate::check_ids(&configs, CONFIG_IDS)?;
             opts.only = Some(configs);

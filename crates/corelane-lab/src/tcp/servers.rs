@@ -162,15 +162,6 @@ pub enum Peer {
 impl Peer {
     pub const ALL: [Peer; 3] = [Peer::Nginx, Peer::Lighttpd, Peer::Wrk];
 
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "nginx" => Some(Self::Nginx),
-            "lighttpd" => Some(Self::Lighttpd),
-            "wrk" => Some(Self::Wrk),
-            _ => None,
-        }
-    }
-
     pub fn program(&self) -> &'static str {
         match self {
             Self::Nginx => "nginx",
@@ -186,24 +177,6 @@ impl Peer {
             Self::Lighttpd => "lighttpd",
             Self::Wrk => "wrk",
         }
-    }
-
-    /// `--vs` names: every peer when absent, none for `none`.
-    pub fn parse_list(names: Option<&[String]>) -> Result<Vec<Self>, LabError> {
-        let Some(names) = names else { return Ok(Self::ALL.to_vec()) };
-        if names.iter().any(|n| n == "none") {
-            return Ok(Vec::new());
-        }
-        names
-            .iter()
-            .map(|n| {
-                Self::parse(n).ok_or_else(|| {
-                    LabError::Options(format!(
-                        "unknown peer `{n}`: choose from nginx, lighttpd, wrk, none"
-                    ))
-                })
-            })
-            .collect()
     }
 }
 

@@ -7,6 +7,9 @@ use crate::experiment::Report;
 use crate::report;
 use crate::LabError;
 
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps";
+
 impl Report for TcpLabReport {
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn text(&self) -> String {
@@ -66,21 +69,7 @@ impl Report for TcpLabReport {
     /// One CSV row per server configuration and workload.
     fn csv(&self) -> Result<Vec<u8>, LabError> {
         let r = self;
-        let mut w = report::csv_writer();
-        w.write_record([
-            "workload",
-            "server",
-            "config",
-            "median_rps",
-            "gain_pct",
-            "p99_us",
-            "cpu_us_per_request",
-            "user_us_per_request",
-            "cpu_gain_pct",
-            "errors",
-            "non_2xx",
-            "trials_rps",
-        ])?;
+        let mut w = report::csv_writer(CSV_HEADER)?;
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         for row in &r.rows {
             w.write_record([

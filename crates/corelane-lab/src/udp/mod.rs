@@ -40,15 +40,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
 /// `corelane lab udp`'s options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UdpArgs {
-    /// A short run for CI: 1 trial of 3 seconds per configuration.
-    #[arg(long)]
-    pub quick: bool,
-    /// Trials per configuration (default 3, 1 with --quick).
-    #[arg(long, value_parser = corelane::units::parse_count)]
-    pub trials: Option<usize>,
-    /// Sending time per trial, at least 3s (default 5s, 3s with --quick).
-    #[arg(long, value_parser = corelane::units::parse_duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub run: experiment::TrialArgs,
     /// Datagrams/s the paced GSO sender offers on the plain rows.
     #[arg(long, default_value_t = 1_500_000)]
     pub offered: u64,
@@ -69,17 +62,17 @@ impl UdpArgs {
     /// The options these arguments describe, with the corelane binary `exe`.
     pub fn options(self, exe: PathBuf) -> Result<UdpLabOptions, LabError> {
         let mut opts =
-            if self.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
-        opts.trials = self.trials.unwrap_or(opts.trials);
-        if let Some(d) = self.duration {
-            opts.duration = Duration::from_secs(d.as_secs());
-        }
+            if self.run.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(3))?;
+        // Whole seconds: the receiver reports one interval a second.
+        opts.duration = Duration::from_secs(opts.duration.as_secs());
         if self.offered == 0 || self.offered_gro == 0 {
             return Err(LabError::Options("--offered and --offered-gro must be above 0".into()));
         }
         opts.offered_pps = self.offered;
         opts.offered_gro_pps = self.offered_gro;
-        opts.peers = Peer::parse_list(self.vs.as_deref())?;
+        opts.peers =
+            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.name(), p)), "peer")?;
         if let Some(configs) = self.configs {
             crate::check_ids(&configs, &CONFIG_IDS)?;
             opts.only = Some(configs);
@@ -410,6 +403,14 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
             row(rows, "reuseport").map_or(0.0, |r| r.reordered_pct)
         ));
     }
+    out.extend(beyond_the_seed(rows, peers, online));
+    out
+}
+
+/// Findings on the rows beyond the seed (CPU steering, GRO), the per-core prediction and
+/// the peers.
+fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<String> {
+    let mut out = Vec::new();
     if let (Some(hash), Some(cpu)) = (row(rows, "reuseport"), row(rows, "reuseport-cpu")) {
         out.push(format!(
             "CPU steering vs flow hash: {:.3} vs {:.3} Mpps, {:.0} vs {:.0} ns CPU per datagram; lanes received {} (CPU-steered) vs {} (hashed).",

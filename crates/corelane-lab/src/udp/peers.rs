@@ -40,28 +40,6 @@ impl Peer {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.name() == s)
-    }
-
-    /// `--vs` names: every peer when absent, none for `none`.
-    pub fn parse_list(names: Option<&[String]>) -> Result<Vec<Self>, LabError> {
-        let Some(names) = names else { return Ok(Self::ALL.to_vec()) };
-        if names.iter().any(|n| n == "none") {
-            return Ok(Vec::new());
-        }
-        names
-            .iter()
-            .map(|n| {
-                Self::parse(n).ok_or_else(|| {
-                    LabError::Options(format!(
-                        "unknown peer `{n}`: choose from c-loop, sockperf, iperf3, none"
-                    ))
-                })
-            })
-            .collect()
-    }
-
     /// Why the peer cannot run here, if it cannot.
     fn missing(self) -> Option<String> {
         let (program, package) = match self {

@@ -7,6 +7,9 @@ use crate::experiment::Report;
 use crate::report;
 use crate::LabError;
 
+/// The CSV columns, in order.
+const CSV_HEADER: &str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
+
 impl Report for UdpLabReport {
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
     fn text(&self) -> String {
@@ -105,19 +108,7 @@ impl Report for UdpLabReport {
     /// One CSV row per configuration and per peer.
     fn csv(&self) -> Result<Vec<u8>, LabError> {
         let r = self;
-        let mut w = report::csv_writer();
-        w.write_record([
-            "kind",
-            "config",
-            "offered_pps",
-            "sent_pps",
-            "median_pps",
-            "gap_pct",
-            "drops",
-            "reordered_pct",
-            "cpu_ns_per_datagram",
-            "trials_pps",
-        ])?;
+        let mut w = report::csv_writer(CSV_HEADER)?;
         let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
         for row in &r.rows {
             w.write_record([
