@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use corelane::stats::{ProcStat, UdpCounters};
 
-use crate::process::ChildProcess;
+use crate::process::{on_path, ChildProcess};
 use crate::LabError;
 
 /// A place processes run and counters are read.
@@ -184,12 +184,6 @@ fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
         Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
     };
     Some((at(11)?, at(12)?))
-}
-
-/// Whether `program` is on this process's PATH.
-pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 #[cfg(test)]

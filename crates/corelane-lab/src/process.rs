@@ -23,7 +23,7 @@ pub struct ChildProcess {
 impl ChildProcess {
     /// Starts `prefix… program args…` (the prefix enters a host, as `ip netns exec NS` does:
     /// it execs the program, so the child's PID is the program's own). Experiments start
-    /// children through [`Host::spawn`](crate::host::Host::spawn).
+    /// children through `Host::spawn`.
     pub(crate) fn spawn(
         name: &str,
         prefix: &[String],
@@ -34,7 +34,7 @@ impl ChildProcess {
         // setpriv execs the program with a parent-death signal: if the lab itself is killed
         // (SIGKILL, a crash), its children end too instead of running on in a removed
         // namespace. Like `ip netns exec` it execs, so the PID stays the program's own.
-        if crate::host::on_path("setpriv") {
+        if on_path("setpriv") {
             argv.extend(["setpriv", "--pdeathsig", "TERM"]);
         }
         argv.push(program);
@@ -170,6 +170,12 @@ impl Drop for ChildProcess {
             }
         }
     }
+}
+
+/// Whether `program` is on this process's PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 #[cfg(test)]

@@ -13,8 +13,7 @@ use serde::Serialize;
 
 use super::trial::{pick_port, wait_ready};
 use super::{PeerRow, UdpLabOptions};
-use crate::host::on_path;
-use crate::process::ChildProcess;
+use crate::process::{on_path, ChildProcess};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};

@@ -2,58 +2,9 @@
 //! policy reads (`ledger`). [`Dispatcher::dispatch`] answers with a [`Placement`]: the worker
 //! and the event stamped with all the worker and the books need, so nothing has to follow it.
 
+pub use super::event::{Event, Placement, EPOCH_NS};
 use super::ledger::Ledger;
 use super::policy::{Kind, Policy};
-
-/// An event: which flow it belongs to, its place in the flow, when it was born and its cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Event {
-    /// The flow the event belongs to.
-    pub flow: u32,
-    /// Its place in the flow; the egress checks these come out in order.
-    pub seq: u64,
-    /// When it arrived (ns), for its latency.
-    pub born_ns: u64,
-    /// The worker time it takes (ns).
-    pub cost_ns: u32,
-    /// The part of the cost the dispatcher can predict (from a packet's length).
-    pub visible_cost_ns: u32,
-    /// A worker starts the event no earlier than this (0: at once); set by Diffuser so that a
-    /// diffused event finishes after its predecessor.
-    pub not_before_ns: u64,
-    /// Predicted worker time the dispatcher charged for it (waiting included).
-    pub charge_ns: u32,
-    /// When the dispatcher predicted it would finish (Diffuser), to correct its predictions.
-    pub due_ns: u64,
-}
-
-impl Event {
-    /// A new event; the dispatcher fills in its timing fields.
-    pub fn new(flow: u32, seq: u64, born_ns: u64, cost_ns: u32, visible_cost_ns: u32) -> Self {
-        Self {
-            flow,
-            seq,
-            born_ns,
-            cost_ns,
-            visible_cost_ns,
-            not_before_ns: 0,
-            charge_ns: 0,
-            due_ns: 0,
-        }
-    }
-}
-
-/// Where the dispatcher put an event: send `event` to `worker`, as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
-    /// The worker that serves the event.
-    pub worker: usize,
-    /// The event with its timing fields (`not_before_ns`, `charge_ns`, `due_ns`) filled in.
-    pub event: Event,
-}
-
-/// The epoch at which loads are measured and the feedback loops run.
-pub const EPOCH_NS: u64 = 250_000;
 
 /// Decides which worker each event goes to; tracks what is in flight.
 #[derive(Debug)]
@@ -84,7 +35,10 @@ impl Dispatcher {
     /// Where `event` goes, or `None` when its flow is paused (the event is held and comes
     /// back from `complete` once the flow has moved).
     pub fn dispatch(&mut self, event: Event, now_ns: u64) -> Option<Placement> {
-        self.ledger.dispatch(self.policy.as_mut(), event, now_ns)
+        self.ledger.arrived(&event);
+        let placement = self.policy.place(event, now_ns, &self.ledger)?;
+        self.ledger.count_in(&placement);
+        Some(placement)
     }
 
     /// `event` left `worker`. Events released by a finished migration are appended to
@@ -96,13 +50,22 @@ impl Dispatcher {
         now_ns: u64,
         released: &mut Vec<Placement>,
     ) {
-        self.ledger.complete(self.policy.as_mut(), event, worker, now_ns, released);
+        self.ledger.count_out(event, worker);
+        let from = released.len();
+        self.policy.completed(event, worker, now_ns, &self.ledger, released);
+        for placement in &released[from..] {
+            self.ledger.count_in(placement);
+        }
     }
 
     /// Called every [`EPOCH_NS`] with each worker's busy fraction over the epoch; events
     /// released by a migration are appended to `released`.
     pub fn epoch(&mut self, busy: &[f64], now_ns: u64, released: &mut Vec<Placement>) {
-        self.ledger.epoch(self.policy.as_mut(), busy, now_ns, released);
+        let from = released.len();
+        self.policy.epoch(busy, now_ns, &self.ledger, released);
+        for placement in &released[from..] {
+            self.ledger.count_in(placement);
+        }
     }
 }
 

@@ -2,9 +2,8 @@
 //! reads: each flow's mean visible cost and events in flight, each worker's outstanding
 //! events. A policy decides; the ledger counts what it decided in and out.
 
-use super::dispatch::{Event, Placement};
+use super::event::{Event, Placement};
 use super::flowmap::FlowMap;
-use super::policy::Policy;
 
 /// What is in flight, per flow and per worker, and what each flow's events cost.
 #[derive(Debug)]
@@ -66,57 +65,22 @@ impl Ledger {
         Placement { worker, event: Event { not_before_ns: 0, charge_ns, due_ns: 0, ..event } }
     }
 
-    /// Asks `policy` where `event` goes and counts it in.
-    pub fn dispatch(
-        &mut self,
-        policy: &mut dyn Policy,
-        event: Event,
-        now_ns: u64,
-    ) -> Option<Placement> {
+    /// Books an arriving event: its flow's mean visible cost moves toward it.
+    pub(crate) fn arrived(&mut self, event: &Event) {
         let visible = event.visible_cost_ns as f64;
         let mean = self.mean_cost.get_or_insert_with(event.flow, || visible);
         *mean += (visible - *mean) / 16.0;
-        let placement = policy.place(event, now_ns, self)?;
-        self.count_in(&placement);
-        Some(placement)
     }
 
-    /// Counts `event` out of `worker`, then tells `policy`; what it releases is counted in
-    /// and appended to `released`.
-    pub fn complete(
-        &mut self,
-        policy: &mut dyn Policy,
-        event: &Event,
-        worker: usize,
-        now_ns: u64,
-        released: &mut Vec<Placement>,
-    ) {
+    /// Books `event` as done on `worker`.
+    pub(crate) fn count_out(&mut self, event: &Event, worker: usize) {
         self.outstanding[worker] = self.outstanding[worker].saturating_sub(1);
         let left = self.in_flight.get_or_insert_with(event.flow, || 1);
         *left = left.saturating_sub(1);
-        let from = released.len();
-        policy.completed(event, worker, now_ns, self, released);
-        for placement in &released[from..] {
-            self.count_in(placement);
-        }
     }
 
-    /// Runs `policy`'s epoch; what it releases is counted in and appended to `released`.
-    pub fn epoch(
-        &mut self,
-        policy: &mut dyn Policy,
-        busy: &[f64],
-        now_ns: u64,
-        released: &mut Vec<Placement>,
-    ) {
-        let from = released.len();
-        policy.epoch(busy, now_ns, self, released);
-        for placement in &released[from..] {
-            self.count_in(placement);
-        }
-    }
-
-    fn count_in(&mut self, placement: &Placement) {
+    /// Books a placement as in flight on its worker.
+    pub(crate) fn count_in(&mut self, placement: &Placement) {
         *self.in_flight.get_or_insert_with(placement.event.flow, || 0) += 1;
         self.outstanding[placement.worker] += 1;
     }

@@ -12,6 +12,7 @@
 //! * [`threads`] — the same dispatcher on real threads, over a pool.
 
 pub mod dispatch;
+mod event;
 mod flowmap;
 mod ledger;
 pub mod metrics;

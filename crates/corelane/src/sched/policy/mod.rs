@@ -11,7 +11,7 @@ mod spray;
 
 use serde::Serialize;
 
-use super::dispatch::{Event, Placement};
+use super::event::{Event, Placement};
 use super::ledger::Ledger;
 
 /// A scheduling policy: where each event goes, and how it follows the workers' loads. The
@@ -113,6 +113,53 @@ impl std::str::FromStr for Kind {
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The dispatcher's bookkeeping around a policy, for the policies' own tests (which drive
+/// a policy and a ledger without a `Dispatcher`).
+#[cfg(test)]
+impl Ledger {
+    pub(crate) fn dispatch(
+        &mut self,
+        policy: &mut dyn Policy,
+        event: Event,
+        now_ns: u64,
+    ) -> Option<Placement> {
+        self.arrived(&event);
+        let placement = policy.place(event, now_ns, self)?;
+        self.count_in(&placement);
+        Some(placement)
+    }
+
+    pub(crate) fn complete(
+        &mut self,
+        policy: &mut dyn Policy,
+        event: &Event,
+        worker: usize,
+        now_ns: u64,
+        released: &mut Vec<Placement>,
+    ) {
+        self.count_out(event, worker);
+        let from = released.len();
+        policy.completed(event, worker, now_ns, self, released);
+        for placement in &released[from..] {
+            self.count_in(placement);
+        }
+    }
+
+    pub(crate) fn epoch(
+        &mut self,
+        policy: &mut dyn Policy,
+        busy: &[f64],
+        now_ns: u64,
+        released: &mut Vec<Placement>,
+    ) {
+        let from = released.len();
+        policy.epoch(busy, now_ns, self, released);
+        for placement in &released[from..] {
+            self.count_in(placement);
+        }
     }
 }
 

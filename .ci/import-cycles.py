@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Import cycles between the modules of a Rust crate's src/ (issue 12's "no import circle").
+
+Edges: a module names another through `crate::a::b` or `super::x` outside its `#[cfg(test)]`
+part. Prints every strongly connected component of more than one module; exits 1 if any.
+Usage: import-cycles.py crates/corelane/src
+"""
+import os
+import re
+import sys
+
+
+def module_of(path):
+    name = path[:-3]
+    if name.endswith("/mod"):
+        name = name[:-4]
+    return name.replace("/", "::")
+
+
+def edges_of(root):
+    files = [os.path.relpath(os.path.join(d, f), root)
+             for d, _, fs in os.walk(root) for f in fs if f.endswith(".rs")]
+    mods = {module_of(f): f for f in files}
+    edges = {}
+    for m, f in mods.items():
+        with open(os.path.join(root, f)) as fh:
+            text = fh.read().split("#[cfg(test)]")[0]
+        parent = "::".join(m.split("::")[:-1])
+        deps = set()
+        for prefix, pattern in (("", r"crate::([a-z_]+(?:::[a-z_]+)*)"),
+                                (parent, r"super::([a-z_]+(?:::[a-z_]+)*)")):
+            for path in re.findall(pattern, text):
+                parts = path.split("::")
+                for k in range(len(parts), 0, -1):
+                    cand = "::".join(([prefix] if prefix else []) + parts[:k])
+                    if cand in mods and cand != m:
+                        deps.add(cand)
+                        break
+        edges[m] = deps
+    return edges
+
+
+def cycles(edges):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+if __name__ == "__main__":
+    found = cycles(edges_of(sys.argv[1] if len(sys.argv) > 1 else "crates/corelane/src"))
+    for comp in found:
+        print("cycle: " + " <-> ".join(comp))
+    print(f"{len(found)} import cycle(s)")
+    sys.exit(1 if found else 0)
