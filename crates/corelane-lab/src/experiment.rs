@@ -50,12 +50,38 @@ pub struct Measured<C, T> {
 
 /// What people read of an experiment: JSON (from `Serialize`), a table, CSV, findings.
 pub trait Report: serde::Serialize {
-    /// The table(s) in the seed's shape, with notes and findings.
-    fn text(&self) -> String;
-    /// One CSV row per configuration.
-    fn csv(&self) -> Result<Vec<u8>, LabError>;
+    /// The CSV columns, comma separated.
+    const CSV_HEADER: &'static str;
+    /// The heading and the table(s) in the seed's shape, with their notes.
+    fn body(&self) -> String;
+    /// What could not run here, each with why.
+    fn skipped(&self) -> &[String] {
+        &[]
+    }
     /// Sentences computed from the figures.
     fn findings(&self) -> &[String];
+    /// One CSV record per configuration, in `CSV_HEADER`'s order.
+    fn csv_records(&self) -> Vec<Vec<String>>;
+
+    /// The body, what was skipped, and the findings.
+    fn text(&self) -> String {
+        let mut out = self.body();
+        for s in self.skipped() {
+            out.push_str(&format!("skipped: {s}\n"));
+        }
+        crate::report::push_findings(&mut out, self.findings());
+        out
+    }
+
+    /// The CSV: the header, then every record.
+    fn csv(&self) -> Result<Vec<u8>, LabError> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(Self::CSV_HEADER.split(','))?;
+        for record in self.csv_records() {
+            w.write_record(record)?;
+        }
+        w.into_inner().map_err(|e| LabError::Csv(e.into_error().into()))
+    }
 }
 
 /// Runs every configuration of `experiment` `trials` times, interleaved and rotated (trial t
@@ -190,7 +216,6 @@ pub struct Published {
     pub text: String,
     pub json: Vec<u8>,
     pub csv: Vec<u8>,
-    pub findings: Vec<String>,
 }
 
 impl Published {
@@ -199,7 +224,6 @@ impl Published {
             text: report.text(),
             json: serde_json::to_vec_pretty(report)?,
             csv: report.csv()?,
-            findings: report.findings().to_vec(),
         })
     }
 }
@@ -223,14 +247,15 @@ mod tests {
     struct Ran(Vec<(usize, usize)>, Vec<String>);
 
     impl Report for Ran {
-        fn text(&self) -> String {
+        const CSV_HEADER: &'static str = "config,trial";
+        fn body(&self) -> String {
             String::new()
-        }
-        fn csv(&self) -> Result<Vec<u8>, LabError> {
-            Ok(Vec::new())
         }
         fn findings(&self) -> &[String] {
             &self.1
+        }
+        fn csv_records(&self) -> Vec<Vec<String>> {
+            self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]).collect()
         }
     }
 

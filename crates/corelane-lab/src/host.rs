@@ -22,14 +22,6 @@ pub enum Host {
 }
 
 impl Host {
-    /// How reports name it.
-    pub fn describe(&self) -> String {
-        match self {
-            Host::Local => "this machine".into(),
-            Host::Namespace(name) => format!("network namespace {name}"),
-        }
-    }
-
     /// The command prefix that runs a program on this host (empty for `Local`).
     fn prefix(&self) -> Vec<String> {
         match self {

@@ -139,10 +139,6 @@ impl ChildProcess {
         }
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
     pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
         let status = self.wait_timeout(timeout);

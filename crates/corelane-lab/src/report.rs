@@ -15,17 +15,13 @@ pub(crate) fn table() -> Table {
     table
 }
 
-/// A CSV writer into memory with its header row (`header`: the column names, comma
-/// separated) written; [`csv_bytes`] returns what was written.
-pub(crate) fn csv_writer(header: &str) -> Result<csv::Writer<Vec<u8>>, LabError> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header.split(','))?;
-    Ok(w)
-}
-
-/// The bytes of a finished CSV writer.
-pub(crate) fn csv_bytes(w: csv::Writer<Vec<u8>>) -> Result<Vec<u8>, LabError> {
-    w.into_inner().map_err(|e| LabError::Csv(e.into_error().into()))
+/// The testbed lines under a report's title: the network, and why it fell back if it did.
+pub(crate) fn testbed(network: &str, fallback_reason: Option<&str>) -> String {
+    let mut out = format!("testbed: {network}\n");
+    if let Some(reason) = fallback_reason {
+        out.push_str(&format!("note: {reason}\n"));
+    }
+    out
 }
 
 pub(crate) fn mpps(pps: f64) -> String {

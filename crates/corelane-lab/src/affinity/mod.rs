@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::experiment::{self, Experiment, Measured, Options};
 use crate::tcp::servers::{self, Placement, ServerKind, Stage};
 use crate::testbed::Testbed;
-use crate::udp::configs::{Config as UdpConfig, GSO_SEGMENTS};
+use crate::udp::configs::Config as UdpConfig;
 use crate::udp::UdpLabOptions;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -196,22 +196,11 @@ impl<'a> AffinityLab<'a> {
     /// without and with a syscall lane.
     fn udp_placements(&self) -> Vec<UdpConfig> {
         let (irq_cpu, other_cpu) = (self.irq_cpu, self.other_cpu);
+        let rps = self.testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu]));
+        let offered = self.opts.offered_pps;
         let udp_config = |id: &'static str, label: String, lane: usize, pinned: bool| UdpConfig {
-            id,
-            label,
-            rps: self.testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu])),
-            lanes: CpuList::new(vec![lane]),
             pinned,
-            uring: false,
-            sqpoll: None,
-            shared_socket: false,
-            steer_cpu: false,
-            gro: false,
-            targets: 1,
-            sender_threads: 1,
-            sender_cpu: other_cpu,
-            gso_segments: GSO_SEGMENTS,
-            offered_pps: self.opts.offered_pps,
+            ..UdpConfig::one_lane(id, label, rps.clone(), lane, other_cpu, offered)
         };
         let nc_label = format!("NC: receiver on CPU {other_cpu}, off the softirq CPU");
         let lane_label =

@@ -5,21 +5,16 @@ use comfy_table::Cell;
 use super::AffinityLabReport;
 use crate::experiment::Report;
 use crate::report;
-use crate::LabError;
-
-/// The CSV columns, in order.
-const CSV_HEADER: &str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
 
 impl Report for AffinityLabReport {
+    const CSV_HEADER: &'static str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
+
     /// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
-    fn text(&self) -> String {
+    fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab affinity — seed 003 on {}\n", r.machine));
-        out.push_str(&format!("testbed: {}\n", r.network));
-        if let Some(reason) = &r.fallback_reason {
-            out.push_str(&format!("note: {reason}\n"));
-        }
+        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
         out.push_str(&format!(
             "softirq (interrupt) CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
             r.irq_cpu, r.other_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
@@ -66,25 +61,24 @@ impl Report for AffinityLabReport {
         }
         out.push_str(&model.to_string());
         out.push('\n');
-        report::push_findings(&mut out, &r.findings);
         out
     }
 
     /// One CSV row per measured placement (the model is in the JSON).
-    fn csv(&self) -> Result<Vec<u8>, LabError> {
+    fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
-        let mut w = report::csv_writer(CSV_HEADER)?;
+        let mut records = Vec::new();
         for row in &r.rows {
-            w.write_record([
+            records.push(vec![
                 row.workload.clone(),
                 row.kind.clone(),
                 format!("{:.1}", row.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                 format!("{:.1}", row.cpu_ns_per_unit),
                 row.trials.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
-            ])?;
+            ]);
         }
-        report::csv_bytes(w)
+        records
     }
 
     fn findings(&self) -> &[String] {

@@ -5,14 +5,12 @@ use comfy_table::Cell;
 use super::CopyLabReport;
 use crate::experiment::Report;
 use crate::report;
-use crate::LabError;
-
-/// The CSV columns, in order.
-const CSV_HEADER: &str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
 
 impl Report for CopyLabReport {
+    const CSV_HEADER: &'static str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
+
     /// Seed 002's tables, the modern methods, the trees and the findings, as text.
-    fn text(&self) -> String {
+    fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab copy — seed 002 on {}\n", r.machine));
@@ -55,16 +53,15 @@ impl Report for CopyLabReport {
                 row.note.as_deref().unwrap_or("")
             ));
         }
-        report::push_findings(&mut out, &r.findings);
         out
     }
 
     /// One CSV row per configuration.
-    fn csv(&self) -> Result<Vec<u8>, LabError> {
+    fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
-        let mut w = report::csv_writer(CSV_HEADER)?;
+        let mut records = Vec::new();
         for row in &r.rows {
-            w.write_record([
+            records.push(vec![
                 row.section.clone(),
                 row.config.clone(),
                 row.ran.clone(),
@@ -74,9 +71,9 @@ impl Report for CopyLabReport {
                 format!("{:.3}", row.fraction_of_memcpy),
                 row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
                 row.trials_secs.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
-            ])?;
+            ]);
         }
-        report::csv_bytes(w)
+        records
     }
 
     fn findings(&self) -> &[String] {

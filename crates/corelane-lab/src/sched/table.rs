@@ -5,14 +5,12 @@ use comfy_table::Cell;
 use super::SchedLabReport;
 use crate::experiment::Report;
 use crate::report;
-use crate::LabError;
-
-/// The CSV columns, in order.
-const CSV_HEADER: &str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
 
 impl Report for SchedLabReport {
+    const CSV_HEADER: &'static str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
+
     /// A table per workload: every scheduler, simulated and threaded, with its ratios to DSW.
-    fn text(&self) -> String {
+    fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab sched — seed 004 on {}\n", r.machine));
@@ -78,20 +76,16 @@ impl Report for SchedLabReport {
                 d.command
             ));
         }
-        for s in &r.skipped {
-            out.push_str(&format!("skipped: {s}\n"));
-        }
-        report::push_findings(&mut out, &r.findings);
         out
     }
 
     /// One CSV row per run.
-    fn csv(&self) -> Result<Vec<u8>, LabError> {
+    fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
-        let mut w = report::csv_writer(CSV_HEADER)?;
+        let mut records = Vec::new();
         for row in &r.rows {
             let x = &row.run;
-            w.write_record([
+            records.push(vec![
                 x.scheduler.clone(),
                 x.workload.clone(),
                 x.workers.to_string(),
@@ -108,9 +102,13 @@ impl Report for SchedLabReport {
                 format!("{:.2}", x.p999_latency_us),
                 format!("{:.1}", x.migrations_per_sec),
                 x.scheduling_share.map_or(String::new(), |s| format!("{s:.4}")),
-            ])?;
+            ]);
         }
-        report::csv_bytes(w)
+        records
+    }
+
+    fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     fn findings(&self) -> &[String] {

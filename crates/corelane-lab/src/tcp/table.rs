@@ -5,21 +5,16 @@ use comfy_table::Cell;
 use super::TcpLabReport;
 use crate::experiment::Report;
 use crate::report;
-use crate::LabError;
-
-/// The CSV columns, in order.
-const CSV_HEADER: &str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps";
 
 impl Report for TcpLabReport {
+    const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps";
+
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
-    fn text(&self) -> String {
+    fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
-        out.push_str(&format!("testbed: {}\n", r.network));
-        if let Some(reason) = &r.fallback_reason {
-            out.push_str(&format!("note: {reason}\n"));
-        }
+        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
             r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs
@@ -59,20 +54,16 @@ impl Report for TcpLabReport {
                 l.tool, l.median_rps
             ));
         }
-        for s in &r.skipped {
-            out.push_str(&format!("skipped: {s}\n"));
-        }
-        report::push_findings(&mut out, &r.findings);
         out
     }
 
     /// One CSV row per server configuration and workload.
-    fn csv(&self) -> Result<Vec<u8>, LabError> {
+    fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
-        let mut w = report::csv_writer(CSV_HEADER)?;
+        let mut records = Vec::new();
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         for row in &r.rows {
-            w.write_record([
+            records.push(vec![
                 row.workload.clone(),
                 row.server.clone(),
                 row.config.clone(),
@@ -85,9 +76,13 @@ impl Report for TcpLabReport {
                 row.errors.to_string(),
                 row.non_2xx.to_string(),
                 row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
-            ])?;
+            ]);
         }
-        report::csv_bytes(w)
+        records
+    }
+
+    fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     fn findings(&self) -> &[String] {

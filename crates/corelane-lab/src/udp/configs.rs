@@ -40,6 +40,37 @@ pub struct Config {
     pub offered_pps: u64,
 }
 
+impl Config {
+    /// One receiver lane on `lane` (pinned) fed by one plain paced GSO sender on
+    /// `sender_cpu` to one address: the default row, which the others change.
+    pub fn one_lane(
+        id: &'static str,
+        label: String,
+        rps: Option<CpuList>,
+        lane: usize,
+        sender_cpu: usize,
+        offered_pps: u64,
+    ) -> Self {
+        Self {
+            id,
+            label,
+            rps,
+            lanes: CpuList::new(vec![lane]),
+            pinned: true,
+            uring: false,
+            sqpoll: None,
+            shared_socket: false,
+            steer_cpu: false,
+            gro: false,
+            targets: 1,
+            sender_threads: 1,
+            sender_cpu,
+            gso_segments: GSO_SEGMENTS,
+            offered_pps,
+        }
+    }
+}
+
 /// Every configuration id, in table order.
 pub const IDS: [&str; 7] =
     ["default", "placement", "multi-ip", "shared-socket", "reuseport", "reuseport-cpu", "gso-gro"];
@@ -69,26 +100,13 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
             "loopback, RPS as the host has it".to_string()
         }
     };
-    let base = Config {
-        id: "default",
-        label: format!(
-            "default: {}, 1 lane on CPU {receiver_cpu}, 1 IP",
-            steering(format!("RPS off (receive softirq on sender CPU {sender_cpu})"))
-        ),
-        rps: rps(&CpuList::default()),
-        lanes: one.clone(),
-        pinned: true,
-        uring: false,
-        sqpoll: None,
-        shared_socket: false,
-        steer_cpu: false,
-        gro: false,
-        targets: 1,
-        sender_threads: 1,
-        sender_cpu,
-        gso_segments: GSO_SEGMENTS,
-        offered_pps: opts.offered_pps,
-    };
+    let label = format!(
+        "default: {}, 1 lane on CPU {receiver_cpu}, 1 IP",
+        steering(format!("RPS off (receive softirq on sender CPU {sender_cpu})"))
+    );
+    let rps_off = rps(&CpuList::default());
+    let base =
+        Config::one_lane("default", label, rps_off, receiver_cpu, sender_cpu, opts.offered_pps);
     let mut configs = vec![base.clone()];
     let mut skipped = Vec::new();
     if namespaced {

@@ -5,21 +5,16 @@ use comfy_table::Cell;
 use super::UdpLabReport;
 use crate::experiment::Report;
 use crate::report;
-use crate::LabError;
-
-/// The CSV columns, in order.
-const CSV_HEADER: &str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
 
 impl Report for UdpLabReport {
+    const CSV_HEADER: &'static str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
+
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
-    fn text(&self) -> String {
+    fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
-        out.push_str(&format!("testbed: {}\n", r.network));
-        if let Some(reason) = &r.fallback_reason {
-            out.push_str(&format!("note: {reason}\n"));
-        }
+        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
         out.push_str(&format!(
             "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
             r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
@@ -98,20 +93,16 @@ impl Report for UdpLabReport {
             out.push('\n');
         }
         out.push_str(&format!("CPU accounting: {}\n", r.cpu_accounting));
-        for s in &r.skipped {
-            out.push_str(&format!("skipped: {s}\n"));
-        }
-        report::push_findings(&mut out, &r.findings);
         out
     }
 
     /// One CSV row per configuration and per peer.
-    fn csv(&self) -> Result<Vec<u8>, LabError> {
+    fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
-        let mut w = report::csv_writer(CSV_HEADER)?;
+        let mut records = Vec::new();
         let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
         for row in &r.rows {
-            w.write_record([
+            records.push(vec![
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
@@ -122,10 +113,10 @@ impl Report for UdpLabReport {
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
                 join(&row.trials_pps),
-            ])?;
+            ]);
         }
         for p in &r.peers {
-            w.write_record([
+            records.push(vec![
                 "peer".to_string(),
                 format!("{} <- {}", p.receiver, p.sender),
                 String::new(),
@@ -136,9 +127,13 @@ impl Report for UdpLabReport {
                 String::new(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
                 join(&p.trials_pps),
-            ])?;
+            ]);
         }
-        report::csv_bytes(w)
+        records
+    }
+
+    fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     fn findings(&self) -> &[String] {
