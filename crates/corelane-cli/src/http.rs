@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use corelane::lane::Placement;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
@@ -143,11 +144,16 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
     };
     let mut config = ServerConfig::new(SocketAddr::new(args.addr, args.port), content);
     config.lanes = lanes;
-    config.cpus = pins(args.pin.as_ref(), lanes);
+    config.placement = Placement::from_pin(args.pin.clone());
     config.recycle = args.recycle;
     config.listen = args.listen;
-    config.backend = args.backend;
-    config.sqpoll_cpu = args.sqpoll;
+    config.backend = match (args.backend, args.sqpoll) {
+        (Backend::Uring { .. }, sqpoll_cpu) => Backend::Uring { sqpoll_cpu },
+        (Backend::Epoll, None) => Backend::Epoll,
+        (Backend::Epoll, Some(_)) => {
+            bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+        }
+    };
     raise_fd_limit();
     config.limits = Limits {
         max_header_bytes: args.max_header_bytes.max(64),
@@ -211,16 +217,6 @@ fn raise_fd_limit() {
     }
 }
 
-/// Lane i's CPU: the pin list round-robin, or none.
-fn pins(pin: Option<&CpuList>, lanes: usize) -> Vec<usize> {
-    match pin {
-        Some(list) if !list.cpus().is_empty() => {
-            (0..lanes).map(|i| list.cpus()[i % list.cpus().len()]).collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
 pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
     let LoadCommand::Http(args) = cmd;
     let (target, host, path) = parse_url(&args.url)?;
@@ -229,7 +225,7 @@ pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
     config.path = path;
     config.connections = args.connections;
     config.lanes = args.lanes;
-    config.cpus = pins(args.pin.as_ref(), args.lanes);
+    config.placement = Placement::from_pin(args.pin.clone());
     config.duration = args.duration;
     config.requests = args.requests;
     config.close = args.close;

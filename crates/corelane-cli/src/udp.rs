@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
+use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
@@ -163,7 +164,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         flows: args.flows,
         rate: args.rate,
         gso: args.gso,
-        pin: args.pin,
+        placement: Placement::from_pin(args.pin),
         duration: Some(args.duration),
         count: args.count,
     })?;
@@ -220,7 +221,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
             SteerArg::Cpu => Steering::Cpu,
         },
         batch: args.batch,
-        pin: args.pin,
+        placement: Placement::from_pin(args.pin),
         rcvbuf: args.rcvbuf,
         gro: args.gro,
         slot: args.slot,
@@ -246,7 +247,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     }
     let json = args.json;
     if json {
-        print_json(&serde_json::json!({"type": "ready", "addrs": receiver.local_addrs()}));
+        print_json(&serde_json::json!({
+            "type": "ready", "addrs": receiver.local_addrs(), "backend": receiver.backend(),
+            "notes": receiver.backend_note().into_iter().collect::<Vec<_>>(),
+        }));
     } else {
         let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
         eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
+use crate::topology::{CpuList, Topology, TopologyError};
+
 /// A flag every lane polls between batches; raised by Ctrl-C, a deadline or the caller.
 #[derive(Debug, Clone, Default)]
 pub struct StopSignal(Arc<AtomicBool>);
@@ -26,6 +28,47 @@ impl StopSignal {
     /// The flag itself, for signal-hook's `flag::register`.
     pub fn flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.0)
+    }
+}
+
+/// Where a set's lanes run: anywhere the scheduler likes, or lane `i` on CPU
+/// `cpus[i % len]` (round-robin over a list, so three lanes on `0-1` run on 0, 1, 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Placement {
+    #[default]
+    Unpinned,
+    RoundRobin(CpuList),
+}
+
+impl Placement {
+    /// Round-robin over `pin`, or unpinned without one.
+    pub fn from_pin(pin: Option<CpuList>) -> Self {
+        pin.map_or(Self::Unpinned, Self::RoundRobin)
+    }
+
+    /// The CPU lane `lane` runs on, if pinned.
+    pub fn cpu_of(&self, lane: usize) -> Option<usize> {
+        match self {
+            Self::Unpinned => None,
+            Self::RoundRobin(list) => list.cpus().get(lane % list.len().max(1)).copied(),
+        }
+    }
+
+    /// The CPU of each of `lanes` lanes; empty when unpinned.
+    pub fn lane_cpus(&self, lanes: usize) -> Vec<usize> {
+        (0..lanes).filter_map(|lane| self.cpu_of(lane)).collect()
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        matches!(self, Self::RoundRobin(_))
+    }
+
+    /// Every CPU of the list is online (and the list is not empty).
+    pub fn check(&self) -> Result<(), TopologyError> {
+        match self {
+            Self::Unpinned => Ok(()),
+            Self::RoundRobin(list) => Topology::read()?.check_pin(list),
+        }
     }
 }
 
@@ -239,6 +282,17 @@ mod tests {
         set.spawn(Some(0), || Ok(7)).unwrap();
         let joined = set.join().unwrap();
         assert_eq!((joined[0].index, joined[0].cpu, joined[0].value), (0, Some(0), 7));
+    }
+
+    #[test]
+    fn placement_is_round_robin_over_its_list() {
+        let p = Placement::from_pin(Some("0-1".parse().unwrap()));
+        assert_eq!(p.lane_cpus(3), vec![0, 1, 0]);
+        assert_eq!(Placement::from_pin(None).cpu_of(5), None);
+        assert!(Placement::from_pin(Some("999".parse().unwrap())).check().is_err());
+        // An empty list (only constructible in code) neither panics nor pins.
+        assert_eq!(Placement::RoundRobin(CpuList::default()).cpu_of(0), None);
+        assert!(Placement::RoundRobin(CpuList::default()).check().is_err());
     }
 
     #[test]

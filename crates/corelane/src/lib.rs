@@ -4,7 +4,9 @@
 //! receive CPU — batch every crossing of the user/kernel boundary, and measure what it buys.
 //!
 //! * [`topology`] reads CPUs, SMT siblings, caches and NUMA nodes from sysfs.
-//! * [`lane`] runs a thread pinned to a CPU with its own stop signal.
+//! * [`lane`] runs a thread pinned to a CPU with its own stop signal; [`lane::Placement`] says
+//!   which CPU each lane of a set runs on.
+//! * [`reuseport`] binds a group of sockets to one address, one per lane, for UDP and TCP.
 //! * [`udp`] is seed 000's path: batched senders and receivers, GSO/GRO, reuseport groups.
 //! * [`tcp`] is seed 001's path: a per-lane HTTP server that recycles buffers, slots and epoll
 //!   events, and the load generator that measures it.
@@ -23,6 +25,7 @@
 pub mod copy;
 pub mod fs;
 pub mod lane;
+pub mod reuseport;
 pub mod sched;
 pub mod stats;
 pub mod tcp;

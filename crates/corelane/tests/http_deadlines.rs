@@ -41,7 +41,7 @@ fn closed_after(s: &mut TcpStream, since: Instant) -> Duration {
 /// deadline now runs from accept.
 #[test]
 fn a_silent_connection_is_closed_at_the_header_deadline() {
-    for backend in [Backend::Epoll, Backend::Uring] {
+    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
         let (server, stop) = start(backend, b"ok".to_vec());
         let started = Instant::now();
         let mut silent = connect(server.local_addr());
@@ -57,7 +57,7 @@ fn a_silent_connection_is_closed_at_the_header_deadline() {
 /// timed: the whole request, body included, now has a deadline.
 #[test]
 fn a_trickled_body_is_cut_at_the_request_deadline() {
-    for backend in [Backend::Epoll, Backend::Uring] {
+    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
         let (server, stop) = start(backend, b"ok".to_vec());
         let started = Instant::now();
         let mut s = connect(server.local_addr());
@@ -101,7 +101,7 @@ fn a_trickled_body_is_cut_at_the_request_deadline() {
 /// once it has made no progress for the linger deadline.
 #[test]
 fn a_closing_connection_whose_peer_never_reads_is_dropped() {
-    for backend in [Backend::Epoll, Backend::Uring] {
+    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
         let (server, stop) = start(backend, vec![b'x'; 16 << 20]);
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         s.set_recv_buffer_size(4096).unwrap();

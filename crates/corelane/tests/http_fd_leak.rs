@@ -15,7 +15,7 @@ fn a_million_requests_leak_no_fd() {
     let before = open_fds();
     serve_and_count(Backend::Epoll, 980_000, 20_000);
     assert_eq!(open_fds(), before, "every socket and epoll fd was closed");
-    serve_and_count(Backend::Uring, 180_000, 20_000);
+    serve_and_count(Backend::Uring { sqpoll_cpu: None }, 180_000, 20_000);
     assert_eq!(open_fds(), before, "every socket and ring fd was closed");
 }
 

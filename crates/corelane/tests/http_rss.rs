@@ -56,7 +56,7 @@ fn get_ok(addr: SocketAddr) -> bool {
 
 #[test]
 fn a_client_that_pipelines_and_never_reads_cannot_grow_the_server() {
-    for backend in [Backend::Epoll, Backend::Uring] {
+    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
         let mut config = ServerConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             Content::Body(b"Hello, World!".to_vec()),

@@ -7,14 +7,14 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use corelane::lane::StopSignal;
+use corelane::lane::{Placement, StopSignal};
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::{
     load, Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
 };
 
 /// Every behaviour below (files aside) holds on both backends.
-const BACKENDS: [Backend; 2] = [Backend::Epoll, Backend::Uring];
+const BACKENDS: [Backend; 2] = [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }];
 
 fn start(backend: Backend, configure: impl FnOnce(&mut ServerConfig)) -> (Server, StopSignal) {
     let mut config =
@@ -81,12 +81,16 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
 #[test]
 fn every_listen_mode_and_recycling_choice_serves_correctly() {
     for backend in BACKENDS {
-        let cpus = [0, 1.min(corelane::topology::Topology::read().unwrap().cpus.len() - 1)];
+        // Both CPUs where there are two: lane i on CPU i % 2 (the library's round-robin).
+        let cpus: corelane::topology::CpuList =
+            if corelane::topology::Topology::read().unwrap().cpus.len() > 1 { "0-1" } else { "0" }
+                .parse()
+                .unwrap();
         for listen in [Listen::Shared, Listen::Reuseport, Listen::ReuseportCpu] {
             for recycle in [Recycle::NONE, Recycle::ALL, "fd".parse().unwrap()] {
                 let (server, stop) = start(backend, |c| {
                     c.lanes = 2;
-                    c.cpus = cpus.to_vec();
+                    c.placement = Placement::RoundRobin(cpus.clone());
                     c.listen = listen;
                     c.recycle = recycle;
                 });
@@ -295,21 +299,20 @@ fn bad_configurations_are_clear_errors() {
     let err = Server::start(config.clone(), StopSignal::new()).unwrap_err();
     assert!(err.to_string().contains("already in use"), "{err}");
     config.addr = "127.0.0.1:0".parse().unwrap();
-    config.cpus = vec![999];
+    config.placement = Placement::RoundRobin("999".parse().unwrap());
     let err = Server::start(config.clone(), StopSignal::new()).unwrap_err();
     assert!(err.to_string().contains("999"), "{err}");
-    config.cpus = Vec::new();
+    config.placement = Placement::Unpinned;
     config.listen = Listen::ReuseportCpu;
     assert!(Server::start(config.clone(), StopSignal::new())
         .unwrap_err()
         .to_string()
         .contains("--pin"));
     config.listen = Listen::Reuseport;
-    config.sqpoll_cpu = Some(0);
+    config.backend = Backend::Uring { sqpoll_cpu: Some(999) };
     let err = Server::start(config.clone(), StopSignal::new()).unwrap_err();
-    assert!(err.to_string().contains("--sqpoll needs --backend uring"), "{err}");
-    config.sqpoll_cpu = None;
-    config.backend = Backend::Uring;
+    assert!(err.to_string().contains("999"), "an absent SQPOLL CPU is named: {err}");
+    config.backend = Backend::Uring { sqpoll_cpu: None };
     config.content = Content::Root(StaticRoot::new(&std::env::temp_dir()).unwrap());
     let err = Server::start(config, StopSignal::new()).unwrap_err();
     assert!(err.to_string().contains("--body only"), "{err}");
@@ -327,7 +330,7 @@ fn bad_configurations_are_clear_errors() {
 
 #[test]
 fn an_sqpoll_thread_submits_for_the_lane_or_the_server_says_why_not() {
-    let (server, stop) = start(Backend::Uring, |c| c.sqpoll_cpu = Some(0));
+    let (server, stop) = start(Backend::Uring { sqpoll_cpu: Some(0) }, |_| {});
     let summary = quick_load(server.local_addr(), 2000, false);
     assert_eq!((summary.responses, summary.errors), (2000, 0));
     for note in server.notes() {

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
 
-use corelane::lane::StopSignal;
+use corelane::lane::{Placement, StopSignal};
+use corelane::reuseport::BindError;
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{
@@ -193,8 +194,8 @@ fn a_busy_port_is_named_with_the_fix() {
         ..receiver(1, SocketMode::Shared, false)
     })
     .unwrap_err();
-    assert!(matches!(err, UdpError::AddrInUse { .. }), "{err}");
-    assert!(err.to_string().contains("already bound"), "{err}");
+    assert!(matches!(err, UdpError::Bind(BindError::AddrInUse { .. })), "{err}");
+    assert!(err.to_string().contains("already in use"), "{err}");
 }
 
 #[test]
@@ -206,13 +207,16 @@ fn bad_configurations_are_refused_before_any_thread_starts() {
     assert!(err.to_string().contains("1 to 1024"), "{err}");
     let err = Receiver::bind(ReceiverConfig { threads: 0, ..base.clone() }).unwrap_err();
     assert!(matches!(err, UdpError::NoThreads));
-    let err = Receiver::bind(ReceiverConfig { pin: Some("999".parse().unwrap()), ..base.clone() })
-        .unwrap_err();
+    let err = Receiver::bind(ReceiverConfig {
+        placement: Placement::RoundRobin("999".parse().unwrap()),
+        ..base.clone()
+    })
+    .unwrap_err();
     assert!(err.to_string().contains("CPU 999 does not exist"), "{err}");
     let err =
         Receiver::bind(ReceiverConfig { addrs: vec!["192.0.2.1:0".parse().unwrap()], ..base })
             .unwrap_err();
-    assert!(matches!(err, UdpError::AddrNotAvailable { .. }), "{err}");
+    assert!(matches!(err, UdpError::Bind(BindError::AddrNotAvailable { .. })), "{err}");
 
     let send =
         SenderConfig { targets: vec!["127.0.0.1:9".parse().unwrap()], ..SenderConfig::default() };

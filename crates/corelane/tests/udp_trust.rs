@@ -5,7 +5,7 @@ use std::net::UdpSocket;
 use std::thread;
 use std::time::Duration;
 
-use corelane::lane::StopSignal;
+use corelane::lane::{Placement, StopSignal};
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{payload, Receiver, ReceiverConfig};
@@ -89,14 +89,14 @@ fn an_empty_pin_is_refused_at_bind() {
     use corelane::udp::{Sender, SenderConfig};
     let err = Receiver::bind(ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        pin: Some(CpuList::default()),
+        placement: Placement::RoundRobin(CpuList::default()),
         ..ReceiverConfig::default()
     })
     .unwrap_err();
     assert!(err.to_string().contains("no CPU to pin to"), "{err}");
     let err = Sender::connect(SenderConfig {
         targets: vec!["127.0.0.1:9".parse().unwrap()],
-        pin: Some(CpuList::default()),
+        placement: Placement::RoundRobin(CpuList::default()),
         ..SenderConfig::default()
     })
     .unwrap_err();

@@ -336,6 +336,23 @@ impl SocketRing {
     }
 }
 
+/// Whether this kernel runs the datagram ring a receive lane builds (timed waits, sparse
+/// files, a provided-buffer ring, receive): the reason it does not, if so.
+pub(crate) fn probe_datagram_ring() -> Result<(), String> {
+    let config = RingConfig { files: 1, buffers: 8, buffer_size: 2048, sqpoll_cpu: None };
+    let ring =
+        SocketRing::new(config).map_err(|e| format!("io_uring is not available here ({e})"))?;
+    let mut probe = io_uring::Probe::new();
+    ring.ring
+        .submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("io_uring probe failed ({e})"))?;
+    if !probe.is_supported(opcode::Recv::CODE) {
+        return Err("this kernel's io_uring cannot receive (IORING_OP_RECV, Linux 5.6)".into());
+    }
+    Ok(())
+}
+
 /// Whether this kernel gives a ring an SQPOLL thread on `cpu`: the reason it does not, if so.
 pub(crate) fn probe_sqpoll(cpu: usize) -> Result<(), String> {
     IoUring::<io_uring::squeue::Entry>::builder()

@@ -13,10 +13,12 @@ use rustix::io::Errno;
 use rustix::net::SocketFlags;
 use socket2::Socket;
 
+use super::config::{Content, TICK};
+use super::conn::Verdict;
+use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
 use super::recycle::{BufferPool, Recycle, SlotTable};
-use super::server::{bump, Content, ServerCounters, TICK};
 use crate::lane::StopSignal;
 
 /// The epoll token of a lane's listener; connections use their slot tokens.
@@ -282,27 +284,15 @@ impl EpollLane {
         let limits = self.responder.limits;
         for token in self.table.tokens() {
             let Some(conn) = self.table.get_mut(token) else { continue };
-            let slow = !conn.exchange.close_after && conn.exchange.timed_out(now, &limits);
-            let stalled = now.duration_since(conn.last_active);
-            // A closing connection whose peer stopped reading is not kept for the idle timeout.
-            let idle = stalled >= limits.idle_timeout
-                || (conn.exchange.close_after && stalled >= limits.linger_timeout);
-            if slow {
-                let mut out = Vec::new();
-                let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
-                http::write_error(
-                    &mut out,
-                    Status::RequestTimeout,
-                    false,
-                    head,
-                    &self.responder.cached_date,
-                );
-                let _ = (&conn.stream).write(&out);
-                bump(&self.counters.timeouts, 1);
-                bump(&self.counters.client_errors, 1);
-            }
-            if slow || idle {
-                self.close(token);
+            match conn.exchange.verdict(conn.last_active, false, now, &limits) {
+                Verdict::Keep => {}
+                Verdict::TimedOut => {
+                    conn.exchange.time_out(&self.responder.cached_date, &self.counters);
+                    // One try: the connection closes whether or not the peer takes it.
+                    let _ = flush(conn, &self.counters, now);
+                    self.close(token);
+                }
+                Verdict::Close => self.close(token),
             }
         }
     }
@@ -315,10 +305,7 @@ impl EpollLane {
             let _ = epoll::delete(&self.epoll, &*listener);
         }
         for token in self.table.tokens() {
-            let idle = self
-                .table
-                .get_mut(token)
-                .is_some_and(|c| c.exchange.is_idle() && c.exchange.request_since.is_none());
+            let idle = self.table.get_mut(token).is_some_and(|c| c.exchange.is_between_requests());
             if idle {
                 self.close(token);
             }

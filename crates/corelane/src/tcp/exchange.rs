@@ -1,64 +1,14 @@
-//! One connection's HTTP exchange, shared by the epoll and io_uring lanes: the bytes
-//! received, the requests parsed from them, and the responses (ready-made for a fixed body,
-//! a head plus a file for static files) waiting to be sent.
+//! Answering a connection's requests, shared by the epoll and io_uring lanes: the requests
+//! parsed from the bytes received, and the responses (ready-made for a fixed body, a head
+//! plus a file for static files) queued to be sent.
 
-use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::config::Content;
+pub(crate) use super::conn::Exchange;
+use super::counters::{bump, ServerCounters};
 use super::http::{self, DateCache, Limits, Method, Parsed, Request, Status};
-use super::server::{bump, Content, ServerCounters};
-
-/// The HTTP side of one connection, whatever carries its bytes: received bytes, the
-/// responses not yet handed to the socket, a file body, and the request's timing.
-#[derive(Debug, Default)]
-pub(crate) struct Exchange {
-    /// Received bytes not yet consumed: `input[..filled]`.
-    pub input: Vec<u8>,
-    pub filled: usize,
-    /// Responses not yet handed to the socket.
-    pub output: Vec<u8>,
-    /// A file body to send after `output`: the file, the next offset and the end.
-    pub file: Option<(File, u64, u64)>,
-    /// Request body bytes still to be skipped.
-    pub skip_body: u64,
-    /// Close once `output` and `file` are sent.
-    pub close_after: bool,
-    /// When the request now being received began: its first byte, or the accept for a
-    /// connection's first request (for the header and request timeouts).
-    pub request_since: Option<Instant>,
-}
-
-impl Exchange {
-    fn consume(&mut self, n: usize) {
-        if n < self.filled {
-            self.input.copy_within(n..self.filled, 0);
-        }
-        self.filled -= n;
-    }
-
-    pub fn is_idle(&self) -> bool {
-        self.filled == 0 && self.output.is_empty() && self.file.is_none()
-    }
-
-    /// Whether the request in progress has run out of time: its head within
-    /// `header_timeout`, its body within `request_timeout`.
-    pub fn timed_out(&self, now: Instant, limits: &Limits) -> bool {
-        let limit = if self.skip_body > 0 { limits.request_timeout } else { limits.header_timeout };
-        self.request_since.is_some_and(|t| now.duration_since(t) >= limit)
-    }
-
-    /// Appends received bytes (a provided buffer's), growing the input if a request spans
-    /// more than one buffer.
-    pub fn append(&mut self, bytes: &[u8]) {
-        let end = self.filled + bytes.len();
-        if end > self.input.len() {
-            self.input.resize(end, 0);
-        }
-        self.input[self.filled..end].copy_from_slice(bytes);
-        self.filled = end;
-    }
-}
 
 /// Ready-made responses for a fixed body, rebuilt when the Date header changes.
 #[derive(Debug)]

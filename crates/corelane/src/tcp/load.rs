@@ -14,9 +14,9 @@ use rustix::event::epoll::{self, Event, EventData, EventFlags};
 use rustix::io::Errno;
 use socket2::{Domain, Socket, Type};
 
-use super::server::bump;
+use super::counters::bump;
 use super::TcpError;
-use crate::lane::{LaneSet, StopSignal};
+use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::stats::Ticker;
 
 const EVENTS: usize = 256;
@@ -34,8 +34,8 @@ pub struct LoadConfig {
     pub path: String,
     pub connections: usize,
     pub lanes: usize,
-    /// CPU of each lane, or empty for unpinned lanes.
-    pub cpus: Vec<usize>,
+    /// Which CPU each lane runs on.
+    pub placement: Placement,
     pub duration: Duration,
     /// Stop after this many responses (over all lanes), if sooner than `duration`.
     pub requests: Option<u64>,
@@ -53,7 +53,7 @@ impl LoadConfig {
             path: "/".into(),
             connections: 50,
             lanes: 1,
-            cpus: Vec::new(),
+            placement: Placement::Unpinned,
             duration: Duration::from_secs(10),
             requests: None,
             close: false,
@@ -146,7 +146,7 @@ pub fn run(
             lanes: config.lanes,
         });
     }
-    super::check_cpus(&config.cpus, config.lanes)?;
+    config.placement.check()?;
     let lane_stop = StopSignal::new();
     let request = Arc::new(config.request_bytes());
     let started = Instant::now();
@@ -167,7 +167,7 @@ pub fn run(
         )
         .map_err(|e| TcpError::io("cannot create an epoll instance", e))?;
         let stop = lane_stop.clone();
-        let cpu = config.cpus.get(index).copied();
+        let cpu = config.placement.cpu_of(index);
         lanes
             .spawn(cpu, move || client.run(&stop))
             .map_err(|e| TcpError::io("cannot start a load lane", e))?;

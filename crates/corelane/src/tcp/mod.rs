@@ -1,6 +1,7 @@
 //! Seed 001's path: a per-lane TCP/HTTP server that recycles its data structures, and the
 //! closed-loop load generator that measures it.
 //!
+//! * [`config`] — what a server is asked to do; [`counters`] — what its lanes count.
 //! * [`server`] — lanes with their own listener (SO_REUSEPORT, optionally steered to the CPU
 //!   that received the SYN), epoll instance, connection slab and buffer pools.
 //! * [`recycle`] — the three recycling methods (buffers, fd slots, epoll events), each
@@ -8,6 +9,9 @@
 //! * [`http`] — request parsing under limits, response heads, static files.
 //! * [`load`] — the load generator (`corelane load http`).
 
+pub mod config;
+mod conn;
+pub mod counters;
 mod epoll;
 mod exchange;
 pub mod http;
@@ -19,20 +23,18 @@ mod uring;
 use std::io;
 use std::net::SocketAddr;
 
+pub use config::{Backend, Content, Listen, ServerConfig};
+pub use counters::ServerTotals;
 pub use http::Limits;
 pub use load::{LoadConfig, LoadSummary};
 pub use recycle::Recycle;
-pub use server::{
-    Backend, Content, Listen, ServeInterval, ServeSummary, Server, ServerConfig, ServerTotals,
-};
+pub use server::{ServeInterval, ServeSummary, Server};
 
 /// What can go wrong serving or loading, each naming the cause and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
     #[error("--lanes must be at least 1")]
     NoLanes,
-    #[error("{cpus} CPUs given for {lanes} lanes: give one CPU per lane, or none")]
-    Cpus { cpus: usize, lanes: usize },
     #[error("--listen reuseport-cpu needs --pin (the lanes' CPUs decide the listener)")]
     SteeringNeedsPins,
     #[error(
@@ -41,14 +43,8 @@ pub enum TcpError {
     TooFewConnections { connections: usize, lanes: usize },
     #[error("the uring backend serves --body only: use --backend epoll to serve files (sendfile)")]
     UringFiles,
-    #[error("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")]
-    SqpollNeedsUring,
-    #[error("{addr} is already in use (another server running?): pick another --port")]
-    AddrInUse { addr: SocketAddr },
-    #[error("{addr} is not an address of this host or network namespace: use 0.0.0.0 or an address `ip addr` lists")]
-    AddrNotAvailable { addr: SocketAddr },
-    #[error("binding {addr} is not permitted: ports below 1024 need root or CAP_NET_BIND_SERVICE")]
-    Permission { addr: SocketAddr },
+    #[error(transparent)]
+    Bind(#[from] crate::reuseport::BindError),
     #[error(
         "no response from {target} ({errors} connection errors): is a server listening there?"
     )]
@@ -59,27 +55,10 @@ pub enum TcpError {
     Topology(#[from] crate::topology::TopologyError),
 }
 
-/// Checks that every CPU a lane is to be pinned to is online.
-pub(crate) fn check_cpus(cpus: &[usize], lanes: usize) -> Result<(), TcpError> {
-    if cpus.is_empty() {
-        return Ok(());
-    }
-    if cpus.len() != lanes {
-        return Err(TcpError::Cpus { cpus: cpus.len(), lanes });
-    }
-    let list = crate::topology::CpuList::new(cpus.to_vec());
-    crate::topology::Topology::read()?.check(&list)?;
-    Ok(())
-}
-
 impl TcpError {
+    /// A failed bind of `addr`, as the error a user can act on.
     pub(crate) fn bind(addr: SocketAddr, source: io::Error) -> Self {
-        match source.kind() {
-            io::ErrorKind::AddrInUse => Self::AddrInUse { addr },
-            io::ErrorKind::AddrNotAvailable => Self::AddrNotAvailable { addr },
-            io::ErrorKind::PermissionDenied => Self::Permission { addr },
-            _ => Self::Io { what: format!("cannot bind {addr}"), source },
-        }
+        Self::Bind(crate::reuseport::BindError::of(addr, source))
     }
 
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {

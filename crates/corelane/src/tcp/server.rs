@@ -4,151 +4,19 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
+use super::config::{Backend, Content, Listen, ServerConfig};
+use super::counters::{ServerCounters, ServerTotals};
 use super::epoll::EpollLane;
-use super::http::{Limits, StaticRoot};
-use super::recycle::Recycle;
 use super::uring::UringLane;
 use super::TcpError;
 use crate::lane::{LaneSet, StopSignal};
-use crate::sys::sockopt;
-
-/// How often a lane looks for timed-out connections and checks its stop signal when idle.
-pub(crate) const TICK: Duration = Duration::from_millis(50);
-
-/// What the server answers with.
-#[derive(Debug, Clone)]
-pub enum Content {
-    /// The same body (text/plain) for every GET.
-    Body(Vec<u8>),
-    /// Files under a directory.
-    Root(StaticRoot),
-}
-
-/// How connections reach lanes (seed 001's flow-to-core allocation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Listen {
-    /// One listener watched by every lane (EPOLLEXCLUSIVE wakes one): the baseline.
-    Shared,
-    /// A SO_REUSEPORT listener per lane; the kernel hashes each connection to one.
-    Reuseport,
-    /// Reuseport plus a BPF program that picks the lane pinned to the CPU that received the
-    /// connection's SYN: the connection is served where its packets are processed.
-    ReuseportCpu,
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Shared => "shared",
-            Self::Reuseport => "reuseport",
-            Self::ReuseportCpu => "reuseport-cpu",
-        })
-    }
-}
-
-impl std::str::FromStr for Listen {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "shared" => Ok(Self::Shared),
-            "reuseport" => Ok(Self::Reuseport),
-            "reuseport-cpu" => Ok(Self::ReuseportCpu),
-            _ => Err(format!("unknown listen mode {s:?}: use shared, reuseport or reuseport-cpu")),
-        }
-    }
-}
-
-/// How a lane talks to the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// Edge-triggered epoll and one read and one write syscall per request.
-    Epoll,
-    /// io_uring: multishot accept into registered files, multishot receive into provided
-    /// buffers, one submission per loop iteration (or none, with an SQPOLL thread).
-    Uring,
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Epoll => "epoll",
-            Self::Uring => "uring",
-        })
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "epoll" => Ok(Self::Epoll),
-            "uring" | "io_uring" | "io-uring" => Ok(Self::Uring),
-            _ => Err(format!("unknown backend {s:?}: use epoll or uring")),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub addr: SocketAddr,
-    pub lanes: usize,
-    /// CPU of each lane (same length as `lanes`), or empty for unpinned lanes.
-    pub cpus: Vec<usize>,
-    pub content: Content,
-    pub recycle: Recycle,
-    pub listen: Listen,
-    pub limits: Limits,
-    pub backlog: i32,
-    pub backend: Backend,
-    /// With the uring backend: an SQPOLL thread per lane, pinned to this CPU, submits for
-    /// the lanes (seed 003's syscall thread).
-    pub sqpoll_cpu: Option<usize>,
-}
-
-impl ServerConfig {
-    pub fn new(addr: SocketAddr, content: Content) -> Self {
-        Self {
-            addr,
-            lanes: 1,
-            cpus: Vec::new(),
-            content,
-            recycle: Recycle::ALL,
-            listen: Listen::Reuseport,
-            limits: Limits::default(),
-            backlog: 4096,
-            backend: Backend::Epoll,
-            sqpoll_cpu: None,
-        }
-    }
-}
-
-/// Counters one lane writes and anyone reads; alone on their cache lines.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub struct ServerCounters {
-    pub(crate) requests: AtomicU64,
-    pub(crate) accepted: AtomicU64,
-    pub(crate) open: AtomicU64,
-    pub(crate) client_errors: AtomicU64,
-    pub(crate) server_errors: AtomicU64,
-    pub(crate) refused: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) bytes_out: AtomicU64,
-}
-
-/// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).
-pub(crate) fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
-}
+use crate::reuseport::{self, ReuseportGroup};
+use crate::sys::{socket_ring, sockopt};
 
 /// What the server did in one second of [`Server::run`].
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -176,42 +44,6 @@ fn per_request_us(cpu: Duration, requests: u64) -> f64 {
         0.0
     } else {
         cpu.as_secs_f64() * 1e6 / requests as f64
-    }
-}
-
-/// Totals over every lane.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ServerTotals {
-    /// Requests answered (any status).
-    pub requests: u64,
-    pub connections: u64,
-    pub open: u64,
-    /// 4xx responses (malformed, oversized, slow or not found).
-    pub client_errors: u64,
-    /// 5xx responses other than refusals.
-    pub server_errors: u64,
-    /// Connections refused with 503 at the connection limit.
-    pub refused: u64,
-    /// Connections closed by the header timeout (408).
-    pub timeouts: u64,
-    pub bytes_out: u64,
-}
-
-impl ServerTotals {
-    pub fn of(counters: &[Arc<ServerCounters>]) -> Self {
-        let mut t = Self::default();
-        for c in counters {
-            let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            t.requests += get(&c.requests);
-            t.connections += get(&c.accepted);
-            t.open += get(&c.open);
-            t.client_errors += get(&c.client_errors);
-            t.server_errors += get(&c.server_errors);
-            t.refused += get(&c.refused);
-            t.timeouts += get(&c.timeouts);
-            t.bytes_out += get(&c.bytes_out);
-        }
-        t
     }
 }
 
@@ -248,32 +80,27 @@ impl Server {
         if config.lanes == 0 {
             return Err(TcpError::NoLanes);
         }
-        super::check_cpus(&config.cpus, config.lanes)?;
-        if config.listen == Listen::ReuseportCpu && config.cpus.is_empty() {
+        config.placement.check()?;
+        if config.listen == Listen::ReuseportCpu && !config.placement.is_pinned() {
             return Err(TcpError::SteeringNeedsPins);
         }
-        let listeners = bind_listeners(&config)?;
-        let addr = listeners[0].local_addr().ok().and_then(|a| a.as_socket()).ok_or_else(|| {
-            TcpError::io("cannot read the listener's address", io::Error::other("no address"))
-        })?;
-        let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
-        let content = Arc::new(config.content);
-        let mut notes = Vec::new();
-        let mut backend = config.backend;
-        let mut sqpoll_cpu = config.sqpoll_cpu;
-        if backend == Backend::Uring && matches!(*content, Content::Root(_)) {
-            return Err(TcpError::UringFiles);
-        }
-        if backend == Backend::Epoll && sqpoll_cpu.is_some() {
-            return Err(TcpError::SqpollNeedsUring);
-        }
-        if let Some(cpu) = sqpoll_cpu {
-            super::check_cpus(&[cpu], 1)?;
-            if let Err(reason) = crate::sys::socket_ring::probe_sqpoll(cpu) {
-                notes.push(format!("{reason}; lanes submit for themselves"));
-                sqpoll_cpu = None;
+        let (mut notes, mut backend) = (Vec::new(), config.backend);
+        if let Backend::Uring { sqpoll_cpu } = backend {
+            if matches!(config.content, Content::Root(_)) {
+                return Err(TcpError::UringFiles);
+            }
+            if let Some(cpu) = sqpoll_cpu {
+                let list = crate::topology::CpuList::new(vec![cpu]);
+                crate::topology::Topology::read()?.check(&list)?;
+                if let Err(reason) = socket_ring::probe_sqpoll(cpu) {
+                    notes.push(format!("{reason}; lanes submit for themselves"));
+                    backend = Backend::Uring { sqpoll_cpu: None };
+                }
             }
         }
+        let (listeners, addr) = bind_listeners(&config)?;
+        let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
+        let content = Arc::new(config.content.clone());
         // Every lane is built before any starts, so a failure leaves nothing running.
         let mut loops = Vec::with_capacity(config.lanes);
         let mut counters = Vec::with_capacity(config.lanes);
@@ -281,8 +108,8 @@ impl Server {
             let listener = Arc::clone(&listeners[index % listeners.len()]);
             let lane_counters = Arc::new(ServerCounters::default());
             counters.push(Arc::clone(&lane_counters));
-            if backend == Backend::Uring {
-                match UringLane::new(
+            if let Backend::Uring { sqpoll_cpu } = backend {
+                let lane = UringLane::new(
                     Arc::clone(&listener),
                     Arc::clone(&content),
                     config.recycle,
@@ -290,7 +117,8 @@ impl Server {
                     max_per_lane,
                     sqpoll_cpu,
                     Arc::clone(&lane_counters),
-                ) {
+                );
+                match lane {
                     Ok(lane) => {
                         loops.push(LaneLoop::Uring(Box::new(lane)));
                         continue;
@@ -321,9 +149,8 @@ impl Server {
         let mut lanes = LaneSet::new("serve", stop.clone());
         for (index, mut lane) in loops.into_iter().enumerate() {
             let lane_stop = stop.clone();
-            let cpu = config.cpus.get(index).copied();
             lanes
-                .spawn(cpu, move || lane.run(&lane_stop))
+                .spawn(config.placement.cpu_of(index), move || lane.run(&lane_stop))
                 .map_err(|e| TcpError::io("cannot start a lane thread", e))?;
         }
         Ok(Self { lanes, counters, addr, backend, notes })
@@ -405,27 +232,26 @@ impl Server {
     }
 }
 
-fn bind_listeners(config: &ServerConfig) -> Result<Vec<Arc<Socket>>, TcpError> {
-    let count = if config.listen == Listen::Shared { 1 } else { config.lanes };
+/// One listener per lane in a reuseport group (optionally steered by CPU), or one shared.
+fn bind_listeners(config: &ServerConfig) -> Result<(Vec<Arc<Socket>>, SocketAddr), TcpError> {
     let reuseport = config.listen != Listen::Shared;
-    let mut addr = config.addr;
-    let mut listeners = Vec::with_capacity(count);
-    for _ in 0..count {
-        let socket = listener(addr, reuseport, config.backlog)?;
-        if addr.port() == 0 {
-            // Port 0: the first listener picks the port, the rest of the group joins it.
-            if let Some(bound) = socket.local_addr().ok().and_then(|a| a.as_socket()) {
-                addr = bound;
-            }
-        }
-        listeners.push(Arc::new(socket));
-    }
+    let count = if reuseport { config.lanes } else { 1 };
+    let group = ReuseportGroup::bind(
+        config.addr,
+        count,
+        |addr| listener(addr, reuseport, config.backlog),
+        |s| {
+            reuseport::local_addr(s)
+                .map_err(|e| TcpError::io("cannot read the listener's address", e))
+        },
+    )?;
     if config.listen == Listen::ReuseportCpu {
-        sockopt::steer_reuseport_by_cpu(listeners[0].as_fd(), &config.cpus).map_err(|e| {
+        group.steer_by_cpu(&config.placement.lane_cpus(config.lanes)).map_err(|e| {
             TcpError::io("the kernel refused the reuseport CPU-steering program", e)
         })?;
     }
-    Ok(listeners)
+    let addr = group.addr();
+    Ok((group.into_sockets().into_iter().map(Arc::new).collect(), addr))
 }
 
 fn listener(addr: SocketAddr, reuseport: bool, backlog: i32) -> Result<Socket, TcpError> {
@@ -441,7 +267,7 @@ fn listener(addr: SocketAddr, reuseport: bool, backlog: i32) -> Result<Socket, T
     setup(&socket).map_err(|e| TcpError::io("cannot set SO_REUSEADDR/SO_REUSEPORT", e))?;
     socket.bind(&addr.into()).map_err(|e| TcpError::bind(addr, e))?;
     // Best effort: without it a connection is accepted before its request arrives.
-    let _ = sockopt::set_tcp_defer_accept(socket.as_fd(), 1);
+    let _ = sockopt::set_tcp_defer_accept(std::os::fd::AsFd::as_fd(&socket), 1);
     socket.listen(backlog).map_err(|e| TcpError::io(format!("cannot listen on {addr}"), e))?;
     Ok(socket)
 }

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
+use super::config::{Content, TICK};
+use super::conn::Verdict;
+use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
 use super::recycle::Recycle;
-use super::server::{bump, Content, ServerCounters, TICK};
 use crate::lane::StopSignal;
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 
@@ -353,29 +355,13 @@ impl UringLane {
         let limits = self.responder.limits;
         for slot in 0..self.conns.len() as u32 {
             let Some(conn) = slot_mut(&mut self.conns, slot) else { continue };
-            let slow = !conn.exchange.close_after && conn.exchange.timed_out(now, &limits);
-            let stalled = now.duration_since(conn.last_active);
-            // A closing connection whose peer stopped reading is not kept for the idle timeout.
-            let idle = stalled >= limits.idle_timeout
-                || ((conn.closing || conn.exchange.close_after)
-                    && stalled >= limits.linger_timeout);
-            if slow && !conn.closing {
-                conn.exchange.request_since = None;
-                let head = http::is_head(&conn.exchange.input[..conn.exchange.filled]);
-                conn.exchange.filled = 0;
-                http::write_error(
-                    &mut conn.exchange.output,
-                    Status::RequestTimeout,
-                    false,
-                    head,
-                    &self.responder.cached_date,
-                );
-                conn.exchange.close_after = true;
-                bump(&self.counters.timeouts, 1);
-                bump(&self.counters.client_errors, 1);
-                self.flush(slot)?;
-            } else if idle {
-                self.abort(slot)?;
+            match conn.exchange.verdict(conn.last_active, conn.closing, now, &limits) {
+                Verdict::Keep => {}
+                Verdict::TimedOut => {
+                    conn.exchange.time_out(&self.responder.cached_date, &self.counters);
+                    self.flush(slot)?;
+                }
+                Verdict::Close => self.abort(slot)?,
             }
         }
         Ok(())
@@ -388,9 +374,8 @@ impl UringLane {
         }
         self.listener = None;
         for slot in 0..self.conns.len() as u32 {
-            let idle = slot_mut(&mut self.conns, slot).is_some_and(|c| {
-                c.exchange.is_idle() && c.exchange.request_since.is_none() && !c.sending
-            });
+            let idle = slot_mut(&mut self.conns, slot)
+                .is_some_and(|c| c.exchange.is_between_requests() && !c.sending);
             if idle {
                 self.abort(slot)?;
             }

@@ -3,6 +3,7 @@
 use std::io;
 use std::net::SocketAddr;
 
+use crate::reuseport::BindError;
 use crate::topology::TopologyError;
 
 #[derive(Debug, thiserror::Error)]
@@ -17,12 +18,8 @@ pub enum UdpError {
     Size { size: usize, min: usize, max: usize },
     #[error("GSO segments {0} is out of range: use 1 to 64 (the kernel's UDP_MAX_SEGMENTS)")]
     Segments(usize),
-    #[error("{addr} is already bound (another receiver running?): pick another port, or start every receiver on it with --sockets reuseport")]
-    AddrInUse { addr: SocketAddr },
-    #[error("{addr} is not an address of this host or network namespace: bind 0.0.0.0 or an address `ip addr` lists")]
-    AddrNotAvailable { addr: SocketAddr },
-    #[error("binding {addr} is not permitted: ports below 1024 need root or CAP_NET_BIND_SERVICE")]
-    Permission { addr: SocketAddr },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     #[error("--steer cpu needs --sockets reuseport and --pin (the lanes' CPUs decide the socket)")]
     Steering,
     #[error(
@@ -40,14 +37,9 @@ pub enum UdpError {
 }
 
 impl UdpError {
-    /// Maps a bind failure to the error a user can act on.
+    /// A failed bind of `addr`, as the error a user can act on.
     pub(crate) fn bind(addr: SocketAddr, source: io::Error) -> Self {
-        match source.kind() {
-            io::ErrorKind::AddrInUse => Self::AddrInUse { addr },
-            io::ErrorKind::AddrNotAvailable => Self::AddrNotAvailable { addr },
-            io::ErrorKind::PermissionDenied => Self::Permission { addr },
-            _ => Self::Io { what: format!("cannot bind {addr}"), source },
-        }
+        Self::Bind(BindError::of(addr, source))
     }
 
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {

@@ -15,9 +15,10 @@ use super::payload::{self, PayloadError};
 use super::sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
-use crate::lane::{LaneSet, StopSignal};
+use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, Ticker, UdpCounters};
-use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
+use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
 
@@ -44,8 +45,7 @@ pub enum Steering {
 }
 
 /// How a lane asks the kernel for datagrams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecvBackend {
     /// recvmmsg batches (optionally with UDP_GRO).
     Mmsg,
@@ -53,6 +53,23 @@ pub enum RecvBackend {
     /// datagram per completion; with `sqpoll_cpu`, an SQPOLL thread on that CPU submits for
     /// the lane (seed 003's syscall thread).
     Uring { sqpoll_cpu: Option<usize> },
+}
+
+impl std::fmt::Display for RecvBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Mmsg => "mmsg",
+            Self::Uring { sqpoll_cpu: None } => "uring",
+            Self::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll",
+        })
+    }
+}
+
+/// As its name (`mmsg`, `uring`, `uring+sqpoll`).
+impl Serialize for RecvBackend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// What to receive and how.
@@ -64,8 +81,8 @@ pub struct ReceiverConfig {
     /// Reuseport only: how the group picks a socket.
     pub steering: Steering,
     pub batch: usize,
-    /// Lanes are pinned round-robin over these CPUs; unpinned when `None`.
-    pub pin: Option<CpuList>,
+    /// Which CPU each lane runs on.
+    pub placement: Placement,
     pub rcvbuf: Option<usize>,
     pub gro: bool,
     /// Bytes per receive buffer; default 2048, or 64 KiB with GRO (room for 64 segments).
@@ -92,7 +109,7 @@ impl Default for ReceiverConfig {
             sockets: SocketMode::Reuseport,
             steering: Steering::Hash,
             batch: 32,
-            pin: None,
+            placement: Placement::Unpinned,
             rcvbuf: None,
             gro: false,
             slot: None,
@@ -197,56 +214,41 @@ impl Receiver {
         if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
             return Err(UdpError::Batch(config.batch));
         }
-        if let Some(pin) = &config.pin {
-            Topology::read()?.check_pin(pin)?;
-        }
+        config.placement.check()?;
         if config.dispatch.is_some()
             && (config.threads != 1 || config.backend != RecvBackend::Mmsg || !config.check)
         {
             return Err(UdpError::Dispatch);
         }
-        let mut config = config;
-        let mut backend_note = None;
-        if let RecvBackend::Uring { sqpoll_cpu } = config.backend {
-            if config.gro {
-                return Err(UdpError::UringGro);
-            }
-            if let Some(cpu) = sqpoll_cpu {
-                Topology::read()?.check(&CpuList::new(vec![cpu]))?;
-                if let Err(reason) = crate::sys::socket_ring::probe_sqpoll(cpu) {
-                    backend_note = Some(format!("{reason}; lanes submit for themselves"));
-                    config.backend = RecvBackend::Uring { sqpoll_cpu: None };
-                }
-            }
+        if config.steering == Steering::Cpu
+            && (!config.placement.is_pinned() || config.sockets != SocketMode::Reuseport)
+        {
+            return Err(UdpError::Steering);
         }
+        let mut config = config;
+        let backend_note = settle_backend(&mut config)?;
         let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.threads];
         let mut bound = Vec::new();
         let reuseport = config.sockets == SocketMode::Reuseport;
+        let members = if reuseport { config.threads } else { 1 };
         for &addr in &config.addrs {
-            let first = Arc::new(bind_receiver(addr, reuseport, config.rcvbuf)?);
-            // Port 0 picks a free port once; the rest of a reuseport group joins that port.
-            let actual = local_addr(&first)?;
-            bound.push(actual);
-            lane_sockets[0].push(Arc::clone(&first));
-            for sockets in lane_sockets.iter_mut().skip(1) {
-                let socket = match config.sockets {
-                    SocketMode::Shared => Arc::clone(&first),
-                    SocketMode::Reuseport => Arc::new(bind_receiver(actual, true, config.rcvbuf)?),
-                };
-                sockets.push(socket);
-            }
-        }
-        if config.steering == Steering::Cpu {
-            let Some(pin) = config.pin.as_ref().filter(|_| reuseport) else {
-                return Err(UdpError::Steering);
-            };
-            let lane_cpus: Vec<usize> =
-                (0..config.threads).map(|i| pin.cpus()[i % pin.len()]).collect();
-            // The program belongs to the group; one socket per address carries it.
-            for socket in &lane_sockets[0] {
-                sockopt::steer_reuseport_by_cpu(socket.as_fd(), &lane_cpus).map_err(|e| {
+            let group = ReuseportGroup::bind(
+                addr,
+                members,
+                |a| bind_receiver(a, reuseport, config.rcvbuf),
+                local_addr,
+            )?;
+            if config.steering == Steering::Cpu {
+                group.steer_by_cpu(&config.placement.lane_cpus(config.threads)).map_err(|e| {
                     UdpError::io("the kernel refused the reuseport CPU-steering program", e)
                 })?;
+            }
+            bound.push(group.addr());
+            let sockets: Vec<Arc<Socket>> =
+                group.into_sockets().into_iter().map(Arc::new).collect();
+            // Shared: every lane reads the one socket; reuseport: lane i owns socket i.
+            for (lane, lane_sockets) in lane_sockets.iter_mut().enumerate() {
+                lane_sockets.push(Arc::clone(&sockets[lane % sockets.len()]));
             }
         }
         let rcvbuf_bytes = lane_sockets[0][0].recv_buffer_size().ok();
@@ -273,6 +275,11 @@ impl Receiver {
         self.backend_note.as_deref()
     }
 
+    /// The backend the lanes will run (io_uring and SQPOLL fall back where refused).
+    pub fn backend(&self) -> RecvBackend {
+        self.config.backend
+    }
+
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.bound
@@ -292,7 +299,7 @@ impl Receiver {
         let lane_stop = StopSignal::new();
         let mut lanes = LaneSet::new("corelane-rx", lane_stop.clone());
         for (index, sockets) in self.lane_sockets.iter().enumerate() {
-            let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
+            let cpu = cfg.placement.cpu_of(index);
             let work = LaneWork {
                 sockets: sockets.clone(),
                 batch: mmsg::MmsgRecv::new(cfg.batch, slot),
@@ -303,10 +310,10 @@ impl Receiver {
                 backend: cfg.backend,
                 slot,
                 dispatch: cfg.dispatch,
-                worker_cpus: cfg
-                    .pin
-                    .as_ref()
-                    .map_or(Vec::new(), |p| p.cpus().iter().skip(1).copied().collect()),
+                worker_cpus: match &cfg.placement {
+                    Placement::RoundRobin(list) => list.cpus().iter().skip(1).copied().collect(),
+                    Placement::Unpinned => Vec::new(),
+                },
                 dispatch_lane: None,
                 stop: lane_stop.clone(),
             };
@@ -394,11 +401,7 @@ impl Receiver {
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: slot,
-            backend: match cfg.backend {
-                RecvBackend::Mmsg => "mmsg".into(),
-                RecvBackend::Uring { sqpoll_cpu: None } => "uring".into(),
-                RecvBackend::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll".into(),
-            },
+            backend: cfg.backend.to_string(),
             backend_note: self.backend_note.clone(),
             dispatch: results.iter_mut().find_map(|(_, _, r)| r.dispatch.take()),
             lanes: results
@@ -413,6 +416,28 @@ impl Receiver {
                 })
                 .collect(),
         })
+    }
+}
+
+/// Settles the backend this kernel runs: io_uring falls back to recvmmsg, and an SQPOLL
+/// thread to lanes submitting for themselves, each saying why (the note returned).
+fn settle_backend(config: &mut ReceiverConfig) -> Result<Option<String>, UdpError> {
+    let RecvBackend::Uring { sqpoll_cpu } = config.backend else { return Ok(None) };
+    if config.gro {
+        return Err(UdpError::UringGro);
+    }
+    if let Err(reason) = socket_ring::probe_datagram_ring() {
+        config.backend = RecvBackend::Mmsg;
+        return Ok(Some(format!("{reason}; receiving with recvmmsg")));
+    }
+    let Some(cpu) = sqpoll_cpu else { return Ok(None) };
+    Topology::read()?.check(&CpuList::new(vec![cpu]))?;
+    match socket_ring::probe_sqpoll(cpu) {
+        Ok(()) => Ok(None),
+        Err(reason) => {
+            config.backend = RecvBackend::Uring { sqpoll_cpu: None };
+            Ok(Some(format!("{reason}; lanes submit for themselves")))
+        }
     }
 }
 

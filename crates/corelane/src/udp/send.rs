@@ -14,10 +14,9 @@ use socket2::Socket;
 use super::payload;
 use super::socket::new_udp;
 use super::UdpError;
-use crate::lane::{LaneSet, StopSignal};
+use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::stats::{self, Interval, LaneCounters, Meter, Rate, Ticker};
 use crate::sys::{mmsg, sockopt};
-use crate::topology::{CpuList, Topology};
 
 /// UDP_MAX_SEGMENTS in include/linux/udp.h.
 pub const MAX_GSO_SEGMENTS: usize = 64;
@@ -38,7 +37,8 @@ pub struct SenderConfig {
     pub rate: u64,
     /// Datagrams per GSO message; `None` sends one datagram per message.
     pub gso: Option<usize>,
-    pub pin: Option<CpuList>,
+    /// Which CPU each lane runs on.
+    pub placement: Placement,
     pub duration: Option<Duration>,
     /// Stop after this many datagrams in all.
     pub count: Option<u64>,
@@ -54,7 +54,7 @@ impl Default for SenderConfig {
             flows: 1,
             rate: 0,
             gso: None,
-            pin: None,
+            placement: Placement::Unpinned,
             duration: Some(Duration::from_secs(10)),
             count: None,
         }
@@ -141,9 +141,7 @@ impl Sender {
                 return Err(UdpError::Size { size: config.size, min: payload::HEADER_LEN, max });
             }
         }
-        if let Some(pin) = &config.pin {
-            Topology::read()?.check_pin(pin)?;
-        }
+        config.placement.check()?;
         config.flows = config.flows.max(config.threads);
         let mut lane_flows: Vec<Vec<Flow>> = (0..config.threads).map(|_| Vec::new()).collect();
         for id in 0..config.flows {
@@ -218,7 +216,7 @@ impl Sender {
                 index,
                 stop: lane_stop.clone(),
             };
-            let cpu = cfg.pin.as_ref().map(|p| p.cpus()[index % p.len()]);
+            let cpu = cfg.placement.cpu_of(index);
             lanes
                 .spawn(cpu, move || work.run())
                 .map_err(|e| UdpError::io("cannot start a sender lane", e))?;

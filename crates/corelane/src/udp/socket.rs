@@ -43,7 +43,6 @@ pub(crate) fn bind_receiver(
 
 /// The address a socket is bound to.
 pub(crate) fn local_addr(socket: &Socket) -> Result<SocketAddr, UdpError> {
-    socket.local_addr().ok().and_then(|a| a.as_socket()).ok_or_else(|| {
-        UdpError::io("cannot read the bound address", std::io::Error::other("not an IP socket"))
-    })
+    crate::reuseport::local_addr(socket)
+        .map_err(|e| UdpError::io("cannot read the bound address", e))
 }

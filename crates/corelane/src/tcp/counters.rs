@@ -1,0 +1,60 @@
+//! The counters each server lane writes and anyone reads, and their totals. A leaf: the
+//! lanes, the exchange and the server share it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Counters one lane writes and anyone reads; alone on their cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct ServerCounters {
+    pub(crate) requests: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) open: AtomicU64,
+    pub(crate) client_errors: AtomicU64,
+    pub(crate) server_errors: AtomicU64,
+    pub(crate) refused: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+}
+
+/// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).
+pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+/// Totals over every lane.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServerTotals {
+    /// Requests answered (any status).
+    pub requests: u64,
+    pub connections: u64,
+    pub open: u64,
+    /// 4xx responses (malformed, oversized, slow or not found).
+    pub client_errors: u64,
+    /// 5xx responses other than refusals.
+    pub server_errors: u64,
+    /// Connections refused with 503 at the connection limit.
+    pub refused: u64,
+    /// Connections closed by the header timeout (408).
+    pub timeouts: u64,
+    pub bytes_out: u64,
+}
+
+impl ServerTotals {
+    pub fn of(counters: &[Arc<ServerCounters>]) -> Self {
+        let mut t = Self::default();
+        for c in counters {
+            let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            t.requests += get(&c.requests);
+            t.connections += get(&c.accepted);
+            t.open += get(&c.open);
+            t.client_errors += get(&c.client_errors);
+            t.server_errors += get(&c.server_errors);
+            t.refused += get(&c.refused);
+            t.timeouts += get(&c.timeouts);
+            t.bytes_out += get(&c.bytes_out);
+        }
+        t
+    }
+}
