@@ -15,15 +15,6 @@ pub(crate) fn table() -> Table {
     table
 }
 
-/// The testbed lines under a report's title: the network, and why it fell back if it did.
-pub(crate) fn testbed(network: &str, fallback_reason: Option<&str>) -> String {
-    let mut out = format!("testbed: {network}\n");
-    if let Some(reason) = fallback_reason {
-        out.push_str(&format!("note: {reason}\n"));
-    }
-    out
-}
-
 pub(crate) fn mpps(pps: f64) -> String {
     format!("{:.3}M", pps / 1e6)
 }

@@ -21,6 +21,27 @@ const TX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 const RX_ADDRS: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 201, 0, 2), Ipv4Addr::new(10, 201, 0, 3)];
 
 /// Where the testbed's traffic flows.
+/// The testbed as a report records it (flattened into the report's JSON).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TestbedReport {
+    pub network: String,
+    /// Why the namespace testbed could not be built, if it could not (loopback instead).
+    pub fallback_reason: Option<String>,
+    /// Namespaces a killed run left behind, removed before this one.
+    pub removed_stale_namespaces: Vec<String>,
+}
+
+impl TestbedReport {
+    /// The lines under a report's title: the network, and why it fell back if it did.
+    pub fn lines(&self) -> String {
+        let mut out = format!("testbed: {}\n", self.network);
+        if let Some(reason) = &self.fallback_reason {
+            out.push_str(&format!("note: {reason}\n"));
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Network {
     /// Two namespaces and a veth pair (`tx`, `rx` are namespace names).
@@ -227,6 +248,20 @@ impl Testbed {
         match &self.network {
             Network::Namespaces { .. } => None,
             Network::Loopback { reason } => Some(reason.clone()),
+        }
+    }
+
+    /// What a report says of the testbed; `detail` (e.g. where RPS steers) follows the
+    /// network's description.
+    pub fn report(&self, detail: Option<String>) -> TestbedReport {
+        let network = match detail {
+            Some(detail) => format!("{}, {detail}", self.describe()),
+            None => self.describe(),
+        };
+        TestbedReport {
+            network,
+            fallback_reason: self.fallback_reason(),
+            removed_stale_namespaces: self.removed_stale.clone(),
         }
     }
 

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::experiment::{self, Experiment, Measured, Options};
 use crate::tcp::servers::{self, Placement, ServerKind, Stage};
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, TestbedReport};
 use crate::udp::configs::Config as UdpConfig;
 use crate::udp::UdpLabOptions;
 use crate::workdir::WorkDir;
@@ -112,8 +112,8 @@ pub struct AffinityRow {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AffinityLabReport {
-    pub network: String,
-    pub fallback_reason: Option<String>,
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
     pub machine: String,
     /// The CPU doing the receive softirq (the interrupt core).
     pub irq_cpu: usize,
@@ -379,12 +379,9 @@ impl Experiment for AffinityLab<'_> {
         let model = model::two_packages(&model_assumptions);
         let findings = findings(&rows, &model, self.irq_cpu, self.other_cpu);
         Ok(AffinityLabReport {
-            network: format!(
-                "{}, RPS steering receive work to CPU {}",
-                self.testbed.describe(),
-                self.irq_cpu
-            ),
-            fallback_reason: self.testbed.fallback_reason(),
+            testbed: self
+                .testbed
+                .report(Some(format!("RPS steering receive work to CPU {}", self.irq_cpu))),
             machine: crate::machine(),
             irq_cpu: self.irq_cpu,
             other_cpu: self.other_cpu,

@@ -14,7 +14,7 @@ impl Report for AffinityLabReport {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab affinity — seed 003 on {}\n", r.machine));
-        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
+        out.push_str(&r.testbed.lines());
         out.push_str(&format!(
             "softirq (interrupt) CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
             r.irq_cpu, r.other_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs

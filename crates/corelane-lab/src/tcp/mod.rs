@@ -24,7 +24,7 @@ use servers::{Config, Measured, ServerKind, Stage, CONFIGS};
 pub use servers::{Peer, CONFIG_IDS};
 
 use crate::experiment::{self, Experiment, Options};
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, TestbedReport};
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -157,8 +157,8 @@ pub struct LoadgenRow {
 /// Everything `corelane lab tcp` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpLabReport {
-    pub network: String,
-    pub fallback_reason: Option<String>,
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
     pub machine: String,
     pub server_cpu: usize,
     pub client_cpu: usize,
@@ -172,7 +172,6 @@ pub struct TcpLabReport {
     pub load_generators: Vec<LoadgenRow>,
     pub skipped: Vec<String>,
     pub findings: Vec<String>,
-    pub removed_stale_namespaces: Vec<String>,
 }
 
 const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
@@ -374,8 +373,7 @@ impl Experiment for TcpLab<'_> {
         );
         let findings = findings(&rows, &load_generators);
         Ok(TcpLabReport {
-            network: self.testbed.describe(),
-            fallback_reason: self.testbed.fallback_reason(),
+            testbed: self.testbed.report(None),
             machine: crate::machine(),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
@@ -388,7 +386,6 @@ impl Experiment for TcpLab<'_> {
             load_generators,
             skipped: self.skipped,
             findings,
-            removed_stale_namespaces: self.testbed.removed_stale.clone(),
         })
     }
 }

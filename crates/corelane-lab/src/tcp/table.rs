@@ -14,7 +14,7 @@ impl Report for TcpLabReport {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
-        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
+        out.push_str(&r.testbed.lines());
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
             r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs

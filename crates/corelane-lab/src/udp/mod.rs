@@ -26,7 +26,7 @@ pub use configs::{Config, IDS as CONFIG_IDS};
 pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options};
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
 /// `corelane lab udp` in the list of experiments.
@@ -171,8 +171,8 @@ pub struct PeerRow {
 /// Everything `corelane lab udp` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct UdpLabReport {
-    pub network: String,
-    pub fallback_reason: Option<String>,
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
     pub machine: String,
     pub sender_cpu: usize,
     pub receiver_cpus: String,
@@ -186,7 +186,6 @@ pub struct UdpLabReport {
     pub cpu_accounting: String,
     /// What the figures say, derived from them.
     pub findings: Vec<String>,
-    pub removed_stale_namespaces: Vec<String>,
 }
 
 /// Runs the experiment, reporting progress lines through `progress`.
@@ -307,8 +306,7 @@ impl Experiment for UdpLab<'_> {
         let peer_rows = peers::rows(&pairs);
         let findings = findings(&rows, &peer_rows, &self.online);
         Ok(UdpLabReport {
-            network: self.testbed.describe(),
-            fallback_reason: self.testbed.fallback_reason(),
+            testbed: self.testbed.report(None),
             machine: crate::machine(),
             sender_cpu: self.sender_cpu,
             receiver_cpus: self.plan.receiver_cpus.to_string(),
@@ -319,7 +317,6 @@ impl Experiment for UdpLab<'_> {
             skipped: self.skipped,
             cpu_accounting: CPU_ACCOUNTING.into(),
             findings,
-            removed_stale_namespaces: self.testbed.removed_stale.clone(),
         })
     }
 }

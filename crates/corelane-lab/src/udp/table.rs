@@ -14,7 +14,7 @@ impl Report for UdpLabReport {
         let r = self;
         let mut out = String::new();
         out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
-        out.push_str(&report::testbed(&r.network, r.fallback_reason.as_deref()));
+        out.push_str(&r.testbed.lines());
         out.push_str(&format!(
             "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
             r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
@@ -84,7 +84,7 @@ impl Report for UdpLabReport {
                     report::right(ratio(p.corelane_cpu_ratio)),
                 ]);
             }
-            let steering = if r.fallback_reason.is_some() { "loopback" } else { "RPS off" };
+            let steering = if r.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
             out.push_str(&format!(
                 "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
                 r.receiver_cpus
@@ -151,8 +151,7 @@ mod tests {
         let split =
             |cpu| CpuSplit { cpu, user_pct: 1.0, sys_pct: 2.0, softirq_pct: 3.0, idle_pct: 94.0 };
         UdpLabReport {
-            network: "test".into(),
-            fallback_reason: None,
+            testbed: crate::testbed::TestbedReport { network: "test".into(), ..Default::default() },
             machine: "test".into(),
             sender_cpu: 0,
             receiver_cpus: "1".into(),
@@ -176,7 +175,6 @@ mod tests {
             skipped: Vec::new(),
             cpu_accounting: String::new(),
             findings: Vec::new(),
-            removed_stale_namespaces: Vec::new(),
         }
     }
 
