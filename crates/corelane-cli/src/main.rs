@@ -4,6 +4,7 @@
 mod apply;
 mod args;
 mod copy;
+mod guard;
 mod http;
 mod lab;
 mod plan;
@@ -45,6 +46,9 @@ enum Command {
     Apply(apply::ApplyArgs),
     /// Restore the settings saved by `corelane apply --yes`.
     Revert(apply::RevertArgs),
+    /// Run a program for the lab on a remote host, ending it when stdin closes.
+    #[command(hide = true)]
+    Guard(guard::GuardArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Apply(args) => apply::run_apply(args),
         Command::Revert(args) => apply::run_revert(args),
+        Command::Guard(args) => guard::run(args),
     };
     match result {
         Ok(code) => code,

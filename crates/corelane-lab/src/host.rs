@@ -5,11 +5,13 @@
 //! can become one more kind of host without touching them.
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use corelane::stats::{ProcStat, UdpCounters};
 
 use crate::process::{on_path, ChildProcess};
+use crate::remote::Remote;
 use crate::LabError;
 
 /// A place processes run and counters are read.
@@ -19,6 +21,8 @@ pub enum Host {
     Local,
     /// A network namespace on this machine, entered with `ip netns exec NAME`.
     Namespace(String),
+    /// Another machine, over SSH; its processes run under `corelane guard`.
+    Remote(Arc<Remote>),
 }
 
 impl Host {
@@ -27,6 +31,24 @@ impl Host {
         match self {
             Host::Local => Vec::new(),
             Host::Namespace(name) => ["ip", "netns", "exec", name].map(String::from).to_vec(),
+            Host::Remote(_) => unreachable!("remote commands go through the ssh session"),
+        }
+    }
+
+    /// How reports and errors name this host.
+    pub fn name(&self) -> String {
+        match self {
+            Host::Local => "this machine".into(),
+            Host::Namespace(name) => format!("namespace {name}"),
+            Host::Remote(remote) => remote.target().to_string(),
+        }
+    }
+
+    /// The corelane binary to run on this host.
+    pub fn corelane(&self) -> Result<String, LabError> {
+        match self {
+            Host::Local | Host::Namespace(_) => Ok(crate::corelane_exe()?.display().to_string()),
+            Host::Remote(remote) => Ok(remote.corelane().to_string()),
         }
     }
 
@@ -37,7 +59,12 @@ impl Host {
         program: &str,
         args: &[String],
     ) -> Result<ChildProcess, LabError> {
-        ChildProcess::spawn(name, &self.prefix(), program, args)
+        match self {
+            Host::Remote(remote) => {
+                ChildProcess::spawn_guarded(name, &remote.guarded_argv(program, args))
+            }
+            _ => ChildProcess::spawn(name, &self.prefix(), program, args),
+        }
     }
 
     /// Starts `program args…` pinned to `cpu` (through taskset, like a user would).
@@ -56,6 +83,9 @@ impl Host {
     /// Runs `program args…` here to completion and returns its stdout; a failure names the
     /// command and what it printed on stderr.
     pub fn run(&self, program: &str, args: &[&str]) -> Result<String, LabError> {
+        if let Host::Remote(remote) = self {
+            return remote.run(program, args);
+        }
         let mut argv = self.prefix();
         argv.push(program.into());
         argv.extend(args.iter().map(|a| a.to_string()));
@@ -79,7 +109,7 @@ impl Host {
         match self {
             Host::Local => std::fs::write(path, contents)
                 .map_err(|e| LabError::io(format!("cannot write {path}"), e)),
-            Host::Namespace(_) => self
+            Host::Namespace(_) | Host::Remote(_) => self
                 .run("sh", &["-c", "printf '%s' \"$1\" > \"$2\"", "sh", contents, path])
                 .map(drop),
         }
@@ -90,7 +120,7 @@ impl Host {
         match self {
             Host::Local => std::fs::read_to_string(path)
                 .map_err(|e| LabError::io(format!("cannot read {path}"), e)),
-            Host::Namespace(_) => self.run("cat", &[path]),
+            Host::Namespace(_) | Host::Remote(_) => self.run("cat", &[path]),
         }
     }
 
@@ -104,6 +134,7 @@ impl Host {
     pub fn cpu_time(&self, pid: u32) -> Option<Duration> {
         match self {
             Host::Local | Host::Namespace(_) => corelane::stats::runtime_of(pid),
+            Host::Remote(_) => self.remote_lines(TASKS_SCHEDSTAT, pid).map(sum_runtime),
         }
     }
 
@@ -111,6 +142,7 @@ impl Host {
     pub fn tree_cpu_time(&self, pid: u32) -> Option<Duration> {
         match self {
             Host::Local | Host::Namespace(_) => corelane::stats::tree_runtime_of(pid),
+            Host::Remote(_) => self.remote_lines(TREE_SCHEDSTAT, pid).map(sum_runtime),
         }
     }
 
@@ -119,6 +151,13 @@ impl Host {
     pub fn tree_cpu_split(&self, pid: u32) -> (Duration, Duration) {
         match self {
             Host::Local | Host::Namespace(_) => tree_cpu_split(pid),
+            Host::Remote(_) => {
+                let stats = self.remote_lines(TREE_STAT, pid).unwrap_or_default();
+                stats
+                    .iter()
+                    .filter_map(|s| cpu_split_in(s))
+                    .fold((Duration::ZERO, Duration::ZERO), |(u, s), (du, ds)| (u + du, s + ds))
+            }
         }
     }
 
@@ -126,6 +165,9 @@ impl Host {
     pub fn udp_counters_of(&self, pid: u32) -> Option<UdpCounters> {
         match self {
             Host::Local | Host::Namespace(_) => UdpCounters::read_for_process(pid).ok(),
+            Host::Remote(_) => {
+                UdpCounters::parse(&self.read_file(&format!("/proc/{pid}/net/snmp")).ok()?)
+            }
         }
     }
 
@@ -147,8 +189,38 @@ impl Host {
                     sbin.is_file().then(|| sbin.display().to_string())
                 }
             }
+            Host::Remote(_) => {
+                let script =
+                    "command -v \"$1\" || { [ -x \"/usr/sbin/$1\" ] && echo \"/usr/sbin/$1\"; }";
+                let found = self.run("sh", &["-c", script, "sh", program]).ok()?;
+                Some(found.trim().to_string()).filter(|f| !f.is_empty())
+            }
         }
     }
+
+    /// The lines a remote shell `script` prints for `pid` (`$1`); `None` if it fails.
+    fn remote_lines(&self, script: &str, pid: u32) -> Option<Vec<String>> {
+        let out = self.run("sh", &["-c", script, "sh", &pid.to_string()]).ok()?;
+        Some(out.lines().map(str::to_owned).collect())
+    }
+}
+
+/// Every thread's schedstat line of process `$1`.
+const TASKS_SCHEDSTAT: &str = "cat /proc/$1/task/*/schedstat";
+/// Every thread's schedstat line of process `$1` and of all its descendants. (POSIX sh has
+/// no `local`, but each `for` list is expanded before the loop recurses, so the recursion is
+/// safe.)
+const TREE_SCHEDSTAT: &str = "t() { for d in /proc/$1/task/*; do cat $d/schedstat; \
+    for c in $(cat $d/children); do t $c; done; done; }; t $1 2>/dev/null";
+/// /proc/PID/stat of process `$1` and of all its descendants.
+const TREE_STAT: &str = "t() { cat /proc/$1/stat; for d in /proc/$1/task/*; do \
+    for c in $(cat $d/children); do t $c; done; done; }; t $1 2>/dev/null";
+
+/// The sum of the first field (runtime, ns) of schedstat lines.
+fn sum_runtime(lines: Vec<String>) -> Duration {
+    let ns: u64 =
+        lines.iter().filter_map(|l| l.split_ascii_whitespace().next()?.parse::<u64>().ok()).sum();
+    Duration::from_nanos(ns)
 }
 
 fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
@@ -166,7 +238,11 @@ fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
 }
 
 fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_split_in(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// User and system time from the text of a /proc/PID/stat.
+fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
     // Fields after the parenthesised command name: state is the first, utime the 12th.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();

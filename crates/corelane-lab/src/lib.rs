@@ -12,6 +12,7 @@ pub mod experiment;
 pub mod host;
 pub mod output;
 pub mod process;
+pub mod remote;
 pub mod report;
 pub mod sched;
 pub mod tcp;
@@ -127,6 +128,10 @@ pub enum LabError {
     Report { path: std::path::PathBuf, problem: String },
     #[error(transparent)]
     Copy(corelane::copy::CopyError),
+    /// A remote host cannot be used: unreachable, authentication refused, corelane missing
+    /// or of another version, connection lost.
+    #[error("{host}: {problem}")]
+    Remote { host: String, problem: String },
 }
 
 fn stderr_suffix(stderr: &str) -> String {

@@ -3,7 +3,7 @@
 //! never leaves one behind; only processes the lab started are ever signalled, by PID.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ pub struct ChildProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// A remote child runs under `corelane guard` behind ssh: its PID on its own host, and
+    /// the guard's stdin, whose closing ends it.
+    remote: Option<(u32, Option<ChildStdin>)>,
 }
 
 impl ChildProcess {
@@ -39,8 +42,33 @@ impl ChildProcess {
         }
         argv.push(program);
         let mut cmd = Command::new(argv[0]);
-        cmd.args(&argv[1..]);
-        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(&argv[1..]).args(args).stdin(Stdio::null());
+        Self::start(name, program, cmd)
+    }
+
+    /// Starts `argv` (an ssh command running `corelane guard -- PROGRAM…` on a remote host)
+    /// and reads the guard's first line, the program's PID there.
+    pub(crate) fn spawn_guarded(name: &str, argv: &[String]) -> Result<Self, LabError> {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(Stdio::piped());
+        let mut child = Self::start(name, &argv[0], cmd)?;
+        let stdin = child.child.stdin.take();
+        let first = child.next_line(Duration::from_secs(20));
+        let pid = first
+            .as_deref()
+            .and_then(|l| l.strip_prefix(crate::remote::guard::PID_LINE))
+            .and_then(|p| p.trim().parse().ok());
+        match pid {
+            Some(pid) => {
+                child.remote = Some((pid, stdin));
+                Ok(child)
+            }
+            None => Err(child.timed_out("did not start on its host", Duration::from_secs(20))),
+        }
+    }
+
+    fn start(name: &str, program: &str, mut cmd: Command) -> Result<Self, LabError> {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child =
             cmd.spawn().map_err(|e| LabError::io(format!("cannot start {name} ({program})"), e))?;
         let (tx, lines) = mpsc::channel();
@@ -62,11 +90,15 @@ impl ChildProcess {
                 *s = text;
             }
         });
-        Ok(Self { name: name.into(), child, lines, stderr })
+        Ok(Self { name: name.into(), child, lines, stderr, remote: None })
     }
 
+    /// The program's PID on its host (for a remote child: there, not ssh's here).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.remote {
+            Some((pid, _)) => *pid,
+            None => self.child.id(),
+        }
     }
 
     /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
@@ -94,10 +126,16 @@ impl ChildProcess {
         self.stderr.lock().map(|s| s.trim().to_owned()).unwrap_or_default()
     }
 
-    /// Asks the child to stop (SIGINT), as Ctrl-C would.
-    pub fn interrupt(&self) {
-        if let Some(pid) = Pid::from_raw(self.pid() as i32) {
-            let _ = kill_process(pid, Signal::INT);
+    /// Asks the child to stop (SIGINT), as Ctrl-C would; a remote child's guard sends it
+    /// when its stdin closes.
+    pub fn interrupt(&mut self) {
+        match &mut self.remote {
+            Some((_, stdin)) => drop(stdin.take()),
+            None => {
+                if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
+                    let _ = kill_process(pid, Signal::INT);
+                }
+            }
         }
     }
 
@@ -160,7 +198,9 @@ impl Drop for ChildProcess {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             self.interrupt();
-            if self.wait_timeout(Duration::from_secs(2)).is_none() {
+            // A remote guard gives its program 2 s after SIGINT before it kills it.
+            let grace = Duration::from_secs(if self.remote.is_some() { 5 } else { 2 });
+            if self.wait_timeout(grace).is_none() {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
             }

@@ -374,7 +374,7 @@ fn run_dpdk(cpus: &[usize], duration: Duration) -> Result<Option<DpdkRun>, LabEr
     // the lab removes them afterwards if it was the one to create them.
     let runtime = std::path::Path::new("/var/run/dpdk");
     let created = !runtime.exists();
-    let child = Host::Local.spawn("dpdk-test-eventdev", "dpdk-test-eventdev", &args)?;
+    let mut child = Host::Local.spawn("dpdk-test-eventdev", "dpdk-test-eventdev", &args)?;
     std::thread::sleep(duration);
     child.interrupt();
     let text = child.output_after(Duration::from_secs(5)).join("\n");

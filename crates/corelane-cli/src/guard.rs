@@ -1,0 +1,26 @@
+//! `corelane guard`: how the lab runs a process on a remote host (see
+//! `corelane_lab::remote::guard`). Not for people; hidden from `--help`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::args::parse_duration;
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// End the program after this long, whatever else happens.
+    #[arg(long, value_parser = parse_duration)]
+    life: Duration,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+pub fn run(args: GuardArgs) -> anyhow::Result<ExitCode> {
+    let (program, rest) = args.command.split_first().expect("clap requires the command");
+    let (status, _) =
+        corelane_lab::remote::guard::run(program, rest, args.life, &mut std::io::stdout())?;
+    Ok(ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8))
+}

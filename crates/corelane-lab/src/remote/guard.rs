@@ -1,0 +1,96 @@
+//! The far end of every process the lab starts on a remote host: `corelane guard --life SECS
+//! -- PROGRAM ARGS…` starts the program, tells the lab its PID, and ends it (SIGINT, then
+//! SIGKILL two seconds later) when the lab closes the guard's stdin — which is also what
+//! happens when the lab, its ssh client or the network between them dies — or when `--life`
+//! runs out. So no remote process outlives its run, whatever happens to the controller.
+
+use std::io::{Read, Write};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+
+/// The first line the guard prints: this prefix and the program's PID on its host.
+pub const PID_LINE: &str = "corelane-guard pid ";
+
+/// How long a program has to end after SIGINT before it is killed.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Why the guard ended its program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself.
+    Exited,
+    /// The lab closed stdin (asked for the end, or went away).
+    StdinClosed,
+    /// `--life` ran out.
+    LifeOver,
+    /// The guard itself got SIGINT/SIGTERM/SIGHUP.
+    Signalled,
+}
+
+/// Runs `program args` under the guard; returns its exit status and why it ended.
+/// Writes [`PID_LINE`] to `out` first (stdout in the CLI; the program inherits stdout).
+pub fn run(
+    program: &str,
+    args: &[String],
+    life: Duration,
+    out: &mut dyn Write,
+) -> std::io::Result<(ExitStatus, Ending)> {
+    let signalled = Arc::new(AtomicBool::new(false));
+    for signal in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
+        signal_hook::flag::register(signal, Arc::clone(&signalled))?;
+    }
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program}: {e}")))?;
+    writeln!(out, "{PID_LINE}{}", child.id())?;
+    out.flush()?;
+    let closed = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&closed);
+    std::thread::spawn(move || {
+        // Anything the lab writes is ignored; end of input (or an error) is the signal.
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        seen.store(true, Ordering::Relaxed);
+    });
+    let deadline = Instant::now() + life;
+    let pid = Pid::from_raw(child.id() as i32);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok((status, Ending::Exited));
+        }
+        let ending = if closed.load(Ordering::Relaxed) {
+            Some(Ending::StdinClosed)
+        } else if signalled.load(Ordering::Relaxed) {
+            Some(Ending::Signalled)
+        } else if Instant::now() >= deadline {
+            Some(Ending::LifeOver)
+        } else {
+            None
+        };
+        if let Some(ending) = ending {
+            // The child is ours and not yet reaped, so its PID cannot have been reused.
+            if let Some(pid) = pid {
+                let _ = kill_process(pid, Signal::INT);
+            }
+            let end = Instant::now() + GRACE;
+            while Instant::now() < end {
+                if let Some(status) = child.try_wait()? {
+                    return Ok((status, ending));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            child.kill()?;
+            return Ok((child.wait()?, ending));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,205 @@
+//! A side of an experiment on another machine, reached over SSH: the connection
+//! ([`ssh::Session`]), the corelane that runs there (found on PATH, given, or deployed for
+//! the run and removed after it; refused when its version differs from ours), and the
+//! [`guard`] every remote process runs under so that none outlives the run.
+
+pub mod guard;
+pub mod ssh;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub use ssh::{SshOptions, SshTarget};
+
+use crate::LabError;
+
+/// Where the corelane on a remote host comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteCorelane {
+    /// `corelane` on the remote user's PATH.
+    OnPath,
+    /// A path on the remote host.
+    At(String),
+    /// This binary, copied over the connection into a private temporary directory and
+    /// removed at the end.
+    Deploy,
+}
+
+/// A connected remote host with a corelane of our version on it.
+#[derive(Debug)]
+pub struct Remote {
+    session: ssh::Session,
+    corelane: String,
+    /// The private directory a deployed binary lives in, removed on drop.
+    deployed_dir: Option<String>,
+}
+
+/// The longest any remote process may live (the guard ends it then, whatever the lab does).
+pub const MAX_LIFE: Duration = Duration::from_secs(900);
+
+impl Remote {
+    /// Connects, finds or deploys corelane, and checks its version against ours.
+    pub fn connect(
+        target: &SshTarget,
+        options: &SshOptions,
+        corelane: &RemoteCorelane,
+    ) -> Result<Self, LabError> {
+        let session = ssh::Session::connect(target, options)?;
+        let mut remote = Self { session, corelane: "corelane".into(), deployed_dir: None };
+        match corelane {
+            RemoteCorelane::OnPath => {}
+            RemoteCorelane::At(path) => remote.corelane = path.clone(),
+            RemoteCorelane::Deploy => remote.deploy()?,
+        }
+        remote.check_version()?;
+        Ok(remote)
+    }
+
+    fn host(&self) -> String {
+        self.session.target().to_string()
+    }
+
+    /// Copies this binary into `mktemp -d` on the host (mode 0700) over the connection.
+    fn deploy(&mut self) -> Result<(), LabError> {
+        let exe = crate::corelane_exe()?;
+        let bytes = std::fs::read(&exe)
+            .map_err(|e| LabError::io(format!("cannot read {}", exe.display()), e))?;
+        let script = "umask 077; d=$(mktemp -d /tmp/corelane-deploy.XXXXXXXX) || exit 1; \
+                      cat > \"$d/corelane\" && chmod 700 \"$d/corelane\" && echo \"$d\"";
+        let argv = self.session.argv("sh", &["-c".into(), script.into()]);
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| LabError::io("cannot run ssh", e))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let written = stdin.write_all(&bytes);
+        drop(stdin);
+        let out = child.wait_with_output().map_err(|e| LabError::io("ssh", e))?;
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if written.is_err() || !out.status.success() || !is_deploy_dir(&dir) {
+            return Err(LabError::Remote {
+                host: self.host(),
+                problem: format!(
+                    "cannot deploy corelane into a temporary directory ({}): is /tmp writable there?",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            });
+        }
+        self.corelane = format!("{dir}/corelane");
+        self.deployed_dir = Some(dir);
+        Ok(())
+    }
+
+    /// Refuses a remote corelane whose `--version` differs from ours, naming both.
+    fn check_version(&self) -> Result<(), LabError> {
+        let ours = format!("corelane {}", env!("CARGO_PKG_VERSION"));
+        let theirs = self.run(&self.corelane, &["--version"]).map_err(|e| LabError::Remote {
+            host: self.host(),
+            problem: format!(
+                "cannot run {} there ({e}): install corelane on its PATH, give --remote-corelane PATH, or pass --deploy",
+                self.corelane
+            ),
+        })?;
+        let theirs = theirs.trim();
+        if theirs != ours {
+            return Err(LabError::Remote {
+                host: self.host(),
+                problem: format!(
+                    "runs {theirs:?} but this is {ours:?}: install the same version there, or pass --deploy"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The path of corelane on the host.
+    pub fn corelane(&self) -> &str {
+        &self.corelane
+    }
+
+    /// The argv that runs `program args…` on the host, under the guard (ended when the
+    /// lab closes its stdin, or after [`MAX_LIFE`]).
+    pub fn guarded_argv(&self, program: &str, args: &[String]) -> Vec<String> {
+        let mut guarded = vec![
+            "guard".to_string(),
+            "--life".into(),
+            format!("{}s", MAX_LIFE.as_secs()),
+            "--".into(),
+            program.into(),
+        ];
+        guarded.extend_from_slice(args);
+        self.session.argv(&self.corelane, &guarded)
+    }
+
+    /// Runs `program args…` on the host to completion; its stdout, or the command and its
+    /// stderr as the error.
+    pub fn run(&self, program: &str, args: &[&str]) -> Result<String, LabError> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let argv = self.session.argv(program, &args);
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LabError::io("cannot run ssh", e))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                command: format!(
+                    "{} on {}",
+                    shell_words::join(
+                        std::iter::once(program).chain(args.iter().map(String::as_str))
+                    ),
+                    self.host()
+                ),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn target(&self) -> &SshTarget {
+        self.session.target()
+    }
+}
+
+/// Two connections are the same host when they reach the same target.
+impl PartialEq for Remote {
+    fn eq(&self, other: &Self) -> bool {
+        self.target() == other.target()
+    }
+}
+
+impl Eq for Remote {}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let Some(dir) = self.deployed_dir.take() {
+            let _ = self.run("rm", &["-rf", "--", &dir]);
+        }
+    }
+}
+
+/// What `mktemp -d /tmp/corelane-deploy.XXXXXXXX` prints, and nothing else (so the removal
+/// at the end can only ever remove such a directory).
+fn is_deploy_dir(dir: &str) -> bool {
+    dir.strip_prefix("/tmp/corelane-deploy.")
+        .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_mktemp_directory_is_ever_removed() {
+        assert!(is_deploy_dir("/tmp/corelane-deploy.Ab3dE5g7"));
+        for bad in
+            ["/", "/tmp", "/tmp/corelane-deploy.", "/tmp/corelane-deploy.ab/../..", "/home/x"]
+        {
+            assert!(!is_deploy_dir(bad), "{bad}");
+        }
+    }
+}
