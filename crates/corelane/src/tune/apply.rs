@@ -97,7 +97,8 @@ fn propose(
         Ok(from) if same(&from, &to) => {}
         Ok(from) => out.changes.push(Change { path, from, to }),
         Err(source) => {
-            let exists = matches!(setting, Setting::Ethtool { .. }) || path.exists();
+            let exists =
+                matches!(setting, Setting::Ethtool { .. }) || path.symlink_metadata().is_ok();
             match refusal(setting, &source, exists) {
                 Some(reason) => out.skipped.push(Skipped { path, to, reason }),
                 None => return Err(ApplyError::Read { path, source }),
@@ -180,7 +181,8 @@ fn sysfs_review(
     }
     for (queue, mask) in device.xps_cpus.iter().enumerate() {
         let Ok(queue) = u32::try_from(queue) else { break };
-        if !queues.join(format!("tx-{queue}/xps_cpus")).exists() || !kept(queue) {
+        let listed = queues.join(format!("tx-{queue}/xps_cpus")).symlink_metadata().is_ok();
+        if !listed || !kept(queue) {
             continue;
         }
         let setting = Setting::XpsCpus { nic: nic.clone(), queue };
