@@ -50,9 +50,15 @@ pub(crate) fn explain(err: &io::Error) -> String {
         Some(libc::EBUSY) => "the device is busy: try again, or with the interface down",
         Some(libc::ENODEV) => "the interface is gone (removed, or in another network namespace)",
         Some(libc::ENOENT) => "no such setting here: make the plan on this machine again",
-        _ => return err.to_string(),
+        _ => "the kernel refused it",
     };
-    format!("{hint}; {err}")
+    // io::Error's text ends in "(os error N)"; the errno stays, in words a user can search.
+    let text = err.to_string();
+    let text = text.split(" (os error").next().unwrap_or_default();
+    match err.raw_os_error() {
+        Some(n) => format!("{hint} ({text}, errno {n})"),
+        None => format!("{hint} ({text})"),
+    }
 }
 
 #[cfg(test)]
