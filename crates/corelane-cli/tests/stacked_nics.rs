@@ -105,6 +105,43 @@ fn round_trip(ns: &Netns, upper: &str, lower: &[&str]) {
     eprintln!("{upper} over {lower:?}: planned, applied and reverted exactly");
 }
 
+/// A plan written before plans left XPS out on single-queue devices asks for it: `apply --yes`
+/// makes the other changes, names the refused one as skipped, and revert restores the rest.
+#[test]
+fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
+    if !is_root() {
+        eprintln!("skipped: creating a network namespace and its devices needs root");
+        return;
+    }
+    let ns = Netns::new("refused");
+    // One TX queue allocated (veth allocates one per possible CPU unless told).
+    let one = ["numrxqueues", "1", "numtxqueues", "1"];
+    let mut args = vec!["link", "add", "s0"];
+    args.extend(one);
+    args.extend(["type", "veth", "peer", "name", "s1"]);
+    args.extend(one);
+    assert!(ns.ip(&args), "single-queue veth");
+    let dir = tempfile::tempdir().unwrap();
+    let (plan, revert) = (dir.path().join("plan.toml"), dir.path().join("revert.json"));
+    std::fs::write(
+        &plan,
+        "nic = \"s0\"\npolicy = \"spread\"\nirq_cpus = \"0\"\nsyscall_cpus = \"0\"\napp_cpus = \"0\"\nrps_cpus = \"1\"\nxps_cpus = [\"1\"]\nirqs = []\nnotes = []\n",
+    )
+    .unwrap();
+    let before = ns.snapshot(&["s0"]);
+    let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
+    let out = ns.corelane(&["apply", plan, "--yes", "--revert", revert]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout.contains("tx-0/xps_cpus: 1 skipped: the kernel refuses XPS"), "{stdout}");
+    assert_ne!(ns.snapshot(&["s0"]), before, "the RPS mask was not set");
+    let saved = std::fs::read_to_string(revert).unwrap();
+    assert!(!saved.contains("xps_cpus"), "a skipped setting has nothing to revert: {saved}");
+    let out = ns.corelane(&["revert", revert]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ns.snapshot(&["s0"]), before);
+}
+
 #[test]
 fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
     if !is_root() {
