@@ -77,6 +77,9 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
         let masks = |qs: &[corelane::topology::NicQueue]| {
             qs.iter().map(|q| format!("{}:{}", q.index, q.mask)).collect::<Vec<_>>().join(" ")
         };
+        if !nic.lower.is_empty() {
+            outln!("    stacked on {} (the devices that own its queues)", nic.lower.join(", "));
+        }
         outln!("    rx queues (rps_cpus) {}", masks(&nic.rx_queues));
         outln!("    tx queues (xps_cpus) {}", masks(&nic.tx_queues));
         if let Some(settings) = &nic.settings {

@@ -132,4 +132,13 @@ mod tests {
         }
         assert_eq!(of("eth0-TxRx-99999999999999", "eth0", "x", "y"), Some(Control));
     }
+
+    proptest::proptest! {
+        /// Any /proc/interrupts name against any interface, driver and device: an answer.
+        #[test]
+        fn any_name_is_answered(name in ".{0,40}", iface in ".{0,16}", dev in ".{0,16}") {
+            let _ = of(&name, &iface, &iface, &dev);
+            let _ = classify(&name, &IrqOwner { iface: &iface, driver: None, device: None });
+        }
+    }
 }
