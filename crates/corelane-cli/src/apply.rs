@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use corelane::tune::{apply_saving_revert, changes, read_revert_file, revert, Change, Plan};
+use corelane::tune::{
+    apply_saving_revert, read_revert_file, revert, review, Change, Plan, Skipped,
+};
 
 use crate::args::outln;
 
@@ -48,15 +50,29 @@ fn show(list: &[Change]) {
     }
 }
 
+/// The settings the kernel or the driver refused on the device, each with the reason.
+fn show_skipped(skipped: &[Skipped]) {
+    if skipped.is_empty() {
+        return;
+    }
+    outln!("{} setting(s) skipped (refused on this device):", skipped.len());
+    for s in skipped {
+        outln!("  {}: {} skipped: {}", s.path.display(), s.to, s.reason);
+    }
+}
+
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let plan = read_plan(&args.plan)?;
-    let list = changes(&plan, &args.root)?;
+    let review = review(&plan, &args.root)?;
+    let list = review.changes;
     if list.is_empty() {
         outln!("nothing to change: {} is already set as the plan says", plan.nic);
+        show_skipped(&review.skipped);
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} change(s) for {} ({} policy):", list.len(), plan.nic, plan.policy);
     show(&list);
+    show_skipped(&review.skipped);
     if !args.yes {
         outln!("dry run: nothing was changed; add --yes to apply");
         return Ok(ExitCode::SUCCESS);
@@ -68,17 +84,19 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         PathBuf::from(format!("corelane-revert-{}-{secs}.json", plan.nic))
     });
     // The undo is saved before anything changes (and removed if the changes fail).
-    apply_saving_revert(&list, &args.root, &revert_file)?;
+    let skipped = apply_saving_revert(&list, &args.root, &revert_file)?;
+    show_skipped(&skipped);
     outln!("applied; undo with: corelane revert {}", revert_file.display());
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
     let list = read_revert_file(&args.file, &args.root)?;
-    revert(&list, &args.root)?;
-    outln!("restored {} setting(s):", list.len());
-    for c in list.iter().rev() {
+    let skipped = revert(&list, &args.root)?;
+    outln!("restored {} setting(s):", list.len() - skipped.len());
+    for c in list.iter().rev().filter(|c| !skipped.iter().any(|s| s.path == c.path)) {
         outln!("  {}: {}", c.path.display(), c.from);
     }
+    show_skipped(&skipped);
     Ok(ExitCode::SUCCESS)
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use corelane::topology::{read_nics, CpuList, Topology};
-use corelane::tune::{plan, Placement};
+use corelane::topology::{is_interface_name, queue_owners, read_nics, CpuList, Nic, Topology};
+use corelane::tune::{plan_stack, Placement, Plan};
 
 use crate::args::outln;
 
@@ -57,7 +57,46 @@ pub struct PlanArgs {
     root: PathBuf,
 }
 
+/// Sets interrupt moderation on every device of the plan whose driver has it; a device
+/// without it gets a note, and a plan where none has it is refused.
+fn set_rx_usecs(proposal: &mut Plan, nics: &[Nic], usecs: u32) -> anyhow::Result<()> {
+    let has_coalescing = |name: &str| {
+        nics.iter()
+            .any(|n| n.name == name && n.settings.as_ref().and_then(|s| s.coalesce).is_some())
+    };
+    if proposal.lower.is_empty() {
+        anyhow::ensure!(
+            has_coalescing(&proposal.nic),
+            "{} has no interrupt moderation to set (its driver does not implement ethtool coalescing; veth and loopback never do)",
+            proposal.nic
+        );
+        proposal.rx_usecs = Some(usecs);
+        return Ok(());
+    }
+    for device in &mut proposal.lower {
+        if has_coalescing(&device.nic) {
+            device.rx_usecs = Some(usecs);
+        } else {
+            proposal.notes.push(format!(
+                "{}: its driver does not implement ethtool coalescing: --rx-usecs left out",
+                device.nic
+            ));
+        }
+    }
+    anyhow::ensure!(
+        proposal.lower.iter().any(|d| d.rx_usecs.is_some()),
+        "none of the devices under {} has interrupt moderation to set (their drivers do not implement ethtool coalescing)",
+        proposal.nic
+    );
+    Ok(())
+}
+
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        is_interface_name(&args.nic),
+        "`{}` is not an interface name: 1 to 15 characters, none of them '/', ':', whitespace or NUL (see `ip link`)",
+        args.nic.escape_debug()
+    );
     let topo = Topology::read_from(&args.root)?;
     let nics = read_nics(&args.root);
     let Some(nic) = nics.iter().find(|n| n.name == args.nic) else {
@@ -78,15 +117,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             app: args.app_cpus.unwrap_or_default(),
         },
     };
-    let mut proposal = plan(&topo, nic, args.lanes, &placement)?;
+    // A VLAN, bond, bridge or macvlan has no queues of its own that matter: the devices
+    // below it do.
+    let owners = queue_owners(&nics, &nic.name);
+    let mut proposal = plan_stack(&topo, nic, &owners, args.lanes, &placement)?;
     if let Some(usecs) = args.rx_usecs {
-        let has_coalescing = nic.settings.as_ref().and_then(|s| s.coalesce).is_some();
-        anyhow::ensure!(
-            has_coalescing,
-            "{} has no interrupt moderation to set (its driver does not implement ethtool coalescing; veth and loopback never do)",
-            nic.name
-        );
-        proposal.rx_usecs = Some(usecs);
+        set_rx_usecs(&mut proposal, &nics, usecs)?;
     }
     let text = match args.format {
         FormatArg::Toml => {

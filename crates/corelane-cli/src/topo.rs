@@ -19,6 +19,23 @@ pub struct TopoArgs {
     root: PathBuf,
 }
 
+/// Every flow type with the fields its RX hash covers, `none` when the driver hashes none
+/// (virtio_net without RSS), or `not supported` when the driver does not answer for it.
+fn flow_hash(known: &[(String, String)]) -> String {
+    corelane::topology::FLOW_TYPE_NAMES
+        .iter()
+        .map(|flow| {
+            let fields = match known.iter().find(|(f, _)| f == flow) {
+                Some((_, h)) if h.is_empty() => "none",
+                Some((_, h)) => h.as_str(),
+                None => "not supported",
+            };
+            format!("{flow}:{fields}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
     let root: &Path = &args.root;
     let topo = Topology::read_from(root)?;
@@ -60,6 +77,9 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
         let masks = |qs: &[corelane::topology::NicQueue]| {
             qs.iter().map(|q| format!("{}:{}", q.index, q.mask)).collect::<Vec<_>>().join(" ")
         };
+        if !nic.lower.is_empty() {
+            outln!("    stacked on {} (the devices that own its queues)", nic.lower.join(", "));
+        }
         outln!("    rx queues (rps_cpus) {}", masks(&nic.rx_queues));
         outln!("    tx queues (xps_cpus) {}", masks(&nic.tx_queues));
         if let Some(settings) = &nic.settings {
@@ -76,16 +96,7 @@ pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
                     c.rx_usecs, c.rx_frames, c.adaptive_rx
                 )
             });
-            let hash = if settings.rx_flow_hash.is_empty() {
-                "not supported".to_string()
-            } else {
-                settings
-                    .rx_flow_hash
-                    .iter()
-                    .map(|(f, h)| format!("{f}:{h}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
+            let hash = flow_hash(&settings.rx_flow_hash);
             outln!("    ethtool: channels {channels}; coalescing {coalesce}; rx flow hash {hash}");
         }
         if nic.irqs.is_empty() {

@@ -35,6 +35,7 @@ fn plan(nic: &str) -> Plan {
         rx_flow_hash: vec![],
         rx_usecs: None,
         notes: vec![],
+        lower: vec![],
     }
 }
 

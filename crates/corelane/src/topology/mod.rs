@@ -5,6 +5,7 @@
 //! it at a fixture tree describing another machine.
 
 mod cpulist;
+mod irqname;
 mod net;
 
 use std::fs;
@@ -12,9 +13,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use cpulist::{CpuList, CpuListError};
+pub use irqname::IrqRole;
 pub use net::{
-    read_net_softirqs, read_nic_settings, read_nics, Channels, Coalesce, NetSoftirqs, Nic, NicIrq,
-    NicQueue, NicSettings,
+    is_interface_name, queue_owners, read_net_softirqs, read_nic_settings, read_nics, Channels,
+    Coalesce, NetSoftirqs, Nic, NicIrq, NicQueue, NicSettings, FLOW_TYPE_NAMES,
 };
 
 /// Where one online CPU sits.

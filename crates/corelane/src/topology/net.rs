@@ -8,8 +8,26 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::irqname::{classify, IrqOwner, IrqRole};
 use crate::sys::ethtool;
 pub use crate::sys::ethtool::{Channels, Coalesce};
+
+/// Longest interface name the kernel accepts (IFNAMSIZ, 16, with its NUL).
+const IFNAMSIZ: usize = 16;
+
+/// Stacks deeper than this (VLAN on bond on team…) are not followed: the kernel's own limit is
+/// 8 (MAX_NEST_DEV), and a fixture tree may hold a loop.
+const MAX_STACK_DEPTH: usize = 8;
+
+/// Whether `name` can be an interface name: the kernel's dev_valid_name rules (1 to 15 bytes,
+/// no '/', ':', whitespace or NUL, not `.` or `..`).
+pub fn is_interface_name(name: &str) -> bool {
+    !(name.is_empty()
+        || name.len() >= IFNAMSIZ
+        || name == "."
+        || name == ".."
+        || name.chars().any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace()))
+}
 
 /// One interrupt line of a NIC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -21,14 +39,20 @@ pub struct NicIrq {
     pub affinity: String,
     /// Interrupts handled so far, per CPU.
     pub per_cpu: Vec<u64>,
+    /// The queue it serves, or that it serves none (link and configuration events).
+    pub role: IrqRole,
 }
 
 /// One queue of a NIC and its software steering mask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NicQueue {
     pub index: usize,
-    /// rps_cpus (RX) or xps_cpus (TX), as the kernel prints the mask; `0` means off.
+    /// rps_cpus (RX) or xps_cpus (TX), as the kernel prints the mask; `0` means off, `n/a`
+    /// when it cannot be read.
     pub mask: String,
+    /// Why the mask cannot be read or set, when it cannot (`None` when it can).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// A network interface.
@@ -43,6 +67,9 @@ pub struct Nic {
     pub tx_queues: Vec<NicQueue>,
     /// Interrupts of the device; empty for virtual interfaces.
     pub irqs: Vec<NicIrq>,
+    /// The devices this one is stacked on (`lower_*` links: a VLAN's or macvlan's parent, a
+    /// bond's or bridge's ports); empty for a device that owns its queues.
+    pub lower: Vec<String>,
     /// ethtool settings, read through the ioctl when reading the live machine (`None` for a
     /// fixture root, whose devices do not exist).
     pub settings: Option<NicSettings>,
@@ -58,6 +85,12 @@ pub struct NicSettings {
     /// ethtool's letters (`sdfn`: source and destination address, both ports).
     pub rx_flow_hash: Vec<(String, String)>,
 }
+
+/// The flow types whose RX hashing `NicSettings::rx_flow_hash` reports, in ethtool's names.
+pub const FLOW_TYPE_NAMES: [&str; 4] = {
+    let t = ethtool::FLOW_TYPES;
+    [t[0].0, t[1].0, t[2].0, t[3].0]
+};
 
 /// Reads `name`'s ethtool settings in the calling thread's network namespace.
 pub fn read_nic_settings(name: &str) -> NicSettings {
@@ -85,14 +118,36 @@ fn read(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
 }
 
+/// A queue's steering mask, or why the kernel will not show it: sysfs lists `xps_cpus` on
+/// every TX queue but answers ENOENT on a single-queue device (net-sysfs.c checks
+/// netif_is_multiqueue before reading or writing it).
+fn read_mask(path: &Path, file: &str) -> Result<String, String> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(text.trim().to_owned()),
+        // Listed (even as a link to nothing, as a fixture tree imitates it) but not there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.symlink_metadata().is_ok() => {
+            Err(format!(
+                "the kernel refuses {file} on this device (XPS needs more than one TX queue)"
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("no {file} here (a kernel built without RPS/XPS)"))
+        }
+        Err(e) => Err(format!("{file} cannot be read: {e}")),
+    }
+}
+
 fn queues(dir: &Path, prefix: &str, mask_file: &str) -> Vec<NicQueue> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<NicQueue> = entries
         .filter_map(|e| {
             let name = e.ok()?.file_name().into_string().ok()?;
             let index = name.strip_prefix(prefix)?.parse().ok()?;
-            let mask = read(&dir.join(&name).join(mask_file)).unwrap_or_else(|| "n/a".into());
-            Some(NicQueue { index, mask })
+            let (mask, unavailable) = match read_mask(&dir.join(&name).join(mask_file), mask_file) {
+                Ok(mask) => (mask, None),
+                Err(why) => ("n/a".to_string(), Some(why)),
+            };
+            Some(NicQueue { index, mask, unavailable })
         })
         .collect();
     out.sort_by_key(|q| q.index);
@@ -114,66 +169,107 @@ fn interrupts(text: &str) -> Vec<(u32, Vec<u64>, String)> {
         .collect()
 }
 
-/// Whether an interrupt named `irq_name` belongs to interface `name` whose device directory
-/// is `device`: named after the interface (`eth0-TxRx-0`) or after the device
-/// (`virtio2-input.0`, `mlx5_comp0@pci:0000:03:00.0`).
-fn belongs(irq_name: &str, name: &str, device: Option<&str>) -> bool {
-    let after = |prefix: &str| irq_name.strip_prefix(prefix).is_some_and(|r| r.starts_with('-'));
-    after(name)
-        || device.is_some_and(|dev| after(dev) || irq_name.ends_with(&format!("@pci:{dev}")))
+/// The last path component of the link at `path` (`driver` -> `ixgbe`, `device` -> `virtio2`).
+fn link_name(path: &Path, resolve: bool) -> Option<String> {
+    let target = if resolve { fs::canonicalize(path).ok()? } else { fs::read_link(path).ok()? };
+    Some(target.file_name()?.to_string_lossy().into_owned())
 }
 
-/// Reads every interface under `root/sys/class/net`, with IRQs from `root/proc`.
+/// The interrupts of interface `name` among the lines of /proc/interrupts.
+fn nic_irqs(root: &Path, owner: &IrqOwner<'_>, lines: &[(u32, Vec<u64>, String)]) -> Vec<NicIrq> {
+    lines
+        .iter()
+        .filter_map(|(irq, counts, irq_name)| {
+            let role = classify(irq_name, owner)?;
+            Some(NicIrq {
+                irq: *irq,
+                name: irq_name.clone(),
+                affinity: read(&root.join(format!("proc/irq/{irq}/smp_affinity_list")))
+                    .unwrap_or_else(|| "n/a".into()),
+                per_cpu: counts.clone(),
+                role,
+            })
+        })
+        .collect()
+}
+
+/// The devices `dir`'s interface is stacked on, from its `lower_NAME` links.
+fn lower_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| {
+            e.ok()?.file_name().into_string().ok()?.strip_prefix("lower_").map(String::from)
+        })
+        .filter(|n| is_interface_name(n))
+        .collect();
+    names.sort();
+    names
+}
+
+fn read_nic(root: &Path, name: String, lines: &[(u32, Vec<u64>, String)]) -> Nic {
+    let dir = root.join("sys/class/net").join(&name);
+    let device = dir.join("device");
+    let driver = link_name(&device.join("driver"), false);
+    // The device's own numa_node, or its bus parent's (a virtio NIC sits on a PCI one).
+    let numa_node = [device.join("numa_node"), device.join("../numa_node")]
+        .iter()
+        .find_map(|p| read(p))
+        .and_then(|n| n.parse::<i64>().ok())
+        .and_then(|n| usize::try_from(n).ok());
+    // Only a device with a bus device behind it (PCI, virtio) has interrupts; a VLAN, bond,
+    // veth or loopback has none, whatever their names resemble.
+    let irqs = match device.exists().then(|| link_name(&device, true)).flatten() {
+        Some(dev) => {
+            let owner = IrqOwner { iface: &name, driver: driver.as_deref(), device: Some(&dev) };
+            nic_irqs(root, &owner, lines)
+        }
+        None => Vec::new(),
+    };
+    Nic {
+        settings: (root == Path::new("/")).then(|| read_nic_settings(&name)),
+        rx_queues: queues(&dir.join("queues"), "rx-", "rps_cpus"),
+        tx_queues: queues(&dir.join("queues"), "tx-", "xps_cpus"),
+        lower: lower_names(&dir),
+        name,
+        driver,
+        numa_node,
+        irqs,
+    }
+}
+
+/// Reads every interface under `root/sys/class/net`, with IRQs from `root/proc`. A directory
+/// whose name no interface can have (a damaged or crafted tree) is left out.
 pub fn read_nics(root: &Path) -> Vec<Nic> {
     let class = root.join("sys/class/net");
-    let proc_interrupts =
-        read(&root.join("proc/interrupts")).map(|t| interrupts(&t)).unwrap_or_default();
+    let lines = read(&root.join("proc/interrupts")).map(|t| interrupts(&t)).unwrap_or_default();
     let Ok(entries) = fs::read_dir(&class) else { return Vec::new() };
     let mut nics: Vec<Nic> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .map(|name| {
-            let dir = class.join(&name);
-            let device = dir.join("device");
-            let driver = fs::read_link(device.join("driver"))
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-            // The device's own numa_node, or its bus parent's (a virtio NIC sits on a PCI one).
-            let numa_node = [device.join("numa_node"), device.join("../numa_node")]
-                .iter()
-                .find_map(|p| read(p))
-                .and_then(|n| n.parse::<i64>().ok())
-                .and_then(|n| usize::try_from(n).ok());
-            let irqs = if device.exists() {
-                let dev = fs::canonicalize(&device)
-                    .ok()
-                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-                proc_interrupts
-                    .iter()
-                    .filter(|(_, _, irq_name)| belongs(irq_name, &name, dev.as_deref()))
-                    .map(|(irq, counts, irq_name)| NicIrq {
-                        irq: *irq,
-                        name: irq_name.clone(),
-                        affinity: read(&root.join(format!("proc/irq/{irq}/smp_affinity_list")))
-                            .unwrap_or_else(|| "n/a".into()),
-                        per_cpu: counts.clone(),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            Nic {
-                settings: (root == Path::new("/")).then(|| read_nic_settings(&name)),
-                rx_queues: queues(&dir.join("queues"), "rx-", "rps_cpus"),
-                tx_queues: queues(&dir.join("queues"), "tx-", "xps_cpus"),
-                name,
-                driver,
-                numa_node,
-                irqs,
-            }
-        })
+        .filter(|name| is_interface_name(name))
+        .map(|name| read_nic(root, name, &lines))
         .collect();
     nics.sort_by(|a, b| a.name.cmp(&b.name));
     nics
+}
+
+/// The devices that own the queues `name` sends and receives on: `name` itself when it is
+/// stacked on nothing, else the bottom of every `lower_*` chain (a VLAN on a bond on two NICs
+/// gives the two NICs), in name order. Lower devices missing from `nics` are left out.
+pub fn queue_owners<'a>(nics: &'a [Nic], name: &str) -> Vec<&'a Nic> {
+    let mut out: Vec<&Nic> = Vec::new();
+    let mut stack: Vec<(&str, usize)> = vec![(name, 0)];
+    while let Some((current, depth)) = stack.pop() {
+        let Some(nic) = nics.iter().find(|n| n.name == current) else { continue };
+        if nic.lower.is_empty() || depth >= MAX_STACK_DEPTH {
+            if !out.iter().any(|n| n.name == nic.name) {
+                out.push(nic);
+            }
+            continue;
+        }
+        stack.extend(nic.lower.iter().map(|l| (l.as_str(), depth + 1)));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// NET_RX and NET_TX per CPU from `root/proc/softirqs`.
@@ -254,12 +350,31 @@ mod tests {
     }
 
     #[test]
-    fn irq_names_match_their_device_only() {
-        assert!(belongs("eth0-TxRx-3", "eth0", None));
-        assert!(!belongs("eth01-TxRx-3", "eth0", None));
-        assert!(belongs("virtio2-input.0", "eth0", Some("virtio2")));
-        assert!(!belongs("virtio21-input.0", "eth0", Some("virtio2")));
-        assert!(belongs("mlx5_comp0@pci:0000:03:00.0", "ens1", Some("0000:03:00.0")));
+    fn stacks_resolve_to_the_devices_that_own_queues() {
+        let nic = |name: &str, lower: &[&str]| Nic {
+            name: name.into(),
+            driver: None,
+            numa_node: None,
+            rx_queues: vec![],
+            tx_queues: vec![],
+            irqs: vec![],
+            lower: lower.iter().map(|s| s.to_string()).collect(),
+            settings: None,
+        };
+        let nics = [
+            nic("bond0", &["eth1", "eth0"]),
+            nic("eth0", &[]),
+            nic("eth1", &[]),
+            nic("vlan7", &["bond0"]),
+            nic("loop0", &["loop1"]),
+            nic("loop1", &["loop0"]),
+        ];
+        let names =
+            |n: &str| queue_owners(&nics, n).iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names("vlan7"), ["eth0", "eth1"]);
+        assert_eq!(names("eth0"), ["eth0"]);
+        assert_eq!(names("nosuch"), Vec::<String>::new());
+        assert!(names("loop0").len() <= 2, "a crafted loop ends");
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::DevicePlan;
+use super::refusal::{explain, refusal};
 use super::setting::{Ethtool, IfName, Setting, SettingError};
 use super::Plan;
 use crate::sys::ethtool;
@@ -28,6 +30,22 @@ pub struct Change {
     pub to: String,
 }
 
+/// A setting the plan asks for that the kernel or the driver refuses on this device: left as
+/// it is, and said so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub to: String,
+    pub reason: String,
+}
+
+/// What a plan would do here: the changes to make and the settings refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Review {
+    pub changes: Vec<Change>,
+    pub skipped: Vec<Skipped>,
+}
+
 /// Why a change could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -35,9 +53,12 @@ pub enum ApplyError {
         "changing kernel settings needs root: run as root, or without --yes to see the changes"
     )]
     NotRoot,
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {}", explain(source))]
     Read { path: PathBuf, source: io::Error },
-    #[error("cannot write `{value}` to {path} ({source}); the {undone} change(s) already made were undone")]
+    #[error(
+        "cannot write `{value}` to {path} ({}); the {undone} change(s) already made were undone",
+        explain(source)
+    )]
     Write { path: PathBuf, value: String, source: io::Error, undone: usize },
     #[error("refused before any change: {0}")]
     Invalid(#[from] SettingError),
@@ -45,12 +66,6 @@ pub enum ApplyError {
     RevertFile { path: PathBuf, reason: String },
     #[error("cannot save the revert file {path} ({source}); nothing was changed")]
     SaveRevert { path: PathBuf, source: io::Error },
-}
-
-fn current(path: &Path) -> Result<String, ApplyError> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(|source| ApplyError::Read { path: path.into(), source })
 }
 
 /// Compares two CPU masks the way the kernel prints them (`00000003` == `3`, `0,00000001` == `1`).
@@ -67,41 +82,114 @@ fn same_mask(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// The ethtool settings a plan changes, read through the ioctl (live machine only). They go
-/// first: a new queue count re-creates the queues, and with them their masks.
-fn ethtool_changes(plan: &Plan, nic: &IfName) -> Result<Vec<Change>, ApplyError> {
-    let mut out = Vec::new();
-    let root = Path::new("/");
-    let named = |setting: Ethtool| Setting::Ethtool { nic: nic.clone(), setting }.path(root);
-    let unreadable = |path: PathBuf, source: io::Error| ApplyError::Read { path, source };
-    if let Some(count) = plan.queue_count {
-        let path = named(Ethtool::Queues);
-        let c = ethtool::channels(nic.as_str()).map_err(|e| unreadable(path.clone(), e))?;
-        let now = if c.max_combined > 0 { c.combined } else { c.rx };
-        if now != count {
-            out.push(Change { path, from: now.to_string(), to: count.to_string() });
+/// Adds `setting` to `out`: a change when its value `now` is not `to` (as `same` compares
+/// them), a skipped entry when the kernel refuses to show it on this device.
+fn propose(
+    out: &mut Review,
+    setting: &Setting,
+    root: &Path,
+    now: io::Result<String>,
+    to: String,
+    same: impl Fn(&str, &str) -> bool,
+) -> Result<(), ApplyError> {
+    let path = setting.path(root);
+    match now {
+        Ok(from) if same(&from, &to) => {}
+        Ok(from) => out.changes.push(Change { path, from, to }),
+        Err(source) => {
+            let exists =
+                matches!(setting, Setting::Ethtool { .. }) || path.symlink_metadata().is_ok();
+            match refusal(setting, &source, exists) {
+                Some(reason) => out.skipped.push(Skipped { path, to, reason }),
+                None => return Err(ApplyError::Read { path, source }),
+            }
         }
     }
-    for hash in &plan.rx_flow_hash {
+    Ok(())
+}
+
+/// The ethtool settings `device` changes, read through the ioctl (live machine only). They go
+/// first: a new queue count re-creates the queues, and with them their masks.
+fn ethtool_review(device: &DevicePlan, nic: &IfName, out: &mut Review) -> Result<(), ApplyError> {
+    let root = Path::new("/");
+    let named = |setting: Ethtool| Setting::Ethtool { nic: nic.clone(), setting };
+    if let Some(count) = device.queue_count {
+        let now = ethtool::channels(nic.as_str())
+            .map(|c| if c.max_combined > 0 { c.combined } else { c.rx }.to_string());
+        propose(out, &named(Ethtool::Queues), root, now, count.to_string(), |a, b| a == b)?;
+    }
+    for hash in &device.rx_flow_hash {
         let Some(&(name, flow)) = ethtool::FLOW_TYPES.iter().find(|(n, _)| *n == hash.flow) else {
             return Err(SettingError::NotASetting(format!("rx-flow-hash/{}", hash.flow)).into());
         };
-        let path = named(Ethtool::RxFlowHash { flow, name });
-        let bits =
-            ethtool::rx_flow_hash(nic.as_str(), flow).map_err(|e| unreadable(path.clone(), e))?;
-        let now = ethtool::hash_letters(bits);
-        if now != hash.fields {
-            out.push(Change { path, from: now, to: hash.fields.clone() });
+        let now = ethtool::rx_flow_hash(nic.as_str(), flow).map(ethtool::hash_letters);
+        let setting = named(Ethtool::RxFlowHash { flow, name });
+        if now.as_ref().is_ok_and(|fields| fields.is_empty()) {
+            // The driver answers but hashes nothing (virtio_net without RSS): it refuses a
+            // field set too (EINVAL), and there is no value to restore.
+            out.skipped.push(Skipped {
+                path: setting.path(root),
+                to: hash.fields.clone(),
+                reason: format!("the driver hashes no fields of {name} flows (no RSS)"),
+            });
+            continue;
         }
+        propose(out, &setting, root, now, hash.fields.clone(), |a, b| a == b)?;
     }
-    if let Some(usecs) = plan.rx_usecs {
-        let path = named(Ethtool::RxUsecs);
-        let c = ethtool::coalesce(nic.as_str()).map_err(|e| unreadable(path.clone(), e))?;
-        if c.rx_usecs != usecs || c.adaptive_rx {
-            out.push(Change { path, from: c.rx_usecs.to_string(), to: usecs.to_string() });
+    if let Some(usecs) = device.rx_usecs {
+        let coalesce = ethtool::coalesce(nic.as_str());
+        // Adaptive moderation overrides rx-usecs: setting it turns adaptive off.
+        let adaptive = coalesce.as_ref().is_ok_and(|c| c.adaptive_rx);
+        let now = coalesce.map(|c| c.rx_usecs.to_string());
+        let same = |a: &str, b: &str| a == b && !adaptive;
+        propose(out, &named(Ethtool::RxUsecs), root, now, usecs.to_string(), same)?;
+    }
+    Ok(())
+}
+
+/// A setting file's value, trimmed.
+fn read_value(path: &Path) -> io::Result<String> {
+    fs::read_to_string(path).map(|s| s.trim().to_owned())
+}
+
+/// The interrupt affinities, RPS and XPS masks `device` changes under `root`.
+fn sysfs_review(
+    device: &DevicePlan,
+    nic: &IfName,
+    root: &Path,
+    out: &mut Review,
+) -> Result<(), ApplyError> {
+    for irq in &device.irqs {
+        let setting = Setting::IrqAffinity { irq: irq.irq };
+        let now = read_value(&setting.path(root));
+        propose(out, &setting, root, now, irq.cpu.to_string(), |a, b| a == b)?;
+    }
+    // Queues at or past a new queue count are gone once it is set: leave their masks alone.
+    let kept = |queue: u32| device.queue_count.is_none_or(|count| queue < count);
+    let queues = root.join(format!("sys/class/net/{}/queues", nic.as_str()));
+    let mut rx: Vec<u32> = fs::read_dir(&queues)
+        .map_err(|source| ApplyError::Read { path: queues.clone(), source })?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("rx-")?.parse().ok())
+        .filter(|&q| kept(q))
+        .collect();
+    rx.sort_unstable();
+    for queue in rx {
+        let setting = Setting::RpsCpus { nic: nic.clone(), queue };
+        let now = read_value(&setting.path(root));
+        propose(out, &setting, root, now, device.rps_cpus.clone(), same_mask)?;
+    }
+    for (queue, mask) in device.xps_cpus.iter().enumerate() {
+        let Ok(queue) = u32::try_from(queue) else { break };
+        let listed = queues.join(format!("tx-{queue}/xps_cpus")).symlink_metadata().is_ok();
+        if !listed || !kept(queue) {
+            continue;
         }
+        let setting = Setting::XpsCpus { nic: nic.clone(), queue };
+        let now = read_value(&setting.path(root));
+        propose(out, &setting, root, now, mask.clone(), same_mask)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -145,94 +233,113 @@ fn check_all(changes: &[Change], root: &Path) -> Result<Vec<Setting>, ApplyError
         .collect()
 }
 
-/// The settings `plan` would change under `root` (`/` on a live machine), unchanged ones
-/// left out. The plan is checked first: its interface must exist and its masks be masks.
-pub fn changes(plan: &Plan, root: &Path) -> Result<Vec<Change>, ApplyError> {
-    let nic = IfName::existing(&plan.nic, root)?;
-    let mut out = if root == Path::new("/") { ethtool_changes(plan, &nic)? } else { Vec::new() };
-    let mut propose = |setting: Setting, to: String| -> Result<(), ApplyError> {
-        setting.check_value(&to, root)?;
-        let path = setting.path(root);
-        let from = current(&path)?;
-        let same = match setting {
-            Setting::IrqAffinity { .. } => from == to,
-            _ => same_mask(&from, &to),
-        };
-        if !same {
-            out.push(Change { path, from, to });
+/// Checks every device name and value of a plan before anything is read.
+fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, ApplyError> {
+    let mut out = Vec::new();
+    for device in plan.devices() {
+        let nic = IfName::existing(&device.nic, root)?;
+        Setting::RpsCpus { nic: nic.clone(), queue: 0 }.check_value(&device.rps_cpus, root)?;
+        for mask in &device.xps_cpus {
+            Setting::XpsCpus { nic: nic.clone(), queue: 0 }.check_value(mask, root)?;
         }
-        Ok(())
-    };
-    for irq in &plan.irqs {
-        propose(Setting::IrqAffinity { irq: irq.irq }, irq.cpu.to_string())?;
-    }
-    // Queues at or past a new queue count are gone once it is set: leave their masks alone.
-    let kept = |queue: u32| plan.queue_count.is_none_or(|count| queue < count);
-    let queues = root.join(format!("sys/class/net/{}/queues", nic.as_str()));
-    let mut rx: Vec<u32> = fs::read_dir(&queues)
-        .map_err(|source| ApplyError::Read { path: queues.clone(), source })?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("rx-")?.parse().ok())
-        .filter(|&q| kept(q))
-        .collect();
-    rx.sort_unstable();
-    for queue in rx {
-        propose(Setting::RpsCpus { nic: nic.clone(), queue }, plan.rps_cpus.clone())?;
-    }
-    for (queue, mask) in plan.xps_cpus.iter().enumerate() {
-        let queue = queue as u32;
-        if !queues.join(format!("tx-{queue}/xps_cpus")).exists() || !kept(queue) {
-            continue;
+        for hash in &device.rx_flow_hash {
+            let flow = ethtool::FLOW_TYPES.iter().find(|(n, _)| *n == hash.flow);
+            let Some(&(name, flow)) = flow else {
+                return Err(SettingError::NotASetting(format!("rx-flow-hash/{}", hash.flow)).into());
+            };
+            let setting = Ethtool::RxFlowHash { flow, name };
+            Setting::Ethtool { nic: nic.clone(), setting }.check_value(&hash.fields, root)?;
         }
-        propose(Setting::XpsCpus { nic: nic.clone(), queue }, mask.clone())?;
+        out.push((device, nic));
     }
     Ok(out)
 }
 
-/// Writes every change in order, once all are checked; if one fails, writes back the ones
-/// already made.
-pub fn apply(changes: &[Change], root: &Path) -> Result<(), ApplyError> {
+/// What `plan` would do under `root` (`/` on a live machine): the settings it changes
+/// (unchanged ones left out) and those the kernel or the driver refuses on the device. The
+/// plan is checked first: its interfaces must exist and its masks be masks.
+pub fn review(plan: &Plan, root: &Path) -> Result<Review, ApplyError> {
+    let devices = check_plan(plan, root)?;
+    let mut out = Review::default();
+    if root == Path::new("/") {
+        for (device, nic) in &devices {
+            ethtool_review(device, nic, &mut out)?;
+        }
+    }
+    for (device, nic) in &devices {
+        sysfs_review(device, nic, root, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The settings `plan` would change under `root` ([`review`] without the skipped ones).
+pub fn changes(plan: &Plan, root: &Path) -> Result<Vec<Change>, ApplyError> {
+    Ok(review(plan, root)?.changes)
+}
+
+/// Writes every change in order, once all are checked. A setting the kernel refuses on the
+/// device is skipped and returned; if a change fails, the ones already made are written back.
+pub fn apply(changes: &[Change], root: &Path) -> Result<Vec<Skipped>, ApplyError> {
     let settings = check_all(changes, root)?;
     if !rustix::process::geteuid().is_root() {
         return Err(ApplyError::NotRoot);
     }
+    let mut made: Vec<usize> = Vec::new();
+    let mut skipped = Vec::new();
     for (i, (change, setting)) in changes.iter().zip(&settings).enumerate() {
-        if let Err(source) = set(setting, root, &change.to) {
-            for (done, setting) in changes[..i].iter().zip(&settings).rev() {
-                let _ = set(setting, root, &done.from);
-            }
-            return Err(ApplyError::Write {
-                path: change.path.clone(),
-                value: change.to.clone(),
-                source,
-                undone: i,
-            });
+        let Err(source) = set(setting, root, &change.to) else {
+            made.push(i);
+            continue;
+        };
+        let exists = matches!(setting, Setting::Ethtool { .. }) || change.path.exists();
+        if let Some(reason) = refusal(setting, &source, exists) {
+            skipped.push(Skipped { path: change.path.clone(), to: change.to.clone(), reason });
+            continue;
         }
+        for &done in made.iter().rev() {
+            let _ = set(&settings[done], root, &changes[done].from);
+        }
+        return Err(ApplyError::Write {
+            path: change.path.clone(),
+            value: change.to.clone(),
+            source,
+            undone: made.len(),
+        });
     }
-    Ok(())
+    Ok(skipped)
 }
 
-/// Applies `changes` with their undo saved first: the revert file is written (atomically)
-/// before the first change, so even a crash half-way can be undone, and removed again if
-/// the changes fail (they were rolled back).
-pub fn apply_saving_revert(
-    changes: &[Change],
-    root: &Path,
-    revert_file: &Path,
-) -> Result<(), ApplyError> {
-    check_all(changes, root)?;
-    if !rustix::process::geteuid().is_root() {
-        return Err(ApplyError::NotRoot);
-    }
+fn save_revert(changes: &[Change], revert_file: &Path) -> Result<(), ApplyError> {
     let json = serde_json::to_vec_pretty(changes).map_err(|e| ApplyError::SaveRevert {
         path: revert_file.into(),
         source: io::Error::other(e),
     })?;
     crate::fs::write_atomic(revert_file, &json)
-        .map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })?;
-    apply(changes, root).inspect_err(|_| {
+        .map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })
+}
+
+/// Applies `changes` with their undo saved first: the revert file is written (atomically)
+/// before the first change, so even a crash half-way can be undone, and removed again if
+/// the changes fail (they were rolled back). Settings the kernel refused are dropped from it.
+pub fn apply_saving_revert(
+    changes: &[Change],
+    root: &Path,
+    revert_file: &Path,
+) -> Result<Vec<Skipped>, ApplyError> {
+    check_all(changes, root)?;
+    if !rustix::process::geteuid().is_root() {
+        return Err(ApplyError::NotRoot);
+    }
+    save_revert(changes, revert_file)?;
+    let skipped = apply(changes, root).inspect_err(|_| {
         let _ = fs::remove_file(revert_file);
-    })
+    })?;
+    if !skipped.is_empty() {
+        let made: Vec<Change> =
+            changes.iter().filter(|c| !skipped.iter().any(|s| s.path == c.path)).cloned().collect();
+        save_revert(&made, revert_file)?;
+    }
+    Ok(skipped)
 }
 
 /// Reads a revert file and checks every entry; one bad entry refuses the whole file.
@@ -251,7 +358,7 @@ pub fn read_revert_file(path: &Path, root: &Path) -> Result<Vec<Change>, ApplyEr
 }
 
 /// Restores the values recorded before `changes` were applied, last change first.
-pub fn revert(changes: &[Change], root: &Path) -> Result<(), ApplyError> {
+pub fn revert(changes: &[Change], root: &Path) -> Result<Vec<Skipped>, ApplyError> {
     let undo: Vec<Change> = changes
         .iter()
         .rev()
@@ -292,6 +399,7 @@ mod tests {
             rx_flow_hash: vec![],
             rx_usecs: None,
             notes: vec![],
+            lower: vec![],
         };
         (root, plan)
     }

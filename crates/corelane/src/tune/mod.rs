@@ -3,10 +3,12 @@
 
 mod apply;
 mod plan;
+mod refusal;
 mod setting;
 
 pub use apply::{
-    apply, apply_saving_revert, changes, read_revert_file, revert, ApplyError, Change,
+    apply, apply_saving_revert, changes, read_revert_file, revert, review, ApplyError, Change,
+    Review, Skipped,
 };
-pub use plan::{plan, IrqPlacement, Placement, Plan, PlanError};
+pub use plan::{plan, plan_stack, DevicePlan, FlowHash, IrqPlacement, Placement, Plan, PlanError};
 pub use setting::{Ethtool, IfName, Setting, SettingError};

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::topology::{CpuList, CpuLocation, Nic, Topology, TopologyError};
+use crate::topology::{CpuList, CpuLocation, IrqRole, Nic, Topology, TopologyError};
 
 /// How to place the three roles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +76,48 @@ pub struct Plan {
     /// Interrupt moderation (seed 001's ITR) in microseconds, when asked for.
     #[serde(default)]
     pub rx_usecs: Option<u32>,
-    /// Compromises the machine forced, in words.
+    /// Compromises the machine forced, and every setting left out because the kernel or the
+    /// driver would refuse it, in words.
+    #[serde(default)]
     pub notes: Vec<String>,
+    /// When `nic` is stacked (VLAN, bond, bridge, macvlan), the settings of the devices below
+    /// it that own the queues; the top-level settings are then `nic`'s own (no interrupts, no
+    /// XPS, RPS off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lower: Vec<DevicePlan>,
+}
+
+/// The settings of one device: the top level of a [`Plan`] or one of its `lower` devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicePlan {
+    pub nic: String,
+    pub rps_cpus: String,
+    #[serde(default)]
+    pub xps_cpus: Vec<String>,
+    #[serde(default)]
+    pub irqs: Vec<IrqPlacement>,
+    #[serde(default)]
+    pub queue_count: Option<u32>,
+    #[serde(default)]
+    pub rx_flow_hash: Vec<FlowHash>,
+    #[serde(default)]
+    pub rx_usecs: Option<u32>,
+}
+
+impl Plan {
+    /// Every device the plan sets: `nic` itself, then its lower devices.
+    pub fn devices(&self) -> Vec<DevicePlan> {
+        let top = DevicePlan {
+            nic: self.nic.clone(),
+            rps_cpus: self.rps_cpus.clone(),
+            xps_cpus: self.xps_cpus.clone(),
+            irqs: self.irqs.clone(),
+            queue_count: self.queue_count,
+            rx_flow_hash: self.rx_flow_hash.clone(),
+            rx_usecs: self.rx_usecs,
+        };
+        std::iter::once(top).chain(self.lower.iter().cloned()).collect()
+    }
 }
 
 /// Why no plan could be made.
@@ -97,6 +137,13 @@ fn list(cpus: &[usize]) -> String {
     CpuList::new(cpus.to_vec()).to_string()
 }
 
+/// The CPUs of the three roles.
+struct Roles {
+    irq: Vec<usize>,
+    syscall: Vec<usize>,
+    app: Vec<usize>,
+}
+
 /// Proposes a partition of `topo` around `nic` with `lanes` application CPUs (all that
 /// remain when `None`).
 pub fn plan(
@@ -105,26 +152,96 @@ pub fn plan(
     lanes: Option<usize>,
     placement: &Placement,
 ) -> Result<Plan, PlanError> {
+    plan_stack(topo, nic, &[], lanes, placement)
+}
+
+/// Like [`plan`], for an interface stacked on `lower` (the devices that own its queues, from
+/// [`queue_owners`](crate::topology::queue_owners)): the interrupts, queues and ethtool
+/// settings planned are theirs, and a note says so. With `lower` empty, or naming only `nic`,
+/// it is [`plan`].
+pub fn plan_stack(
+    topo: &Topology,
+    nic: &Nic,
+    lower: &[&Nic],
+    lanes: Option<usize>,
+    placement: &Placement,
+) -> Result<Plan, PlanError> {
+    let lower: Vec<&Nic> = lower.iter().copied().filter(|l| l.name != nic.name).collect();
     let mut notes = Vec::new();
-    let node = nic.numa_node.or_else(|| topo.cpus.first().map(|c| c.numa_node));
-    if nic.numa_node.is_none() {
-        notes.push(format!("{} reports no NUMA node; using node {}", nic.name, node.unwrap_or(0)));
+    // The devices with queues decide the node and how many interrupt CPUs are wanted.
+    let owners: Vec<&Nic> = if lower.is_empty() { vec![nic] } else { lower.clone() };
+    let numa_node = owners.iter().find_map(|n| n.numa_node);
+    let queues = owners.iter().map(|n| n.rx_queues.len()).max().unwrap_or(0);
+    let (roles, node) = roles(topo, &nic.name, numa_node, queues, lanes, placement, &mut notes)?;
+    let (top, lower) = if lower.is_empty() {
+        (device_plan(nic, &roles, &mut notes), Vec::new())
+    } else {
+        let names: Vec<&str> = lower.iter().map(|n| n.name.as_str()).collect();
+        notes.push(format!(
+            "{} is stacked on {}: the plan sets the interrupts, queues and ethtool settings of {}, which own the queues, and leaves {}'s RPS off",
+            nic.name,
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" },
+            nic.name
+        ));
+        let top = DevicePlan {
+            nic: nic.name.clone(),
+            rps_cpus: "0".into(),
+            xps_cpus: Vec::new(),
+            irqs: Vec::new(),
+            queue_count: None,
+            rx_flow_hash: Vec::new(),
+            rx_usecs: None,
+        };
+        (top, lower.iter().map(|l| device_plan(l, &roles, &mut notes)).collect())
+    };
+    Ok(Plan {
+        nic: top.nic,
+        policy: placement.name().into(),
+        numa_node: node,
+        irq_cpus: list(&roles.irq),
+        syscall_cpus: list(&roles.syscall),
+        app_cpus: list(&roles.app),
+        rps_cpus: top.rps_cpus,
+        xps_cpus: top.xps_cpus,
+        irqs: top.irqs,
+        queue_count: top.queue_count,
+        rx_flow_hash: top.rx_flow_hash,
+        rx_usecs: None,
+        notes,
+        lower,
+    })
+}
+
+/// The CPUs of each role for a NIC named `name` on `numa_node` with `queues` RX queues, and
+/// the node they were chosen around.
+fn roles(
+    topo: &Topology,
+    name: &str,
+    numa_node: Option<usize>,
+    queues: usize,
+    lanes: Option<usize>,
+    placement: &Placement,
+    notes: &mut Vec<String>,
+) -> Result<(Roles, Option<usize>), PlanError> {
+    let node = numa_node.or_else(|| topo.cpus.first().map(|c| c.numa_node));
+    if numa_node.is_none() {
+        notes.push(format!("{name} reports no NUMA node; using node {}", node.unwrap_or(0)));
     }
     let mut on_node: Vec<&CpuLocation> =
         topo.cpus.iter().filter(|c| Some(c.numa_node) == node).collect();
     if on_node.is_empty() && !matches!(placement, Placement::Custom { .. }) {
         // A node whose CPUs are all offline (or a memory-only node): nothing to place there.
         if *placement == Placement::Fenced || topo.cpus.is_empty() {
-            return Err(PlanError::NodeWithoutCpus { nic: nic.name.clone(), node });
+            return Err(PlanError::NodeWithoutCpus { nic: name.into(), node });
         }
         notes.push(format!(
-            "{}'s NUMA node {} has no online CPU; using the CPUs of every node",
-            nic.name,
+            "{name}'s NUMA node {} has no online CPU; using the CPUs of every node",
             node.unwrap_or(0)
         ));
         on_node = topo.cpus.iter().collect();
     }
-    let (irq, syscall, mut app): (Vec<usize>, Vec<usize>, Vec<usize>) = match placement {
+    let mut roles = match placement {
         Placement::Custom { irq, syscall, app } => {
             for l in [irq, syscall, app] {
                 topo.check(l)?;
@@ -132,125 +249,195 @@ pub fn plan(
             if irq.is_empty() || syscall.is_empty() || app.is_empty() {
                 return Err(PlanError::CustomIncomplete);
             }
-            (irq.cpus().to_vec(), syscall.cpus().to_vec(), app.cpus().to_vec())
-        }
-        _ => {
-            // One CPU per physical core of the NIC's node, in order.
-            let mut seen = BTreeSet::new();
-            let first_threads: Vec<&CpuLocation> =
-                on_node.iter().copied().filter(|c| seen.insert((c.package, c.core))).collect();
-            // One IRQ CPU per RX queue, but leave at least half the node's cores to the rest.
-            let want = nic.rx_queues.len().max(1).min((first_threads.len() / 2).max(1));
-            let irq: Vec<usize> = first_threads.iter().take(want).map(|c| c.cpu).collect();
-            let busy_core =
-                |c: &CpuLocation, cpus: &[usize]| cpus.iter().any(|b| c.smt_siblings.contains(b));
-            let Some(irq_loc) = irq.first().and_then(|&c| topo.cpu(c)) else {
-                return Err(PlanError::NodeWithoutCpus { nic: nic.name.clone(), node });
-            };
-            // The syscall CPU shares the IRQ CPUs' last-level cache.
-            let candidates: Vec<&CpuLocation> = topo
-                .cpus
-                .iter()
-                .filter(|c| !irq.contains(&c.cpu) && irq_loc.llc_shared.contains(&c.cpu))
-                .collect();
-            let sibling = candidates.iter().find(|c| busy_core(c, &irq)).map(|c| c.cpu);
-            let other_core = candidates.iter().find(|c| !busy_core(c, &irq)).map(|c| c.cpu);
-            let syscall = match (placement, sibling, other_core) {
-                (Placement::Pack, Some(s), _) => vec![s],
-                (_, _, Some(o)) => vec![o],
-                (_, Some(s), None) => vec![s],
-                (_, None, None) => {
-                    notes.push(format!("no CPU other than the interrupt CPUs shares their cache; the syscall thread shares CPU {}", irq[0]));
-                    vec![irq[0]]
-                }
-            };
-            let taken: Vec<usize> = irq.iter().chain(&syscall).copied().collect();
-            let mut rest: Vec<&CpuLocation> = topo
-                .cpus
-                .iter()
-                .filter(|c| !taken.contains(&c.cpu))
-                .filter(|c| *placement != Placement::Fenced || Some(c.numa_node) == node)
-                .collect();
-            // Nearest first: the NIC's node, then the others.
-            rest.sort_by_key(|c| (Some(c.numa_node) != node, c.cpu));
-            let (free, siblings): (Vec<&CpuLocation>, Vec<&CpuLocation>) =
-                rest.into_iter().partition(|c| !busy_core(c, &taken));
-            let mut app: Vec<usize> = free.iter().map(|c| c.cpu).collect();
-            if *placement == Placement::Pack || app.is_empty() {
-                if *placement != Placement::Pack && !siblings.is_empty() {
-                    notes.push("no free core remains; applications share cores with the interrupt or syscall CPUs".into());
-                }
-                app.extend(siblings.iter().map(|c| c.cpu));
+            Roles {
+                irq: irq.cpus().to_vec(),
+                syscall: syscall.cpus().to_vec(),
+                app: app.cpus().to_vec(),
             }
-            if app.is_empty() {
-                notes.push(format!(
-                    "only {} CPUs: applications share CPU {} with the syscall thread",
-                    topo.cpus.len(),
-                    syscall[0]
-                ));
-                app.push(syscall[0]);
-            }
-            (irq, syscall, app)
         }
+        _ => automatic(topo, &on_node, node, queues, placement, name, notes)?,
     };
     if let Some(n) = lanes {
-        if n > app.len() {
-            return Err(PlanError::TooFewCpus { asked: n, left: app.len() });
+        if n > roles.app.len() {
+            return Err(PlanError::TooFewCpus { asked: n, left: roles.app.len() });
         }
-        app.truncate(n);
+        roles.app.truncate(n);
     }
-    if nic.irqs.is_empty() {
+    Ok((roles, node))
+}
+
+/// Spread, pack and fenced: interrupt CPUs on distinct cores of the node, the syscall CPU in
+/// their cache, applications on what remains.
+fn automatic(
+    topo: &Topology,
+    on_node: &[&CpuLocation],
+    node: Option<usize>,
+    queues: usize,
+    placement: &Placement,
+    name: &str,
+    notes: &mut Vec<String>,
+) -> Result<Roles, PlanError> {
+    // One CPU per physical core of the NIC's node, in order.
+    let mut seen = BTreeSet::new();
+    let first_threads: Vec<&CpuLocation> =
+        on_node.iter().copied().filter(|c| seen.insert((c.package, c.core))).collect();
+    // One IRQ CPU per RX queue, but leave at least half the node's cores to the rest.
+    let want = queues.max(1).min((first_threads.len() / 2).max(1));
+    let irq: Vec<usize> = first_threads.iter().take(want).map(|c| c.cpu).collect();
+    let busy_core =
+        |c: &CpuLocation, cpus: &[usize]| cpus.iter().any(|b| c.smt_siblings.contains(b));
+    let Some(irq_loc) = irq.first().and_then(|&c| topo.cpu(c)) else {
+        return Err(PlanError::NodeWithoutCpus { nic: name.into(), node });
+    };
+    // The syscall CPU shares the IRQ CPUs' last-level cache.
+    let candidates: Vec<&CpuLocation> = topo
+        .cpus
+        .iter()
+        .filter(|c| !irq.contains(&c.cpu) && irq_loc.llc_shared.contains(&c.cpu))
+        .collect();
+    let sibling = candidates.iter().find(|c| busy_core(c, &irq)).map(|c| c.cpu);
+    let other_core = candidates.iter().find(|c| !busy_core(c, &irq)).map(|c| c.cpu);
+    let syscall = match (placement, sibling, other_core) {
+        (Placement::Pack, Some(s), _) => vec![s],
+        (_, _, Some(o)) => vec![o],
+        (_, Some(s), None) => vec![s],
+        (_, None, None) => {
+            notes.push(format!("no CPU other than the interrupt CPUs shares their cache; the syscall thread shares CPU {}", irq[0]));
+            vec![irq[0]]
+        }
+    };
+    let taken: Vec<usize> = irq.iter().chain(&syscall).copied().collect();
+    let mut rest: Vec<&CpuLocation> = topo
+        .cpus
+        .iter()
+        .filter(|c| !taken.contains(&c.cpu))
+        .filter(|c| *placement != Placement::Fenced || Some(c.numa_node) == node)
+        .collect();
+    // Nearest first: the NIC's node, then the others.
+    rest.sort_by_key(|c| (Some(c.numa_node) != node, c.cpu));
+    let (free, siblings): (Vec<&CpuLocation>, Vec<&CpuLocation>) =
+        rest.into_iter().partition(|c| !busy_core(c, &taken));
+    let mut app: Vec<usize> = free.iter().map(|c| c.cpu).collect();
+    if *placement == Placement::Pack || app.is_empty() {
+        if *placement != Placement::Pack && !siblings.is_empty() {
+            notes.push(
+                "no free core remains; applications share cores with the interrupt or syscall CPUs"
+                    .into(),
+            );
+        }
+        app.extend(siblings.iter().map(|c| c.cpu));
+    }
+    if app.is_empty() {
+        notes.push(format!(
+            "only {} CPUs: applications share CPU {} with the syscall thread",
+            topo.cpus.len(),
+            syscall[0]
+        ));
+        app.push(syscall[0]);
+    }
+    Ok(Roles { irq, syscall, app })
+}
+
+/// The settings of one device that owns queues, leaving out (with a note) whatever the kernel
+/// or its driver would refuse.
+fn device_plan(nic: &Nic, roles: &Roles, notes: &mut Vec<String>) -> DevicePlan {
+    let irqs = irq_placements(nic, &roles.irq, notes);
+    if irqs.is_empty() {
         notes.push(format!("{} has no interrupts of its own (a virtual device): the interrupt CPUs are where RPS should steer its receive work", nic.name));
     }
-    let irqs = nic
-        .irqs
-        .iter()
-        .enumerate()
-        .map(|(i, q)| IrqPlacement { irq: q.irq, name: q.name.clone(), cpu: irq[i % irq.len()] })
-        .collect();
-    let mut senders: Vec<usize> = app.iter().chain(&syscall).copied().collect();
-    senders.sort_unstable();
-    senders.dedup();
-    let xps_cpus = (0..nic.tx_queues.len())
-        .map(|q| CpuList::new(vec![senders[q % senders.len()]]).to_mask())
-        .collect();
     let settings = nic.settings.clone().unwrap_or_default();
     // A virtual NIC has no interrupts to spread its queues over: its queue count stays.
-    let queue_count = settings.channels.filter(|_| !nic.irqs.is_empty()).and_then(|c| {
-        let max = c.max_combined.max(c.max_rx);
-        let now = if c.max_combined > 0 { c.combined } else { c.rx };
-        let want = (irq.len() as u32).min(max).max(1);
-        (max > 0 && want != now).then_some(want)
-    });
-    let rx_flow_hash = settings
-        .rx_flow_hash
-        .iter()
-        .filter(|(flow, fields)| flow.starts_with("udp") && fields.as_str() != "sdfn")
-        .map(|(flow, _)| FlowHash { flow: flow.clone(), fields: "sdfn".into() })
-        .collect();
-    if nic.settings.as_ref().is_some_and(|s| s.rx_flow_hash.is_empty()) {
-        notes
-            .push(format!("{}: its driver does not expose RX flow hashing (ethtool -n)", nic.name));
-    }
-    Ok(Plan {
+    let queue_count = match settings.channels {
+        Some(c) if !irqs.is_empty() => {
+            let max = c.max_combined.max(c.max_rx);
+            let now = if c.max_combined > 0 { c.combined } else { c.rx };
+            let want = (roles.irq.len() as u32).min(max).max(1);
+            (max > 0 && want != now).then_some(want)
+        }
+        None if !irqs.is_empty() && nic.settings.is_some() => {
+            notes.push(format!("{}: its driver does not report channels (ethtool -l): the queue count is left as it is", nic.name));
+            None
+        }
+        _ => None,
+    };
+    DevicePlan {
         nic: nic.name.clone(),
-        policy: placement.name().into(),
-        numa_node: node,
-        irq_cpus: list(&irq),
-        syscall_cpus: list(&syscall),
-        app_cpus: list(&app),
-        rps_cpus: if nic.irqs.is_empty() {
-            CpuList::new(irq.clone()).to_mask()
+        rps_cpus: if irqs.is_empty() {
+            CpuList::new(roles.irq.clone()).to_mask()
         } else {
             "0".into()
         },
-        xps_cpus,
+        xps_cpus: xps_masks(nic, roles, notes),
         irqs,
         queue_count,
-        rx_flow_hash,
+        rx_flow_hash: flow_hashes(nic, notes),
         rx_usecs: None,
-        notes,
-    })
+    }
+}
+
+/// Queue interrupts spread over the interrupt CPUs by queue number, so that the RX and TX
+/// interrupts of one queue pair share a CPU; interrupts that carry no packets are left alone.
+fn irq_placements(nic: &Nic, cpus: &[usize], notes: &mut Vec<String>) -> Vec<IrqPlacement> {
+    let control: Vec<&str> =
+        nic.irqs.iter().filter(|i| i.role == IrqRole::Control).map(|i| i.name.as_str()).collect();
+    if !control.is_empty() {
+        notes.push(format!(
+            "{}: interrupts that carry no packets ({}: link, command or configuration events) are left where they are",
+            nic.name,
+            control.join(", ")
+        ));
+    }
+    nic.irqs
+        .iter()
+        .filter_map(|i| {
+            let slot = match i.role {
+                IrqRole::Queue(q) => q as usize,
+                IrqRole::Shared => 0,
+                IrqRole::Control => return None,
+            };
+            let cpu = *cpus.get(slot % cpus.len().max(1))?;
+            Some(IrqPlacement { irq: i.irq, name: i.name.clone(), cpu })
+        })
+        .collect()
+}
+
+/// An XPS mask per TX queue: a queue per sending CPU (application and syscall CPUs). None at
+/// all when the kernel refuses XPS on any of its queues (a single-queue device).
+fn xps_masks(nic: &Nic, roles: &Roles, notes: &mut Vec<String>) -> Vec<String> {
+    if let Some(why) = nic.tx_queues.iter().find_map(|q| q.unavailable.as_deref()) {
+        notes.push(format!("{}: no XPS masks: {why}", nic.name));
+        return Vec::new();
+    }
+    let mut senders: Vec<usize> = roles.app.iter().chain(&roles.syscall).copied().collect();
+    senders.sort_unstable();
+    senders.dedup();
+    if senders.is_empty() {
+        return Vec::new();
+    }
+    (0..nic.tx_queues.len())
+        .map(|q| CpuList::new(vec![senders[q % senders.len()]]).to_mask())
+        .collect()
+}
+
+/// UDP hashed on ports too (`sdfn`) where the driver hashes UDP at all and can say so.
+fn flow_hashes(nic: &Nic, notes: &mut Vec<String>) -> Vec<FlowHash> {
+    let Some(settings) = &nic.settings else { return Vec::new() };
+    if settings.rx_flow_hash.is_empty() {
+        notes
+            .push(format!("{}: its driver does not expose RX flow hashing (ethtool -n)", nic.name));
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (flow, fields) in settings.rx_flow_hash.iter().filter(|(f, _)| f.starts_with("udp")) {
+        if fields.is_empty() {
+            // The driver answers but hashes nothing (virtio_net without RSS): it would refuse
+            // a new field set too.
+            notes.push(format!("{}: its driver hashes no fields of {flow} flows (no RSS): RX flow hashing left as it is", nic.name));
+        } else if fields != "sdfn" {
+            out.push(FlowHash { flow: flow.clone(), fields: "sdfn".into() });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -283,14 +470,18 @@ mod tests {
             name: "eth0".into(),
             driver: Some("test".into()),
             numa_node: node,
-            rx_queues: (0..queues).map(|index| NicQueue { index, mask: "0".into() }).collect(),
+            rx_queues: (0..queues)
+                .map(|index| NicQueue { index, mask: "0".into(), unavailable: None })
+                .collect(),
             tx_queues: Vec::new(),
+            lower: Vec::new(),
             irqs: (0..irqs)
                 .map(|i| NicIrq {
                     irq: 40 + i,
                     name: format!("eth0-TxRx-{i}"),
                     affinity: "0-7".into(),
                     per_cpu: vec![],
+                    role: IrqRole::Queue(i),
                 })
                 .collect(),
         }

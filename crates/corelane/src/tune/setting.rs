@@ -7,10 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
 use crate::sys::ethtool;
-use crate::topology::CpuList;
-
-/// Longest interface name the kernel accepts (IFNAMSIZ, 16, with its NUL).
-const IFNAMSIZ: usize = 16;
+use crate::topology::{is_interface_name, CpuList};
 
 /// Why a plan or revert file is refused; nothing has been read or written when it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,12 +29,7 @@ pub struct IfName(String);
 impl IfName {
     /// Checks the form of `name` (the kernel's dev_valid_name rules).
     pub fn parse(name: &str) -> Result<Self, SettingError> {
-        let bad = name.is_empty()
-            || name.len() >= IFNAMSIZ
-            || name == "."
-            || name == ".."
-            || name.chars().any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace());
-        if bad {
+        if !is_interface_name(name) {
             return Err(SettingError::BadInterface(name.into()));
         }
         Ok(Self(name.into()))

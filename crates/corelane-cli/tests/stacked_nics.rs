@@ -1,0 +1,185 @@
+//! Stacked devices inside a network namespace the test makes (and always deletes): a VLAN on
+//! a veth, a bond over two veths, a bridge over two and a macvlan on one. `plan` sends each
+//! plan to the lower devices that own the queues, and `apply --yes` then `revert` leave every
+//! queue mask and queue count exactly as it was. Needs root; a link type the kernel lacks
+//! (8021q, bonding) skips its case with the reason.
+
+use std::process::{Command, Output};
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A network namespace, deleted when dropped (also when an assertion fails).
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Self {
+        let ns = Netns(format!("corelane-{}-{tag}", std::process::id()));
+        assert!(ns.ip(&["netns", "add", &ns.0]), "cannot create namespace {}", ns.0);
+        ns
+    }
+
+    /// Runs `ip ARGS` in the namespace (`ip netns …` as given); whether it worked.
+    fn ip(&self, args: &[&str]) -> bool {
+        let mut cmd = Command::new("ip");
+        if args.first() != Some(&"netns") {
+            cmd.args(["-n", &self.0]);
+        }
+        cmd.args(args).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success())
+    }
+
+    fn corelane(&self, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_corelane")])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// A veth pair with four queues each way, so XPS applies (one TX queue refuses it).
+    fn veth(&self, name: &str, peer: &str) {
+        let q = ["numrxqueues", "4", "numtxqueues", "4"];
+        let mut args = vec!["link", "add", name];
+        args.extend(q);
+        args.extend(["type", "veth", "peer", "name", peer]);
+        args.extend(q);
+        assert!(self.ip(&args), "ip link add {name} type veth");
+    }
+
+    /// Every queue mask and the queue count of `devices`, as `topo --json` shows them.
+    fn snapshot(&self, devices: &[&str]) -> Vec<serde_json::Value> {
+        let out = self.corelane(&["topo", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let topo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let nics = topo["nics"].as_array().unwrap();
+        devices
+            .iter()
+            .map(|d| {
+                let nic = nics.iter().find(|n| n["name"] == *d).unwrap();
+                serde_json::json!([nic["rx_queues"], nic["tx_queues"], nic["settings"]["channels"]])
+            })
+            .collect()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Plans `upper`, checks the plan names `lower`, applies it and reverts it; the lower
+/// devices' masks and queue counts change and come back exactly.
+fn round_trip(ns: &Netns, upper: &str, lower: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let revert = dir.path().join("revert.json");
+    let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
+    let before = ns.snapshot(lower);
+    let out = ns.corelane(&["plan", "--nic", upper, "-o", plan]);
+    assert!(out.status.success(), "plan --nic {upper}: {}", stderr(&out));
+    let text = std::fs::read_to_string(plan).unwrap();
+    let parsed: toml::Value = toml::from_str(&text).unwrap();
+    let planned: Vec<&str> = parsed["lower"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{upper}: no lower devices in {text}"))
+        .iter()
+        .map(|d| d["nic"].as_str().unwrap())
+        .collect();
+    assert_eq!(planned, lower, "{upper}: {text}");
+    assert!(text.contains(&format!("{upper} is stacked on")), "{text}");
+    let dry = ns.corelane(&["apply", plan]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert_eq!(ns.snapshot(lower), before, "{upper}: a dry run changed something");
+    let out = ns.corelane(&["apply", plan, "--yes", "--revert", revert]);
+    assert!(out.status.success(), "apply {upper}: {}", stderr(&out));
+    assert_ne!(ns.snapshot(lower), before, "{upper}: the plan changed nothing below it");
+    let out = ns.corelane(&["revert", revert]);
+    assert!(out.status.success(), "revert {upper}: {}", stderr(&out));
+    assert_eq!(ns.snapshot(lower), before, "{upper}: revert did not restore every value");
+    eprintln!("{upper} over {lower:?}: planned, applied and reverted exactly");
+}
+
+/// A plan written before plans left XPS out on single-queue devices asks for it: `apply --yes`
+/// makes the other changes, names the refused one as skipped, and revert restores the rest.
+#[test]
+fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
+    if !is_root() {
+        eprintln!("skipped: creating a network namespace and its devices needs root");
+        return;
+    }
+    let ns = Netns::new("refused");
+    // One TX queue allocated (veth allocates one per possible CPU unless told).
+    let one = ["numrxqueues", "1", "numtxqueues", "1"];
+    let mut args = vec!["link", "add", "s0"];
+    args.extend(one);
+    args.extend(["type", "veth", "peer", "name", "s1"]);
+    args.extend(one);
+    assert!(ns.ip(&args), "single-queue veth");
+    let dir = tempfile::tempdir().unwrap();
+    let (plan, revert) = (dir.path().join("plan.toml"), dir.path().join("revert.json"));
+    std::fs::write(
+        &plan,
+        "nic = \"s0\"\npolicy = \"spread\"\nirq_cpus = \"0\"\nsyscall_cpus = \"0\"\napp_cpus = \"0\"\nrps_cpus = \"1\"\nxps_cpus = [\"1\"]\nirqs = []\nnotes = []\n",
+    )
+    .unwrap();
+    let before = ns.snapshot(&["s0"]);
+    let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
+    let out = ns.corelane(&["apply", plan, "--yes", "--revert", revert]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout.contains("tx-0/xps_cpus: 1 skipped: the kernel refuses XPS"), "{stdout}");
+    assert_ne!(ns.snapshot(&["s0"]), before, "the RPS mask was not set");
+    let saved = std::fs::read_to_string(revert).unwrap();
+    assert!(!saved.contains("xps_cpus"), "a skipped setting has nothing to revert: {saved}");
+    let out = ns.corelane(&["revert", revert]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ns.snapshot(&["s0"]), before);
+}
+
+#[test]
+fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
+    if !is_root() {
+        eprintln!("skipped: creating a network namespace and its devices needs root");
+        return;
+    }
+    let ns = Netns::new("stack");
+    ns.veth("va", "vb");
+    if ns.ip(&["link", "add", "link", "va", "name", "va.10", "type", "vlan", "id", "10"]) {
+        round_trip(&ns, "va.10", &["va"]);
+    } else {
+        eprintln!(
+            "skipped the VLAN case: this kernel cannot make a VLAN (8021q module unavailable)"
+        );
+    }
+    ns.veth("c0", "d0");
+    ns.veth("c1", "d1");
+    if ns.ip(&["link", "add", "bond0", "type", "bond", "mode", "balance-xor"]) {
+        assert!(ns.ip(&["link", "set", "c0", "master", "bond0"]), "enslave c0");
+        assert!(ns.ip(&["link", "set", "c1", "master", "bond0"]), "enslave c1");
+        round_trip(&ns, "bond0", &["c0", "c1"]);
+    } else {
+        eprintln!(
+            "skipped the bond case: this kernel cannot make a bond (bonding module unavailable)"
+        );
+    }
+    ns.veth("e0", "f0");
+    ns.veth("e1", "f1");
+    if ns.ip(&["link", "add", "br0", "type", "bridge"]) {
+        assert!(ns.ip(&["link", "set", "e0", "master", "br0"]), "e0 into br0");
+        assert!(ns.ip(&["link", "set", "e1", "master", "br0"]), "e1 into br0");
+        round_trip(&ns, "br0", &["e0", "e1"]);
+    } else {
+        eprintln!("skipped the bridge case: this kernel cannot make a bridge");
+    }
+    if ns.ip(&["link", "add", "link", "va", "name", "mv0", "type", "macvlan"]) {
+        round_trip(&ns, "mv0", &["va"]);
+    } else {
+        eprintln!("skipped the macvlan case: this kernel cannot make a macvlan");
+    }
+}
