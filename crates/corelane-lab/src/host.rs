@@ -124,6 +124,17 @@ impl Host {
         }
     }
 
+    /// The CPUs online here.
+    pub fn online_cpus(&self) -> Result<corelane::topology::CpuList, LabError> {
+        let text = self.read_file("/sys/devices/system/cpu/online")?;
+        text.trim().parse().map_err(|e| {
+            LabError::Topology(format!(
+                "{}: /sys/devices/system/cpu/online reads {text:?}: {e}",
+                self.name()
+            ))
+        })
+    }
+
     /// Every CPU's time counters (/proc/stat), for the tick-sampled user/sys/softirq view.
     pub fn proc_stat(&self) -> Result<ProcStat, LabError> {
         Ok(ProcStat::parse(&self.read_file("/proc/stat")?))

@@ -49,8 +49,8 @@ impl ChildProcess {
     /// Starts `argv` (an ssh command running `corelane guard -- PROGRAM…` on a remote host)
     /// and reads the guard's first line, the program's PID there.
     pub(crate) fn spawn_guarded(name: &str, argv: &[String]) -> Result<Self, LabError> {
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).stdin(Stdio::piped());
+        let mut cmd = with_parent_death_signal(argv);
+        cmd.stdin(Stdio::piped());
         let mut child = Self::start(name, &argv[0], cmd)?;
         let stdin = child.child.stdin.take();
         let first = child.next_line(Duration::from_secs(20));
@@ -205,6 +205,20 @@ impl Drop for ChildProcess {
                 let _ = self.child.wait();
             }
         }
+    }
+}
+
+/// `argv` as a command that is sent SIGTERM if the lab dies (setpriv, where installed): an
+/// ssh client so ended closes its session, and the remote guard ends its program.
+pub(crate) fn with_parent_death_signal(argv: &[String]) -> Command {
+    if on_path("setpriv") {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "TERM"]).args(argv);
+        cmd
+    } else {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd
     }
 }
 

@@ -7,10 +7,12 @@
 //! the testbed falls back to loopback and says why.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 use corelane::topology::CpuList;
 
 use crate::host::Host;
+use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::LabError;
 
 const PREFIX: &str = "corelane-";
@@ -48,6 +50,9 @@ pub enum Network {
     Namespaces { tx: String, rx: String },
     /// Everything on this host's loopback; `reason` says why namespaces were not used.
     Loopback { reason: String },
+    /// Sides on other machines over SSH (or one of them here); the sender targets `rx_addrs`,
+    /// which the rx host was checked to hold.
+    Remote { tx: Host, rx: Host, rx_addrs: Vec<IpAddr> },
 }
 
 /// A testbed; removed (namespaces and veth) when dropped.
@@ -122,6 +127,44 @@ impl Testbed {
             return fallback;
         }
         bed
+    }
+
+    /// The sides on the hosts `spec` names (this machine for a side it leaves out), after
+    /// checking that the rx host holds every address the sender will target.
+    pub fn remote(spec: &RemoteSpec) -> Result<Self, LabError> {
+        let connect = |target: &Option<SshTarget>| -> Result<Host, LabError> {
+            match target {
+                None => Ok(Host::Local),
+                Some(t) => {
+                    Ok(Host::Remote(Arc::new(Remote::connect(t, &spec.ssh, &spec.corelane)?)))
+                }
+            }
+        };
+        let (tx, rx) = (connect(&spec.tx)?, connect(&spec.rx)?);
+        let held = rx.run("ip", &["-o", "addr", "show"])?;
+        for addr in &spec.rx_addrs {
+            if !holds(&held, *addr) {
+                return Err(LabError::Remote {
+                    host: rx.name(),
+                    problem: format!(
+                        "does not hold {addr}: the sender only targets the rx host's own addresses (give --rx-addr with one `ip addr` lists there)"
+                    ),
+                });
+            }
+        }
+        let network = Network::Remote { tx, rx, rx_addrs: spec.rx_addrs.clone() };
+        Ok(Self { network, removed_stale: Vec::new() })
+    }
+
+    /// Why receive steering (RPS) cannot be changed on this testbed, if it cannot.
+    pub fn rps_unavailable(&self) -> Option<&'static str> {
+        match self.network {
+            Network::Namespaces { .. } => None,
+            Network::Loopback { .. } => Some("needs RPS on the namespace testbed (root)"),
+            Network::Remote { .. } => Some(
+                "changing the rx host's NIC (RPS, queue interrupts) is not built for remote hosts yet",
+            ),
+        }
     }
 
     fn loopback(reason: &str) -> Self {
@@ -222,6 +265,7 @@ impl Testbed {
         match &self.network {
             Network::Namespaces { tx, .. } => Host::Namespace(tx.clone()),
             Network::Loopback { .. } => Host::Local,
+            Network::Remote { tx, .. } => tx.clone(),
         }
     }
 
@@ -230,6 +274,7 @@ impl Testbed {
         match &self.network {
             Network::Namespaces { rx, .. } => Host::Namespace(rx.clone()),
             Network::Loopback { .. } => Host::Local,
+            Network::Remote { rx, .. } => rx.clone(),
         }
     }
 
@@ -240,13 +285,17 @@ impl Testbed {
                 format!("network namespaces {tx} → {rx} over veth ({QUEUES} RX queues)")
             }
             Network::Loopback { .. } => "loopback (127.0.0.1)".into(),
+            Network::Remote { tx, rx, rx_addrs } => {
+                let addrs: Vec<String> = rx_addrs.iter().map(ToString::to_string).collect();
+                format!("{} → {} over SSH, data to {}", tx.name(), rx.name(), addrs.join(" "))
+            }
         }
     }
 
     /// Why the namespace testbed could not be built, if it could not.
     pub fn fallback_reason(&self) -> Option<String> {
         match &self.network {
-            Network::Namespaces { .. } => None,
+            Network::Namespaces { .. } | Network::Remote { .. } => None,
             Network::Loopback { reason } => Some(reason.clone()),
         }
     }
@@ -277,12 +326,13 @@ impl Testbed {
     }
 
     /// The receiver's two addresses (loopback: 127.0.0.1 and 127.0.0.2, both on `lo`).
-    pub fn rx_addrs(&self) -> [IpAddr; 2] {
-        match self.network {
-            Network::Namespaces { .. } => RX_ADDRS.map(IpAddr::V4),
+    pub fn rx_addrs(&self) -> Vec<IpAddr> {
+        match &self.network {
+            Network::Namespaces { .. } => RX_ADDRS.map(IpAddr::V4).to_vec(),
             Network::Loopback { .. } => {
-                [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)].map(IpAddr::V4)
+                [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)].map(IpAddr::V4).to_vec()
             }
+            Network::Remote { rx_addrs, .. } => rx_addrs.clone(),
         }
     }
 
@@ -310,6 +360,13 @@ impl Testbed {
             Ok(())
         }
     }
+}
+
+/// Whether `ip -o addr show` output lists `addr` as one of the host's addresses.
+fn holds(ip_addr_output: &str, addr: IpAddr) -> bool {
+    ip_addr_output.split_whitespace().any(|word| {
+        word.split_once('/').is_some_and(|(a, _)| a.parse::<IpAddr>().is_ok_and(|a| a == addr))
+    })
 }
 
 impl Drop for Testbed {

@@ -3,6 +3,7 @@
 //! the run and removed after it; refused when its version differs from ours), and the
 //! [`guard`] every remote process runs under so that none outlives the run.
 
+pub mod args;
 pub mod guard;
 pub mod ssh;
 
@@ -10,6 +11,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use args::{RemoteArgs, RemoteSpec};
 pub use ssh::{SshOptions, SshTarget};
 
 use crate::LabError;
@@ -31,8 +33,9 @@ pub enum RemoteCorelane {
 pub struct Remote {
     session: ssh::Session,
     corelane: String,
-    /// The private directory a deployed binary lives in, removed on drop.
-    deployed_dir: Option<String>,
+    /// The remote `sh` that removes the deployed binary's directory when its stdin closes:
+    /// on drop, or when the lab (and with it this ssh client) dies.
+    janitor: Option<std::process::Child>,
 }
 
 /// The longest any remote process may live (the guard ends it then, whatever the lab does).
@@ -46,7 +49,7 @@ impl Remote {
         corelane: &RemoteCorelane,
     ) -> Result<Self, LabError> {
         let session = ssh::Session::connect(target, options)?;
-        let mut remote = Self { session, corelane: "corelane".into(), deployed_dir: None };
+        let mut remote = Self { session, corelane: "corelane".into(), janitor: None };
         match corelane {
             RemoteCorelane::OnPath => {}
             RemoteCorelane::At(path) => remote.corelane = path.clone(),
@@ -90,7 +93,15 @@ impl Remote {
             });
         }
         self.corelane = format!("{dir}/corelane");
-        self.deployed_dir = Some(dir);
+        let script = "cat > /dev/null; rm -rf -- \"$1\"";
+        let argv = self.session.argv("sh", &["-c".into(), script.into(), "sh".into(), dir]);
+        let janitor = crate::process::with_parent_death_signal(&argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| LabError::io("cannot run ssh", e))?;
+        self.janitor = Some(janitor);
         Ok(())
     }
 
@@ -176,8 +187,9 @@ impl Eq for Remote {}
 
 impl Drop for Remote {
     fn drop(&mut self) {
-        if let Some(dir) = self.deployed_dir.take() {
-            let _ = self.run("rm", &["-rf", "--", &dir]);
+        if let Some(mut janitor) = self.janitor.take() {
+            drop(janitor.stdin.take());
+            let _ = janitor.wait();
         }
     }
 }

@@ -104,9 +104,10 @@ impl Session {
         let dir = WorkDir::create("ssh")?;
         let socket = dir.path().join("control");
         let timeout = options.connect_timeout.max(Duration::from_secs(1));
-        let mut master = Command::new("ssh");
+        let mut argv = vec!["ssh".to_string()];
+        argv.extend(common_args(target, options, &socket));
+        let mut master = crate::process::with_parent_death_signal(&argv);
         master
-            .args(common_args(target, options, &socket))
             .args(["-M", "-N", "-o", "ControlPersist=no"])
             .arg("-o")
             .arg(format!("ConnectTimeout={}", timeout.as_secs()))

@@ -84,10 +84,25 @@ pub struct Plan {
     pub receiver_cpus: CpuList,
 }
 
-pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespaced: bool) -> Plan {
-    let others: Vec<usize> = online.cpus().iter().copied().filter(|&c| c != sender_cpu).collect();
-    let receiver_cpus =
-        if others.is_empty() { CpuList::new(vec![sender_cpu]) } else { CpuList::new(others) };
+/// Where the rows run: the receiver's CPUs, the sender's CPU on its own host (and on the
+/// receiver's when they share a machine: the receiver keeps off it where it can), why RPS
+/// cannot be changed if it cannot, and how many receiver addresses there are.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub online: CpuList,
+    pub sender_cpu: usize,
+    pub shared_cpu: Option<usize>,
+    pub no_rps: Option<&'static str>,
+    pub rx_addrs: usize,
+}
+
+pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
+    let Stage { online, sender_cpu, shared_cpu, no_rps, rx_addrs } = stage.clone();
+    let online = &online;
+    let namespaced = no_rps.is_none();
+    let others: Vec<usize> =
+        online.cpus().iter().copied().filter(|&c| Some(c) != shared_cpu).collect();
+    let receiver_cpus = if others.is_empty() { online.clone() } else { CpuList::new(others) };
     let receiver_cpu = receiver_cpus.cpus()[0];
     // Spreading needs two CPUs; on a 2-CPU machine that includes the sender's.
     let spread = if receiver_cpus.len() >= 2 { receiver_cpus.clone() } else { online.clone() };
@@ -97,7 +112,7 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
         if namespaced {
             what
         } else {
-            "loopback, RPS as the host has it".to_string()
+            "RPS as the host has it".to_string()
         }
     };
     let label = format!(
@@ -119,7 +134,7 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
             ..base.clone()
         });
     } else {
-        skipped.push("placement: needs RPS on the namespace testbed (root)".to_string());
+        skipped.push(format!("placement: {}", no_rps.unwrap_or_default()));
     }
     let multi = Config {
         id: "multi-ip",
@@ -132,7 +147,11 @@ pub fn plan(online: &CpuList, sender_cpu: usize, opts: &UdpLabOptions, namespace
         sender_threads: 2,
         ..base.clone()
     };
-    configs.push(multi.clone());
+    if rx_addrs >= 2 {
+        configs.push(multi.clone());
+    } else {
+        skipped.push("multi-ip: needs two receiver addresses (give --rx-addr twice)".into());
+    }
     configs.push(Config {
         id: "shared-socket",
         label: format!(
@@ -174,7 +193,14 @@ mod tests {
     #[test]
     fn two_cpus_give_the_seed_rows_in_order() {
         let opts = UdpLabOptions::quick("corelane".into());
-        let plan = plan(&CpuList::new(vec![0, 1]), 0, &opts, true);
+        let stage = Stage {
+            online: CpuList::new(vec![0, 1]),
+            sender_cpu: 0,
+            shared_cpu: Some(0),
+            no_rps: None,
+            rx_addrs: 2,
+        };
+        let plan = plan(&stage, &opts);
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
         assert_eq!(
             ids,
@@ -196,9 +222,35 @@ mod tests {
     #[test]
     fn loopback_skips_placement_and_leaves_rps_alone() {
         let opts = UdpLabOptions::quick("corelane".into());
-        let plan = plan(&CpuList::new(vec![0, 1, 2, 3]), 0, &opts, false);
+        let stage = Stage {
+            online: CpuList::new(vec![0, 1, 2, 3]),
+            sender_cpu: 0,
+            shared_cpu: Some(0),
+            no_rps: Some("loopback"),
+            rx_addrs: 2,
+        };
+        let plan = plan(&stage, &opts);
         assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
         assert_eq!(plan.skipped.len(), 1);
         assert_eq!(plan.configs[3].lanes.cpus(), &[1, 2, 3]);
+    }
+
+    /// A receiver on its own machine uses all its CPUs; one address skips the multi-IP row.
+    #[test]
+    fn a_remote_receiver_uses_every_cpu_and_one_address_skips_multi_ip() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let stage = Stage {
+            online: CpuList::new(vec![0, 1]),
+            sender_cpu: 0,
+            shared_cpu: None,
+            no_rps: Some("remote"),
+            rx_addrs: 1,
+        };
+        let plan = plan(&stage, &opts);
+        assert_eq!(plan.receiver_cpu, 0);
+        assert!(plan.configs.iter().all(|c| c.id != "multi-ip" && c.id != "placement"));
+        assert_eq!(plan.skipped.len(), 2, "{:?}", plan.skipped);
+        let reuse = plan.configs.iter().find(|c| c.id == "reuseport").unwrap();
+        assert_eq!(reuse.lanes.cpus(), &[0, 1]);
     }
 }

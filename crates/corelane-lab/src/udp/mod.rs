@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
-use corelane::topology::{CpuList, Topology};
+use corelane::topology::CpuList;
 use serde::Serialize;
 
 pub use configs::{Config, IDS as CONFIG_IDS};
@@ -56,6 +56,8 @@ pub struct UdpArgs {
     /// reuseport-cpu, gso-gro, or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 impl UdpArgs {
@@ -77,6 +79,7 @@ impl UdpArgs {
             crate::check_ids(&configs, &CONFIG_IDS)?;
             opts.only = Some(configs);
         }
+        opts.remote = self.remote.spec()?;
         Ok(opts)
     }
 }
@@ -107,6 +110,8 @@ pub struct UdpLabOptions {
     pub peers: Vec<Peer>,
     /// Only these configurations (by id); all when `None`.
     pub only: Option<Vec<String>>,
+    /// The sides on other machines over SSH; the namespace testbed when `None`.
+    pub remote: Option<crate::remote::RemoteSpec>,
 }
 
 impl UdpLabOptions {
@@ -119,6 +124,7 @@ impl UdpLabOptions {
             offered_gro_pps: 20_000_000,
             peers: Peer::ALL.to_vec(),
             only: None,
+            remote: None,
         }
     }
 
@@ -230,16 +236,37 @@ impl<'a> UdpLab<'a> {
                 "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
             ));
         }
-        let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
-        let sender_cpu = online.cpus()[0];
-        let testbed = Testbed::create();
+        let testbed = match &opts.remote {
+            Some(spec) => Testbed::remote(spec)?,
+            None => Testbed::create(),
+        };
         testbed.announce(progress);
-        let mut plan = configs::plan(&online, sender_cpu, opts, testbed.is_namespaced());
+        let (tx, rx) = (testbed.tx(), testbed.rx());
+        let online = rx.online_cpus()?;
+        let sender_cpu = tx.online_cpus()?.cpus()[0];
+        // On one machine the receiver stays off the sender's CPU where it can.
+        let shared = (tx == rx
+            || !matches!(testbed.network, crate::testbed::Network::Remote { .. }))
+        .then_some(sender_cpu);
+        let stage = configs::Stage {
+            online: online.clone(),
+            sender_cpu,
+            shared_cpu: shared,
+            no_rps: testbed.rps_unavailable(),
+            rx_addrs: testbed.rx_addrs().len(),
+        };
+        let mut plan = configs::plan(&stage, opts);
         if let Some(only) = &opts.only {
             plan.configs.retain(|c| only.iter().any(|o| o == c.id));
         }
         let mut skipped = plan.skipped.clone();
-        let peers = peers::Stage::prepare(opts, sender_cpu, plan.receiver_cpu, &mut skipped)?;
+        let mut peer_opts = opts.clone();
+        if opts.remote.is_some() && !opts.peers.is_empty() {
+            skipped
+                .push("peers: not run across hosts yet (they run on the namespace testbed)".into());
+            peer_opts.peers.clear();
+        }
+        let peers = peers::Stage::prepare(&peer_opts, sender_cpu, plan.receiver_cpu, &mut skipped)?;
         Ok(Self { opts, testbed, online, sender_cpu, plan, peers, skipped })
     }
 }

@@ -33,9 +33,10 @@ pub struct Trial {
     pub cpu: Vec<CpuSplit>,
 }
 
-/// A port for the receiver: fixed inside namespaces, a free one on a shared loopback.
+/// A port for the receiver: fixed inside namespaces and on remote hosts, a free one on a
+/// shared loopback.
 pub(crate) fn pick_port(testbed: &Testbed) -> Result<u16, LabError> {
-    if testbed.is_namespaced() {
+    if !matches!(testbed.network, crate::testbed::Network::Loopback { .. }) {
         return Ok(NAMESPACE_PORT);
     }
     let probe = UdpSocket::bind("127.0.0.1:0")
@@ -134,12 +135,12 @@ pub fn run(
     if let Some(cpus) = &cfg.rps {
         testbed.steer_receive(cpus)?;
     }
-    let exe = opts.exe.to_string_lossy().into_owned();
+    let (tx, rx) = (testbed.tx(), testbed.rx());
     let port = pick_port(testbed)?;
     let secs = opts.duration.as_secs();
-    let mut receiver = testbed.rx().spawn(RECEIVER, &exe, &receiver_args(cfg, port, secs))?;
+    let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
     wait_ready(&mut receiver, RECEIVER)?;
-    let sender = testbed.tx().spawn(SENDER, &exe, &sender_args(testbed, cfg, port, secs))?;
+    let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
     let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, opts.duration, stop)?;
     receiver.interrupt();
     let sent: SendSummary =

@@ -1,0 +1,360 @@
+//! `corelane lab udp` across two SSH "hosts": network namespaces, each running a real OpenSSH
+//! server with its own config, host key and a per-run client key, joined to a controller
+//! namespace by management links and to each other by a data link — the same code path as two
+//! real machines. Needs root, sshd and ssh; skips with the reason otherwise. Every namespace
+//! (and with it every process and link) is removed when the test ends, also on failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+fn skip_reason() -> Option<&'static str> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("needs root (network namespaces)");
+    }
+    if !Path::new(SSHD).exists() {
+        return Some("needs openssh-server (.ci/run installs it)");
+    }
+    if !Command::new("ssh").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        return Some("needs the ssh client");
+    }
+    None
+}
+
+/// Controller `ctl`, hosts `h1` (sender) and `h2` (receiver), each host running sshd.
+struct Hosts {
+    names: [String; 3],
+    dir: tempfile::TempDir,
+    sshd: Vec<Child>,
+}
+
+const H1: &str = "10.210.1.2";
+const H2: &str = "10.210.2.2";
+const DATA_H2: &str = "10.210.3.2";
+
+/// The fixtures share /tmp (the "hosts" are namespaces of one machine), where a deployed
+/// corelane lives: one test at a time, so "nothing left in /tmp" is about this test.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn deployed_copies() -> Vec<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("corelane-deploy."))
+        .collect()
+}
+
+impl Hosts {
+    fn new() -> Self {
+        // Tests of this file run in parallel: each fixture has its own names.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let names = ["ctl", "h1", "h2"].map(|h| format!("corelane-{pid}-ssh{n}{h}"));
+        let mut hosts = Hosts { names, dir: tempfile::tempdir().unwrap(), sshd: Vec::new() };
+        for ns in &hosts.names {
+            run("ip", &["netns", "add", ns]);
+        }
+        let [ctl, h1, h2] = hosts.names.clone();
+        run(
+            "ip",
+            &["link", "add", "c1", "netns", &ctl, "type", "veth", "peer", "m0", "netns", &h1],
+        );
+        run(
+            "ip",
+            &["link", "add", "c2", "netns", &ctl, "type", "veth", "peer", "m0", "netns", &h2],
+        );
+        let q = ["numtxqueues", "2", "numrxqueues", "2"];
+        let mut data = vec!["link", "add", "d0"];
+        data.extend(q);
+        data.extend(["netns", &h1, "type", "veth", "peer", "d0"]);
+        data.extend(q);
+        data.extend(["netns", &h2]);
+        run("ip", &data);
+        for (ns, dev, addr) in [
+            (&ctl, "c1", "10.210.1.1/24"),
+            (&ctl, "c2", "10.210.2.1/24"),
+            (&h1, "m0", "10.210.1.2/24"),
+            (&h2, "m0", "10.210.2.2/24"),
+            (&h1, "d0", "10.210.3.1/24"),
+            (&h2, "d0", "10.210.3.2/24"),
+        ] {
+            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
+            run("ip", &["-n", ns, "link", "set", dev, "up"]);
+        }
+        for ns in &hosts.names {
+            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        }
+        hosts.start_sshd();
+        hosts
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn start_sshd(&mut self) {
+        let d = self.dir.path().display().to_string();
+        for key in ["hostkey", "id", "other"] {
+            run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", &format!("{d}/{key}")]);
+        }
+        std::fs::copy(self.path("id.pub"), self.path("authorized_keys")).unwrap();
+        std::fs::write(
+            self.path("sshd_config"),
+            format!(
+                "HostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n"
+            ),
+        )
+        .unwrap();
+        for (key, name) in [("id", "config"), ("other", "wrong-key")] {
+            std::fs::write(
+                self.path(name),
+                format!(
+                    "Host *\n  IdentityFile {d}/{key}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+                ),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        for ns in &self.names[1..] {
+            let child = Command::new("ip")
+                .args(["netns", "exec", ns, SSHD, "-D", "-e", "-f"])
+                .arg(self.path("sshd_config"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            self.sshd.push(child);
+        }
+        // Up once a session works from the controller.
+        let end = Instant::now() + Duration::from_secs(10);
+        for host in [H1, H2] {
+            while !self.ssh(host, "true").status.success() {
+                assert!(Instant::now() < end, "sshd on {host} did not come up");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn ssh(&self, host: &str, command: &str) -> Output {
+        let config = self.path("config");
+        Command::new("ip")
+            .args(["netns", "exec", &self.names[0], "ssh", "-F"])
+            .arg(&config)
+            .args(["-o", "BatchMode=yes", &format!("root@{host}"), command])
+            .output()
+            .unwrap()
+    }
+
+    /// `corelane ARGS` run in the controller namespace.
+    fn corelane(&self, args: &[&str]) -> Output {
+        self.corelane_cmd(args).output().unwrap()
+    }
+
+    fn corelane_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.names[0], env!("CARGO_BIN_EXE_corelane")]).args(args);
+        cmd
+    }
+
+    /// Processes in a host's namespace other than its sshd.
+    fn strays(&self, ns: &str) -> Vec<String> {
+        let pids = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+        String::from_utf8_lossy(&pids.stdout)
+            .lines()
+            .filter_map(|pid| {
+                let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
+                let cmd = cmd.replace('\0', " ");
+                (!cmd.contains("sshd")).then_some(cmd)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for child in &mut self.sshd {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for ns in &self.names {
+            let pids = Command::new("ip").args(["netns", "pids", ns]).output();
+            for pid in String::from_utf8_lossy(&pids.map(|o| o.stdout).unwrap_or_default()).lines()
+            {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn remote_args<'a>(hosts: &'a Hosts, config: &'a str) -> Vec<&'a str> {
+    let _ = hosts;
+    vec![
+        "--tx-host",
+        "root@10.210.1.2",
+        "--rx-host",
+        "root@10.210.2.2",
+        "--rx-addr",
+        DATA_H2,
+        "--ssh-config",
+        config,
+    ]
+}
+
+#[test]
+fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copies_before = deployed_copies();
+    let hosts = Hosts::new();
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("run.json").display().to_string();
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default,reuseport", "--vs", "none"];
+    args.extend(remote_args(&hosts, &config));
+    args.extend(["--deploy", "--json", &json]);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{report}");
+    for row in rows {
+        assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
+        assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert!(report["network"].as_str().unwrap().contains("root@10.210.2.2"), "{report}");
+    let skipped = report["skipped"].to_string();
+    assert!(skipped.contains("placement"), "{skipped}");
+    for ns in &hosts.names[1..] {
+        assert_eq!(hosts.strays(ns), Vec::<String>::new(), "left running on {ns}");
+    }
+    assert_eq!(deployed_copies(), copies_before, "a deployed copy was left in /tmp");
+}
+
+#[test]
+fn each_remote_failure_is_one_line_naming_the_host() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copies_before = deployed_copies();
+    let hosts = Hosts::new();
+    let config = hosts.path("config").display().to_string();
+    let wrong = hosts.path("wrong-key").display().to_string();
+    let fake = hosts.path("fake-corelane");
+    std::fs::write(&fake, "#!/bin/sh\necho corelane 9.9.9\n").unwrap();
+    run("chmod", &["755", &fake.display().to_string()]);
+    let fake = fake.display().to_string();
+    let base = ["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--rx-host", "root@10.210.2.99", "--ssh-config", &config, "--deploy"],
+            "root@10.210.2.99",
+        ),
+        (
+            vec!["--rx-host", "root@10.210.2.2", "--ssh-config", &wrong, "--deploy"],
+            "authentication refused",
+        ),
+        (vec!["--rx-host", "root@10.210.2.2", "--ssh-config", &config], "install corelane"),
+        (
+            vec![
+                "--rx-host",
+                "root@10.210.2.2",
+                "--ssh-config",
+                &config,
+                "--remote-corelane",
+                &fake,
+            ],
+            "corelane 9.9.9",
+        ),
+        (
+            vec![
+                "--rx-host",
+                "root@10.210.2.2",
+                "--rx-addr",
+                "10.210.3.9",
+                "--ssh-config",
+                &config,
+                "--deploy",
+            ],
+            "does not hold 10.210.3.9",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = base.to_vec();
+        args.extend(&extra);
+        let started = Instant::now();
+        let out = hosts.corelane(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        assert!(last.contains(expected), "{extra:?}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{extra:?} took {:?}",
+            started.elapsed()
+        );
+        for ns in &hosts.names[1..] {
+            assert_eq!(hosts.strays(ns), Vec::<String>::new(), "{extra:?} left a process on {ns}");
+        }
+        assert_eq!(deployed_copies(), copies_before, "{extra:?} left a deployed copy");
+    }
+}
+
+#[test]
+fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copies_before = deployed_copies();
+    let hosts = Hosts::new();
+    let config = hosts.path("config").display().to_string();
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "default"];
+    args.extend(["--vs", "none"]);
+    args.extend(remote_args(&hosts, &config));
+    args.push("--deploy");
+    let mut lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // Wait until the receiver runs on h2, then kill the controller outright.
+    let end = Instant::now() + Duration::from_secs(30);
+    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("udp recv")) {
+        assert!(Instant::now() < end, "the receiver never started on h2");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // `ip netns exec` execs, so the child's PID is corelane's own.
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = hosts.names[1..].iter().flat_map(|ns| hosts.strays(ns)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < end, "still running 30 s after the kill: {left:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    while deployed_copies() != copies_before {
+        assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,117 @@
+//! The options that put an experiment's sides on other machines: `--tx-host`, `--rx-host`,
+//! how to reach them, which corelane runs there, and where the traffic goes.
+
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{RemoteCorelane, SshOptions, SshTarget};
+use crate::LabError;
+
+/// Remote sides of an experiment (without `--tx-host`/`--rx-host`: the namespace testbed).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RemoteArgs {
+    /// Run the sender on this host over SSH ([USER@]HOST[:PORT]); default: this machine.
+    #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
+    pub tx_host: Option<SshTarget>,
+    /// Run the receiver (server) on this host over SSH; default: this machine.
+    #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
+    pub rx_host: Option<SshTarget>,
+    /// The rx host's address the sender targets (repeat for several); default: the address
+    /// used to reach the rx host. Management (SSH) and data may be different networks.
+    #[arg(long, value_name = "IP", help_heading = "Remote hosts")]
+    pub rx_addr: Vec<IpAddr>,
+    /// An ssh config file to use instead of ~/.ssh/config (ssh -F).
+    #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
+    pub ssh_config: Option<PathBuf>,
+    /// An ssh option KEY=VALUE (ssh -o), repeatable.
+    #[arg(long, value_name = "KEY=VALUE", help_heading = "Remote hosts")]
+    pub ssh_option: Vec<String>,
+    /// corelane's path on the remote hosts (default: corelane on their PATH).
+    #[arg(long, value_name = "PATH", help_heading = "Remote hosts", conflicts_with = "deploy")]
+    pub remote_corelane: Option<String>,
+    /// Copy this corelane to each remote host for the run (a private temporary directory,
+    /// removed at the end).
+    #[arg(long, help_heading = "Remote hosts")]
+    pub deploy: bool,
+}
+
+/// Where each side runs and how to reach it, checked.
+#[derive(Debug, Clone)]
+pub struct RemoteSpec {
+    pub tx: Option<SshTarget>,
+    pub rx: Option<SshTarget>,
+    pub rx_addrs: Vec<IpAddr>,
+    pub ssh: SshOptions,
+    pub corelane: RemoteCorelane,
+}
+
+impl RemoteArgs {
+    /// The remote setup asked for, or `None` for the namespace testbed.
+    pub fn spec(&self) -> Result<Option<RemoteSpec>, LabError> {
+        if self.tx_host.is_none() && self.rx_host.is_none() {
+            let stray = !self.rx_addr.is_empty()
+                || self.ssh_config.is_some()
+                || !self.ssh_option.is_empty()
+                || self.remote_corelane.is_some()
+                || self.deploy;
+            if stray {
+                return Err(LabError::Options(
+                    "--rx-addr, --ssh-*, --remote-corelane and --deploy need --tx-host or --rx-host"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+        for o in &self.ssh_option {
+            if !o.contains('=') || o.starts_with('=') {
+                return Err(LabError::Options(format!(
+                    "--ssh-option {o:?}: write it as KEY=VALUE, e.g. --ssh-option Port=2222"
+                )));
+            }
+        }
+        let rx_addrs = match (&self.rx_addr[..], &self.rx_host) {
+            ([], Some(rx)) => vec![resolve(rx)?],
+            ([], None) => {
+                return Err(LabError::Options(
+                    "the receiver runs here (no --rx-host): give --rx-addr, this machine's address the remote sender targets".into(),
+                ))
+            }
+            (given, _) => given.to_vec(),
+        };
+        Ok(Some(RemoteSpec {
+            tx: self.tx_host.clone(),
+            rx: self.rx_host.clone(),
+            rx_addrs,
+            ssh: SshOptions {
+                config: self.ssh_config.clone(),
+                options: self.ssh_option.clone(),
+                connect_timeout: Duration::from_secs(10),
+            },
+            corelane: match (&self.remote_corelane, self.deploy) {
+                (Some(path), _) => RemoteCorelane::At(path.clone()),
+                (None, true) => RemoteCorelane::Deploy,
+                (None, false) => RemoteCorelane::OnPath,
+            },
+        }))
+    }
+}
+
+/// The address the rx host is reached by: its own if it is one, else what its name resolves
+/// to here.
+fn resolve(target: &SshTarget) -> Result<IpAddr, LabError> {
+    if let Ok(ip) = target.host.parse() {
+        return Ok(ip);
+    }
+    (target.host.as_str(), 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| {
+            LabError::Options(format!(
+                "cannot resolve {} here: give --rx-addr, the rx host's address the sender targets",
+                target.host
+            ))
+        })
+}
