@@ -13,12 +13,23 @@ pub struct GuardArgs {
     /// End the program after this long, whatever else happens.
     #[arg(long, value_parser = parse_duration)]
     life: Duration,
+    /// Run no program: hold until stdin closes, then restore what this revert file saved.
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    revert_on_close: Option<std::path::PathBuf>,
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        required_unless_present = "revert_on_close",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     command: Vec<String>,
 }
 
 pub fn run(args: GuardArgs) -> anyhow::Result<ExitCode> {
+    if let Some(file) = &args.revert_on_close {
+        corelane_lab::remote::guard::keep(file, args.life, &mut std::io::stdout())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (program, rest) = args.command.split_first().expect("clap requires the command");
     let (status, _) =
         corelane_lab::remote::guard::run(program, rest, args.life, &mut std::io::stdout())?;

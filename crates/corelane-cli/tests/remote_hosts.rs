@@ -161,6 +161,16 @@ impl Hosts {
         cmd
     }
 
+    /// The RPS masks of the receiving host's data interface.
+    fn rx_masks(&self) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.names[2], "sh", "-c"])
+            .arg("cat /sys/class/net/d0/queues/rx-*/rps_cpus")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Processes in a host's namespace other than its sshd.
     fn strays(&self, ns: &str) -> Vec<String> {
         let pids = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
@@ -226,7 +236,21 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
     let hosts = Hosts::new();
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("run.json").display().to_string();
-    let mut args = vec!["lab", "udp", "--quick", "--configs", "default,reuseport", "--vs", "none"];
+    // A mask of our own, so "restored" cannot be confused with "RPS off".
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &hosts.names[2],
+            "sh",
+            "-c",
+            "echo 2 > /sys/class/net/d0/queues/rx-1/rps_cpus",
+        ],
+    );
+    let masks_before = hosts.rx_masks();
+    let configs = "default,placement,reuseport";
+    let mut args = vec!["lab", "udp", "--quick", "--configs", configs, "--vs", "none"];
     args.extend(remote_args(&hosts, &config));
     args.extend(["--deploy", "--json", &json]);
     let out = hosts.corelane(&args);
@@ -234,14 +258,14 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{report}");
+    assert_eq!(rows.len(), 3, "{report}");
     for row in rows {
         assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
         assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
     }
     assert!(report["network"].as_str().unwrap().contains("root@10.210.2.2"), "{report}");
-    let skipped = report["skipped"].to_string();
-    assert!(skipped.contains("placement"), "{skipped}");
+    assert!(report["network"].as_str().unwrap().contains("d0 as found"), "{report}");
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     for ns in &hosts.names[1..] {
         assert_eq!(hosts.strays(ns), Vec::<String>::new(), "left running on {ns}");
     }
@@ -329,7 +353,9 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let copies_before = deployed_copies();
     let hosts = Hosts::new();
     let config = hosts.path("config").display().to_string();
-    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "default"];
+    let masks_before = hosts.rx_masks();
+    let mut args =
+        vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "placement"];
     args.extend(["--vs", "none"]);
     args.extend(remote_args(&hosts, &config));
     args.push("--deploy");
@@ -355,6 +381,10 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     }
     while deployed_copies() != copies_before {
         assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    while hosts.rx_masks() != masks_before {
+        assert!(Instant::now() < end, "the rx NIC's RPS masks were not restored within 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
 }

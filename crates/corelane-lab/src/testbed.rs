@@ -12,6 +12,7 @@ use std::sync::Arc;
 use corelane::topology::CpuList;
 
 use crate::host::Host;
+use crate::remote::nic::RemoteNic;
 use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::LabError;
 
@@ -61,6 +62,10 @@ pub struct Testbed {
     pub network: Network,
     /// The stale namespaces of killed runs that were removed at start.
     pub removed_stale: Vec<String>,
+    /// A remote rx host's NIC, changed for rows through `corelane apply` there.
+    rx_nic: Option<std::sync::Mutex<RemoteNic>>,
+    /// That NIC as found, for the report.
+    rx_nic_found: Option<String>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -116,8 +121,12 @@ impl Testbed {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pid = std::process::id();
         let (tx, rx) = (format!("{PREFIX}{pid}-{n}-tx"), format!("{PREFIX}{pid}-{n}-rx"));
-        let mut bed =
-            Self { network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() }, removed_stale };
+        let mut bed = Self {
+            network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() },
+            removed_stale,
+            rx_nic: None,
+            rx_nic_found: None,
+        };
         if let Err(reason) = bed.build(&tx, &rx) {
             let removed_stale = std::mem::take(&mut bed.removed_stale);
             drop(bed); // removes whatever part was built
@@ -152,8 +161,32 @@ impl Testbed {
                 });
             }
         }
+        let (rx_nic, rx_nic_found) = match &rx {
+            Host::Remote(remote) => {
+                let name = match &spec.rx_nic {
+                    Some(name) => name.clone(),
+                    None => {
+                        nic_holding(&held, spec.rx_addrs[0]).ok_or_else(|| LabError::Remote {
+                            host: rx.name(),
+                            problem: format!(
+                                "no interface holds {}: give --rx-nic",
+                                spec.rx_addrs[0]
+                            ),
+                        })?
+                    }
+                };
+                let script = "cd /sys/class/net/$1/queues || exit 1; for q in rx-*; do printf '%s=%s ' $q $(cat $q/rps_cpus); done";
+                let masks = rx.run("sh", &["-c", script, "sh", &name]).map_err(|_| LabError::Remote {
+                    host: rx.name(),
+                    problem: format!("has no interface {name} with RX queues: give --rx-nic with one `ip link` lists"),
+                })?;
+                let found = format!("{name} as found: RPS {}", masks.trim());
+                (Some(std::sync::Mutex::new(RemoteNic::open(&rx, remote, &name)?)), Some(found))
+            }
+            _ => (None, None),
+        };
         let network = Network::Remote { tx, rx, rx_addrs: spec.rx_addrs.clone() };
-        Ok(Self { network, removed_stale: Vec::new() })
+        Ok(Self { network, removed_stale: Vec::new(), rx_nic, rx_nic_found })
     }
 
     /// Why receive steering (RPS) cannot be changed on this testbed, if it cannot.
@@ -161,14 +194,20 @@ impl Testbed {
         match self.network {
             Network::Namespaces { .. } => None,
             Network::Loopback { .. } => Some("needs RPS on the namespace testbed (root)"),
+            Network::Remote { .. } if self.rx_nic.is_some() => None,
             Network::Remote { .. } => Some(
-                "changing the rx host's NIC (RPS, queue interrupts) is not built for remote hosts yet",
+                "the receiver runs on this machine (no --rx-host): the lab changes no NIC of the controller",
             ),
         }
     }
 
     fn loopback(reason: &str) -> Self {
-        Self { network: Network::Loopback { reason: reason.into() }, removed_stale: Vec::new() }
+        Self {
+            network: Network::Loopback { reason: reason.into() },
+            removed_stale: Vec::new(),
+            rx_nic: None,
+            rx_nic_found: None,
+        }
     }
 
     fn build(&self, tx: &str, rx: &str) -> Result<(), String> {
@@ -307,6 +346,10 @@ impl Testbed {
             Some(detail) => format!("{}, {detail}", self.describe()),
             None => self.describe(),
         };
+        let network = match &self.rx_nic_found {
+            Some(found) => format!("{network}; {found}"),
+            None => network,
+        };
         TestbedReport {
             network,
             fallback_reason: self.fallback_reason(),
@@ -339,6 +382,9 @@ impl Testbed {
     /// Steers receive processing of every RX queue of the receiver's veth to `cpus` (RPS);
     /// an empty list turns RPS off, so the sender's CPU does the receive work in its softirq.
     pub fn steer_receive(&self, cpus: &CpuList) -> Result<(), LabError> {
+        if let Some(nic) = &self.rx_nic {
+            return nic.lock().unwrap_or_else(|e| e.into_inner()).steer_receive(cpus);
+        }
         if !self.is_namespaced() {
             return Err(LabError::NeedsNamespaces { what: "steering receive work (RPS)" });
         }
@@ -351,6 +397,14 @@ impl Testbed {
         Ok(())
     }
 
+    /// Puts a remote rx NIC back as found (a no-op elsewhere: namespaces are removed whole).
+    pub fn restore_receive(&self) -> Result<(), LabError> {
+        match &self.rx_nic {
+            Some(nic) => nic.lock().unwrap_or_else(|e| e.into_inner()).restore(),
+            None => Ok(()),
+        }
+    }
+
     /// Like [`steer_receive`](Self::steer_receive), a no-op on loopback (which has no RPS
     /// the lab may change).
     pub fn steer_receive_if_namespaced(&self, cpus: &CpuList) -> Result<(), LabError> {
@@ -360,6 +414,14 @@ impl Testbed {
             Ok(())
         }
     }
+}
+
+/// The interface `ip -o addr show` output lists `addr` on (`3: d0    inet 10.0.0.2/24 …`).
+fn nic_holding(ip_addr_output: &str, addr: IpAddr) -> Option<String> {
+    ip_addr_output.lines().find(|line| holds(line, addr)).and_then(|line| {
+        let name = line.split_whitespace().nth(1)?;
+        Some(name.split('@').next()?.trim_end_matches(':').to_string())
+    })
 }
 
 /// Whether `ip -o addr show` output lists `addr` as one of the host's addresses.

@@ -21,6 +21,10 @@ pub struct RemoteArgs {
     /// used to reach the rx host. Management (SSH) and data may be different networks.
     #[arg(long, value_name = "IP", help_heading = "Remote hosts")]
     pub rx_addr: Vec<IpAddr>,
+    /// The rx host's interface the rows change (default: the one holding the first
+    /// --rx-addr, found over SSH).
+    #[arg(long, value_name = "IFACE", help_heading = "Remote hosts")]
+    pub rx_nic: Option<String>,
     /// An ssh config file to use instead of ~/.ssh/config (ssh -F).
     #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
     pub ssh_config: Option<PathBuf>,
@@ -42,6 +46,8 @@ pub struct RemoteSpec {
     pub tx: Option<SshTarget>,
     pub rx: Option<SshTarget>,
     pub rx_addrs: Vec<IpAddr>,
+    /// The rx host's interface the rows change; found from the first address when `None`.
+    pub rx_nic: Option<String>,
     pub ssh: SshOptions,
     pub corelane: RemoteCorelane,
 }
@@ -54,10 +60,11 @@ impl RemoteArgs {
                 || self.ssh_config.is_some()
                 || !self.ssh_option.is_empty()
                 || self.remote_corelane.is_some()
+                || self.rx_nic.is_some()
                 || self.deploy;
             if stray {
                 return Err(LabError::Options(
-                    "--rx-addr, --ssh-*, --remote-corelane and --deploy need --tx-host or --rx-host"
+                    "--rx-addr, --rx-nic, --ssh-*, --remote-corelane and --deploy need --tx-host or --rx-host"
                         .into(),
                 ));
             }
@@ -79,10 +86,15 @@ impl RemoteArgs {
             }
             (given, _) => given.to_vec(),
         };
+        if let Some(nic) = &self.rx_nic {
+            corelane::tune::IfName::parse(nic)
+                .map_err(|e| LabError::Options(format!("--rx-nic {nic:?}: {e}")))?;
+        }
         Ok(Some(RemoteSpec {
             tx: self.tx_host.clone(),
             rx: self.rx_host.clone(),
             rx_addrs,
+            rx_nic: self.rx_nic.clone(),
             ssh: SshOptions {
                 config: self.ssh_config.clone(),
                 options: self.ssh_option.clone(),

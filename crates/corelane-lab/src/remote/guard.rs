@@ -5,6 +5,7 @@
 //! runs out. So no remote process outlives its run, whatever happens to the controller.
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,6 +32,63 @@ pub enum Ending {
     Signalled,
 }
 
+/// Holds changes made on this host until the lab lets go: prints [`PID_LINE`] (its own PID),
+/// waits for stdin to close, `life` to run out or a signal, then restores the settings saved
+/// in `revert_file` by `corelane apply --yes --revert FILE` (if it exists) and removes it.
+/// This is how a NIC change made for one row is undone even when the controller vanishes.
+pub fn keep(revert_file: &Path, life: Duration, out: &mut dyn Write) -> std::io::Result<Ending> {
+    let signalled = Arc::new(AtomicBool::new(false));
+    for signal in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
+        signal_hook::flag::register(signal, Arc::clone(&signalled))?;
+    }
+    writeln!(out, "{PID_LINE}{}", std::process::id())?;
+    out.flush()?;
+    let closed = watch_stdin();
+    let deadline = Instant::now() + life;
+    let ending = loop {
+        if closed.load(Ordering::Relaxed) {
+            break Ending::StdinClosed;
+        }
+        if signalled.load(Ordering::Relaxed) {
+            break Ending::Signalled;
+        }
+        if Instant::now() >= deadline {
+            break Ending::LifeOver;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if revert_file.exists() {
+        let root = Path::new("/");
+        let changes = corelane::tune::read_revert_file(revert_file, root)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        corelane::tune::revert(&changes, root).map_err(|e| std::io::Error::other(e.to_string()))?;
+        std::fs::remove_file(revert_file)?;
+    }
+    // The lab's private directory for this NIC (plan, revert file), if that is where it was.
+    if let Some(dir) =
+        revert_file.parent().filter(|d| d.to_str().is_some_and(super::nic::is_nic_dir))
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    Ok(ending)
+}
+
+/// A flag raised once stdin reaches its end (or fails): the lab closed it or went away.
+fn watch_stdin() -> Arc<AtomicBool> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&closed);
+    std::thread::spawn(move || {
+        // Anything the lab writes is ignored; end of input (or an error) is the signal.
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        seen.store(true, Ordering::Relaxed);
+    });
+    closed
+}
+
 /// Runs `program args` under the guard; returns its exit status and why it ended.
 /// Writes [`PID_LINE`] to `out` first (stdout in the CLI; the program inherits stdout).
 pub fn run(
@@ -52,15 +110,7 @@ pub fn run(
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program}: {e}")))?;
     writeln!(out, "{PID_LINE}{}", child.id())?;
     out.flush()?;
-    let closed = Arc::new(AtomicBool::new(false));
-    let seen = Arc::clone(&closed);
-    std::thread::spawn(move || {
-        // Anything the lab writes is ignored; end of input (or an error) is the signal.
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        seen.store(true, Ordering::Relaxed);
-    });
+    let closed = watch_stdin();
     let deadline = Instant::now() + life;
     let pid = Pid::from_raw(child.id() as i32);
     loop {

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod guard;
+pub mod nic;
 pub mod ssh;
 
 use std::io::Write;
@@ -144,6 +145,11 @@ impl Remote {
         ];
         guarded.extend_from_slice(args);
         self.session.argv(&self.corelane, &guarded)
+    }
+
+    /// The argv that runs `program args…` on the host over the connection (no guard).
+    pub fn session_argv(&self, program: &str, args: &[String]) -> Vec<String> {
+        self.session.argv(program, args)
     }
 
     /// Runs `program args…` on the host to completion; its stdout, or the command and its

@@ -94,10 +94,14 @@ pub struct Stage {
     pub shared_cpu: Option<usize>,
     pub no_rps: Option<&'static str>,
     pub rx_addrs: usize,
+    /// The default row leaves the NIC as found (a real NIC on a remote host) instead of
+    /// turning RPS off (the lab's own veth).
+    pub default_as_found: bool,
 }
 
 pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
-    let Stage { online, sender_cpu, shared_cpu, no_rps, rx_addrs } = stage.clone();
+    let Stage { online, sender_cpu, shared_cpu, no_rps, rx_addrs, default_as_found } =
+        stage.clone();
     let online = &online;
     let namespaced = no_rps.is_none();
     let others: Vec<usize> =
@@ -115,11 +119,13 @@ pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
             "RPS as the host has it".to_string()
         }
     };
-    let label = format!(
-        "default: {}, 1 lane on CPU {receiver_cpu}, 1 IP",
+    let default_steering = if default_as_found {
+        "the NIC as found".to_string()
+    } else {
         steering(format!("RPS off (receive softirq on sender CPU {sender_cpu})"))
-    );
-    let rps_off = rps(&CpuList::default());
+    };
+    let label = format!("default: {default_steering}, 1 lane on CPU {receiver_cpu}, 1 IP");
+    let rps_off = if default_as_found { None } else { rps(&CpuList::default()) };
     let base =
         Config::one_lane("default", label, rps_off, receiver_cpu, sender_cpu, opts.offered_pps);
     let mut configs = vec![base.clone()];
@@ -199,6 +205,7 @@ mod tests {
             shared_cpu: Some(0),
             no_rps: None,
             rx_addrs: 2,
+            default_as_found: false,
         };
         let plan = plan(&stage, &opts);
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
@@ -228,6 +235,7 @@ mod tests {
             shared_cpu: Some(0),
             no_rps: Some("loopback"),
             rx_addrs: 2,
+            default_as_found: false,
         };
         let plan = plan(&stage, &opts);
         assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
@@ -245,6 +253,7 @@ mod tests {
             shared_cpu: None,
             no_rps: Some("remote"),
             rx_addrs: 1,
+            default_as_found: true,
         };
         let plan = plan(&stage, &opts);
         assert_eq!(plan.receiver_cpu, 0);

@@ -254,6 +254,7 @@ impl<'a> UdpLab<'a> {
             shared_cpu: shared,
             no_rps: testbed.rps_unavailable(),
             rx_addrs: testbed.rx_addrs().len(),
+            default_as_found: opts.remote.is_some(),
         };
         let mut plan = configs::plan(&stage, opts);
         if let Some(only) = &opts.only {

@@ -132,8 +132,9 @@ pub fn run(
     opts: &UdpLabOptions,
     stop: &StopSignal,
 ) -> Result<Trial, LabError> {
-    if let Some(cpus) = &cfg.rps {
-        testbed.steer_receive(cpus)?;
+    match &cfg.rps {
+        Some(cpus) => testbed.steer_receive(cpus)?,
+        None => testbed.restore_receive()?,
     }
     let (tx, rx) = (testbed.tx(), testbed.rx());
     let port = pick_port(testbed)?;
