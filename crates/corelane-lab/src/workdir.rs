@@ -46,6 +46,31 @@ impl WorkDir {
     }
 }
 
+/// Removes `what`'s work directories in `$TMPDIR` left by runs that were killed (their
+/// creating process is gone): only real directories (not symlinks) owned by this user.
+pub fn remove_stale(what: &str) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let prefix = prefix(what);
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+                return false;
+            };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            let gone = pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            // symlink_metadata: a planted symlink is never followed, only a directory of ours.
+            let ours = e.path().symlink_metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+            gone && ours
+        })
+        .map(|e| e.path())
+        .filter(|path| std::fs::remove_dir_all(path).is_ok())
+        .collect()
+}
+
 /// The name prefix of `what`'s work directories, followed by the creating PID and a dash.
 pub fn prefix(what: &str) -> String {
     format!("corelane-lab-{what}-")
@@ -55,6 +80,25 @@ pub fn prefix(what: &str) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// A killed run's directory goes; a symlink planted under the same kind of name, and the
+    /// directory it points to, stay.
+    #[test]
+    fn stale_directories_of_dead_runs_are_removed_but_no_symlink_is_followed() {
+        let what = format!("stale{}", std::process::id());
+        let tmp = std::env::temp_dir();
+        let dead = tmp.join(format!("{}4000000000-x", prefix(&what)));
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("f"), "x").unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let link = tmp.join(format!("{}4000000001-y", prefix(&what)));
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let alive = WorkDir::create(&what).unwrap();
+        let removed = remove_stale(&what);
+        assert_eq!(removed, vec![dead.clone()]);
+        assert!(!dead.exists() && alive.path().exists() && target.path().exists());
+        std::fs::remove_file(&link).unwrap();
+    }
 
     #[test]
     fn is_private_random_and_removed() {

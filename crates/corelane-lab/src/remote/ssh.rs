@@ -101,6 +101,8 @@ impl Session {
     /// Opens the connection, or says in one line why not: unreachable, authentication
     /// refused, or what ssh said.
     pub fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, LabError> {
+        // Control-socket directories of killed runs (the socket itself died with its master).
+        crate::workdir::remove_stale("ssh");
         let dir = WorkDir::create("ssh")?;
         let socket = dir.path().join("control");
         let timeout = options.connect_timeout.max(Duration::from_secs(1));
