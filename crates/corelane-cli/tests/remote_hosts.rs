@@ -47,7 +47,26 @@ fn deployed_copies() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The two hosts, one test at a time, and the deployed copies in /tmp before the test; `None`
+/// (with the reason printed) where the test cannot run.
+fn fixture() -> Option<(std::sync::MutexGuard<'static, ()>, Vec<PathBuf>, Hosts)> {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    Some((one, deployed_copies(), Hosts::new()))
+}
+
 impl Hosts {
+    /// Nothing of the lab is left: no process on either host, no deployed copy in /tmp.
+    fn assert_clean(&self, copies_before: &[PathBuf], what: &str) {
+        for ns in &self.names[1..] {
+            assert_eq!(self.strays(ns), Vec::<String>::new(), "{what}: left running on {ns}");
+        }
+        assert_eq!(deployed_copies(), copies_before, "{what}: a deployed copy was left in /tmp");
+    }
+
     fn new() -> Self {
         // Tests of this file run in parallel: each fixture has its own names.
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -227,13 +246,7 @@ fn remote_args<'a>(hosts: &'a Hosts, config: &'a str) -> Vec<&'a str> {
 
 #[test]
 fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let copies_before = deployed_copies();
-    let hosts = Hosts::new();
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("run.json").display().to_string();
     // A mask of our own, so "restored" cannot be confused with "RPS off".
@@ -266,21 +279,12 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
     assert!(report["network"].as_str().unwrap().contains("root@10.210.2.2"), "{report}");
     assert!(report["network"].as_str().unwrap().contains("d0 as found"), "{report}");
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
-    for ns in &hosts.names[1..] {
-        assert_eq!(hosts.strays(ns), Vec::<String>::new(), "left running on {ns}");
-    }
-    assert_eq!(deployed_copies(), copies_before, "a deployed copy was left in /tmp");
+    hosts.assert_clean(&copies_before, "after a run");
 }
 
 #[test]
 fn each_remote_failure_is_one_line_naming_the_host() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let copies_before = deployed_copies();
-    let hosts = Hosts::new();
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
     let config = hosts.path("config").display().to_string();
     let wrong = hosts.path("wrong-key").display().to_string();
     let fake = hosts.path("fake-corelane");
@@ -336,22 +340,13 @@ fn each_remote_failure_is_one_line_naming_the_host() {
             "{extra:?} took {:?}",
             started.elapsed()
         );
-        for ns in &hosts.names[1..] {
-            assert_eq!(hosts.strays(ns), Vec::<String>::new(), "{extra:?} left a process on {ns}");
-        }
-        assert_eq!(deployed_copies(), copies_before, "{extra:?} left a deployed copy");
+        hosts.assert_clean(&copies_before, &format!("{extra:?}"));
     }
 }
 
 #[test]
 fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let copies_before = deployed_copies();
-    let hosts = Hosts::new();
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
     let config = hosts.path("config").display().to_string();
     let masks_before = hosts.rx_masks();
     let mut args =

@@ -11,6 +11,9 @@ use rustix::process::{kill_process, Pid, Signal};
 
 use crate::LabError;
 
+/// The first line `corelane guard` prints: this prefix and its program's PID on its host.
+pub const PID_LINE: &str = "corelane-guard pid ";
+
 /// A running child with its stdout as a channel of lines.
 #[derive(Debug)]
 pub struct ChildProcess {
@@ -56,7 +59,7 @@ impl ChildProcess {
         let first = child.next_line(Duration::from_secs(20));
         let pid = first
             .as_deref()
-            .and_then(|l| l.strip_prefix(crate::remote::guard::PID_LINE))
+            .and_then(|l| l.strip_prefix(PID_LINE))
             .and_then(|p| p.trim().parse().ok());
         match pid {
             Some(pid) => {

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
 
-/// The first line the guard prints: this prefix and the program's PID on its host.
-pub const PID_LINE: &str = "corelane-guard pid ";
+pub use crate::process::PID_LINE;
 
 /// How long a program has to end after SIGINT before it is killed.
 const GRACE: Duration = Duration::from_secs(2);
@@ -67,9 +66,7 @@ pub fn keep(revert_file: &Path, life: Duration, out: &mut dyn Write) -> std::io:
         std::fs::remove_file(revert_file)?;
     }
     // The lab's private directory for this NIC (plan, revert file), if that is where it was.
-    if let Some(dir) =
-        revert_file.parent().filter(|d| d.to_str().is_some_and(super::nic::is_nic_dir))
-    {
+    if let Some(dir) = revert_file.parent().filter(|d| d.to_str().is_some_and(is_nic_dir)) {
         let _ = std::fs::remove_dir_all(dir);
     }
     Ok(ending)
@@ -143,4 +140,11 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What `mktemp -d /tmp/corelane-nic.XXXXXXXX` prints, and nothing else: the only kind of
+/// directory the keeper removes.
+pub fn is_nic_dir(dir: &str) -> bool {
+    dir.strip_prefix("/tmp/corelane-nic.")
+        .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }

@@ -5,12 +5,13 @@
 //! saved. Between rows the lab restores the previous row's change itself before the next.
 
 use corelane::topology::CpuList;
-use corelane::tune::Plan;
+use corelane::tune::{DevicePlan, Plan};
 
 use crate::host::Host;
 use crate::process::ChildProcess;
 use crate::LabError;
 
+use super::guard::is_nic_dir;
 use super::{Remote, MAX_LIFE};
 
 /// One NIC of a remote host under the lab's control for a run.
@@ -119,30 +120,24 @@ impl Drop for RemoteNic {
 /// The base plan reduced to one setting: every RX queue's RPS mask (and that of the devices
 /// below a stacked one); interrupts, XPS, queues, hashing and moderation left as they are.
 fn rps_only(base: &Plan, cpus: &CpuList) -> Plan {
-    let mut plan = base.clone();
     let mask = cpus.to_mask();
-    plan.rps_cpus = mask.clone();
-    plan.xps_cpus.clear();
-    plan.irqs.clear();
-    plan.queue_count = None;
-    plan.rx_flow_hash.clear();
-    plan.rx_usecs = None;
-    for lower in &mut plan.lower {
-        lower.rps_cpus = mask.clone();
-        lower.xps_cpus.clear();
-        lower.irqs.clear();
-        lower.queue_count = None;
-        lower.rx_flow_hash.clear();
-        lower.rx_usecs = None;
-    }
+    let only_rps = |device: &DevicePlan| DevicePlan {
+        nic: device.nic.clone(),
+        rps_cpus: mask.clone(),
+        xps_cpus: Vec::new(),
+        irqs: Vec::new(),
+        queue_count: None,
+        rx_flow_hash: Vec::new(),
+        rx_usecs: None,
+    };
+    let mut plan = base.clone();
+    plan.lower = plan.lower.iter().map(only_rps).collect();
+    let top = only_rps(&base.devices()[0]);
+    (plan.rps_cpus, plan.xps_cpus, plan.irqs) = (top.rps_cpus, top.xps_cpus, top.irqs);
+    (plan.queue_count, plan.rx_flow_hash, plan.rx_usecs) =
+        (top.queue_count, top.rx_flow_hash, top.rx_usecs);
     plan.notes.push("corelane lab: receive steering (RPS) only, for one row".into());
     plan
-}
-
-/// What `mktemp -d /tmp/corelane-nic.XXXXXXXX` prints, and nothing else.
-pub(crate) fn is_nic_dir(dir: &str) -> bool {
-    dir.strip_prefix("/tmp/corelane-nic.")
-        .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
 #[cfg(test)]

@@ -170,9 +170,14 @@ impl Session {
 
     /// Whether the master connection is up (`ssh -O check`).
     fn check(&self) -> bool {
+        self.control("check")
+    }
+
+    /// Sends the master a control command (`ssh -O check|exit`); whether it succeeded.
+    fn control(&self, command: &str) -> bool {
         Command::new("ssh")
             .args(common_args(&self.target, &self.options, &self.socket))
-            .args(["-O", "check"])
+            .args(["-O", command])
             .arg(destination(&self.target))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -200,14 +205,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = Command::new("ssh")
-            .args(common_args(&self.target, &self.options, &self.socket))
-            .args(["-O", "exit"])
-            .arg(destination(&self.target))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        self.control("exit");
         let _ = self.master.kill();
         let _ = self.master.wait();
     }
