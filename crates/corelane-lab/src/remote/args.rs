@@ -11,7 +11,7 @@ use crate::LabError;
 /// Remote sides of an experiment (without `--tx-host`/`--rx-host`: the namespace testbed).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RemoteArgs {
-    /// Run the sender on this host over SSH ([USER@]HOST[:PORT]); default: this machine.
+    /// Run the sender on this host over SSH (`[USER@]HOST[:PORT]`); default: this machine.
     #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
     pub tx_host: Option<SshTarget>,
     /// Run the receiver (server) on this host over SSH; default: this machine.
