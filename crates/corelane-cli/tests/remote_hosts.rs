@@ -383,3 +383,28 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn lab_tcp_runs_across_two_ssh_hosts_and_restores_the_nic() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("tcp.json").display().to_string();
+    let masks_before = hosts.rx_masks();
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline,flow-to-core"];
+    args.extend(["--vs", "none"]);
+    args.extend(remote_args(&hosts, &config));
+    args.extend(["--deploy", "--json", &json]);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "keep-alive and close × two configurations: {report}");
+    for row in rows {
+        assert!(row["median_rps"].as_f64().unwrap() > 100.0, "{row}");
+        assert!(row["cpu_us_per_request"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    }
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
+    hosts.assert_clean(&copies_before, "after lab tcp");
+}

@@ -56,17 +56,25 @@ impl ChildProcess {
         cmd.stdin(Stdio::piped());
         let mut child = Self::start(name, &argv[0], cmd)?;
         let stdin = child.child.stdin.take();
-        let first = child.next_line(Duration::from_secs(20));
+        let waited = Duration::from_secs(20);
+        let first = child.next_line(waited);
         let pid = first
             .as_deref()
             .and_then(|l| l.strip_prefix(PID_LINE))
             .and_then(|p| p.trim().parse().ok());
-        match pid {
-            Some(pid) => {
-                child.remote = Some((pid, stdin));
-                Ok(child)
-            }
-            None => Err(child.timed_out("did not start on its host", Duration::from_secs(20))),
+        if let Some(pid) = pid {
+            child.remote = Some((pid, stdin));
+            return Ok(child);
+        }
+        if let Some(status) = child.wait_timeout(Duration::from_secs(2)) {
+            return Err(child.failed(status));
+        }
+        match first {
+            Some(line) => Err(LabError::ChildOutput {
+                child: name.into(),
+                problem: format!("printed {line:?} where its guard's PID line belongs"),
+            }),
+            None => Err(child.timed_out("did not start on its host", waited)),
         }
     }
 

@@ -405,10 +405,14 @@ impl Testbed {
         }
     }
 
-    /// Like [`steer_receive`](Self::steer_receive), a no-op on loopback (which has no RPS
-    /// the lab may change).
-    pub fn steer_receive_if_namespaced(&self, cpus: &CpuList) -> Result<(), LabError> {
-        if self.is_namespaced() {
+    /// Like [`steer_receive`](Self::steer_receive) where this testbed can steer: a no-op on
+    /// loopback and with the receiver on the controller; on a remote rx NIC an empty list
+    /// means the NIC as found (the lab only ever changes a real NIC for a row).
+    pub fn steer_receive_where_possible(&self, cpus: &CpuList) -> Result<(), LabError> {
+        if self.rx_nic.is_some() && cpus.is_empty() {
+            return self.restore_receive();
+        }
+        if self.rps_unavailable().is_none() {
             self.steer_receive(cpus)
         } else {
             Ok(())

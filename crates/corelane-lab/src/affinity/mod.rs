@@ -181,7 +181,7 @@ impl<'a> AffinityLab<'a> {
         } else {
             crate::tcp::free_port()?
         };
-        testbed.steer_receive_if_namespaced(&CpuList::new(vec![irq_cpu]))?;
+        testbed.steer_receive_where_possible(&CpuList::new(vec![irq_cpu]))?;
         let udp_opts = UdpLabOptions {
             trials: opts.trials,
             duration: opts.duration,
@@ -267,7 +267,6 @@ impl<'a> AffinityLab<'a> {
     fn stage(&self) -> Stage<'_> {
         Stage {
             testbed: &self.testbed,
-            exe: &self.opts.exe,
             server_cpu: self.irq_cpu,
             client_cpu: self.other_cpu,
             port: self.port,
@@ -328,7 +327,7 @@ impl Experiment for AffinityLab<'_> {
             }
             Placed::Tcp(_, _, kind) => {
                 // The UDP rows set RPS per trial; the server's rows need it on the softirq CPU.
-                self.testbed.steer_receive_if_namespaced(&CpuList::new(vec![self.irq_cpu]))?;
+                self.testbed.steer_receive_where_possible(&CpuList::new(vec![self.irq_cpu]))?;
                 let m = servers::measure(&self.stage(), *kind, false)?;
                 Ok((m.rps, m.cpu_us_per_request * 1000.0))
             }
@@ -343,7 +342,7 @@ impl Experiment for AffinityLab<'_> {
         self,
         measured: Vec<Measured<Placed, (f64, f64)>>,
     ) -> Result<AffinityLabReport, LabError> {
-        let _ = self.testbed.steer_receive_if_namespaced(&CpuList::new(Vec::new()));
+        let _ = self.testbed.steer_receive_where_possible(&CpuList::new(Vec::new()));
         let mut rows: Vec<AffinityRow> = measured
             .iter()
             .map(|m| {

@@ -87,7 +87,8 @@ fn watch_stdin() -> Arc<AtomicBool> {
 }
 
 /// Runs `program args` under the guard; returns its exit status and why it ended.
-/// Writes [`PID_LINE`] to `out` first (stdout in the CLI; the program inherits stdout).
+/// Writes [`PID_LINE`] to `out` first (stdout in the CLI), then forwards the program's
+/// output to stdout, so the PID line always comes before anything the program prints.
 pub fn run(
     program: &str,
     args: &[String],
@@ -100,16 +101,41 @@ pub fn run(
     {
         signal_hook::flag::register(signal, Arc::clone(&signalled))?;
     }
+    // The program's output goes through the guard, so the PID line is always the first.
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program}: {e}")))?;
     writeln!(out, "{PID_LINE}{}", child.id())?;
     out.flush()?;
+    let mut from = child.stdout.take().expect("stdout is piped");
+    let (done, forwarded) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut to = std::io::stdout();
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.flush();
+        let _ = done.send(());
+    });
     let closed = watch_stdin();
     let deadline = Instant::now() + life;
     let pid = Pid::from_raw(child.id() as i32);
+    let result = supervise(&mut child, pid, deadline, &closed, &signalled);
+    // Everything the program printed reaches the lab before the guard ends (a descendant
+    // still holding the pipe is given two seconds, not forever).
+    let _ = forwarded.recv_timeout(GRACE);
+    result
+}
+
+/// Waits for the program, ending it when the lab closes stdin, life runs out or a signal comes.
+fn supervise(
+    child: &mut std::process::Child,
+    pid: Option<Pid>,
+    deadline: Instant,
+    closed: &AtomicBool,
+    signalled: &AtomicBool,
+) -> std::io::Result<(ExitStatus, Ending)> {
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok((status, Ending::Exited));

@@ -37,6 +37,8 @@ pub struct Remote {
     /// The remote `sh` that removes the deployed binary's directory when its stdin closes:
     /// on drop, or when the lab (and with it this ssh client) dies.
     janitor: Option<std::process::Child>,
+    /// The deployed copy's directory, removed directly at the end of a normal run.
+    deployed_dir: Option<String>,
 }
 
 /// The longest any remote process may live (the guard ends it then, whatever the lab does).
@@ -50,7 +52,8 @@ impl Remote {
         corelane: &RemoteCorelane,
     ) -> Result<Self, LabError> {
         let session = ssh::Session::connect(target, options)?;
-        let mut remote = Self { session, corelane: "corelane".into(), janitor: None };
+        let mut remote =
+            Self { session, corelane: "corelane".into(), janitor: None, deployed_dir: None };
         match corelane {
             RemoteCorelane::OnPath => {}
             RemoteCorelane::At(path) => remote.corelane = path.clone(),
@@ -94,6 +97,7 @@ impl Remote {
             });
         }
         self.corelane = format!("{dir}/corelane");
+        self.deployed_dir = Some(dir.clone());
         let script = "cat > /dev/null; rm -rf -- \"$1\"";
         let argv = self.session.argv("sh", &["-c".into(), script.into(), "sh".into(), dir]);
         let janitor = crate::process::with_parent_death_signal(&argv)
@@ -193,6 +197,10 @@ impl Eq for Remote {}
 
 impl Drop for Remote {
     fn drop(&mut self) {
+        // Removed here, before the lab exits; the janitor is for a lab that never gets here.
+        if let Some(dir) = self.deployed_dir.take() {
+            let _ = self.run("rm", &["-rf", "--", &dir]);
+        }
         if let Some(mut janitor) = self.janitor.take() {
             drop(janitor.stdin.take());
             let _ = janitor.wait();

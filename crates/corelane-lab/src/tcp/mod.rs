@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::topology::{CpuList, Topology};
+use corelane::topology::CpuList;
 use serde::Serialize;
 
 use servers::{Config, Measured, ServerKind, Stage, CONFIGS};
@@ -52,6 +52,8 @@ pub struct TcpArgs {
     /// uring, or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 impl TcpArgs {
@@ -67,6 +69,7 @@ impl TcpArgs {
             crate::check_ids(&configs, CONFIG_IDS)?;
             opts.only = Some(configs);
         }
+        opts.remote = self.remote.spec()?;
         Ok(opts)
     }
 }
@@ -97,6 +100,8 @@ pub struct TcpLabOptions {
     pub peers: Vec<Peer>,
     /// Only these configurations (by id); all when `None`.
     pub only: Option<Vec<String>>,
+    /// The sides on other machines over SSH; the namespace testbed when `None`.
+    pub remote: Option<crate::remote::RemoteSpec>,
 }
 
 impl TcpLabOptions {
@@ -108,6 +113,7 @@ impl TcpLabOptions {
             connections: 50,
             peers: Peer::ALL.to_vec(),
             only: None,
+            remote: None,
         }
     }
 
@@ -218,14 +224,18 @@ struct TcpLab<'a> {
 
 impl<'a> TcpLab<'a> {
     fn prepare(opts: &'a TcpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
-        let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
-        let client_cpu = online.cpus()[0];
-        let server_cpu = *online.cpus().last().unwrap_or(&client_cpu);
-        let testbed = Testbed::create();
+        let testbed = match &opts.remote {
+            Some(spec) => Testbed::remote(spec)?,
+            None => Testbed::create(),
+        };
         testbed.announce(progress);
-        let port = if testbed.is_namespaced() { NAMESPACE_PORT } else { free_port()? };
+        let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
+        let rx_online = testbed.rx().online_cpus()?;
+        let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);
+        let loopback = matches!(testbed.network, crate::testbed::Network::Loopback { .. });
+        let port = if loopback { free_port()? } else { NAMESPACE_PORT };
         let mut skipped = Vec::new();
-        if client_cpu == server_cpu {
+        if client_cpu == server_cpu && testbed.tx() == testbed.rx() {
             skipped.push("one CPU only: client and server share it".into());
         }
         let scratch = WorkDir::create("tcp")?;
@@ -235,7 +245,6 @@ impl<'a> TcpLab<'a> {
     fn stage(&self) -> Stage<'_> {
         Stage {
             testbed: &self.testbed,
-            exe: &self.opts.exe,
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
             port: self.port,
@@ -250,7 +259,16 @@ impl<'a> TcpLab<'a> {
         if !self.opts.peers.contains(&peer) {
             return false;
         }
-        let found = self.testbed.rx().find_program(peer.program()).is_some();
+        // The servers run on the rx side, the load generator on the tx side.
+        let host = if peer == Peer::Wrk { self.testbed.tx() } else { self.testbed.rx() };
+        if matches!(host, crate::host::Host::Remote(_)) && peer != Peer::Wrk {
+            self.skipped.push(format!(
+                "{}: not run across hosts yet (its configuration lives on this machine)",
+                peer.program()
+            ));
+            return false;
+        }
+        let found = host.find_program(peer.program()).is_some();
         if !found {
             self.skipped.push(format!(
                 "{}: not installed (apt-get install {})",
@@ -331,7 +349,7 @@ impl Experiment for TcpLab<'_> {
         self,
         measured: Vec<experiment::Measured<Case, CaseTrial>>,
     ) -> Result<TcpLabReport, LabError> {
-        let _ = self.testbed.steer_receive_if_namespaced(&CpuList::new(Vec::new()));
+        let _ = self.testbed.steer_receive_where_possible(&CpuList::new(Vec::new()));
         let mut rows = Vec::new();
         let (mut ours, mut wrk) = (Vec::new(), Vec::new());
         for m in measured {
@@ -410,7 +428,7 @@ fn gains_against_baseline(rows: &mut [TcpRow]) {
 /// off: on the client's CPU, inside its send (the veth default).
 fn steer(testbed: &Testbed, flow_to_core: bool, server_cpu: usize) -> Result<(), LabError> {
     let cpus = if flow_to_core { vec![server_cpu] } else { Vec::new() };
-    testbed.steer_receive_if_namespaced(&CpuList::new(cpus))
+    testbed.steer_receive_where_possible(&CpuList::new(cpus))
 }
 
 pub(crate) fn free_port() -> Result<u16, LabError> {

@@ -184,7 +184,6 @@ impl Peer {
 #[derive(Debug)]
 pub struct Stage<'a> {
     pub testbed: &'a Testbed,
-    pub exe: &'a Path,
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub port: u16,
@@ -270,7 +269,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
     let port = stage.port.to_string();
-    let exe = stage.exe.display().to_string();
+    let exe = rx.corelane()?;
     let mut args = strings(&["serve", "http", "--port", &port, "--lanes", "1"]);
     match kind {
         ServerKind::Corelane(config) => {
@@ -340,7 +339,8 @@ fn run_corelane_load(stage: &Stage<'_>, close: bool) -> Result<LoadSummary, LabE
         args.push("--close".into());
     }
     const LOAD: &str = "corelane load";
-    let child = stage.testbed.tx().spawn(LOAD, &stage.exe.display().to_string(), &args)?;
+    let tx = stage.testbed.tx();
+    let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
     let lines = child.finish(stage.duration + Duration::from_secs(20))?;
     output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
 }

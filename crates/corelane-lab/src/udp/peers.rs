@@ -250,7 +250,7 @@ impl Stage {
         pair: Pair,
         stop: &StopSignal,
     ) -> Result<Sample, LabError> {
-        testbed.steer_receive_if_namespaced(&corelane::topology::CpuList::default())?;
+        testbed.steer_receive_where_possible(&corelane::topology::CpuList::default())?;
         let target = SocketAddr::new(testbed.rx_addrs()[0], pick_port(testbed)?);
         let mut receiver = self.start_receiver(testbed, pair.rx, target)?;
         match pair.rx {
