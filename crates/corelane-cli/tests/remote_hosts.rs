@@ -275,9 +275,15 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
     for row in rows {
         assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
         assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
+        // The rx NIC's own counters saw the traffic.
+        assert!(row["nic"]["rx_packets_per_sec"].as_f64().unwrap() > 1000.0, "{row}");
     }
     assert!(report["network"].as_str().unwrap().contains("root@10.210.2.2"), "{report}");
     assert!(report["network"].as_str().unwrap().contains("d0 as found"), "{report}");
+    let roles: Vec<&str> =
+        report["hosts"].as_array().unwrap().iter().map(|h| h["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["tx", "rx"], "each host's topology is in the report");
+    assert!(report["hosts"][1]["topology"]["nics"].is_array(), "{report}");
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     hosts.assert_clean(&copies_before, "after a run");
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use corelane::topology::CpuList;
 
 use crate::host::Host;
-use crate::remote::nic::RemoteNic;
+use crate::remote::nic::{NicCounters, RemoteNic};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::LabError;
 
@@ -32,6 +32,18 @@ pub struct TestbedReport {
     pub fallback_reason: Option<String>,
     /// Namespaces a killed run left behind, removed before this one.
     pub removed_stale_namespaces: Vec<String>,
+    /// Each remote side's machine as `corelane topo --json` saw it there (remote runs only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostReport>,
+}
+
+/// One side of a remote run: which role, which host, and its topology.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostReport {
+    /// `tx` or `rx`.
+    pub role: String,
+    pub host: String,
+    pub topology: serde_json::Value,
 }
 
 impl TestbedReport {
@@ -62,6 +74,8 @@ pub struct Testbed {
     pub network: Network,
     /// The stale namespaces of killed runs that were removed at start.
     pub removed_stale: Vec<String>,
+    /// Each remote side's topology, for the report.
+    hosts: Vec<HostReport>,
     /// A remote rx host's NIC, changed for rows through `corelane apply` there.
     rx_nic: Option<std::sync::Mutex<RemoteNic>>,
     /// That NIC as found, for the report.
@@ -124,6 +138,7 @@ impl Testbed {
         let mut bed = Self {
             network: Network::Namespaces { tx: tx.clone(), rx: rx.clone() },
             removed_stale,
+            hosts: Vec::new(),
             rx_nic: None,
             rx_nic_found: None,
         };
@@ -185,8 +200,21 @@ impl Testbed {
             }
             _ => (None, None),
         };
+        let mut hosts = Vec::new();
+        for (role, host) in [("tx", &tx), ("rx", &rx)] {
+            if let Host::Remote(remote) = host {
+                let text = host.run(remote.corelane(), &["topo", "--json"])?;
+                let topology = serde_json::from_str(&text).map_err(|e| LabError::Remote {
+                    host: host.name(),
+                    problem: format!(
+                        "`corelane topo --json` printed no JSON the lab can read: {e}"
+                    ),
+                })?;
+                hosts.push(HostReport { role: role.into(), host: host.name(), topology });
+            }
+        }
         let network = Network::Remote { tx, rx, rx_addrs: spec.rx_addrs.clone() };
-        Ok(Self { network, removed_stale: Vec::new(), rx_nic, rx_nic_found })
+        Ok(Self { network, removed_stale: Vec::new(), hosts, rx_nic, rx_nic_found })
     }
 
     /// Why receive steering (RPS) cannot be changed on this testbed, if it cannot.
@@ -205,6 +233,7 @@ impl Testbed {
         Self {
             network: Network::Loopback { reason: reason.into() },
             removed_stale: Vec::new(),
+            hosts: Vec::new(),
             rx_nic: None,
             rx_nic_found: None,
         }
@@ -354,6 +383,7 @@ impl Testbed {
             network,
             fallback_reason: self.fallback_reason(),
             removed_stale_namespaces: self.removed_stale.clone(),
+            hosts: self.hosts.clone(),
         }
     }
 
@@ -395,6 +425,14 @@ impl Testbed {
             rx.write_file(&format!("/sys/class/net/vrx/queues/rx-{q}/rps_cpus"), &mask)?;
         }
         Ok(())
+    }
+
+    /// A remote rx NIC's receive counters (`None` on the lab's own veth and loopback).
+    pub fn rx_nic_counters(&self) -> Result<Option<NicCounters>, LabError> {
+        match &self.rx_nic {
+            Some(nic) => nic.lock().unwrap_or_else(|e| e.into_inner()).counters().map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Puts a remote rx NIC back as found (a no-op elsewhere: namespaces are removed whole).

@@ -106,6 +106,49 @@ impl RemoteNic {
     pub fn name(&self) -> &str {
         &self.nic
     }
+
+    /// The NIC's own receive counters (sysfs statistics): packets, drops, misses.
+    pub fn counters(&self) -> Result<NicCounters, LabError> {
+        let script =
+            "cd /sys/class/net/$1/statistics && cat rx_packets rx_dropped rx_missed_errors";
+        let text = self.host.run("sh", &["-c", script, "sh", &self.nic])?;
+        let v: Vec<u64> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        match v[..] {
+            [packets, dropped, missed] => Ok(NicCounters { packets, dropped, missed }),
+            _ => Err(LabError::Remote {
+                host: self.host.name(),
+                problem: format!("{}'s statistics read {text:?}", self.nic),
+            }),
+        }
+    }
+}
+
+/// A NIC's receive counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicCounters {
+    pub packets: u64,
+    pub dropped: u64,
+    pub missed: u64,
+}
+
+/// What the NIC counted per second over a window: packets received, dropped by the kernel
+/// for the NIC (rx_dropped), missed by the NIC itself (rx_missed_errors, full rings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct NicRates {
+    pub rx_packets_per_sec: f64,
+    pub rx_dropped_per_sec: f64,
+    pub rx_missed_per_sec: f64,
+}
+
+impl NicCounters {
+    pub fn rates_since(&self, earlier: &Self, secs: f64) -> NicRates {
+        let per = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs.max(1e-9);
+        NicRates {
+            rx_packets_per_sec: per(self.packets, earlier.packets),
+            rx_dropped_per_sec: per(self.dropped, earlier.dropped),
+            rx_missed_per_sec: per(self.missed, earlier.missed),
+        }
+    }
 }
 
 impl Drop for RemoteNic {

@@ -158,6 +158,10 @@ pub struct ConfigRow {
     pub lane_pps: Vec<f64>,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
+    /// A remote rx NIC's own counters per second over the trial (warm-up second included;
+    /// medians over trials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<crate::remote::nic::NicRates>,
 }
 
 /// A peer receiver measured on the same testbed in the same run.

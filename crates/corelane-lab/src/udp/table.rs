@@ -170,6 +170,7 @@ mod tests {
                 reordered_pct: 0.5,
                 lane_pps: vec![5e5],
                 cpu: vec![split(0), split(1)],
+                nic: None,
             }],
             peers: Vec::new(),
             skipped: Vec::new(),

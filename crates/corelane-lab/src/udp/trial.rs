@@ -15,6 +15,7 @@ use super::{ConfigRow, UdpLabOptions};
 use crate::host::Host;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
+use crate::remote::nic::NicRates;
 use crate::testbed::Testbed;
 use crate::{median_of, LabError};
 
@@ -31,6 +32,7 @@ pub struct Trial {
     pub reordered_pct: f64,
     pub lane_pps: Vec<f64>,
     pub cpu: Vec<CpuSplit>,
+    pub nic: Option<NicRates>,
 }
 
 /// A port for the receiver: fixed inside namespaces and on remote hosts, a free one on a
@@ -142,7 +144,14 @@ pub fn run(
     let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
     wait_ready(&mut receiver, RECEIVER)?;
     let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
+    let nic_before = (testbed.rx_nic_counters()?, Instant::now());
     let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, opts.duration, stop)?;
+    let nic = match (nic_before, testbed.rx_nic_counters()?) {
+        ((Some(before), at), Some(after)) => {
+            Some(after.rates_since(&before, at.elapsed().as_secs_f64()))
+        }
+        _ => None,
+    };
     receiver.interrupt();
     let sent: SendSummary =
         output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
@@ -161,6 +170,7 @@ pub fn run(
             .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
             .collect(),
         cpu: steady.cpu,
+        nic,
     })
 }
 
@@ -243,5 +253,13 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
             .collect(),
         cpu,
+        nic: trials.first().and_then(|t| t.nic).map(|_| {
+            let rates: Vec<NicRates> = trials.iter().filter_map(|t| t.nic).collect();
+            NicRates {
+                rx_packets_per_sec: median_of(rates.iter().map(|r| r.rx_packets_per_sec)),
+                rx_dropped_per_sec: median_of(rates.iter().map(|r| r.rx_dropped_per_sec)),
+                rx_missed_per_sec: median_of(rates.iter().map(|r| r.rx_missed_per_sec)),
+            }
+        }),
     }
 }
