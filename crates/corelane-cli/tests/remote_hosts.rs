@@ -414,3 +414,45 @@ fn lab_tcp_runs_across_two_ssh_hosts_and_restores_the_nic() {
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     hosts.assert_clean(&copies_before, "after lab tcp");
 }
+
+#[test]
+fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let config = hosts.path("config").display().to_string();
+    let masks_before = hosts.rx_masks();
+    let mut args =
+        vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "placement"];
+    args.extend(["--vs", "none"]);
+    args.extend(remote_args(&hosts, &config));
+    args.push("--deploy");
+    let lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("udp recv")) {
+        assert!(Instant::now() < end, "the receiver never started on h2");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Every sshd process on h2 (the listener and each session's): the connection is gone.
+    run("ip", &["netns", "exec", &hosts.names[2], "pkill", "-KILL", "sshd"]);
+    let started = Instant::now();
+    let out = lab.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+    assert!(!out.status.success(), "{err}");
+    assert!(last.contains("root@10.210.2.2") && last.contains("connection was lost"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    let end = Instant::now() + Duration::from_secs(30);
+    while !hosts.strays(&hosts.names[2]).is_empty() || hosts.rx_masks() != masks_before {
+        assert!(
+            Instant::now() < end,
+            "h2 not clean 30 s later: {:?}",
+            hosts.strays(&hosts.names[2])
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // h2's deployed copy stays: its janitor died with sshd (a known gap, in the notes).
+    // The test removes it so that it leaves the machine as it found it.
+    for copy in deployed_copies().into_iter().filter(|c| !copies_before.contains(c)) {
+        let _ = std::fs::remove_dir_all(copy);
+    }
+}

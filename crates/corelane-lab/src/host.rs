@@ -61,7 +61,7 @@ impl Host {
     ) -> Result<ChildProcess, LabError> {
         match self {
             Host::Remote(remote) => {
-                ChildProcess::spawn_guarded(name, &remote.guarded_argv(program, args))
+                ChildProcess::spawn_guarded(name, &self.name(), &remote.guarded_argv(program, args))
             }
             _ => ChildProcess::spawn(name, &self.prefix(), program, args),
         }

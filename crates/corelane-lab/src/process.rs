@@ -21,10 +21,21 @@ pub struct ChildProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
-    /// A remote child runs under `corelane guard` behind ssh: its PID on its own host, and
-    /// the guard's stdin, whose closing ends it.
-    remote: Option<(u32, Option<ChildStdin>)>,
+    /// A remote child runs under `corelane guard` behind ssh.
+    remote: Option<RemoteChild>,
 }
+
+/// A child on another host: its PID there, the guard's stdin (closing it ends the child) and
+/// the host's name for errors.
+#[derive(Debug)]
+struct RemoteChild {
+    pid: u32,
+    stdin: Option<ChildStdin>,
+    host: String,
+}
+
+/// ssh's own exit status for an error of its own (the connection, not the command).
+const SSH_FAILED: i32 = 255;
 
 impl ChildProcess {
     /// Starts `prefix… program args…` (the prefix enters a host, as `ip netns exec NS` does:
@@ -51,19 +62,21 @@ impl ChildProcess {
 
     /// Starts `argv` (an ssh command running `corelane guard -- PROGRAM…` on a remote host)
     /// and reads the guard's first line, the program's PID there.
-    pub(crate) fn spawn_guarded(name: &str, argv: &[String]) -> Result<Self, LabError> {
+    pub(crate) fn spawn_guarded(name: &str, host: &str, argv: &[String]) -> Result<Self, LabError> {
         let mut cmd = with_parent_death_signal(argv);
         cmd.stdin(Stdio::piped());
         let mut child = Self::start(name, &argv[0], cmd)?;
         let stdin = child.child.stdin.take();
+        // Remote from the start, so a connection lost before the PID line is named as such.
+        child.remote = Some(RemoteChild { pid: 0, stdin, host: host.into() });
         let waited = Duration::from_secs(20);
         let first = child.next_line(waited);
         let pid = first
             .as_deref()
             .and_then(|l| l.strip_prefix(PID_LINE))
             .and_then(|p| p.trim().parse().ok());
-        if let Some(pid) = pid {
-            child.remote = Some((pid, stdin));
+        if let (Some(pid), Some(remote)) = (pid, child.remote.as_mut()) {
+            remote.pid = pid;
             return Ok(child);
         }
         if let Some(status) = child.wait_timeout(Duration::from_secs(2)) {
@@ -107,7 +120,7 @@ impl ChildProcess {
     /// The program's PID on its host (for a remote child: there, not ssh's here).
     pub fn pid(&self) -> u32 {
         match &self.remote {
-            Some((pid, _)) => *pid,
+            Some(remote) => remote.pid,
             None => self.child.id(),
         }
     }
@@ -141,7 +154,7 @@ impl ChildProcess {
     /// when its stdin closes.
     pub fn interrupt(&mut self) {
         match &mut self.remote {
-            Some((_, stdin)) => drop(stdin.take()),
+            Some(remote) => drop(remote.stdin.take()),
             None => {
                 if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
                     let _ = kill_process(pid, Signal::INT);
@@ -169,8 +182,12 @@ impl ChildProcess {
         lines
     }
 
-    /// The error for this child having exited with `status`.
+    /// The error for this child having exited with `status` (for a remote child whose ssh
+    /// failed, the lost connection, named with its host).
     pub fn failed(&self, status: ExitStatus) -> LabError {
+        if let Some(remote) = self.remote.as_ref().filter(|_| status.code() == Some(SSH_FAILED)) {
+            return self.connection_lost(&remote.host);
+        }
         LabError::ChildFailed {
             child: self.name.clone(),
             status: status.to_string(),
@@ -178,8 +195,24 @@ impl ChildProcess {
         }
     }
 
+    fn connection_lost(&self, host: &str) -> LabError {
+        LabError::Remote {
+            host: host.into(),
+            problem: format!(
+                "the connection was lost while {} ran ({}); the host restores what the lab changed there when its sessions end: check the network and sshd",
+                self.name,
+                self.stderr_text()
+            ),
+        }
+    }
+
     /// The error for this child not reaching `what` within `waited`.
-    pub fn timed_out(&self, what: &'static str, waited: Duration) -> LabError {
+    pub fn timed_out(&mut self, what: &'static str, waited: Duration) -> LabError {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            if self.remote.is_some() && status.code() == Some(SSH_FAILED) {
+                return self.failed(status);
+            }
+        }
         LabError::ChildTimeout {
             child: self.name.clone(),
             what,
@@ -242,6 +275,22 @@ pub fn on_path(program: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A remote child whose ssh fails (exit 255) is a lost connection named with its host.
+    #[test]
+    fn a_remote_childs_ssh_failure_is_a_lost_connection() {
+        let argv: Vec<String> = ["sh", "-c", "echo 'corelane-guard pid 7'; sleep 0.2; exit 255"]
+            .map(String::from)
+            .to_vec();
+        let mut child = ChildProcess::spawn_guarded("the receiver", "root@h2", &argv).unwrap();
+        assert_eq!(child.pid(), 7);
+        let status = child.wait_timeout(Duration::from_secs(5)).unwrap();
+        let err = child.failed(status).to_string();
+        assert!(
+            err.starts_with("root@h2: the connection was lost while the receiver ran"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn reads_output_and_status() {

@@ -67,6 +67,7 @@ impl RemoteNic {
         ];
         this.keeper = Some(ChildProcess::spawn_guarded(
             "the NIC keeper",
+            &host.name(),
             &remote.session_argv(&this.corelane, &args),
         )?);
         Ok(this)

@@ -202,7 +202,13 @@ fn read_steady_seconds(
         if Instant::now() > deadline {
             return Err(receiver.timed_out("sent no last interval", duration));
         }
-        let Some(line) = receiver.next_line(Duration::from_millis(200)) else { continue };
+        let Some(line) = receiver.next_line(Duration::from_millis(200)) else {
+            // Output ended: the receiver (or, on a remote host, its connection) is gone.
+            if let Some(status) = receiver.wait_timeout(Duration::ZERO) {
+                return Err(receiver.failed(status));
+            }
+            continue;
+        };
         let Line::Interval { interval } = output::parse::<RecvInterval, Value>(RECEIVER, &line)?
         else {
             continue;
