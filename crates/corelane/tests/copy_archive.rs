@@ -381,3 +381,42 @@ fn reflink_always_fails_clearly_where_extents_cannot_be_shared() {
         }
     }
 }
+
+/// `-x`: a directory on another file system (a mount point) is created, empty, as cp -x does.
+#[test]
+fn one_file_system_stops_at_mount_points() {
+    if !root() {
+        eprintln!("skipped: needs root to mount a tmpfs inside the source");
+        return;
+    }
+    let dir = scratch("one-fs");
+    let src = dir.path().join("src");
+    let mnt = src.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    fs::write(src.join("here"), b"h").unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "none"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    fs::write(mnt.join("there"), b"t").unwrap();
+    let stay = dir.path().join("stay");
+    let opts = CopyOptions { one_file_system: true, ..archive() };
+    let r = copy_tree(&src, &stay, &opts, 2, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    assert_eq!((r.files, r.directories), (1, 2), "{r:?}");
+    assert!(stay.join("mnt").is_dir() && !stay.join("mnt/there").exists());
+    let cross = dir.path().join("cross");
+    copy_a(&src, &cross, 2);
+    assert!(cross.join("mnt/there").exists(), "without -x the copy crosses");
+}

@@ -292,12 +292,7 @@ impl Finish<'_> {
         }
         if kind != Entry::Symlink {
             let mode = kept_mode(meta.mode(), kind == Entry::Directory, keep.mode, owner_kept);
-            let _ = rustix::fs::chmodat(
-                rustix::fs::CWD,
-                path,
-                rustix::fs::Mode::from_raw_mode(mode),
-                rustix::fs::AtFlags::empty(),
-            );
+            let _ = chmod_nofollow(path, mode);
         }
         if keep.timestamps {
             let times = rustix::fs::Timestamps {
@@ -314,6 +309,23 @@ impl Finish<'_> {
             let _ = rustix::fs::utimensat(rustix::fs::CWD, path, &times, nofollow);
         }
     }
+}
+
+/// chmod(2) that never follows a symlink at `path` (fchmodat's AT_SYMLINK_NOFOLLOW needs
+/// fchmodat2, Linux 6.6): the entry is opened `O_PATH|O_NOFOLLOW`, checked not to be a
+/// symlink, and changed through its /proc/self/fd name, so a FIFO swapped for a symlink to
+/// /etc/shadow in a destination directory another user can write never has root chmod it.
+fn chmod_nofollow(path: &Path, mode: u32) -> std::io::Result<()> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let fd =
+        rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+        return Err(rustix::io::Errno::LOOP.into());
+    }
+    let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(rustix::fs::chmod(by_fd.as_str(), Mode::from_raw_mode(mode))?)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
