@@ -7,7 +7,9 @@
 //! asked for, writes into a temporary file beside the destination and renames it over the
 //! destination only when complete, keeps holes, mode and times, and reports what it did.
 //! [`copy_tree`] spreads a tree's files over lanes: one file's writes serialise on its inode
-//! lock, so parallelism belongs across files.
+//! lock, so parallelism belongs across files. With [`Preserve::ALL`] (`copy -a`) it keeps what
+//! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
+//! special files; what the destination cannot keep is counted per kind in [`NotKept`].
 
 mod destination;
 mod extents;

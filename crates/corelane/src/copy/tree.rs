@@ -1,5 +1,6 @@
 //! A directory tree: directories and symlinks recreated in order, regular files spread over
-//! lanes (largest first, so the lanes finish together), modes and times kept.
+//! lanes (largest first, so the lanes finish together), modes and times kept; with
+//! `Preserve::ALL`, owners, attributes, hard links and special files as `cp -a`.
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
