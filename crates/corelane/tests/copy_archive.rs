@@ -420,3 +420,29 @@ fn one_file_system_stops_at_mount_points() {
     copy_a(&src, &cross, 2);
     assert!(cross.join("mnt/there").exists(), "without -x the copy crosses");
 }
+
+/// A copy made inside a set-group-ID directory takes that directory's group on creation; with
+/// ownership kept, every entry still ends with its source's group (root's own files included).
+#[test]
+fn owners_are_kept_inside_a_set_group_id_destination() {
+    if !root() {
+        eprintln!("skipped: needs root to give a directory another group");
+        return;
+    }
+    let dir = scratch("sgid-dest");
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("sub/f"), b"x").unwrap();
+    let parent = dir.path().join("shared");
+    fs::create_dir(&parent).unwrap();
+    chown(&parent, 0, 100);
+    chmod(&parent, 0o2775);
+    let out = parent.join("out");
+    let r = copy_a(&src, &out, 2);
+    assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
+    for rel in ["", "sub", "sub/f"] {
+        let m = fs::symlink_metadata(out.join(rel)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0), "{rel:?}");
+        assert_eq!(m.mode() & 0o2000, 0, "{rel:?}: no set-group-ID the source did not have");
+    }
+}

@@ -235,6 +235,8 @@ pub(crate) fn keep_owner(
     if uid == u32::MAX || gid == u32::MAX {
         return false;
     }
+    // No shortcut when the source is already the caller's: an entry created in a set-group-ID
+    // directory (the destination's parent, say) takes that directory's group, not the caller's.
     if !may_own(uid) {
         losses.record(LossKind::Ownership, shown, not_root_why);
         return false;

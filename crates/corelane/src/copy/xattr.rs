@@ -173,6 +173,26 @@ mod tests {
     }
 
     #[test]
+    fn open_beneath_follows_no_symlink_out_of_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
+        let fd = std::fs::File::open(&root).unwrap();
+        // The symlink itself is opened (its own attributes), never what it points to.
+        let link = open_beneath(fd.as_fd(), Path::new("out")).unwrap();
+        let stat = rustix::fs::fstat(&link).unwrap();
+        assert_eq!(
+            rustix::fs::FileType::from_raw_mode(stat.st_mode),
+            rustix::fs::FileType::Symlink
+        );
+        // Through it, or by `..`, nothing outside the root opens.
+        assert!(open_beneath(fd.as_fd(), Path::new("out/passwd")).is_err());
+        assert!(open_beneath(fd.as_fd(), Path::new("../root")).is_err());
+        assert!(open_beneath(fd.as_fd(), Path::new("")).is_ok(), "the root itself");
+    }
+
+    #[test]
     fn a_user_attribute_is_copied_between_open_files() {
         let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
