@@ -36,7 +36,8 @@ pub struct CopyArgs {
     recursive: bool,
     /// Archive, as cp -a: -r plus --preserve=all (mode with set-id bits, ownership, times of
     /// files, directories and symlinks, hard links, xattrs and ACLs) and special files
-    /// (FIFOs, sockets, device nodes). What the destination cannot keep is said once per kind
+    /// (FIFOs, sockets, device nodes); a source that is a symlink is copied as one. What the
+    /// destination cannot keep is said once per kind
     /// and makes the exit status 1, unless that kind is excluded with --no-preserve.
     #[arg(short, long)]
     archive: bool,
@@ -173,6 +174,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         reflink: args.reflink,
         one_file_system: args.one_file_system,
         sockets: args.archive,
+        no_dereference: args.archive,
     };
     let stop = stop_on_signals()?;
     let result = if recursive {

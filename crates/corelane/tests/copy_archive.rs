@@ -28,6 +28,7 @@ fn archive() -> CopyOptions {
     CopyOptions {
         preserve: Preserve::ALL,
         sockets: true,
+        no_dereference: true,
         fresh_in_place: true,
         ..CopyOptions::default()
     }
@@ -317,6 +318,14 @@ fn hard_links_across_lanes_are_copied_once() {
             assert_eq!(other.ino(), first.ino(), "d{d}/file{inode}");
         }
     }
+    // Again over the first copy: first names replaced atomically, later names relinked to
+    // them (a link under a temporary name renamed over the old one).
+    let r = copy_tree(&src, &out, &opts, 4, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    assert_eq!((r.files, r.hard_links), (205, 195));
+    for inode in 0..5 {
+        let first = fs::metadata(out.join(format!("d0/file{inode}"))).unwrap();
+        assert_eq!(first.nlink(), 40, "file{inode} after the second copy");
+    }
     // Without --preserve=links every name is a file of its own, as before.
     let separate = dir.path().join("separate");
     let r =
@@ -445,4 +454,29 @@ fn owners_are_kept_inside_a_set_group_id_destination() {
         assert_eq!((m.uid(), m.gid()), (0, 0), "{rel:?}");
         assert_eq!(m.mode() & 0o2000, 0, "{rel:?}: no set-group-ID the source did not have");
     }
+}
+
+/// `cp -a LINK DST` copies the link, not what it points to; its times and owner come along.
+#[test]
+fn a_symlink_named_as_the_source_is_copied_as_a_symlink() {
+    let dir = scratch("named-link");
+    fs::write(dir.path().join("target"), b"t").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("target", &link).unwrap();
+    set_times(&link, 1_500_000_000, 7);
+    for dst in [dir.path().join("copy"), dir.path().join("copy")] {
+        // The second round replaces the first copy.
+        let r = copy_a(&link, &dst, 1);
+        assert_eq!(r.symlinks, 1);
+        let m = fs::symlink_metadata(&dst).unwrap();
+        assert!(m.file_type().is_symlink());
+        assert_eq!(fs::read_link(&dst).unwrap(), Path::new("target"));
+        assert_eq!((m.mtime(), m.mtime_nsec()), (1_500_000_000, 7));
+    }
+    let into = dir.path().join("into");
+    fs::create_dir(&into).unwrap();
+    copy_a(&link, &into, 1);
+    assert!(fs::symlink_metadata(into.join("link")).unwrap().file_type().is_symlink());
+    let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 4, "no temporary left: {names:?}");
 }

@@ -340,6 +340,7 @@ fn archive_options() -> CopyOptions {
     CopyOptions {
         preserve: Preserve::ALL,
         sockets: true,
+        no_dereference: true,
         fresh_in_place: true,
         ..CopyOptions::default()
     }

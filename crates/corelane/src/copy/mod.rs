@@ -61,6 +61,9 @@ pub struct CopyOptions {
     /// Recreate sockets with mknod as `cp -a` does (a socket file carries no listener, only a
     /// name and its attributes); off, sockets are listed as skipped.
     pub sockets: bool,
+    /// A source that is itself a symlink is copied as a symlink, not followed (cp's `-d`, part
+    /// of `-a`). Symlinks inside a tree are always copied as symlinks.
+    pub no_dereference: bool,
 }
 
 impl Default for CopyOptions {
@@ -77,6 +80,7 @@ impl Default for CopyOptions {
             reflink: Reflink::Auto,
             one_file_system: false,
             sockets: false,
+            no_dereference: false,
         }
     }
 }

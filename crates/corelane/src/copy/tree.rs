@@ -174,6 +174,13 @@ pub fn copy_tree(
     progress: &(dyn Fn(u64, u64) + Sync),
     stop: &StopSignal,
 ) -> Result<TreeReport, CopyError> {
+    if opts.no_dereference {
+        if let Ok(link) = std::fs::symlink_metadata(src) {
+            if link.file_type().is_symlink() {
+                return copy_named_symlink(src, dst, &link, opts);
+            }
+        }
+    }
     let meta = std::fs::metadata(src).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => CopyError::SourceMissing(src.into()),
         _ => CopyError::io(format!("cannot stat {}", src.display()), e),
@@ -334,6 +341,65 @@ enum Entry {
     Directory,
     Symlink,
     Special,
+}
+
+/// `cp -a LINK DST`: the symlink named as the source is copied as a symlink (cp's `-d`), with
+/// its owner, attributes and times, under a temporary name renamed over `dst` (a file or
+/// symlink there is replaced atomically; a directory is copied into).
+fn copy_named_symlink(
+    src: &Path,
+    dst: &Path,
+    meta: &std::fs::Metadata,
+    opts: &CopyOptions,
+) -> Result<TreeReport, CopyError> {
+    let started = Instant::now();
+    super::refuse_symlinked_destination(dst, opts)?;
+    let name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
+    let to = if dst.is_dir() { dst.join(name) } else { dst.to_path_buf() };
+    let parent = match src.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let target = std::fs::read_link(src)
+        .map_err(|e| CopyError::io(format!("cannot read {}", src.display()), e))?;
+    let temp = super::destination::temp_name(&to);
+    std::os::unix::fs::symlink(&target, &temp).map_err(|e| {
+        CopyError::io(format!("cannot create a symlink beside {}", to.display()), e)
+    })?;
+    let source_dir = rustix::fs::open(
+        parent,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| CopyError::io(format!("cannot open {}", parent.display()), e.into()));
+    let losses = Losses::default();
+    let finished = source_dir.and_then(|dir| {
+        let ctx = Finish { source_root: dir.as_fd(), root: &to, opts, losses: &losses };
+        ctx.entry(Path::new(name), &temp, meta, Entry::Symlink);
+        std::fs::rename(&temp, &to)
+            .map_err(|e| CopyError::io(format!("cannot put {} in place", to.display()), e))
+    });
+    if let Err(e) = finished {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    Ok(TreeReport {
+        source: src.into(),
+        destination: to,
+        files: 0,
+        directories: 0,
+        symlinks: 1,
+        special_files: 0,
+        skipped: Vec::new(),
+        bytes: 0,
+        seconds: started.elapsed().as_secs_f64(),
+        gb_per_sec: 0.0,
+        lanes: 1,
+        syscalls: 0,
+        hard_links: 0,
+        preserve: opts.preserve,
+        not_kept: losses.report(),
+    })
 }
 
 /// Creates the tree's directories 0700 (private while they fill), parents first; `created`
