@@ -251,11 +251,12 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
 fn say_not_kept(not_kept: &[NotKept]) {
     for n in not_kept {
         eprintln!(
-            "corelane: could not keep {} on {} entries (first: {}: {}); --no-preserve={} \
+            "corelane: could not keep {} on {} entries (first: {:?}: {}); --no-preserve={} \
              accepts the loss",
             n.kind.name(),
             n.entries,
-            n.example.display(),
+            // Quoted and escaped: a name is the source owner's to choose, control bytes too.
+            n.example,
             n.why,
             if n.kind.name() == "acl" { "xattr" } else { n.kind.name() },
         );
