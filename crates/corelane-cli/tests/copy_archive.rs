@@ -51,6 +51,29 @@ fn preserve_lists_are_parsed_with_cps_names_and_bad_names_refused() {
     assert_eq!(report["preserve"]["mode"], false);
     assert_eq!(report["not_kept"], serde_json::json!([]));
     assert_eq!(std::fs::metadata(out.join("g")).unwrap().nlink(), 2);
+    // -p keeps mode, ownership and timestamps; links are not among them.
+    let basic = dir.path().join("basic");
+    let o = corelane(&["copy", "-r", "-p", s(&src), s(&basic), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["preserve"]["ownership"], true, "{report}");
+    assert_eq!(report["preserve"]["links"], false);
+    assert_eq!(report["hard_links"], 0);
+    // --reflink=always where extents cannot be shared (tmpfs, ramfs, ext4 across files)
+    // fails with the reason and leaves nothing.
+    let fs_type = rustix::fs::statfs(dir.path()).unwrap().f_type;
+    #[allow(clippy::unnecessary_cast)]
+    if ![0x9123_683E_i64, 0x5846_5342, 0xCA45_1A4E].contains(&(fs_type as i64)) {
+        let cloned = dir.path().join("cloned");
+        let o = corelane(&["copy", "--reflink=always", s(&src.join("f")), s(&cloned)]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            text(&o.stderr).contains("--reflink=auto copies the data instead"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(!cloned.exists());
+    }
     for (flag, why) in [
         ("--preserve=mode,acl", "unknown attribute `acl`"),
         ("--no-preserve=owner", "unknown attribute `owner`"),
