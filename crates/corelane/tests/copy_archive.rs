@@ -480,3 +480,41 @@ fn a_symlink_named_as_the_source_is_copied_as_a_symlink() {
     let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 4, "no temporary left: {names:?}");
 }
+
+/// File capabilities are privilege as set-id bits are: copied with the owner (`-a` as root,
+/// as cp -a), dropped when the copy does not keep the owner even though xattrs are kept.
+#[test]
+fn file_capabilities_are_copied_only_with_the_owner() {
+    if !root() {
+        eprintln!("skipped: needs root to set security.capability");
+        return;
+    }
+    let dir = scratch("caps");
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let prog = src.join("prog");
+    fs::write(&prog, b"x").unwrap();
+    chown(&prog, 1000, 1000);
+    chmod(&prog, 0o755);
+    // struct vfs_cap_data, revision 2, effective, permitted = CAP_NET_BIND_SERVICE (bit 10).
+    let mut cap = vec![0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00];
+    cap.resize(20, 0);
+    if rustix::fs::setxattr(&prog, "security.capability", &cap, rustix::fs::XattrFlags::empty())
+        .is_err()
+    {
+        eprintln!("skipped: this file system does not take security.capability");
+        return;
+    }
+    let has_caps = |p: &Path| xattrs(p).iter().any(|x| x.starts_with("security.capability="));
+    let with_owner = dir.path().join("with-owner");
+    copy_a(&src, &with_owner, 1);
+    assert!(has_caps(&with_owner.join("prog")));
+    assert_eq!(fs::metadata(with_owner.join("prog")).unwrap().uid(), 1000);
+    let without = dir.path().join("without-owner");
+    let opts =
+        CopyOptions { preserve: Preserve::ALL.without("ownership".parse().unwrap()), ..archive() };
+    let r = copy_tree(&src, &without, &opts, 1, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
+    assert!(!has_caps(&without.join("prog")), "a root-owned copy must not gain capabilities");
+    assert_eq!(fs::metadata(without.join("prog")).unwrap().uid(), 0);
+}

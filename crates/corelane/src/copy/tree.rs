@@ -615,3 +615,23 @@ fn copy_files(
         hard_links,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn chmod_nofollow_refuses_a_symlink_and_leaves_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"x").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let planted = dir.path().join("fifo");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        assert!(chmod_nofollow(&planted, 0o666).is_err());
+        assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o777, 0o600);
+        chmod_nofollow(&victim, 0o640).unwrap();
+        assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o777, 0o640);
+    }
+}
