@@ -442,9 +442,16 @@ fn make_links(
 ) -> Result<u64, CopyError> {
     for (rel, target, meta) in links {
         let path = ctx.root.join(rel);
-        let _ = std::fs::remove_file(&path);
-        std::os::unix::fs::symlink(target, &path)
-            .map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
+        // Replace what is there only when something is (one unlink fewer per symlink of a
+        // fresh copy).
+        let made = match std::os::unix::fs::symlink(target, &path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&path);
+                std::os::unix::fs::symlink(target, &path)
+            }
+            other => other,
+        };
+        made.map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
         if let Some(meta) = meta {
             ctx.entry(rel, &path, meta, Entry::Symlink);
         }
