@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
+use corelane::copy::{
+    copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall, NotKept, Preserve,
+    Reflink,
+};
 use corelane::topology::{CpuList, Topology};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -31,6 +34,36 @@ pub struct CopyArgs {
     /// since the copy belongs to whoever runs corelane.
     #[arg(short, long)]
     recursive: bool,
+    /// Archive, as cp -a: -r plus --preserve=all (mode with set-id bits, ownership, times of
+    /// files, directories and symlinks, hard links, xattrs and ACLs) and special files
+    /// (FIFOs, sockets, device nodes); a source that is a symlink is copied as one. What the
+    /// destination cannot keep is said once per kind
+    /// and makes the exit status 1, unless that kind is excluded with --no-preserve.
+    #[arg(short, long)]
+    archive: bool,
+    /// Keep mode, ownership and timestamps (cp -p).
+    #[arg(short = 'p')]
+    preserve_basic: bool,
+    /// Keep these attributes too (comma-separated, cp's names): mode, ownership, timestamps,
+    /// links, xattr (xattrs and ACLs; `context` is a synonym), all. Bare: mode,ownership,
+    /// timestamps.
+    #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true,
+          default_missing_value = "mode,ownership,timestamps")]
+    preserve: Option<Preserve>,
+    /// Do not keep these attributes (same names as --preserve); what cannot be kept of an
+    /// excluded kind is neither reported nor an error.
+    #[arg(long, value_name = "LIST", require_equals = true)]
+    no_preserve: Option<Preserve>,
+    /// Stay on the source's file system: directories on others (mount points) are created
+    /// empty.
+    #[arg(short = 'x', long)]
+    one_file_system: bool,
+    /// Share the source's extents (FICLONE) on btrfs, xfs, bcachefs: auto (share where
+    /// possible, else copy), always (share or fail), never (always copy the data). Bare:
+    /// always.
+    #[arg(long, value_name = "WHEN", num_args = 0..=1, require_equals = true,
+          default_value = "auto", default_missing_value = "always")]
+    reflink: Reflink,
     /// auto, read-write, direct, sendfile, splice, copy-file-range or io-uring.
     #[arg(long, default_value = "auto")]
     method: String,
@@ -115,6 +148,17 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     if let Some(pin) = &args.pin {
         Topology::read()?.check_pin(pin)?;
     }
+    let recursive = args.recursive || args.archive;
+    let mut preserve = if args.archive { Preserve::ALL } else { Preserve::DEFAULT };
+    if args.preserve_basic {
+        preserve = preserve.with(Preserve::BASIC);
+    }
+    if let Some(more) = args.preserve {
+        preserve = preserve.with(more);
+    }
+    if let Some(less) = args.no_preserve {
+        preserve = preserve.without(less);
+    }
     let opts = CopyOptions {
         method,
         buffer: args.buffer,
@@ -124,11 +168,16 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         },
         fsync: args.fsync,
         verify: args.verify,
-        fresh_in_place: args.recursive && !args.atomic,
+        fresh_in_place: recursive && !args.atomic,
         follow_destination_symlink: args.follow_dest_symlink,
+        preserve,
+        reflink: args.reflink,
+        one_file_system: args.one_file_system,
+        sockets: args.archive,
+        no_dereference: args.archive,
     };
     let stop = stop_on_signals()?;
-    let result = if args.recursive {
+    let result = if recursive {
         let lanes = args
             .lanes
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -142,6 +191,9 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
                     "copied {} files, {} directories, {} symlinks, {} special files ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
                     r.files, r.directories, r.symlinks, r.special_files, r.bytes, r.seconds, r.lanes, r.gb_per_sec
                 );
+                if r.hard_links > 0 {
+                    outln!("linked {} further names of hard-linked entries", r.hard_links);
+                }
                 if !r.skipped.is_empty() {
                     outln!("skipped {} entries:", r.skipped.len());
                     for s in &r.skipped {
@@ -149,6 +201,9 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
+            say_not_kept(&r.not_kept);
+            // cp -a fails on what it cannot recreate; -r lists it and succeeds, as before.
+            r.not_kept.is_empty() && (!args.archive || r.skipped.is_empty())
         })
     } else {
         let mut bar = LazyBar::new(!args.json);
@@ -177,14 +232,33 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
                     outln!("note: {why}");
                 }
             }
+            say_not_kept(&r.not_kept);
+            r.not_kept.is_empty()
         })
     };
     match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(true) => Ok(ExitCode::SUCCESS),
+        Ok(false) => Ok(ExitCode::FAILURE),
         Err(e @ CopyError::Interrupted(_)) => {
             eprintln!("corelane: {e}");
             Ok(ExitCode::from(130))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// One line per kind the destination could not keep, on stderr (the JSON lists them too).
+fn say_not_kept(not_kept: &[NotKept]) {
+    for n in not_kept {
+        eprintln!(
+            "corelane: could not keep {} on {} entries (first: {:?}: {}); --no-preserve={} \
+             accepts the loss",
+            n.kind.name(),
+            n.entries,
+            // Quoted and escaped: a name is the source owner's to choose, control bytes too.
+            n.example,
+            n.why,
+            if n.kind.name() == "acl" { "xattr" } else { n.kind.name() },
+        );
     }
 }

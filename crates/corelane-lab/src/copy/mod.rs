@@ -1,19 +1,25 @@
 //! `corelane lab copy`: seed 002's Tables 2 and 3 on a private tmpfs, then the modern methods,
 //! `auto`, a `huge=always` tmpfs, and trees copied with 1 and N lanes — beside `cp`, `cp -r`
 //! and `dd bs=1M` on the same files in the same run, and a plain memcpy of the same size as
-//! the physical ceiling every figure can be read against.
+//! the physical ceiling every figure can be read against. A real tree (/usr/share by default,
+//! staged on the scratch tmpfs) is copied with `corelane copy -a` beside `cp -a` and
+//! `rsync -aHAX`, and the two archive copies are compared entry by entry.
 
+mod compare;
 mod scratch;
 mod table;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
+use corelane::copy::{
+    copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall, Preserve,
+};
 use corelane::lane::StopSignal;
 use corelane::stats::median;
 use serde::Serialize;
 
+pub use compare::{compare, Comparison};
 pub use scratch::{remove_stale_mounts, Scratch};
 
 use crate::experiment::{self, Experiment, Measured, Options};
@@ -40,6 +46,10 @@ pub struct CopyArgs {
     /// Trials per configuration (default 3, 1 with --quick).
     #[arg(long, value_parser = corelane::units::parse_count)]
     pub trials: Option<usize>,
+    /// A real tree to stage on the scratch tmpfs and copy with `corelane copy -a`, `cp -a` and
+    /// `rsync -aHAX` (default /usr/share in a full run, none with --quick; `none` skips it).
+    #[arg(long, value_name = "DIR")]
+    pub real_tree: Option<PathBuf>,
 }
 
 impl Options for CopyArgs {
@@ -57,6 +67,11 @@ impl Options for CopyArgs {
             opts.size = size as u64;
         }
         opts.trials = self.trials.unwrap_or(opts.trials);
+        match self.real_tree {
+            Some(dir) if dir == Path::new("none") => opts.real_tree = None,
+            Some(dir) => opts.real_tree = Some(dir),
+            None => {}
+        }
         run(&opts, stop, progress)
     }
 }
@@ -73,6 +88,8 @@ pub struct CopyLabOptions {
     pub small_files: (usize, u64),
     /// Lanes for the parallel tree rows.
     pub lanes: usize,
+    /// A real tree for the archive rows (`copy -a` vs `cp -a`), staged on the scratch tmpfs.
+    pub real_tree: Option<PathBuf>,
 }
 
 impl CopyLabOptions {
@@ -83,6 +100,7 @@ impl CopyLabOptions {
             large_files: (1000, 1 << 20),
             small_files: (20_000, 4096),
             lanes: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            real_tree: Some(PathBuf::from("/usr/share")).filter(|p| p.is_dir()),
         }
     }
 
@@ -93,6 +111,7 @@ impl CopyLabOptions {
             trials: 1,
             large_files: (64, 1 << 20),
             small_files: (2000, 4096),
+            real_tree: None,
             ..Self::full()
         }
     }
@@ -129,6 +148,20 @@ pub struct CopyLabReport {
     pub rows: Vec<CopyRow>,
     pub findings: Vec<String>,
     pub removed_stale_mounts: Vec<String>,
+    /// The real tree of the archive rows and how `corelane copy -a`'s result compared with
+    /// `cp -a`'s, when one was staged.
+    pub real_tree: Option<RealTree>,
+}
+
+/// The real tree the archive rows copy.
+#[derive(Debug, Clone, Serialize)]
+pub struct RealTree {
+    pub source: PathBuf,
+    pub staged_at: PathBuf,
+    pub entries: u64,
+    pub bytes: u64,
+    /// `corelane copy -a`'s copy against `cp -a`'s, entry by entry.
+    pub metadata: Comparison,
 }
 
 fn describe(s: &Scratch) -> String {
@@ -219,6 +252,10 @@ enum Job {
     Tree {
         lanes: usize,
     },
+    /// `corelane copy -a`.
+    Archive {
+        lanes: usize,
+    },
     /// A peer command; `shown` is how the table names it (without the scratch paths).
     Peer {
         program: &'static str,
@@ -277,6 +314,17 @@ fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Tim
                 note: None,
             }
         }
+        Job::Archive { lanes } => {
+            let r = copy_tree(src, dst, &archive_options(), *lanes, &[], &|_, _| {}, stop)
+                .map_err(copy_failed)?;
+            let note = (!r.not_kept.is_empty()).then(|| format!("not kept: {:?}", r.not_kept));
+            Timed {
+                secs: r.seconds,
+                syscalls: Some(r.syscalls),
+                ran: format!("copy_tree -a, {} lane(s)", r.lanes),
+                note,
+            }
+        }
         Job::Peer { program, args, shown } => {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let secs = run_peer(program, &args)?;
@@ -285,6 +333,36 @@ fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Tim
     };
     remove(dst);
     Ok(result)
+}
+
+/// What `corelane copy -a` passes to the library.
+fn archive_options() -> CopyOptions {
+    CopyOptions {
+        preserve: Preserve::ALL,
+        sockets: true,
+        no_dereference: true,
+        fresh_in_place: true,
+        ..CopyOptions::default()
+    }
+}
+
+/// Entries and bytes of regular files below `root` (the staging tmpfs is sized from them).
+fn tree_size(root: &Path) -> Result<(u64, u64), LabError> {
+    let (mut entries, mut bytes) = (0u64, 0u64);
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let list = std::fs::read_dir(&dir)
+            .map_err(|e| LabError::io(format!("cannot list {}", dir.display()), e))?;
+        for entry in list.flatten() {
+            entries += 1;
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => pending.push(entry.path()),
+                Ok(m) if m.is_file() => bytes += m.len(),
+                _ => {}
+            }
+        }
+    }
+    Ok((entries, bytes))
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -314,6 +392,8 @@ struct CopyLab<'a> {
     memcpy_gbps: f64,
     removed_stale_mounts: Vec<String>,
     trees: Vec<(String, PathBuf, usize, u64)>,
+    /// The staged real tree, its scratch tmpfs and what the comparison found.
+    real: Option<(Scratch, RealTree)>,
 }
 
 impl<'a> CopyLab<'a> {
@@ -355,7 +435,86 @@ impl<'a> CopyLab<'a> {
             write_tree(&tree, n, each)?;
             trees.push((format!("tree: {n} × {}", human(each)), tree, n, each));
         }
-        Ok(Self { opts, scratch, huge, memcpy_gbps, removed_stale_mounts, trees })
+        let real = match &opts.real_tree {
+            Some(dir) => Self::stage_real_tree(dir, opts.lanes, progress)?,
+            None => None,
+        };
+        Ok(Self { opts, scratch, huge, memcpy_gbps, removed_stale_mounts, trees, real })
+    }
+
+    /// Stages `dir` on its own scratch tmpfs with `cp -a`, then copies it once with
+    /// `corelane copy -a` and once with `cp -a` and compares the two entry by entry.
+    fn stage_real_tree(
+        dir: &Path,
+        lanes: usize,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Option<(Scratch, RealTree)>, LabError> {
+        if !dir.is_dir() {
+            progress(&format!("skipping the real-tree rows: {} is not a directory", dir.display()));
+            return Ok(None);
+        }
+        let (entries, bytes) = tree_size(dir)?;
+        // The staged source and two copies, tmpfs's per-entry cost, and room to spare.
+        let scratch = Scratch::mount(3 * bytes + 3 * entries * 4096 + (256 << 20), "")?;
+        let staged = scratch.path.join("real-src");
+        progress(&format!(
+            "staging {} ({entries} entries, {} MiB) with cp -a on {}",
+            dir.display(),
+            bytes >> 20,
+            describe(&scratch)
+        ));
+        Host::Local.run("cp", &["-a", &path_text(dir), &path_text(&staged)])?;
+        let (by_cp, by_corelane) =
+            (scratch.path.join("check-cp"), scratch.path.join("check-corelane"));
+        Host::Local.run("cp", &["-a", &path_text(&staged), &path_text(&by_cp)])?;
+        let stop = StopSignal::new();
+        copy_tree(&staged, &by_corelane, &archive_options(), lanes, &[], &|_, _| {}, &stop)
+            .map_err(copy_failed)?;
+        let metadata = compare(&by_cp, &by_corelane)?;
+        progress(&format!(
+            "copy -a vs cp -a on {}: {} entries, {} differing, hard-link groups {}",
+            dir.display(),
+            metadata.entries,
+            metadata.differing,
+            if metadata.same_hard_link_groups { "the same" } else { "different" }
+        ));
+        remove(&by_cp);
+        remove(&by_corelane);
+        let tree = RealTree { source: dir.into(), staged_at: staged, entries, bytes, metadata };
+        Ok(Some((scratch, tree)))
+    }
+
+    /// `corelane copy -a` beside `cp -a` and (when installed) `rsync -aHAX` on the real tree.
+    fn real_tree_cases(&self) -> Vec<Case> {
+        let Some((scratch, tree)) = &self.real else { return Vec::new() };
+        let out = scratch.path.join("real-copy");
+        let (s, d) = (path_text(&tree.staged_at), path_text(&out));
+        let section = format!("real tree: {}", tree.source.display());
+        let lanes = self.opts.lanes;
+        let mut jobs = vec![
+            (format!("corelane copy -a, {lanes} lanes"), Job::Archive { lanes }),
+            (
+                "cp -a".to_string(),
+                Job::Peer { program: "cp", args: strings(&["-a", &s, &d]), shown: "cp -a SRC DST" },
+            ),
+        ];
+        if crate::process::on_path("rsync") {
+            // -HAX: hard links, ACLs and xattrs, what cp -a keeps and plain -a does not.
+            let from = format!("{s}/");
+            let rsync = strings(&["-aHAX", &from, &d]);
+            let shown = "rsync -aHAX SRC/ DST";
+            jobs.push(("rsync -aHAX".into(), Job::Peer { program: "rsync", args: rsync, shown }));
+        }
+        jobs.into_iter()
+            .map(|(config, job)| Case {
+                section: section.clone(),
+                config,
+                job,
+                src: tree.staged_at.clone(),
+                dst: out.clone(),
+                bytes: tree.bytes,
+            })
+            .collect()
     }
 
     /// Seed 002's Tables 2 (creat) and 3 (open), O_DIRECT, the kernel-side methods, and
@@ -451,6 +610,7 @@ impl Experiment for CopyLab<'_> {
     fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
         let mut cases = self.file_cases();
         cases.extend(self.huge_and_tree_cases());
+        cases.extend(self.real_tree_cases());
         Ok(cases)
     }
 
@@ -476,7 +636,10 @@ impl Experiment for CopyLab<'_> {
                 row.pct_of_baseline = Some(row.median_secs / base * 100.0);
             }
         }
-        let findings = findings(&rows, self.memcpy_gbps);
+        let mut findings = findings(&rows, self.memcpy_gbps);
+        if let Some((_, tree)) = &self.real {
+            findings.push(real_tree_finding(&rows, tree));
+        }
         Ok(CopyLabReport {
             machine: crate::machine(),
             scratch: describe(&self.scratch),
@@ -487,6 +650,7 @@ impl Experiment for CopyLab<'_> {
             rows,
             findings,
             removed_stale_mounts: self.removed_stale_mounts,
+            real_tree: self.real.map(|(_, tree)| tree),
         })
     }
 }
@@ -530,6 +694,35 @@ fn human(bytes: u64) -> String {
 
 fn find<'a>(rows: &'a [CopyRow], section: &str, config: &str) -> Option<&'a CopyRow> {
     rows.iter().find(|r| r.section.starts_with(section) && r.config == config)
+}
+
+/// The archive rows in one sentence: times against cp -a and whether the results match.
+fn real_tree_finding(rows: &[CopyRow], tree: &RealTree) -> String {
+    let section = format!("real tree: {}", tree.source.display());
+    let ours = rows.iter().find(|r| r.section == section && r.config.starts_with("corelane"));
+    let cp = rows.iter().find(|r| r.section == section && r.config == "cp -a");
+    let times = match (ours, cp) {
+        (Some(o), Some(c)) => format!(
+            "{} {:.3}s vs cp -a {:.3}s ({:.2}x cp's time)",
+            o.config,
+            o.median_secs,
+            c.median_secs,
+            o.median_secs / c.median_secs.max(1e-9)
+        ),
+        _ => "not timed".into(),
+    };
+    let m = &tree.metadata;
+    let verdict = if m.identical() {
+        format!("identical metadata over {} entries (hard-link groups included)", m.entries)
+    } else {
+        format!(
+            "{} of {} entries differ from cp -a's copy (first: {})",
+            m.differing,
+            m.entries,
+            m.differences.first().map_or("hard-link groups", String::as_str)
+        )
+    };
+    format!("{section} ({} entries, {} MiB): {times}; {verdict}.", tree.entries, tree.bytes >> 20)
 }
 
 fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {

@@ -30,7 +30,7 @@ pub(crate) struct TempDestination {
     committed: bool,
 }
 
-fn temp_name(target: &Path) -> PathBuf {
+pub(crate) fn temp_name(target: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     // std::process::id() is a getpid(2) per call; a tree copy names thousands of files.
     static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
@@ -45,7 +45,7 @@ fn temp_name(target: &Path) -> PathBuf {
 
 /// The process's umask, read once from /proc/self/status (umask(2) can only be read by
 /// setting it, which races with other threads creating files).
-fn umask() -> Option<u32> {
+pub(crate) fn umask() -> Option<u32> {
     static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *UMASK.get_or_init(|| {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;

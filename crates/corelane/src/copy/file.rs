@@ -12,7 +12,10 @@ use rustix::fs::{Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
 use super::destination::{creation_keeps, granted_mode, TempDestination};
 use super::extents::data_extents;
+use super::links::LinkMap;
 use super::method::{transfer, CopyMethod, SPLICE_PIPE};
+use super::preserve::{keep_owner, kept_mode, Losses, OwnerTarget, Reflink};
+use super::xattr::{copy_xattrs, XattrSource, XattrTarget};
 use super::{CopyError, CopyOptions, CopyReport};
 use crate::lane::StopSignal;
 
@@ -138,7 +141,14 @@ fn reopen_direct(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 fn unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EXDEV | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+        Some(
+            libc::EXDEV
+                | libc::EOPNOTSUPP
+                | libc::EINVAL
+                | libc::ENOSYS
+                | libc::EPERM
+                | libc::ENOTTY
+        )
     )
 }
 
@@ -166,17 +176,9 @@ const OFFLOADING_FS: [i64; 7] = [
     0x2FC1_2FC1, // zfs
 ];
 
-/// `auto`'s order for this pair of files. Where the file system offloads copy_file_range
-/// (same file system, one of `OFFLOADING_FS`) it goes first. Elsewhere (tmpfs, ext4, across
-/// file systems) copy_file_range falls back to the kernel's generic splice loop, and splice
-/// through a 1 MiB pipe moved data faster in `corelane lab copy` (docs/RESULTS.md), so
-/// splice goes first; read/write is the last resort.
-fn auto_candidates(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> Vec<CopyMethod> {
-    // A file that fits one pipe is one copy_file_range call; a splice would need a pipe and
-    // two calls. No need to look at the file systems (a tree has thousands of these).
-    if info.size <= SPLICE_PIPE as u64 {
-        return vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite];
-    }
+/// Whether copy_file_range between this source and `dst`'s directory shares or offloads the
+/// data: same file system, one of `OFFLOADING_FS`.
+fn offloads(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> bool {
     let dir = match dst.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -186,11 +188,39 @@ fn auto_candidates(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> Vec<Co
     #[allow(clippy::useless_conversion)]
     let fs_type = rustix::fs::fstatfs(src).ok().map(|s| i64::from(s.f_type));
     let same_fs = std::fs::metadata(dir).is_ok_and(|d| d.dev() == info.dev);
-    let offloads = same_fs && fs_type.is_some_and(|t| OFFLOADING_FS.contains(&t));
-    if offloads {
-        vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite]
-    } else {
-        vec![CopyMethod::Splice, CopyMethod::CopyFileRange, CopyMethod::ReadWrite]
+    same_fs && fs_type.is_some_and(|t| OFFLOADING_FS.contains(&t))
+}
+
+/// `auto`'s order for this pair of files. Where the file system offloads copy_file_range
+/// (same file system, one of `OFFLOADING_FS`) it goes first, after FICLONE when sharing
+/// extents is allowed. Elsewhere (tmpfs, ext4, across file systems) copy_file_range falls
+/// back to the kernel's generic splice loop, and splice through a 1 MiB pipe moved data
+/// faster in `corelane lab copy` (docs/RESULTS.md), so splice goes first; read/write is the
+/// last resort. `--reflink=never` drops copy_file_range where it would share extents.
+fn auto_candidates(
+    src: BorrowedFd<'_>,
+    info: &SourceInfo,
+    dst: &Path,
+    reflink: Reflink,
+) -> Vec<CopyMethod> {
+    // A file that fits one pipe is one copy_file_range call; a splice would need a pipe and
+    // two calls. No need to look at the file systems (a tree has thousands of these); where
+    // they share extents, copy_file_range shares them as FICLONE would.
+    if info.size <= SPLICE_PIPE as u64 && reflink != Reflink::Never {
+        return vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite];
+    }
+    match (offloads(src, info, dst), reflink) {
+        (true, Reflink::Never) => vec![CopyMethod::Splice, CopyMethod::ReadWrite],
+        (true, _) => vec![
+            CopyMethod::Ficlone,
+            CopyMethod::CopyFileRange,
+            CopyMethod::Splice,
+            CopyMethod::ReadWrite,
+        ],
+        (false, _) if info.size <= SPLICE_PIPE as u64 => {
+            vec![CopyMethod::CopyFileRange, CopyMethod::Splice, CopyMethod::ReadWrite]
+        }
+        (false, _) => vec![CopyMethod::Splice, CopyMethod::CopyFileRange, CopyMethod::ReadWrite],
     }
 }
 
@@ -211,7 +241,32 @@ pub fn copy_file(
             return Err(CopyError::SameFile { src: src.into(), dst });
         }
     }
-    copy_checked(SourcePath::Named(src), src, dst, opts, progress, stop)
+    let losses = Losses::default();
+    let keep = Keep { losses: &losses, links: None };
+    match copy_checked(SourcePath::Named(src), src, dst, opts, &keep, progress, stop)? {
+        Copied::Data(mut report) => {
+            report.not_kept = losses.report();
+            Ok(report)
+        }
+        Copied::SecondName(_) => unreachable!("no link map for a single file"),
+    }
+}
+
+/// What a tree copy shares between its files: the losses counted and, with
+/// `--preserve=links`, the inodes already claimed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep<'a> {
+    pub(crate) losses: &'a Losses,
+    pub(crate) links: Option<&'a LinkMap>,
+}
+
+/// What `copy_checked` did with a source.
+#[derive(Debug)]
+pub(crate) enum Copied {
+    Data(CopyReport),
+    /// Another name of an inode claimed by an earlier name, copied to this destination: link
+    /// to it once every lane is done.
+    SecondName(PathBuf),
 }
 
 /// What a copy needs to know of its source, from fstat(2) of the opened file.
@@ -245,18 +300,27 @@ pub(crate) fn copy_checked(
     shown: &Path,
     dst: PathBuf,
     opts: &CopyOptions,
+    keep: &Keep<'_>,
     progress: &mut dyn FnMut(u64, u64),
     stop: &StopSignal,
-) -> Result<CopyReport, CopyError> {
+) -> Result<Copied, CopyError> {
     let (plain, stat) = open_source(src, shown)?;
+    if let Some(links) = keep.links {
+        if stat.st_nlink > 1 {
+            if let Some(first) = links.claim(stat.st_dev, stat.st_ino, &dst) {
+                return Ok(Copied::SecondName(first));
+            }
+        }
+    }
     let info = SourceInfo::from(&stat);
     let size = info.size;
     let started = Instant::now();
-    let candidates: Vec<CopyMethod> = match opts.method {
-        Some(CopyMethod::Direct) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
-        Some(CopyMethod::IoUring) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
-        Some(m) => vec![m],
-        None => auto_candidates(plain.as_fd(), &info, &dst),
+    let candidates: Vec<CopyMethod> = match (opts.reflink, opts.method) {
+        (Reflink::Always, _) => vec![CopyMethod::Ficlone],
+        (_, Some(CopyMethod::Direct)) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
+        (_, Some(CopyMethod::IoUring)) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
+        (_, Some(m)) => vec![m],
+        (reflink, None) => auto_candidates(plain.as_fd(), &info, &dst, reflink),
     };
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {
@@ -296,9 +360,14 @@ pub(crate) fn copy_checked(
             Err(e) => return Err(map_failure(e, &dst, "cannot create a temporary file beside")),
         };
         // A file with every block allocated has no holes: skip the SEEK_DATA/SEEK_HOLE walk.
-        let dense = info.blocks * 512 >= size;
-        let extents =
-            if dense && size > 0 { vec![(0, size)] } else { data_extents(source.as_fd(), size) };
+        // FICLONE shares the whole file, holes included, in one call.
+        let whole = method == CopyMethod::Ficlone;
+        let dense = whole || info.blocks * 512 >= size;
+        let extents = if (dense && size > 0) || (whole && opts.reflink == Reflink::Always) {
+            vec![(0, size)]
+        } else {
+            data_extents(source.as_fd(), size)
+        };
         // Sized first when there are holes, so extents land at their offsets and holes stay.
         if !dense {
             rustix::fs::ftruncate(temp.fd(), size)
@@ -342,6 +411,13 @@ pub(crate) fn copy_checked(
                 fallback = Some(format!("{} refused here ({e})", method.name()));
                 continue;
             }
+            if method == CopyMethod::Ficlone && opts.reflink == Reflink::Always {
+                return Err(CopyError::ReflinkRefused {
+                    src: shown.into(),
+                    dst,
+                    why: e.to_string(),
+                });
+            }
             return Err(map_failure(e, &dst, "cannot write"));
         }
         if direct {
@@ -349,13 +425,24 @@ pub(crate) fn copy_checked(
             rustix::fs::ftruncate(temp.fd(), size)
                 .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
         }
-        if !keeps {
-            rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(mode))
+        // Owner first (chown clears set-id bits and file capabilities), then attributes, then
+        // the exact mode, times last.
+        let owner_kept = opts.preserve.ownership
+            && keep_owner(OwnerTarget::Fd(temp.fd()), stat.st_uid, stat.st_gid, shown, keep.losses);
+        if opts.preserve.xattr {
+            let (from, to) = (XattrSource::Fd(plain.as_fd()), XattrTarget::Fd(temp.fd()));
+            copy_xattrs(from, to, owner_kept, shown, keep.losses);
+        }
+        let final_mode = kept_mode(info.mode, false, opts.preserve.mode, owner_kept);
+        if !keeps || final_mode != mode {
+            rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(final_mode))
                 .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
         }
-        let times = Timestamps { last_access: info.atime, last_modification: info.mtime };
-        rustix::fs::futimens(temp.fd(), &times)
-            .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
+        if opts.preserve.timestamps {
+            let times = Timestamps { last_access: info.atime, last_modification: info.mtime };
+            rustix::fs::futimens(temp.fd(), &times)
+                .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
+        }
         let verified = if opts.verify {
             // The opened source, not its path again: the path may name another file by now.
             let opened = PathBuf::from(format!("/proc/self/fd/{}", plain.as_raw_fd()));
@@ -370,7 +457,7 @@ pub(crate) fn copy_checked(
         };
         temp.commit(opts.fsync).map_err(|e| map_failure(e, &dst, "cannot put in place"))?;
         let seconds = started.elapsed().as_secs_f64();
-        return Ok(CopyReport {
+        return Ok(Copied::Data(CopyReport {
             source: shown.into(),
             destination: dst,
             bytes: size,
@@ -381,7 +468,8 @@ pub(crate) fn copy_checked(
             syscalls: calls,
             extents: extents.len(),
             verified,
-        });
+            not_kept: Vec::new(),
+        }));
     }
     unreachable!("the last candidate either returns or fails")
 }

@@ -27,6 +27,9 @@ pub enum CopyMethod {
     CopyFileRange,
     /// io_uring reads and writes, a batch of chunks per io_uring_enter.
     IoUring,
+    /// FICLONE: the copy shares the source's extents (btrfs, xfs, bcachefs); no data moves.
+    /// Chosen by `--reflink`, never named as a method.
+    Ficlone,
 }
 
 /// How the destination is created, as seed 002 compares: `creat` makes a named temporary with
@@ -58,6 +61,7 @@ impl CopyMethod {
             CopyMethod::Splice => "splice",
             CopyMethod::CopyFileRange => "copy-file-range",
             CopyMethod::IoUring => "io-uring",
+            CopyMethod::Ficlone => "ficlone",
         }
     }
 }
@@ -158,6 +162,11 @@ pub(crate) fn transfer(
             drive(KERNEL_CHUNK, &mut |_, want| {
                 Ok((copy_file_range(src, Some(&mut at_in), dst, Some(&mut at_out), want)?, 1))
             })?;
+        }
+        CopyMethod::Ficlone => {
+            // The whole file at once (FICLONE has no range): the caller passes one extent.
+            rustix::fs::ioctl_ficlone(dst, src)?;
+            calls += 1;
         }
         CopyMethod::IoUring => {
             let chunk = buffer.len().clamp(4096, 8 << 20);

@@ -7,13 +7,18 @@
 //! asked for, writes into a temporary file beside the destination and renames it over the
 //! destination only when complete, keeps holes, mode and times, and reports what it did.
 //! [`copy_tree`] spreads a tree's files over lanes: one file's writes serialise on its inode
-//! lock, so parallelism belongs across files.
+//! lock, so parallelism belongs across files. With [`Preserve::ALL`] (`copy -a`) it keeps what
+//! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
+//! special files; what the destination cannot keep is counted per kind in [`NotKept`].
 
 mod destination;
 mod extents;
 mod file;
+mod links;
 mod method;
+mod preserve;
 mod tree;
+mod xattr;
 
 use std::io;
 use std::path::PathBuf;
@@ -22,6 +27,7 @@ use serde::Serialize;
 
 pub use file::copy_file;
 pub use method::{CopyMethod, CreateCall};
+pub use preserve::{LossKind, NotKept, Preserve, Reflink};
 pub use tree::{copy_tree, Skipped, TreeReport};
 
 /// How to copy.
@@ -45,6 +51,19 @@ pub struct CopyOptions {
     /// symlink where a directory is expected (say, planted in a shared directory) would carry
     /// a root copy anywhere on the system.
     pub follow_destination_symlink: bool,
+    /// What is kept beyond the bytes (cp's `--preserve`); `Preserve::ALL` for `-a`.
+    pub preserve: Preserve,
+    /// Whether to share extents (FICLONE) instead of copying data.
+    pub reflink: Reflink,
+    /// Do not descend into directories on other file systems (cp's `-x`); their mount points
+    /// are created, empty.
+    pub one_file_system: bool,
+    /// Recreate sockets with mknod as `cp -a` does (a socket file carries no listener, only a
+    /// name and its attributes); off, sockets are listed as skipped.
+    pub sockets: bool,
+    /// A source that is itself a symlink is copied as a symlink, not followed (cp's `-d`, part
+    /// of `-a`). Symlinks inside a tree are always copied as symlinks.
+    pub no_dereference: bool,
 }
 
 impl Default for CopyOptions {
@@ -57,6 +76,11 @@ impl Default for CopyOptions {
             verify: false,
             fresh_in_place: false,
             follow_destination_symlink: false,
+            preserve: Preserve::DEFAULT,
+            reflink: Reflink::Auto,
+            one_file_system: false,
+            sockets: false,
+            no_dereference: false,
         }
     }
 }
@@ -78,6 +102,8 @@ pub struct CopyReport {
     /// Data extents copied (more than one: the source had holes, which were kept).
     pub extents: usize,
     pub verified: bool,
+    /// Attributes asked for that the destination could not keep, once per kind.
+    pub not_kept: Vec<NotKept>,
 }
 
 /// Why a copy failed; in every case the destination is as it was before.
@@ -107,6 +133,8 @@ pub enum CopyError {
     Interrupted(PathBuf),
     #[error("checksums differ after copying {src} to {dst}: the destination was not put in place")]
     VerifyFailed { src: PathBuf, dst: PathBuf },
+    #[error("cannot share the extents of {src} with {dst} ({why}): --reflink=always needs both on one btrfs, xfs or bcachefs file system; --reflink=auto copies the data instead")]
+    ReflinkRefused { src: PathBuf, dst: PathBuf, why: String },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
 }
