@@ -244,11 +244,38 @@ fn remote_args<'a>(hosts: &'a Hosts, config: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed) and returns its JSON report.
+fn run_across(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("run.json").display().to_string();
+    let mut args = lab_args.to_vec();
+    args.extend(["--vs", "none"]);
+    args.extend(remote_args(hosts, &config));
+    args.extend(["--deploy", "--json", &json]);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// Starts a 20-second `lab udp` placement row across the hosts (RPS changed on h2) and
+/// returns once its receiver runs on h2.
+fn start_long_run(hosts: &Hosts, stderr: Stdio) -> Child {
+    let config = hosts.path("config").display().to_string();
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
+    args.extend(["--configs", "placement", "--vs", "none", "--deploy"]);
+    args.extend(remote_args(hosts, &config));
+    let lab = hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(stderr).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("udp recv")) {
+        assert!(Instant::now() < end, "the receiver never started on h2");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    lab
+}
+
 #[test]
 fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("run.json").display().to_string();
     // A mask of our own, so "restored" cannot be confused with "RPS off".
     run(
         "ip",
@@ -262,14 +289,8 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
         ],
     );
     let masks_before = hosts.rx_masks();
-    let configs = "default,placement,reuseport";
-    let mut args = vec!["lab", "udp", "--quick", "--configs", configs, "--vs", "none"];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--json", &json]);
-    let out = hosts.corelane(&args);
-    assert!(out.status.success(), "{}", text(&out));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report =
+        run_across(&hosts, &["lab", "udp", "--quick", "--configs", "default,placement,reuseport"]);
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3, "{report}");
     for row in rows {
@@ -353,22 +374,9 @@ fn each_remote_failure_is_one_line_naming_the_host() {
 #[test]
 fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
     let masks_before = hosts.rx_masks();
-    let mut args =
-        vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "placement"];
-    args.extend(["--vs", "none"]);
-    args.extend(remote_args(&hosts, &config));
-    args.push("--deploy");
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    // Wait until the receiver runs on h2, then kill the controller outright.
-    let end = Instant::now() + Duration::from_secs(30);
-    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("udp recv")) {
-        assert!(Instant::now() < end, "the receiver never started on h2");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // `ip netns exec` execs, so the child's PID is corelane's own.
+    let mut lab = start_long_run(&hosts, Stdio::null());
+    // Kill the controller outright; `ip netns exec` execs, so the child's PID is corelane's own.
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
@@ -393,17 +401,9 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
 #[test]
 fn lab_tcp_runs_across_two_ssh_hosts_and_restores_the_nic() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("tcp.json").display().to_string();
     let masks_before = hosts.rx_masks();
-    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline,flow-to-core"];
-    args.extend(["--vs", "none"]);
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--json", &json]);
-    let out = hosts.corelane(&args);
-    assert!(out.status.success(), "{}", text(&out));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report =
+        run_across(&hosts, &["lab", "tcp", "--quick", "--configs", "baseline,flow-to-core"]);
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "keep-alive and close × two configurations: {report}");
     for row in rows {
@@ -418,20 +418,8 @@ fn lab_tcp_runs_across_two_ssh_hosts_and_restores_the_nic() {
 #[test]
 fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
     let masks_before = hosts.rx_masks();
-    let mut args =
-        vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "placement"];
-    args.extend(["--vs", "none"]);
-    args.extend(remote_args(&hosts, &config));
-    args.push("--deploy");
-    let lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("udp recv")) {
-        assert!(Instant::now() < end, "the receiver never started on h2");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let lab = start_long_run(&hosts, Stdio::piped());
     // Every sshd process on h2 (the listener and each session's): the connection is gone.
     run("ip", &["netns", "exec", &hosts.names[2], "pkill", "-KILL", "sshd"]);
     let started = Instant::now();
