@@ -236,16 +236,24 @@ pub fn copy_tree(
     let ctx = Finish { source_root: source_root.as_fd(), root: &root, opts, losses: &losses };
     let mut created = Vec::with_capacity(tree.dirs.len());
     let copied = create_dirs(&root, &tree.dirs, &mut created).and_then(|()| {
-        let links = make_links(&ctx, &tree.links)?;
         let (special_files, special_links, skipped) = make_specials(&ctx, &tree.specials)?;
         let runs = plan_runs(std::mem::take(&mut tree.files));
-        let files = copy_files(&ctx, src, runs, lanes, cpus, progress, stop)?;
-        Ok((links, special_files, special_links, skipped, files))
+        // Symlinks are made beside the file lanes, not before them: the directories exist,
+        // and nothing else touches a symlink's name.
+        let (links, files) = std::thread::scope(|scope| {
+            let links = scope.spawn(|| make_links(&ctx, &tree.links));
+            let files = copy_files(&ctx, src, runs, lanes, cpus, progress, stop);
+            let links = links.join().unwrap_or_else(|_| {
+                Err(CopyError::io("making symlinks", std::io::Error::other("the thread panicked")))
+            });
+            (links, files)
+        });
+        Ok((links?, special_files, special_links, skipped, files?))
     });
     // Final owners, attributes, modes and times on every path out, deepest first (creating
     // entries changes a directory's mtime; a default ACL set early would be inherited by the
     // copies), for the directories this copy created.
-    finish_dirs(&ctx, &tree.dirs, &created);
+    finish_dirs(&ctx, &tree.dirs, &created, lanes);
     let (symlinks, special_files, special_links, skipped, files) = copied?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(TreeReport {
@@ -428,11 +436,39 @@ fn create_dirs(
 }
 
 /// Gives the directories this copy created their source's owner, attributes, mode (set-id
-/// bits only with the owner) and times, deepest first. Best effort: it runs on failure paths
-/// too.
-fn finish_dirs(ctx: &Finish<'_>, dirs: &[(PathBuf, std::fs::Metadata)], created: &[bool]) {
-    for ((rel, meta), _) in dirs.iter().zip(created).rev().filter(|(_, &made)| made) {
+/// bits only with the owner) and times, deepest first: level by level from the deepest, each
+/// level spread over `lanes` threads (a directory's children are all finished before it).
+/// Best effort: it runs on failure paths too.
+fn finish_dirs(
+    ctx: &Finish<'_>,
+    dirs: &[(PathBuf, std::fs::Metadata)],
+    created: &[bool],
+    lanes: usize,
+) {
+    let mut levels: Vec<Vec<usize>> = Vec::new();
+    for (i, ((rel, _), _)) in dirs.iter().zip(created).enumerate().filter(|(_, (_, &m))| m) {
+        let depth = rel.components().count();
+        if levels.len() <= depth {
+            levels.resize_with(depth + 1, Vec::new);
+        }
+        levels[depth].push(i);
+    }
+    let finish = |i: &usize| {
+        let (rel, meta) = &dirs[*i];
         ctx.entry(rel, &ctx.root.join(rel), meta, Entry::Directory);
+    };
+    let finish = &finish;
+    for level in levels.iter().rev() {
+        // Threads pay off only for a level with many directories.
+        if lanes < 2 || level.len() < 64 {
+            level.iter().for_each(finish);
+            continue;
+        }
+        std::thread::scope(|scope| {
+            for part in level.chunks(level.len().div_ceil(lanes)) {
+                scope.spawn(move || part.iter().for_each(finish));
+            }
+        });
     }
 }
 
