@@ -99,15 +99,16 @@ struct FileJob {
 struct Walk {
     dirs: Vec<(PathBuf, std::fs::Metadata)>,
     files: Vec<FileJob>,
-    /// Symlinks, their targets and (when their owner, times or attributes are kept) lstat.
-    links: Vec<(PathBuf, PathBuf, Option<std::fs::Metadata>)>,
+    /// Symlinks (read and, when their owner, times or attributes are kept, lstat-ed by the
+    /// thread that makes them, beside the file lanes).
+    links: Vec<PathBuf>,
     /// FIFOs, sockets and device nodes, with their lstat.
     specials: Vec<(PathBuf, std::fs::Metadata)>,
 }
 
-/// Walks the tree below `root`. `link_meta`: lstat symlinks too. `one_file_system`: list no
+/// Walks the tree below `root`. `one_file_system`: list no
 /// directory on another file system than the root's (it is still created, empty, as cp -x).
-fn walk(root: &Path, link_meta: bool, one_file_system: bool) -> Result<Walk, CopyError> {
+fn walk(root: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
     let mut out = Walk::default();
     let mut pending = vec![PathBuf::new()];
     let mut root_dev = None;
@@ -134,16 +135,7 @@ fn walk(root: &Path, link_meta: bool, one_file_system: bool) -> Result<Walk, Cop
             if kind.is_dir() {
                 pending.push(child);
             } else if kind.is_symlink() {
-                let target = std::fs::read_link(entry.path())
-                    .map_err(|e| CopyError::io("cannot read a symlink", e))?;
-                let meta = if link_meta {
-                    Some(std::fs::symlink_metadata(entry.path()).map_err(|e| {
-                        CopyError::io(format!("cannot stat {}", child.display()), e)
-                    })?)
-                } else {
-                    None
-                };
-                out.links.push((child, target, meta));
+                out.links.push(child);
             } else if kind.is_file() {
                 out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
                 nth_in_dir += 1;
@@ -231,7 +223,8 @@ pub fn copy_tree(
     .map_err(|e| CopyError::io(format!("cannot open {}", src.display()), e.into()))?;
     let started = Instant::now();
     let p = opts.preserve;
-    let mut tree = walk(src, p.ownership || p.timestamps || p.xattr, opts.one_file_system)?;
+    let link_meta = p.ownership || p.timestamps || p.xattr;
+    let mut tree = walk(src, opts.one_file_system)?;
     let losses = Losses::default();
     let ctx = Finish { source_root: source_root.as_fd(), root: &root, opts, losses: &losses };
     let mut created = Vec::with_capacity(tree.dirs.len());
@@ -241,7 +234,7 @@ pub fn copy_tree(
         // Symlinks are made beside the file lanes, not before them: the directories exist,
         // and nothing else touches a symlink's name.
         let (links, files) = std::thread::scope(|scope| {
-            let links = scope.spawn(|| make_links(&ctx, &tree.links));
+            let links = scope.spawn(|| make_links(&ctx, src, &tree.links, link_meta));
             let files = copy_files(&ctx, src, runs, lanes, cpus, progress, stop);
             let links = links.join().unwrap_or_else(|_| {
                 Err(CopyError::io("making symlinks", std::io::Error::other("the thread panicked")))
@@ -472,24 +465,33 @@ fn finish_dirs(
     }
 }
 
+/// Recreates the symlinks `links` (paths below `src`), each with its own owner, attributes
+/// and times when `link_meta` (read here, by this thread, beside the file lanes).
 fn make_links(
     ctx: &Finish<'_>,
-    links: &[(PathBuf, PathBuf, Option<std::fs::Metadata>)],
+    src: &Path,
+    links: &[PathBuf],
+    link_meta: bool,
 ) -> Result<u64, CopyError> {
-    for (rel, target, meta) in links {
+    for rel in links {
+        let from = src.join(rel);
+        let target =
+            std::fs::read_link(&from).map_err(|e| CopyError::io("cannot read a symlink", e))?;
         let path = ctx.root.join(rel);
         // Replace what is there only when something is (one unlink fewer per symlink of a
         // fresh copy).
-        let made = match std::os::unix::fs::symlink(target, &path) {
+        let made = match std::os::unix::fs::symlink(&target, &path) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let _ = std::fs::remove_file(&path);
-                std::os::unix::fs::symlink(target, &path)
+                std::os::unix::fs::symlink(&target, &path)
             }
             other => other,
         };
         made.map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
-        if let Some(meta) = meta {
-            ctx.entry(rel, &path, meta, Entry::Symlink);
+        if link_meta {
+            let meta = std::fs::symlink_metadata(&from)
+                .map_err(|e| CopyError::io(format!("cannot stat {}", from.display()), e))?;
+            ctx.entry(rel, &path, &meta, Entry::Symlink);
         }
     }
     Ok(links.len() as u64)
