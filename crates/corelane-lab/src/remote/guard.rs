@@ -45,7 +45,8 @@ pub fn keep(revert_file: &Path, life: Duration, out: &mut dyn Write) -> std::io:
     writeln!(out, "{PID_LINE}{}", std::process::id())?;
     out.flush()?;
     let closed = watch_stdin();
-    let deadline = Instant::now() + life;
+    // A life too long to add to the clock (a library caller's Duration::MAX) is no deadline.
+    let deadline = Instant::now().checked_add(life);
     let ending = loop {
         if closed.load(Ordering::Relaxed) {
             break Ending::StdinClosed;
@@ -53,7 +54,7 @@ pub fn keep(revert_file: &Path, life: Duration, out: &mut dyn Write) -> std::io:
         if signalled.load(Ordering::Relaxed) {
             break Ending::Signalled;
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             break Ending::LifeOver;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -119,7 +120,8 @@ pub fn run(
         let _ = done.send(());
     });
     let closed = watch_stdin();
-    let deadline = Instant::now() + life;
+    // A life too long to add to the clock (a library caller's Duration::MAX) is no deadline.
+    let deadline = Instant::now().checked_add(life);
     let pid = Pid::from_raw(child.id() as i32);
     let result = supervise(&mut child, pid, deadline, &closed, &signalled);
     // Everything the program printed reaches the lab before the guard ends (a descendant
@@ -132,7 +134,7 @@ pub fn run(
 fn supervise(
     child: &mut std::process::Child,
     pid: Option<Pid>,
-    deadline: Instant,
+    deadline: Option<Instant>,
     closed: &AtomicBool,
     signalled: &AtomicBool,
 ) -> std::io::Result<(ExitStatus, Ending)> {
@@ -144,7 +146,7 @@ fn supervise(
             Some(Ending::StdinClosed)
         } else if signalled.load(Ordering::Relaxed) {
             Some(Ending::Signalled)
-        } else if Instant::now() >= deadline {
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
             Some(Ending::LifeOver)
         } else {
             None
@@ -168,9 +170,18 @@ fn supervise(
     }
 }
 
-/// What `mktemp -d /tmp/corelane-nic.XXXXXXXX` prints, and nothing else: the only kind of
-/// directory the keeper removes.
-pub fn is_nic_dir(dir: &str) -> bool {
-    dir.strip_prefix("/tmp/corelane-nic.")
+/// The directories the lab makes on a remote host: `mktemp -d /tmp/PREFIX.XXXXXXXX`.
+pub const NIC_DIR: &str = "/tmp/corelane-nic.";
+pub const DEPLOY_DIR: &str = "/tmp/corelane-deploy.";
+
+/// Whether `dir` is exactly what `mktemp -d {prefix}XXXXXXXX` prints (so a removal can only
+/// ever remove such a directory, never a path with `/`, `..` or anything else in it).
+pub fn is_mktemp_dir(dir: &str, prefix: &str) -> bool {
+    dir.strip_prefix(prefix)
         .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// A NIC directory: the only kind the keeper removes.
+pub fn is_nic_dir(dir: &str) -> bool {
+    is_mktemp_dir(dir, NIC_DIR)
 }

@@ -208,11 +208,9 @@ impl Drop for Remote {
     }
 }
 
-/// What `mktemp -d /tmp/corelane-deploy.XXXXXXXX` prints, and nothing else (so the removal
-/// at the end can only ever remove such a directory).
+/// A deployed copy's directory: the only kind the end of a run removes.
 fn is_deploy_dir(dir: &str) -> bool {
-    dir.strip_prefix("/tmp/corelane-deploy.")
-        .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
+    guard::is_mktemp_dir(dir, guard::DEPLOY_DIR)
 }
 
 #[cfg(test)]
