@@ -33,6 +33,8 @@ struct Hosts {
 const H1: &str = "10.210.1.2";
 const H2: &str = "10.210.2.2";
 const DATA_H2: &str = "10.210.3.2";
+/// The address the lab adds on h2's data link for the rows that target two receiver IPs.
+const ADDED_H2: &str = "10.210.3.3";
 
 /// The fixtures share /tmp (the "hosts" are namespaces of one machine), where a deployed
 /// corelane lives: one test at a time, so "nothing left in /tmp" is about this test.
@@ -180,6 +182,15 @@ impl Hosts {
         cmd
     }
 
+    /// The addresses on the receiving host's data interface.
+    fn rx_addrs(&self) -> String {
+        let out = Command::new("ip")
+            .args(["-n", &self.names[2], "-o", "addr", "show", "dev", "d0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The RPS masks of the receiving host's data interface.
     fn rx_masks(&self) -> String {
         let out = Command::new("ip")
@@ -262,7 +273,8 @@ fn run_across(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
 fn start_long_run(hosts: &Hosts, stderr: Stdio) -> Child {
     let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
-    args.extend(["--configs", "placement", "--vs", "none", "--deploy"]);
+    let added = format!("{ADDED_H2}/24");
+    args.extend(["--configs", "placement", "--vs", "none", "--deploy", "--rx-add-addr", &added]);
     args.extend(remote_args(hosts, &config));
     let lab = hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(stderr).spawn().unwrap();
     let end = Instant::now() + Duration::from_secs(30);
@@ -289,10 +301,15 @@ fn lab_udp_runs_across_two_ssh_hosts_and_leaves_nothing_behind() {
         ],
     );
     let masks_before = hosts.rx_masks();
-    let report =
-        run_across(&hosts, &["lab", "udp", "--quick", "--configs", "default,placement,reuseport"]);
+    let configs = "default,placement,multi-ip,reuseport";
+    let added = format!("{ADDED_H2}/24");
+    let report = run_across(
+        &hosts,
+        &["lab", "udp", "--quick", "--configs", configs, "--rx-add-addr", &added],
+    );
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{report}");
+    assert_eq!(rows.len(), 4, "{report}");
+    assert!(!hosts.rx_addrs().contains(ADDED_H2), "the added address stayed");
     for row in rows {
         assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
         assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
@@ -376,6 +393,7 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let masks_before = hosts.rx_masks();
     let mut lab = start_long_run(&hosts, Stdio::null());
+    assert!(hosts.rx_addrs().contains(ADDED_H2), "the row did not add its address");
     // Kill the controller outright; `ip netns exec` execs, so the child's PID is corelane's own.
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
@@ -392,8 +410,8 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
         assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
         std::thread::sleep(Duration::from_millis(200));
     }
-    while hosts.rx_masks() != masks_before {
-        assert!(Instant::now() < end, "the rx NIC's RPS masks were not restored within 30 s");
+    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
+        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -430,7 +448,10 @@ fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
     assert!(last.contains("root@10.210.2.2") && last.contains("connection was lost"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     let end = Instant::now() + Duration::from_secs(30);
-    while !hosts.strays(&hosts.names[2]).is_empty() || hosts.rx_masks() != masks_before {
+    while !hosts.strays(&hosts.names[2]).is_empty()
+        || hosts.rx_masks() != masks_before
+        || hosts.rx_addrs().contains(ADDED_H2)
+    {
         assert!(
             Instant::now() < end,
             "h2 not clean 30 s later: {:?}",
@@ -443,4 +464,88 @@ fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
     for copy in deployed_copies().into_iter().filter(|c| !copies_before.contains(c)) {
         let _ = std::fs::remove_dir_all(copy);
     }
+}
+
+#[test]
+fn a_dry_run_shows_each_rows_changes_and_changes_nothing() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let config = hosts.path("config").display().to_string();
+    let masks_before = hosts.rx_masks();
+    for (lab, configs, row) in [
+        ("udp", "default,placement,reuseport", "row placement"),
+        ("tcp", "baseline,flow-to-core", "flow-to-core"),
+    ] {
+        let json = hosts.path("dry.json").display().to_string();
+        let mut args = vec!["lab", lab, "--quick", "--configs", configs, "--vs", "none"];
+        args.extend(remote_args(&hosts, &config));
+        args.extend(["--deploy", "--dry-run", "--json", &json]);
+        let out = hosts.corelane(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(stdout.contains("dry run: nothing was changed or measured"), "{stdout}");
+        assert!(stdout.contains(row) && stdout.contains("rps_cpus"), "{stdout}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
+        let planned = report["dry_run"].as_array().unwrap();
+        assert!(!planned.is_empty() && planned[0]["nic"] == "d0", "{report}");
+        assert_eq!(hosts.rx_masks(), masks_before, "a dry run changed the rx NIC");
+        hosts.assert_clean(&copies_before, &format!("lab {lab} --dry-run"));
+    }
+}
+
+/// A user the test adds to log in as on the rx "host" (the namespaces share /etc/passwd),
+/// removed when dropped.
+struct NonRootUser(&'static str);
+
+impl NonRootUser {
+    fn add() -> Self {
+        let name = "corelane-labtest";
+        let _ = Command::new("userdel").arg(name).output();
+        // A password of `*`: no password login, but not a locked account (sshd refuses those).
+        run("useradd", &["--no-create-home", "--shell", "/bin/sh", "--password", "*", name]);
+        Self(name)
+    }
+}
+
+impl Drop for NonRootUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(self.0).output();
+    }
+}
+
+#[test]
+fn a_non_root_login_on_the_rx_host_is_refused_before_any_change() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    if !Command::new("useradd").arg("--help").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: needs useradd (passwd) to make a non-root user");
+        return;
+    }
+    let user = NonRootUser::add();
+    let config = hosts.path("config").display().to_string();
+    let target = format!("{}@{H2}", user.0);
+    let args = [
+        "lab",
+        "udp",
+        "--quick",
+        "--configs",
+        "default,placement",
+        "--vs",
+        "none",
+        "--rx-host",
+        &target,
+        "--rx-addr",
+        DATA_H2,
+        "--ssh-config",
+        &config,
+        "--deploy",
+    ];
+    let masks_before = hosts.rx_masks();
+    let out = hosts.corelane(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+    assert!(!out.status.success(), "{err}");
+    assert!(last.contains(&target) && last.contains("needs root"), "{err}");
+    assert_eq!(hosts.rx_masks(), masks_before);
+    hosts.assert_clean(&copies_before, "a non-root login");
 }

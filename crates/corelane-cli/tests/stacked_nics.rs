@@ -183,3 +183,52 @@ fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
         eprintln!("skipped the macvlan case: this kernel cannot make a macvlan");
     }
 }
+
+/// A plan's `addresses` are added by `apply --yes` and removed by `revert`; a bad one is
+/// refused before any change; an address already held is left alone (and kept by revert).
+#[test]
+fn plan_addresses_are_added_and_reverted() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let ns = Netns::new("addr");
+    ns.veth("a0", "a1");
+    assert!(ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "a0"]));
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    let revert = dir.path().join("revert.json");
+    let addrs = || {
+        let out =
+            Command::new("ip").args(["-n", &ns.0, "-o", "addr", "show", "dev", "a0"]).output();
+        String::from_utf8_lossy(&out.unwrap().stdout).into_owned()
+    };
+    let out = ns.corelane(&["plan", "--nic", "a0", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let write = |plan: &serde_json::Value| std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let path = plan_path.to_str().unwrap();
+
+    plan["addresses"] = serde_json::json!(["10.77.0.9/24", "10.77.0.1/24"]);
+    write(&plan);
+    let shown = ns.corelane(&["apply", path]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("address:a0/10.77.0.9/24"), "{text}");
+    assert!(!text.contains("10.77.0.1/24"), "an address held already is no change: {text}");
+    let out = ns.corelane(&["apply", path, "--yes", "--revert", revert.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(addrs().contains("10.77.0.9/24"), "{}", addrs());
+    let out = ns.corelane(&["revert", revert.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!addrs().contains("10.77.0.9/") && addrs().contains("10.77.0.1/24"), "{}", addrs());
+
+    for bad in ["10.77.0.9", "10.77.0.9/33", "10.77.0.9/24 dev lo", "-6/24"] {
+        plan["addresses"] = serde_json::json!([bad]);
+        write(&plan);
+        let before = addrs();
+        let out = ns.corelane(&["apply", path, "--yes", "--revert", revert.to_str().unwrap()]);
+        assert!(!out.status.success(), "{bad} was applied");
+        assert!(stderr(&out).contains("such as 192.0.2.10/24"), "{bad}: {}", stderr(&out));
+        assert_eq!(addrs(), before, "{bad}");
+    }
+}

@@ -35,6 +35,19 @@ pub struct TestbedReport {
     /// Each remote side's machine as `corelane topo --json` saw it there (remote runs only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostReport>,
+    /// A dry run's changes, per row that changes the rx host's NIC (nothing was measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<Vec<PlannedChange>>,
+}
+
+/// What one row would change on the rx host, as `corelane apply` (dry run) showed it there.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlannedChange {
+    pub rows: String,
+    pub host: String,
+    pub nic: String,
+    pub receive_cpus: String,
+    pub shown: String,
 }
 
 /// One side of a remote run: which role, which host, and its topology.
@@ -53,7 +66,25 @@ impl TestbedReport {
         if let Some(reason) = &self.fallback_reason {
             out.push_str(&format!("note: {reason}\n"));
         }
+        if self.is_dry_run() {
+            out.push_str("dry run: nothing was changed or measured; the tx host only runs the sender (no settings)\n");
+        }
+        for p in self.dry_run.iter().flatten() {
+            out.push_str(&format!(
+                "\n{} — on {} ({}), receive work to CPUs {}:\n{}\n",
+                p.rows,
+                p.host,
+                p.nic,
+                p.receive_cpus,
+                p.shown.trim_end()
+            ));
+        }
         out
+    }
+
+    /// Whether this report is a dry run's (the rx host's changes shown, nothing measured).
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.is_some()
     }
 }
 
@@ -80,6 +111,8 @@ pub struct Testbed {
     rx_nic: Option<std::sync::Mutex<RemoteNic>>,
     /// That NIC as found, for the report.
     rx_nic_found: Option<String>,
+    /// A dry run's changes (see [`preview`](Self::preview)); `None`: a measuring run.
+    planned: Option<Vec<PlannedChange>>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -141,6 +174,7 @@ impl Testbed {
             hosts: Vec::new(),
             rx_nic: None,
             rx_nic_found: None,
+            planned: None,
         };
         if let Err(reason) = bed.build(&tx, &rx) {
             let removed_stale = std::mem::take(&mut bed.removed_stale);
@@ -176,6 +210,16 @@ impl Testbed {
                 });
             }
         }
+        for (addr, _) in &spec.rx_add_addrs {
+            if holds(&held, *addr) {
+                return Err(LabError::Remote {
+                    host: rx.name(),
+                    problem: format!(
+                        "holds {addr} already: give it as --rx-addr (--rx-add-addr is for addresses the lab adds)"
+                    ),
+                });
+            }
+        }
         let (rx_nic, rx_nic_found) = match &rx {
             Host::Remote(remote) => {
                 let name = match &spec.rx_nic {
@@ -196,7 +240,8 @@ impl Testbed {
                     problem: format!("has no interface {name} with RX queues: give --rx-nic with one `ip link` lists"),
                 })?;
                 let found = format!("{name} as found: RPS {}", masks.trim());
-                (Some(std::sync::Mutex::new(RemoteNic::open(&rx, remote, &name)?)), Some(found))
+                let nic = RemoteNic::open(&rx, remote, &name, &spec.rx_add_addrs)?;
+                (Some(std::sync::Mutex::new(nic)), Some(found))
             }
             _ => (None, None),
         };
@@ -213,8 +258,10 @@ impl Testbed {
                 hosts.push(HostReport { role: role.into(), host: host.name(), topology });
             }
         }
-        let network = Network::Remote { tx, rx, rx_addrs: spec.rx_addrs.clone() };
-        Ok(Self { network, removed_stale: Vec::new(), hosts, rx_nic, rx_nic_found })
+        let mut rx_addrs = spec.rx_addrs.clone();
+        rx_addrs.extend(spec.rx_add_addrs.iter().map(|(addr, _)| *addr));
+        let network = Network::Remote { tx, rx, rx_addrs };
+        Ok(Self { network, removed_stale: Vec::new(), hosts, rx_nic, rx_nic_found, planned: None })
     }
 
     /// Why receive steering (RPS) cannot be changed on this testbed, if it cannot.
@@ -236,6 +283,7 @@ impl Testbed {
             hosts: Vec::new(),
             rx_nic: None,
             rx_nic_found: None,
+            planned: None,
         }
     }
 
@@ -384,6 +432,7 @@ impl Testbed {
             fallback_reason: self.fallback_reason(),
             removed_stale_namespaces: self.removed_stale.clone(),
             hosts: self.hosts.clone(),
+            dry_run: self.planned.clone(),
         }
     }
 
@@ -425,6 +474,35 @@ impl Testbed {
             rx.write_file(&format!("/sys/class/net/vrx/queues/rx-{q}/rps_cpus"), &mask)?;
         }
         Ok(())
+    }
+
+    /// A dry run: records what steering receive work to each `(rows, cpus)` would change on
+    /// the remote rx NIC (an empty list: the NIC as found, nothing to show), changing nothing.
+    pub fn preview(&mut self, rows: &[(String, CpuList)]) -> Result<(), LabError> {
+        let Some(nic) = &self.rx_nic else {
+            return Err(LabError::Options(
+                "--dry-run shows the changes on a remote rx host's NIC: give --rx-host".into(),
+            ));
+        };
+        let nic = nic.lock().unwrap_or_else(|e| e.into_inner());
+        let mut planned = Vec::new();
+        for (rows, cpus) in rows.iter().filter(|(_, cpus)| !cpus.is_empty()) {
+            planned.push(PlannedChange {
+                rows: rows.clone(),
+                host: self.rx().name(),
+                nic: nic.name().to_string(),
+                receive_cpus: cpus.to_string(),
+                shown: nic.preview(cpus)?,
+            });
+        }
+        drop(nic);
+        self.planned = Some(planned);
+        Ok(())
+    }
+
+    /// Whether this is a dry run (see [`preview`](Self::preview)).
+    pub fn is_dry_run(&self) -> bool {
+        self.planned.is_some()
     }
 
     /// A remote rx NIC's receive counters (`None` on the lab's own veth and loopback).

@@ -208,7 +208,12 @@ fn driver_settings(nic: &mut Nic) {
         "eth1" => (combined(1, 1), hash("")),
         _ => return,
     };
-    nic.settings = Some(NicSettings { channels: Some(channels), coalesce: None, rx_flow_hash });
+    nic.settings = Some(NicSettings {
+        channels: Some(channels),
+        coalesce: None,
+        rx_flow_hash,
+        ..Default::default()
+    });
 }
 
 fn plan_for(root: &Path, name: &str) -> (Plan, Vec<Nic>) {

@@ -36,6 +36,7 @@ fn plan(nic: &str) -> Plan {
         rx_usecs: None,
         notes: vec![],
         lower: vec![],
+        addresses: Vec::new(),
     }
 }
 

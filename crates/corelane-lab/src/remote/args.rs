@@ -25,6 +25,11 @@ pub struct RemoteArgs {
     /// --rx-addr, found over SSH).
     #[arg(long, value_name = "IFACE", help_heading = "Remote hosts")]
     pub rx_nic: Option<String>,
+    /// An address to add on the rx NIC for the run (repeatable), for the rows that target
+    /// several receiver IPs; removed at the end (also if the lab dies). It must be free on
+    /// the data network and reachable from the sender (e.g. in --rx-addr's subnet).
+    #[arg(long, value_name = "ADDR/PREFIX", help_heading = "Remote hosts")]
+    pub rx_add_addr: Vec<String>,
     /// An ssh config file to use instead of ~/.ssh/config (ssh -F).
     #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
     pub ssh_config: Option<PathBuf>,
@@ -38,6 +43,10 @@ pub struct RemoteArgs {
     /// removed at the end).
     #[arg(long, help_heading = "Remote hosts")]
     pub deploy: bool,
+    /// Connect, check, and print the changes each row would make on the rx host (as
+    /// `corelane apply` shows them there); change and measure nothing.
+    #[arg(long, help_heading = "Remote hosts")]
+    pub dry_run: bool,
 }
 
 /// Where each side runs and how to reach it, checked.
@@ -48,8 +57,12 @@ pub struct RemoteSpec {
     pub rx_addrs: Vec<IpAddr>,
     /// The rx host's interface the rows change; found from the first address when `None`.
     pub rx_nic: Option<String>,
+    /// Addresses (`ADDR/PREFIX`) added on the rx NIC for the rows that steer receive work.
+    pub rx_add_addrs: Vec<(IpAddr, u8)>,
     pub ssh: SshOptions,
     pub corelane: RemoteCorelane,
+    /// Show each row's changes on the rx host; measure nothing.
+    pub dry_run: bool,
 }
 
 impl RemoteArgs {
@@ -61,10 +74,12 @@ impl RemoteArgs {
                 || !self.ssh_option.is_empty()
                 || self.remote_corelane.is_some()
                 || self.rx_nic.is_some()
-                || self.deploy;
+                || !self.rx_add_addr.is_empty()
+                || self.deploy
+                || self.dry_run;
             if stray {
                 return Err(LabError::Options(
-                    "--rx-addr, --rx-nic, --ssh-*, --remote-corelane and --deploy need --tx-host or --rx-host"
+                    "--rx-addr, --rx-nic, --rx-add-addr, --ssh-*, --remote-corelane, --deploy and --dry-run need --tx-host or --rx-host"
                         .into(),
                 ));
             }
@@ -90,11 +105,29 @@ impl RemoteArgs {
             corelane::tune::IfName::parse(nic)
                 .map_err(|e| LabError::Options(format!("--rx-nic {nic:?}: {e}")))?;
         }
+        let mut rx_add_addrs = Vec::new();
+        for cidr in &self.rx_add_addr {
+            let parsed = corelane::tune::parse_cidr(cidr).ok_or_else(|| {
+                LabError::Options(format!(
+                    "--rx-add-addr {cidr:?}: give an address with its prefix length, such as 192.0.2.11/24"
+                ))
+            })?;
+            if self.rx_host.is_none() {
+                return Err(LabError::Options(
+                    "--rx-add-addr adds addresses on a remote rx host: give --rx-host".into(),
+                ));
+            }
+            if rx_addrs.contains(&parsed.0) || rx_add_addrs.iter().any(|(a, _)| *a == parsed.0) {
+                return Err(LabError::Options(format!("{} is given twice", parsed.0)));
+            }
+            rx_add_addrs.push(parsed);
+        }
         Ok(Some(RemoteSpec {
             tx: self.tx_host.clone(),
             rx: self.rx_host.clone(),
             rx_addrs,
             rx_nic: self.rx_nic.clone(),
+            rx_add_addrs,
             ssh: SshOptions {
                 config: self.ssh_config.clone(),
                 options: self.ssh_option.clone(),
@@ -105,6 +138,7 @@ impl RemoteArgs {
                 (None, true) => RemoteCorelane::Deploy,
                 (None, false) => RemoteCorelane::OnPath,
             },
+            dry_run: self.dry_run,
         }))
     }
 }

@@ -1,6 +1,7 @@
-//! Changing the rx host's NIC for a row, as a user would: `corelane plan --nic NIC`, edited to
-//! the row's setting, then `corelane apply PLAN --yes --revert FILE` on that host, with the
-//! revert file kept there. A keeper (`corelane guard --revert-on-close FILE`) holds it: when
+//! Changing the rx host's NIC for a row, as a user would: `corelane plan --nic NIC` with the
+//! row's receive CPUs as its interrupt CPUs (queue interrupts spread over them, as many
+//! channels, UDP hashed on ports, or RPS where the NIC has no interrupts of its own), then
+//! `corelane apply PLAN --yes --revert FILE` on that host, with the revert file kept there. A keeper (`corelane guard --revert-on-close FILE`) holds it: when
 //! the lab lets go — or dies, or loses the connection — the keeper restores what the file
 //! saved. Between rows the lab restores the previous row's change itself before the next.
 
@@ -22,22 +23,37 @@ pub struct RemoteNic {
     nic: String,
     /// The private directory (on the host) holding the plan and the revert file.
     dir: String,
-    /// The plan `corelane plan` proposed, as the base every row's plan edits.
-    base: Plan,
     keeper: Option<ChildProcess>,
+    /// Addresses (`ADDR/PREFIX`) every row's plan adds on the NIC (`--rx-add-addr`).
+    addresses: Vec<String>,
+    /// Whether the driver counts packets per RX queue (read through `corelane topo` there).
+    per_queue: bool,
     /// The receive steering in force now (`None`: the NIC as found).
     steering: Option<CpuList>,
 }
 
 impl RemoteNic {
     /// Takes `nic` on `remote` (connected as `host`) for the run.
-    pub fn open(host: &Host, remote: &Remote, nic: &str) -> Result<Self, LabError> {
+    pub fn open(
+        host: &Host,
+        remote: &Remote,
+        nic: &str,
+        addresses: &[(std::net::IpAddr, u8)],
+    ) -> Result<Self, LabError> {
+        let uid = host.run("id", &["-u"])?;
+        if uid.trim() != "0" {
+            return Err(LabError::Remote {
+                host: host.name(),
+                problem: format!(
+                    "logs in as uid {}, and the rows change {nic} (receive steering), which needs root there: log in as root (--rx-host root@HOST)",
+                    uid.trim()
+                ),
+            });
+        }
         let corelane = remote.corelane().to_string();
-        let plan = host.run(&corelane, &["plan", "--nic", nic, "--format", "json"])?;
-        let base: Plan = serde_json::from_str(&plan).map_err(|e| LabError::Remote {
-            host: host.name(),
-            problem: format!("`corelane plan --nic {nic}` printed no plan the lab can read: {e}"),
-        })?;
+        // A plan now: the NIC is one `corelane plan` can place, before anything is started.
+        plan_for(host, &corelane, nic, None)?;
+        let per_queue = !queue_packets(host, &corelane, nic)?.is_empty();
         let dir = host
             .run("sh", &["-c", "umask 077; mktemp -d /tmp/corelane-nic.XXXXXXXX"])?
             .trim()
@@ -53,8 +69,9 @@ impl RemoteNic {
             corelane,
             nic: nic.into(),
             dir,
-            base,
             keeper: None,
+            addresses: addresses.iter().map(|(a, p)| format!("{a}/{p}")).collect(),
+            per_queue,
             steering: None,
         };
         // The keeper first: a change is only ever made while something will undo it.
@@ -77,21 +94,40 @@ impl RemoteNic {
         format!("{}/revert.json", self.dir)
     }
 
-    /// Steers receive work of every RX queue to `cpus` (RPS; an empty list turns it off),
-    /// through a plan applied on the host; the previous row's change is restored first.
+    /// Steers the NIC's receive work to `cpus`, and adds the `--rx-add-addr` addresses,
+    /// through a plan applied on the host (an empty list: the NIC as found); the previous
+    /// row's change is restored first.
     pub fn steer_receive(&mut self, cpus: &CpuList) -> Result<(), LabError> {
         if self.steering.as_ref() == Some(cpus) {
             return Ok(());
         }
         self.restore()?;
-        let plan = rps_only(&self.base, cpus);
-        let path = format!("{}/plan.json", self.dir);
-        let json = serde_json::to_string_pretty(&plan)?;
-        self.host.write_file(&path, &json)?;
+        if cpus.is_empty() {
+            return Ok(());
+        }
+        let path = self.write_plan(cpus)?;
         let revert = self.revert_file();
         self.host.run(&self.corelane, &["apply", &path, "--yes", "--revert", &revert])?;
         self.steering = Some(cpus.clone());
         Ok(())
+    }
+
+    /// What steering to `cpus` would change on the host, as `corelane apply` (dry run) shows
+    /// it there; nothing is changed.
+    pub fn preview(&self, cpus: &CpuList) -> Result<String, LabError> {
+        let path = self.write_plan(cpus)?;
+        let shown = self.host.run(&self.corelane, &["apply", &path]);
+        self.host.run("rm", &["-f", "--", &path])?;
+        shown
+    }
+
+    /// The row's plan, written into the private directory on the host; its path.
+    fn write_plan(&self, cpus: &CpuList) -> Result<String, LabError> {
+        let mut plan = receive_only(plan_for(&self.host, &self.corelane, &self.nic, Some(cpus))?);
+        plan.addresses.clone_from(&self.addresses);
+        let path = format!("{}/plan.json", self.dir);
+        self.host.write_file(&path, &serde_json::to_string_pretty(&plan)?)?;
+        Ok(path)
     }
 
     /// Puts the NIC back as found (the revert file of the change in force, if any).
@@ -115,7 +151,13 @@ impl RemoteNic {
         let text = self.host.run("sh", &["-c", script, "sh", &self.nic])?;
         let v: Vec<u64> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
         match v[..] {
-            [packets, dropped, missed] => Ok(NicCounters { packets, dropped, missed }),
+            [packets, dropped, missed] => {
+                let queues = match self.per_queue {
+                    true => queue_packets(&self.host, &self.corelane, &self.nic)?,
+                    false => Vec::new(),
+                };
+                Ok(NicCounters { packets, dropped, missed, queues })
+            }
             _ => Err(LabError::Remote {
                 host: self.host.name(),
                 problem: format!("{}'s statistics read {text:?}", self.nic),
@@ -125,20 +167,25 @@ impl RemoteNic {
 }
 
 /// A NIC's receive counters at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NicCounters {
     pub packets: u64,
     pub dropped: u64,
     pub missed: u64,
+    /// Packets per RX queue, where the driver counts them (empty elsewhere).
+    pub queues: Vec<u64>,
 }
 
 /// What the NIC counted per second over a window: packets received, dropped by the kernel
 /// for the NIC (rx_dropped), missed by the NIC itself (rx_missed_errors, full rings).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct NicRates {
     pub rx_packets_per_sec: f64,
     pub rx_dropped_per_sec: f64,
     pub rx_missed_per_sec: f64,
+    /// Packets per second per RX queue, where the driver counts them (ethtool -S names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rx_queue_packets_per_sec: Vec<f64>,
 }
 
 impl NicCounters {
@@ -148,6 +195,10 @@ impl NicCounters {
             rx_packets_per_sec: per(self.packets, earlier.packets),
             rx_dropped_per_sec: per(self.dropped, earlier.dropped),
             rx_missed_per_sec: per(self.missed, earlier.missed),
+            rx_queue_packets_per_sec: match self.queues.len() == earlier.queues.len() {
+                true => self.queues.iter().zip(&earlier.queues).map(|(n, t)| per(*n, *t)).collect(),
+                false => Vec::new(),
+            },
         }
     }
 }
@@ -161,26 +212,58 @@ impl Drop for RemoteNic {
     }
 }
 
-/// The base plan reduced to one setting: every RX queue's RPS mask (and that of the devices
-/// below a stacked one); interrupts, XPS, queues, hashing and moderation left as they are.
-fn rps_only(base: &Plan, cpus: &CpuList) -> Plan {
-    let mask = cpus.to_mask();
-    let only_rps = |device: &DevicePlan| DevicePlan {
-        nic: device.nic.clone(),
-        rps_cpus: mask.clone(),
-        xps_cpus: Vec::new(),
-        irqs: Vec::new(),
-        queue_count: None,
-        rx_flow_hash: Vec::new(),
-        rx_usecs: None,
-    };
-    let mut plan = base.clone();
-    plan.lower = plan.lower.iter().map(only_rps).collect();
-    let top = only_rps(&base.devices()[0]);
-    (plan.rps_cpus, plan.xps_cpus, plan.irqs) = (top.rps_cpus, top.xps_cpus, top.irqs);
-    (plan.queue_count, plan.rx_flow_hash, plan.rx_usecs) =
-        (top.queue_count, top.rx_flow_hash, top.rx_usecs);
-    plan.notes.push("corelane lab: receive steering (RPS) only, for one row".into());
+/// The NIC's packets per RX queue as `corelane topo --json` reads them on the host (empty
+/// where the driver does not count them per queue).
+fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, LabError> {
+    let text = host.run(corelane, &["topo", "--json"])?;
+    let topo: serde_json::Value = serde_json::from_str(&text).map_err(|e| LabError::Remote {
+        host: host.name(),
+        problem: format!("`corelane topo --json` printed no JSON the lab can read: {e}"),
+    })?;
+    let nics = topo["nics"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let packets = nics
+        .iter()
+        .find(|n| n["name"] == nic)
+        .and_then(|n| n["settings"]["rx_queue_packets"].as_array())
+        .map(|q| q.iter().filter_map(serde_json::Value::as_u64).collect())
+        .unwrap_or_default();
+    Ok(packets)
+}
+
+/// `corelane plan --nic NIC` on the host, with `cpus` as every role's CPUs when given (the
+/// row's receive CPUs take the queue interrupts, or RPS on a NIC without interrupts).
+fn plan_for(
+    host: &Host,
+    corelane: &str,
+    nic: &str,
+    cpus: Option<&CpuList>,
+) -> Result<Plan, LabError> {
+    let mut args: Vec<String> = ["plan", "--nic", nic, "--format", "json"].map(String::from).into();
+    if let Some(cpus) = cpus {
+        let list = cpus.to_string();
+        args.extend(["--policy".into(), "custom".into()]);
+        for role in ["--irq-cpus", "--syscall-cpus", "--app-cpus"] {
+            args.extend([role.to_string(), list.clone()]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = host.run(corelane, &args)?;
+    serde_json::from_str(&text).map_err(|e| LabError::Remote {
+        host: host.name(),
+        problem: format!("`corelane plan --nic {nic}` printed no plan the lab can read: {e}"),
+    })
+}
+
+/// A plan reduced to what steers receive work: queue interrupts, the queue count, UDP flow
+/// hashing on ports and RPS (also of the devices below a stacked one); transmit steering (XPS) and
+/// interrupt moderation left as they are.
+fn receive_only(mut plan: Plan) -> Plan {
+    let keep_receive =
+        |device: &DevicePlan| DevicePlan { xps_cpus: Vec::new(), rx_usecs: None, ..device.clone() };
+    plan.lower = plan.lower.iter().map(keep_receive).collect();
+    let top = keep_receive(&plan.devices()[0]);
+    (plan.xps_cpus, plan.rx_usecs) = (top.xps_cpus, top.rx_usecs);
+    plan.notes.push("corelane lab: receive steering only, for one row".into());
     plan
 }
 
@@ -190,6 +273,8 @@ mod tests {
 
     #[test]
     fn a_row_plan_changes_only_receive_steering() {
+        let hash =
+            |flow: &str| corelane::tune::FlowHash { flow: flow.into(), fields: "sdfn".into() };
         let base = Plan {
             nic: "eth0".into(),
             policy: "spread".into(),
@@ -201,15 +286,18 @@ mod tests {
             xps_cpus: vec!["1".into()],
             irqs: vec![corelane::tune::IrqPlacement { irq: 30, name: "q0".into(), cpu: 0 }],
             queue_count: Some(2),
-            rx_flow_hash: Vec::new(),
+            rx_flow_hash: vec![hash("udp4")],
             rx_usecs: Some(50),
             notes: Vec::new(),
             lower: Vec::new(),
+            addresses: Vec::new(),
         };
-        let plan = rps_only(&base, &"0-1".parse().unwrap());
-        assert_eq!(plan.rps_cpus, "3");
-        assert!(plan.irqs.is_empty() && plan.xps_cpus.is_empty());
-        assert_eq!((plan.queue_count, plan.rx_usecs), (None, None));
+        let plan = receive_only(base);
+        assert_eq!(plan.rps_cpus, "0");
+        assert_eq!(plan.irqs.len(), 1);
+        assert!(plan.xps_cpus.is_empty());
+        assert_eq!((plan.queue_count, plan.rx_usecs), (Some(2), None));
+        assert_eq!(plan.rx_flow_hash, vec![hash("udp4")]);
         assert!(is_nic_dir("/tmp/corelane-nic.AbCd1234"));
         assert!(!is_nic_dir("/tmp/corelane-nic./../x"));
     }

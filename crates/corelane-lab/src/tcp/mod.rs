@@ -224,7 +224,7 @@ struct TcpLab<'a> {
 
 impl<'a> TcpLab<'a> {
     fn prepare(opts: &'a TcpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
-        let testbed = match &opts.remote {
+        let mut testbed = match &opts.remote {
             Some(spec) => Testbed::remote(spec)?,
             None => Testbed::create(),
         };
@@ -237,6 +237,11 @@ impl<'a> TcpLab<'a> {
         let mut skipped = Vec::new();
         if client_cpu == server_cpu && testbed.tx() == testbed.rx() {
             skipped.push("one CPU only: client and server share it".into());
+        }
+        if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
+            let flow_to_core = CONFIGS.iter().filter(|c| c.flow_to_core).map(|c| c.id);
+            let rows = flow_to_core.collect::<Vec<_>>().join(", ");
+            testbed.preview(&[(format!("rows {rows}"), CpuList::new(vec![server_cpu]))])?;
         }
         let scratch = WorkDir::create("tcp")?;
         Ok(Self { opts, testbed, server_cpu, client_cpu, port, scratch, skipped })
@@ -286,6 +291,9 @@ impl Experiment for TcpLab<'_> {
     type Report = TcpLabReport;
 
     fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
+        if self.testbed.is_dry_run() {
+            return Ok(Vec::new());
+        }
         let only = self.opts.only.clone();
         let mut kinds: Vec<ServerKind> = CONFIGS
             .iter()

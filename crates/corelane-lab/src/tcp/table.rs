@@ -15,6 +15,9 @@ impl Report for TcpLabReport {
         let mut out = String::new();
         out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
         out.push_str(&r.testbed.lines());
+        if r.testbed.is_dry_run() {
+            return out;
+        }
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
             r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs

@@ -240,7 +240,7 @@ impl<'a> UdpLab<'a> {
                 "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
             ));
         }
-        let testbed = match &opts.remote {
+        let mut testbed = match &opts.remote {
             Some(spec) => Testbed::remote(spec)?,
             None => Testbed::create(),
         };
@@ -269,6 +269,16 @@ impl<'a> UdpLab<'a> {
         if opts.remote.is_some() && !opts.peers.is_empty() {
             skipped
                 .push("peers: not run across hosts yet (they run on the namespace testbed)".into());
+            peer_opts.peers.clear();
+        }
+        if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
+            let rows: Vec<(String, CpuList)> = plan
+                .configs
+                .iter()
+                .filter_map(|c| Some((format!("row {}", c.id), c.rps.clone()?)))
+                .collect();
+            testbed.preview(&rows)?;
+            plan.configs.clear();
             peer_opts.peers.clear();
         }
         let peers = peers::Stage::prepare(&peer_opts, sender_cpu, plan.receiver_cpu, &mut skipped)?;

@@ -15,6 +15,9 @@ impl Report for UdpLabReport {
         let mut out = String::new();
         out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
         out.push_str(&r.testbed.lines());
+        if r.testbed.is_dry_run() {
+            return out;
+        }
         out.push_str(&format!(
             "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
             r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs

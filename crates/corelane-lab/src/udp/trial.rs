@@ -259,12 +259,16 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
             .collect(),
         cpu,
-        nic: trials.first().and_then(|t| t.nic).map(|_| {
-            let rates: Vec<NicRates> = trials.iter().filter_map(|t| t.nic).collect();
+        nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
+            let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
+            let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();
             NicRates {
                 rx_packets_per_sec: median_of(rates.iter().map(|r| r.rx_packets_per_sec)),
                 rx_dropped_per_sec: median_of(rates.iter().map(|r| r.rx_dropped_per_sec)),
                 rx_missed_per_sec: median_of(rates.iter().map(|r| r.rx_missed_per_sec)),
+                rx_queue_packets_per_sec: (0..queues.unwrap_or(0))
+                    .map(|q| median_of(rates.iter().map(|r| r.rx_queue_packets_per_sec[q])))
+                    .collect(),
             }
         }),
     }

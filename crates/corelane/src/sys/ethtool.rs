@@ -1,5 +1,5 @@
 //! The ethtool ioctl (SIOCETHTOOL) for the NIC settings a plan touches: channel (queue)
-//! counts, RX flow hashing and interrupt coalescing. It acts in the calling thread's network
+//! counts, RX flow hashing and interrupt coalescing; and the driver's statistics (ethtool -S). It acts in the calling thread's network
 //! namespace; reading needs no privilege, writing needs CAP_NET_ADMIN.
 
 use std::io;
@@ -14,6 +14,13 @@ const ETHTOOL_GRXFH: u32 = 0x29;
 const ETHTOOL_SRXFH: u32 = 0x2a;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_SCHANNELS: u32 = 0x3d;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+/// More statistics than any driver has (mlx5 has a few thousand): a count above it is refused.
+const MAX_STATS: usize = 1 << 16;
 
 /// struct ifreq with the ethtool command's address in its union.
 #[repr(C)]
@@ -25,6 +32,12 @@ struct IfReq {
 
 /// Runs one ethtool command on `ifname`; `cmd` is the command's struct, first field `cmd`.
 fn ethtool<T>(ifname: &str, cmd: &mut T) -> io::Result<()> {
+    ethtool_raw(ifname, (cmd as *mut T).cast())
+}
+
+/// Runs the ethtool command whose struct starts at `cmd` (the kernel reads and writes as much
+/// of it as the command's own fields say).
+fn ethtool_raw(ifname: &str, cmd: *mut libc::c_void) -> io::Result<()> {
     if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -34,7 +47,7 @@ fn ethtool<T>(ifname: &str, cmd: &mut T) -> io::Result<()> {
     let fd = syscall!(socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
     // SAFETY: socket() returned a new descriptor that nothing else owns.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: (cmd as *mut T).cast(), _rest: [0; 16] };
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: cmd, _rest: [0; 16] };
     for (dst, src) in req.name.iter_mut().zip(ifname.bytes()) {
         *dst = src as libc::c_char;
     }
@@ -164,6 +177,54 @@ pub(crate) fn set_rx_flow_hash(ifname: &str, flow_type: u32, bits: u64) -> io::R
     ethtool(ifname, &mut r)
 }
 
+/// Two u32 fields side by side in one u64 word, in memory order.
+fn pair(first: u32, second: u32) -> u64 {
+    let [a, b, c, d] = first.to_ne_bytes();
+    let [e, f, g, h] = second.to_ne_bytes();
+    u64::from_ne_bytes([a, b, c, d, e, f, g, h])
+}
+
+/// The two u32 fields of one u64 word, in memory order.
+fn unpair(word: u64) -> (u32, u32) {
+    let [a, b, c, d, e, f, g, h] = word.to_ne_bytes();
+    (u32::from_ne_bytes([a, b, c, d]), u32::from_ne_bytes([e, f, g, h]))
+}
+
+/// The driver's statistics, by name, as `ethtool -S` lists them (empty where it has none).
+pub(crate) fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
+    // struct ethtool_sset_info: cmd, reserved, sset_mask, then one u32 count per set asked.
+    let mut info = [pair(ETHTOOL_GSSET_INFO, 0), 1 << ETH_SS_STATS, 0];
+    ethtool_raw(ifname, info.as_mut_ptr().cast())?;
+    if info[1] & (1 << ETH_SS_STATS) == 0 {
+        return Ok(Vec::new());
+    }
+    let count = unpair(info[2]).0 as usize;
+    if count > MAX_STATS {
+        return Err(io::Error::other(format!("{ifname} claims {count} statistics")));
+    }
+    // struct ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes each.
+    let mut names = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
+    names[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_STATS, count as u32]);
+    ethtool_raw(ifname, names.as_mut_ptr().cast())?;
+    // struct ethtool_stats: cmd, n_stats, then n_stats u64 values.
+    let mut values = vec![0u64; 1 + count];
+    values[0] = pair(ETHTOOL_GSTATS, count as u32);
+    ethtool_raw(ifname, values.as_mut_ptr().cast())?;
+    // The counts the kernel answered may be smaller than asked if the device changed in
+    // between: read no more than all three say.
+    let n = count.min(names[2] as usize).min(unpair(values[0]).1 as usize);
+    let bytes: Vec<u8> = names[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    Ok(bytes
+        .chunks_exact(ETH_GSTRING_LEN)
+        .zip(&values[1..])
+        .take(n)
+        .map(|(raw, value)| {
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            (String::from_utf8_lossy(&raw[..end]).into_owned(), *value)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +241,6 @@ mod tests {
         assert!(channels("lo").is_err());
         assert!(coalesce("lo").is_err());
         assert!(channels("a-name-far-too-long-for-ifreq").is_err());
+        assert!(stats("a-name-far-too-long-for-ifreq").is_err());
     }
 }

@@ -84,6 +84,10 @@ pub struct NicSettings {
     /// Flow type (tcp4, udp4, tcp6, udp6) and the header fields its RX hash covers, in
     /// ethtool's letters (`sdfn`: source and destination address, both ports).
     pub rx_flow_hash: Vec<(String, String)>,
+    /// Packets received per RX queue, where the driver's statistics (ethtool -S) count them
+    /// under a per-queue name; empty where they do not (veth counts only its XDP path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_queue_packets: Vec<u64>,
 }
 
 /// The flow types whose RX hashing `NicSettings::rx_flow_hash` reports, in ethtool's names.
@@ -104,7 +108,32 @@ pub fn read_nic_settings(name: &str) -> NicSettings {
                 Some((flow.to_string(), ethtool::hash_letters(bits)))
             })
             .collect(),
+        rx_queue_packets: ethtool::stats(name).map(|s| rx_queue_packets(&s)).unwrap_or_default(),
     }
+}
+
+/// Per-queue received packets from a driver's statistics, by the names drivers use:
+/// `rx_queue_0_packets` (ixgbe, ice, virtio_net), `rx0_packets` (mlx5), `rx-0.packets` (i40e).
+/// Empty when no name matches or the queue numbers have gaps.
+pub fn rx_queue_packets(stats: &[(String, u64)]) -> Vec<u64> {
+    let queue_of = |name: &str| -> Option<usize> {
+        let rest = name.strip_prefix("rx")?;
+        let rest = rest.strip_prefix("_queue_").or_else(|| rest.strip_prefix('-')).unwrap_or(rest);
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let (number, tail) = rest.split_at(digits);
+        (!number.is_empty() && matches!(tail, "_packets" | ".packets"))
+            .then(|| number.parse().ok())
+            .flatten()
+            .filter(|&q: &usize| q < 4096)
+    };
+    let mut queues: Vec<(usize, u64)> =
+        stats.iter().filter_map(|(n, v)| Some((queue_of(n)?, *v))).collect();
+    queues.sort_unstable();
+    queues.dedup_by_key(|(q, _)| *q);
+    if queues.iter().enumerate().any(|(i, (q, _))| i != *q) {
+        return Vec::new();
+    }
+    queues.into_iter().map(|(_, v)| v).collect()
 }
 
 /// NET_RX and NET_TX softirqs handled per CPU (/proc/softirqs).
@@ -287,6 +316,24 @@ pub fn read_net_softirqs(root: &Path) -> NetSoftirqs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_queue_packets_are_read_by_each_drivers_names() {
+        let named = |names: &[&str]| -> Vec<(String, u64)> {
+            names.iter().enumerate().map(|(i, n)| (n.to_string(), 10 + i as u64)).collect()
+        };
+        let ixgbe =
+            named(&["rx_packets", "rx_queue_0_packets", "rx_queue_0_bytes", "rx_queue_1_packets"]);
+        assert_eq!(rx_queue_packets(&ixgbe), [11, 13]);
+        assert_eq!(rx_queue_packets(&named(&["rx1_packets", "rx0_packets"])), [11, 10]);
+        assert_eq!(rx_queue_packets(&named(&["rx-0.packets", "tx-0.packets"])), [10]);
+        // veth's XDP counters, a gap, a huge number, no digits: nothing per queue.
+        assert!(rx_queue_packets(&named(&["rx_queue_0_xdp_packets"])).is_empty());
+        assert!(rx_queue_packets(&named(&["rx_queue_0_packets", "rx_queue_2_packets"])).is_empty());
+        assert!(
+            rx_queue_packets(&named(&["rx99999999999999999999_packets", "rx_packets"])).is_empty()
+        );
+    }
     use std::path::PathBuf;
 
     fn write(p: PathBuf, s: &str) {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::address;
 use super::plan::DevicePlan;
 use super::refusal::{explain, refusal};
 use super::setting::{Ethtool, IfName, Setting, SettingError};
@@ -211,6 +212,7 @@ fn set(setting: &Setting, root: &Path, value: &str) -> io::Result<()> {
             let bits = ethtool::hash_bits(value).ok_or_else(|| invalid("unknown hash fields"))?;
             ethtool::set_rx_flow_hash(nic.as_str(), *flow, bits)
         }
+        Setting::Address { nic, addr, prefix } => address::set(nic.as_str(), *addr, *prefix, value),
         _ => {
             use rustix::fs::{Mode, OFlags};
             let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -255,15 +257,35 @@ fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, App
     Ok(out)
 }
 
+/// The addresses a plan adds on its interface, checked.
+fn check_addresses(plan: &Plan, root: &Path) -> Result<Vec<Setting>, ApplyError> {
+    let nic = IfName::existing(&plan.nic, root)?;
+    let parse = |cidr: &String| {
+        let (addr, prefix) = address::parse_cidr(cidr).ok_or_else(|| SettingError::BadValue {
+            setting: format!("addresses of {}", plan.nic),
+            value: cidr.chars().take(64).collect(),
+            expected: "an address with its prefix length, such as 192.0.2.10/24",
+        })?;
+        Ok(Setting::Address { nic: nic.clone(), addr, prefix })
+    };
+    plan.addresses.iter().map(parse).collect()
+}
+
 /// What `plan` would do under `root` (`/` on a live machine): the settings it changes
 /// (unchanged ones left out) and those the kernel or the driver refuses on the device. The
 /// plan is checked first: its interfaces must exist and its masks be masks.
 pub fn review(plan: &Plan, root: &Path) -> Result<Review, ApplyError> {
     let devices = check_plan(plan, root)?;
+    let addresses = check_addresses(plan, root)?;
     let mut out = Review::default();
     if root == Path::new("/") {
         for (device, nic) in &devices {
             ethtool_review(device, nic, &mut out)?;
+        }
+        for setting in &addresses {
+            let Setting::Address { nic, addr, .. } = setting else { continue };
+            let now = address::state(nic.as_str(), *addr);
+            propose(&mut out, setting, root, now, address::PRESENT.into(), |a, b| a == b)?;
         }
     }
     for (device, nic) in &devices {
@@ -400,6 +422,7 @@ mod tests {
             rx_usecs: None,
             notes: vec![],
             lower: vec![],
+            addresses: Vec::new(),
         };
         (root, plan)
     }

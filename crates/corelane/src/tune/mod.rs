@@ -1,11 +1,13 @@
 //! Core partitioning (seed 003): which CPUs take the NIC's interrupts, which run the syscall
 //! thread next to them, and which run the application lanes.
 
+mod address;
 mod apply;
 mod plan;
 mod refusal;
 mod setting;
 
+pub use address::parse_cidr;
 pub use apply::{
     apply, apply_saving_revert, changes, read_revert_file, revert, review, ApplyError, Change,
     Review, Skipped,

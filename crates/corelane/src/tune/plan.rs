@@ -85,6 +85,10 @@ pub struct Plan {
     /// XPS, RPS off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lower: Vec<DevicePlan>,
+    /// Addresses (`ADDR/PREFIX`) to add on `nic`, e.g. seed 000's extra receiver IPs; a
+    /// revert removes them again. `corelane plan` proposes none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
 }
 
 /// The settings of one device: the top level of a [`Plan`] or one of its `lower` devices.
@@ -210,6 +214,7 @@ pub fn plan_stack(
         rx_usecs: None,
         notes,
         lower,
+        addresses: Vec::new(),
     })
 }
 

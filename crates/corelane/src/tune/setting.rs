@@ -64,10 +64,27 @@ pub enum Ethtool {
 /// One kernel setting a plan may change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setting {
-    IrqAffinity { irq: u32 },
-    RpsCpus { nic: IfName, queue: u32 },
-    XpsCpus { nic: IfName, queue: u32 },
-    Ethtool { nic: IfName, setting: Ethtool },
+    IrqAffinity {
+        irq: u32,
+    },
+    RpsCpus {
+        nic: IfName,
+        queue: u32,
+    },
+    XpsCpus {
+        nic: IfName,
+        queue: u32,
+    },
+    Ethtool {
+        nic: IfName,
+        setting: Ethtool,
+    },
+    /// An address on an interface: `present` or `absent`.
+    Address {
+        nic: IfName,
+        addr: std::net::IpAddr,
+        prefix: u8,
+    },
 }
 
 impl Setting {
@@ -81,6 +98,9 @@ impl Setting {
             }
             Setting::XpsCpus { nic, queue } => {
                 root.join(format!("sys/class/net/{}/queues/tx-{queue}/xps_cpus", nic.0))
+            }
+            Setting::Address { nic, addr, prefix } => {
+                PathBuf::from(format!("address:{}/{addr}/{prefix}", nic.0))
             }
             Setting::Ethtool { nic, setting } => PathBuf::from(format!(
                 "ethtool:{}/{}",
@@ -99,6 +119,11 @@ impl Setting {
     pub fn from_path(path: &Path, root: &Path) -> Result<Self, SettingError> {
         let refuse = || SettingError::NotASetting(path.display().to_string());
         let text = path.to_str().ok_or_else(refuse)?;
+        if let Some(rest) = text.strip_prefix("address:") {
+            let (nic, cidr) = rest.split_once('/').ok_or_else(refuse)?;
+            let (addr, prefix) = super::address::parse_cidr(cidr).ok_or_else(refuse)?;
+            return Ok(Setting::Address { nic: IfName::existing(nic, root)?, addr, prefix });
+        }
         if let Some(rest) = text.strip_prefix("ethtool:") {
             let (nic, what) = rest.split_once('/').ok_or_else(refuse)?;
             let setting = match what {
@@ -165,6 +190,10 @@ impl Setting {
                 !value.is_empty() && ethtool::hash_bits(value).is_some(),
                 "ethtool letters from mvtsdfn",
             ),
+            Setting::Address { .. } => (
+                [super::address::PRESENT, super::address::ABSENT].contains(&value),
+                "present or absent",
+            ),
         };
         if ok {
             Ok(())
@@ -212,6 +241,8 @@ mod tests {
                 nic: eth0.clone(),
                 setting: Ethtool::RxFlowHash { flow: 2, name: "udp4" },
             },
+            Setting::Address { nic: eth0.clone(), addr: "10.0.0.5".parse().unwrap(), prefix: 24 },
+            Setting::Address { nic: eth0.clone(), addr: "fd00::5".parse().unwrap(), prefix: 64 },
         ] {
             assert_eq!(Setting::from_path(&s.path(root), root).unwrap(), s);
         }
@@ -225,6 +256,10 @@ mod tests {
             format!("{}/sys/class/net/eth0/queues/rx-0/xps_cpus", root.display()),
             "ethtool:eth0/../../x".to_string(),
             "ethtool:eth0/rx-flow-hash/sctp4".to_string(),
+            "address:eth0/10.0.0.5".to_string(),
+            "address:eth0/10.0.0.5/24; reboot".to_string(),
+            "address:eth0/../../x/24".to_string(),
+            "address:nosuch0/10.0.0.5/24".to_string(),
         ] {
             assert!(Setting::from_path(Path::new(&bad), root).is_err(), "{bad}");
         }
