@@ -255,12 +255,19 @@ fn remote_args<'a>(hosts: &'a Hosts, config: &'a str) -> Vec<&'a str> {
     ]
 }
 
-/// Runs `corelane LAB_ARGS` across the two hosts (deployed) and returns its JSON report.
+/// Runs `corelane LAB_ARGS --vs none` across the two hosts (deployed) and returns its JSON
+/// report.
 fn run_across(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
+    let mut args = lab_args.to_vec();
+    args.extend(["--vs", "none"]);
+    run_across_without_peers(hosts, &args)
+}
+
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed) and returns its JSON report.
+fn run_across_without_peers(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("run.json").display().to_string();
     let mut args = lab_args.to_vec();
-    args.extend(["--vs", "none"]);
     args.extend(remote_args(hosts, &config));
     args.extend(["--deploy", "--json", &json]);
     let out = hosts.corelane(&args);
@@ -548,4 +555,21 @@ fn a_non_root_login_on_the_rx_host_is_refused_before_any_change() {
     assert!(last.contains(&target) && last.contains("needs root"), "{err}");
     assert_eq!(hosts.rx_masks(), masks_before);
     hosts.assert_clean(&copies_before, "a non-root login");
+}
+
+#[test]
+fn lab_affinity_runs_across_two_ssh_hosts_and_restores_the_nic() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let masks_before = hosts.rx_masks();
+    let report = run_across_without_peers(&hosts, &["lab", "affinity", "--quick"]);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10, "five placements × UDP and HTTP: {report}");
+    for row in rows {
+        assert!(row["median"].as_f64().unwrap() > 100.0, "{row}");
+        assert!(row["cpu_ns_per_unit"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    let findings = report["findings"].to_string();
+    assert!(findings.contains("runs on another host"), "{findings}");
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
+    hosts.assert_clean(&copies_before, "after lab affinity");
 }

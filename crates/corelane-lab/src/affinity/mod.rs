@@ -41,6 +41,8 @@ pub struct AffinityArgs {
     /// Datagrams/s the paced GSO sender offers the UDP receiver.
     #[arg(long, default_value_t = 1_000_000)]
     pub offered: u64,
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 impl Options for AffinityArgs {
@@ -62,6 +64,7 @@ impl Options for AffinityArgs {
             return Err(LabError::Options("--offered must be above 0".into()));
         }
         opts.offered_pps = self.offered;
+        opts.remote = self.remote.spec()?;
         run(&opts, stop, progress)
     }
 }
@@ -75,6 +78,8 @@ pub struct AffinityLabOptions {
     /// Datagrams/s the paced GSO sender offers the UDP receiver.
     pub offered_pps: u64,
     pub connections: usize,
+    /// The sides on other machines over SSH; the namespace testbed when `None`.
+    pub remote: Option<crate::remote::RemoteSpec>,
 }
 
 impl AffinityLabOptions {
@@ -85,6 +90,7 @@ impl AffinityLabOptions {
             duration: Duration::from_secs(5),
             offered_pps: 1_000_000,
             connections: 50,
+            remote: None,
         }
     }
 
@@ -117,8 +123,11 @@ pub struct AffinityLabReport {
     pub machine: String,
     /// The CPU doing the receive softirq (the interrupt core).
     pub irq_cpu: usize,
-    /// The other CPU (the load generator's, and NC's).
+    /// The other CPU of the application's host (NC's; also the load generator's when both
+    /// run on one machine).
     pub other_cpu: usize,
+    /// The load generator's CPU, on its own host.
+    pub load_cpu: usize,
     pub packages: usize,
     pub numa_nodes: usize,
     pub trials: usize,
@@ -155,9 +164,13 @@ struct AffinityLab<'a> {
     opts: &'a AffinityLabOptions,
     udp_opts: UdpLabOptions,
     testbed: Testbed,
-    topo: Topology,
+    /// Processor packages and NUMA nodes of the application's host.
+    packages: usize,
+    numa_nodes: usize,
     irq_cpu: usize,
     other_cpu: usize,
+    /// The load generator's CPU (on the tx host).
+    load_cpu: usize,
     port: u16,
     scratch: WorkDir,
 }
@@ -170,18 +183,26 @@ impl<'a> AffinityLab<'a> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options("--duration must be at least 3s".into()));
         }
-        let topo = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?;
-        let online = topo.online();
+        let mut testbed = match &opts.remote {
+            Some(spec) => Testbed::remote(spec)?,
+            None => Testbed::create(),
+        };
+        testbed.announce(progress);
+        let (packages, numa_nodes) = packages_and_nodes(&testbed)?;
+        let online = testbed.rx().online_cpus()?;
         let other_cpu = online.cpus()[0];
         let irq_cpu = *online.cpus().last().unwrap_or(&other_cpu);
-        let testbed = Testbed::create();
-        testbed.announce(progress);
-        let port = if testbed.is_namespaced() {
-            crate::tcp::NAMESPACE_PORT
-        } else {
-            crate::tcp::free_port()?
+        let load_cpu = testbed.tx().online_cpus()?.cpus()[0];
+        if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
+            testbed.preview(&[("every row".into(), CpuList::new(vec![irq_cpu]))])?;
+        }
+        let port = match testbed.network {
+            crate::testbed::Network::Loopback { .. } => crate::tcp::free_port()?,
+            _ => crate::tcp::NAMESPACE_PORT,
         };
-        testbed.steer_receive_where_possible(&CpuList::new(vec![irq_cpu]))?;
+        if !testbed.is_dry_run() {
+            testbed.steer_receive_where_possible(&CpuList::new(vec![irq_cpu]))?;
+        }
         let udp_opts = UdpLabOptions {
             trials: opts.trials,
             duration: opts.duration,
@@ -189,18 +210,29 @@ impl<'a> AffinityLab<'a> {
             ..UdpLabOptions::full(opts.exe.clone())
         };
         let scratch = WorkDir::create("affinity")?;
-        Ok(Self { opts, udp_opts, testbed, topo, irq_cpu, other_cpu, port, scratch })
+        Ok(Self {
+            opts,
+            udp_opts,
+            testbed,
+            packages,
+            numa_nodes,
+            irq_cpu,
+            other_cpu,
+            load_cpu,
+            port,
+            scratch,
+        })
     }
 
     /// The UDP receiver on the softirq CPU, on the other CPU, unpinned; then io_uring
     /// without and with a syscall lane.
     fn udp_placements(&self) -> Vec<UdpConfig> {
-        let (irq_cpu, other_cpu) = (self.irq_cpu, self.other_cpu);
-        let rps = self.testbed.is_namespaced().then(|| CpuList::new(vec![irq_cpu]));
+        let (irq_cpu, other_cpu, load_cpu) = (self.irq_cpu, self.other_cpu, self.load_cpu);
+        let rps = self.testbed.rps_unavailable().is_none().then(|| CpuList::new(vec![irq_cpu]));
         let offered = self.opts.offered_pps;
         let udp_config = |id: &'static str, label: String, lane: usize, pinned: bool| UdpConfig {
             pinned,
-            ..UdpConfig::one_lane(id, label, rps.clone(), lane, other_cpu, offered)
+            ..UdpConfig::one_lane(id, label, rps.clone(), lane, load_cpu, offered)
         };
         let nc_label = format!("NC: receiver on CPU {other_cpu}, off the softirq CPU");
         let lane_label =
@@ -268,7 +300,7 @@ impl<'a> AffinityLab<'a> {
         Stage {
             testbed: &self.testbed,
             server_cpu: self.irq_cpu,
-            client_cpu: self.other_cpu,
+            client_cpu: self.load_cpu,
             port: self.port,
             connections: self.opts.connections,
             duration: self.opts.duration,
@@ -288,8 +320,8 @@ impl<'a> AffinityLab<'a> {
                 out.push(format!("{case}: not measurable here ({packages} package, {numa_nodes} NUMA node)"));
             }
         }
-        if !self.testbed.is_namespaced() {
-            out.push("the softirq CPU: loopback cannot steer receive work (RPS)".into());
+        if let Some(why) = self.testbed.rps_unavailable() {
+            out.push(format!("the softirq CPU: cannot steer receive work here ({why})"));
         }
         out
     }
@@ -302,6 +334,9 @@ impl Experiment for AffinityLab<'_> {
     type Report = AffinityLabReport;
 
     fn configurations(&mut self) -> Result<Vec<Placed>, LabError> {
+        if self.testbed.is_dry_run() {
+            return Ok(Vec::new());
+        }
         let mut all: Vec<Placed> = self.udp_placements().into_iter().map(Placed::Udp).collect();
         all.extend(self.tcp_placements());
         Ok(all)
@@ -362,13 +397,7 @@ impl Experiment for AffinityLab<'_> {
             })
             .collect();
         gaps_against_nc(&mut rows);
-        let packages = {
-            let mut p: Vec<usize> = self.topo.cpus.iter().map(|c| c.package).collect();
-            p.sort_unstable();
-            p.dedup();
-            p.len()
-        };
-        let numa_nodes = self.topo.nodes.len().max(1);
+        let (packages, numa_nodes) = (self.packages, self.numa_nodes);
         // The model starts from what a request cost here with everything on one package.
         let base_ns = rows
             .iter()
@@ -376,7 +405,9 @@ impl Experiment for AffinityLab<'_> {
             .map_or(7000.0, |r| r.cpu_ns_per_unit);
         let model_assumptions = model::Assumptions::typical(base_ns);
         let model = model::two_packages(&model_assumptions);
-        let findings = findings(&rows, &model, self.irq_cpu, self.other_cpu);
+        let shared = self.testbed.tx() == self.testbed.rx()
+            || !matches!(self.testbed.network, crate::testbed::Network::Remote { .. });
+        let findings = findings(&rows, &model, self.irq_cpu, self.other_cpu, shared);
         Ok(AffinityLabReport {
             testbed: self
                 .testbed
@@ -384,6 +415,7 @@ impl Experiment for AffinityLab<'_> {
             machine: crate::machine(),
             irq_cpu: self.irq_cpu,
             other_cpu: self.other_cpu,
+            load_cpu: self.load_cpu,
             packages,
             numa_nodes,
             trials: self.opts.trials,
@@ -395,6 +427,25 @@ impl Experiment for AffinityLab<'_> {
             findings,
         })
     }
+}
+
+/// Processor packages and NUMA nodes of the application's (rx) host: this machine's, or
+/// the remote rx host's as its `corelane topo --json` showed them.
+fn packages_and_nodes(testbed: &Testbed) -> Result<(usize, usize), LabError> {
+    let report = testbed.report(None);
+    if let Some(rx) = report.hosts.iter().find(|h| h.role == "rx") {
+        let cpus = rx.topology["cpus"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut packages: Vec<u64> = cpus.iter().filter_map(|c| c["package"].as_u64()).collect();
+        packages.sort_unstable();
+        packages.dedup();
+        let nodes = rx.topology["numa_nodes"].as_array().map_or(0, Vec::len);
+        return Ok((packages.len().max(1), nodes.max(1)));
+    }
+    let topo = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?;
+    let mut packages: Vec<usize> = topo.cpus.iter().map(|c| c.package).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    Ok((packages.len().max(1), topo.nodes.len().max(1)))
 }
 
 /// Each row's change against the NC row of its workload.
@@ -414,6 +465,7 @@ fn findings(
     model: &[model::ModelRow],
     irq_cpu: usize,
     other_cpu: usize,
+    load_generator_beside: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let get = |w: &str, k: &str| rows.iter().find(|r| r.workload == w && r.kind == k);
@@ -428,12 +480,16 @@ fn findings(
                 best.kind, best.median
             ));
         }
-        if let (Some(ns), Some(nc)) = (get(workload, "NS"), get(workload, "NC")) {
+        if let (Some(ns), Some(_)) = (get(workload, "NS"), get(workload, "NC")) {
+            let why = if load_generator_beside {
+                format!("NC shares CPU {other_cpu} with the load generator, so NC trades the softirq's CPU {irq_cpu} for the client's; the seed's NC had cores to spare")
+            } else {
+                format!("the load generator runs on another host, so NC's CPU {other_cpu} is the application's alone, as in the seed")
+            };
             out.push(format!(
-                "{workload}: NS {:+.1}% against NC: on this 2-CPU machine NC shares CPU {other_cpu} with the load generator, so NC trades the softirq's CPU {irq_cpu} for the client's; the seed's NC had cores to spare.",
+                "{workload}: NS {:+.1}% against NC: {why}.",
                 ns.gap_pct.unwrap_or(0.0)
             ));
-            let _ = nc;
         }
     }
     for (workload, unit) in [("udp", "datagrams/s"), ("tcp", "requests/s")] {

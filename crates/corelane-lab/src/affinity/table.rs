@@ -15,9 +15,12 @@ impl Report for AffinityLabReport {
         let mut out = String::new();
         out.push_str(&format!("corelane lab affinity — seed 003 on {}\n", r.machine));
         out.push_str(&r.testbed.lines());
+        if r.testbed.is_dry_run() {
+            return out;
+        }
         out.push_str(&format!(
-            "softirq (interrupt) CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
-            r.irq_cpu, r.other_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
+            "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
+            r.irq_cpu, r.other_cpu, r.load_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
         ));
         let mut table = report::table();
         table.set_header(["workload", "kind", "placement", "rate", "vs NC", "CPU per unit"]);
