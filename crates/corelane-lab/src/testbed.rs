@@ -210,7 +210,19 @@ impl Testbed {
                 });
             }
         }
+        let tx_held = match spec.rx_add_addrs.is_empty() {
+            true => String::new(),
+            false => tx.run("ip", &["-o", "addr", "show"])?,
+        };
         for (addr, _) in &spec.rx_add_addrs {
+            if holds(&tx_held, *addr) {
+                return Err(LabError::Remote {
+                    host: tx.name(),
+                    problem: format!(
+                        "holds {addr}: --rx-add-addr must be an address no host uses (pick a free one in the rx host's subnet)"
+                    ),
+                });
+            }
             if holds(&held, *addr) {
                 return Err(LabError::Remote {
                     host: rx.name(),
