@@ -3,10 +3,12 @@
 # check): two SSH "hosts" made of network namespaces, each with a real sshd, a controller
 # namespace, management links and a 2-queue data link (docs of the recipe: the shared notes'
 # multihost.md); then `lab tcp` alternately on the namespace testbed and across the two
-# hosts. Root only; removes everything it made on exit.
-# Usage: cross-host-vs-local.sh CORELANE [ROUNDS]
+# hosts (or `lab udp`, LAB=udp); with FULL=1, one full `lab udp` across the hosts at the end
+# (every row, --rx-add-addr for the rows that target two receiver IPs), its table printed.
+# Root only; removes everything it made on exit.
+# Usage: [LAB=udp] [FULL=1] cross-host-vs-local.sh CORELANE [ROUNDS]
 set -euo pipefail
-exe=$(realpath "$1"); rounds=${2:-2}
+exe=$(realpath "$1"); rounds=${2:-2}; lab=${LAB:-tcp}
 p=clxh$$; ctl=$p-ctl; h1=$p-h1; h2=$p-h2
 dir=$(mktemp -d)
 cleanup() {
@@ -32,7 +34,11 @@ printf 'Host *\n  IdentityFile %s/id\n  IdentitiesOnly yes\n  StrictHostKeyCheck
 mkdir -p /run/sshd
 for ns in $h1 $h2; do ip netns exec $ns /usr/sbin/sshd -f "$dir/sshd_config"; done
 sleep 1
-common=(lab tcp --configs baseline --vs none --trials 3)
+if [ "$lab" = udp ]; then
+  common=(lab udp --configs default,placement,reuseport --vs none --trials 3)
+else
+  common=(lab tcp --configs baseline --vs none --trials 3)
+fi
 remote=(--tx-host root@10.210.1.2 --rx-host root@10.210.2.2 --rx-addr 10.210.3.2 --ssh-config "$dir/config" --deploy)
 for r in $(seq 1 "$rounds"); do
   order=(local remote); [ $((r % 2)) -eq 0 ] && order=(remote local)   # alternate who goes first
@@ -46,8 +52,16 @@ for r in $(seq 1 "$rounds"); do
 import json, sys
 rep = json.load(open(sys.argv[1]))
 for row in rep["rows"]:
+    if "median_pps" in row:
+        print(f'round {sys.argv[3]} {sys.argv[2]:6} {row["config"]:10} {row["median_pps"]:9.0f} pps  '
+              f'receiver CPU {row["cpu_ns_per_datagram"]:.0f} ns/datagram  trials {[round(t) for t in row["trials_pps"]]}')
+        continue
     print(f'round {sys.argv[3]} {sys.argv[2]:6} {row["workload"]:10} {row["median_rps"]:9.0f} req/s  '
           f'server CPU {row["cpu_us_per_request"]:.2f} us/request  trials {[round(t) for t in row["trials_rps"]]}')
 EOF
   done
 done
+if [ "${FULL:-0}" = 1 ]; then
+  ip netns exec $ctl "$exe" lab udp --vs none "${remote[@]}" --rx-add-addr 10.210.3.3/24 \
+    --json "$dir/full.json" 2>/dev/null
+fi
