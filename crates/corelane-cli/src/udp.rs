@@ -124,7 +124,8 @@ pub struct RecvArgs {
     /// How lanes receive: mmsg (recvmmsg batches), uring (a multishot io_uring receive
     /// into provided buffers; no --gro, --coalesce unused) or xdp (corelane's XDP program and
     /// one AF_XDP socket and lane per RX queue of the address's interface; needs root).
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp"])]
+    /// xdp-drop is the ceiling: the same match dropped and counted in the driver.
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp", "xdp-drop"])]
     backend: String,
     /// With --backend xdp: auto tries native zero-copy, then native copy, then generic, and
     /// says why; zerocopy, copy and generic insist.
@@ -244,6 +245,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         until_datagrams: args.count,
         backend: match (args.backend.as_str(), args.sqpoll) {
             ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+            ("xdp-drop", None) => RecvBackend::XdpDrop,
             ("xdp", None) => RecvBackend::Xdp {
                 mode: args.xdp_mode.parse().map_err(anyhow::Error::msg)?,
                 busy_poll_us: args.busy_poll,

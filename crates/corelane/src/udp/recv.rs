@@ -22,7 +22,7 @@ use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
 use crate::xdp::rx::{RxConfig, XdpReceive, XdpReport, XskLane};
-use crate::xdp::{XdpError, XdpMode};
+use crate::xdp::{Ceiling, XdpError, XdpMode};
 
 /// How receiver lanes share the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -59,6 +59,9 @@ pub enum RecvBackend {
     /// AF_XDP socket per RX queue, each read by its own lane (`ReceiverConfig::xdp_dev` names
     /// the interface when the address does not).
     Xdp { mode: XdpMode, busy_poll_us: Option<u32> },
+    /// The ceiling of any XDP consumer: the same match dropped (XDP_DROP) and counted in the
+    /// driver; the count is reported as datagrams, and nothing reaches user space.
+    XdpDrop,
 }
 
 impl std::fmt::Display for RecvBackend {
@@ -68,6 +71,7 @@ impl std::fmt::Display for RecvBackend {
             Self::Uring { sqpoll_cpu: None } => "uring",
             Self::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll",
             Self::Xdp { .. } => "xdp",
+            Self::XdpDrop => "xdp-drop",
         })
     }
 }
@@ -213,6 +217,8 @@ pub struct Receiver {
     backend_note: Option<String>,
     /// With `xdp`: the program attached and one socket per RX queue.
     xdp: Option<XdpReceive>,
+    /// With `xdp-drop`: the dropping program and its counter.
+    ceiling: Option<Arc<Ceiling>>,
 }
 
 impl Receiver {
@@ -239,8 +245,12 @@ impl Receiver {
         {
             return Err(UdpError::Steering);
         }
-        if let RecvBackend::Xdp { mode, busy_poll_us } = config.backend {
-            return Self::bind_xdp(config, mode, busy_poll_us);
+        match config.backend {
+            RecvBackend::Xdp { mode, busy_poll_us } => {
+                return Self::bind_xdp(config, Some((mode, busy_poll_us)))
+            }
+            RecvBackend::XdpDrop => return Self::bind_xdp(config, None),
+            _ => {}
         }
         let mut config = config;
         let backend_note = settle_backend(&mut config)?;
@@ -284,7 +294,16 @@ impl Receiver {
                 }
             }
         }
-        Ok(Self { config, lane_sockets, bound, gro, rcvbuf_bytes, backend_note, xdp: None })
+        Ok(Self {
+            config,
+            lane_sockets,
+            bound,
+            gro,
+            rcvbuf_bytes,
+            backend_note,
+            xdp: None,
+            ceiling: None,
+        })
     }
 
     /// `xdp`: a plain socket holds the port (and proves the address is this host's), then the
@@ -292,8 +311,7 @@ impl Receiver {
     /// by its own lane.
     fn bind_xdp(
         mut config: ReceiverConfig,
-        mode: XdpMode,
-        busy_poll_us: Option<u32>,
+        receive: Option<(XdpMode, Option<u32>)>,
     ) -> Result<Self, UdpError> {
         if config.addrs.len() != 1 {
             return Err(XdpError::OneAddress.into());
@@ -304,6 +322,26 @@ impl Receiver {
         crate::xdp::check_available()?;
         let socket = bind_receiver(config.addrs[0], false, None)?;
         let bound = local_addr(&socket)?;
+        let Some((mode, busy_poll_us)) = receive else {
+            let iface = crate::xdp::Interface::for_address(bound, config.xdp_dev.as_deref())?;
+            let ceiling = Ceiling::attach(&iface.name, bound)?;
+            config.threads = 1;
+            config.check = false;
+            return Ok(Self {
+                lane_sockets: vec![vec![Arc::new(socket)]],
+                bound: vec![bound],
+                gro: OffloadState { requested: false, active: false, note: None },
+                rcvbuf_bytes: None,
+                backend_note: Some(format!(
+                    "XDP_DROP ceiling on {} (program {}): datagrams counted are frames dropped in the driver",
+                    iface.name,
+                    ceiling.prog_id()
+                )),
+                xdp: None,
+                ceiling: Some(Arc::new(ceiling)),
+                config,
+            });
+        };
         let xdp = XdpReceive::setup(&RxConfig {
             addr: bound,
             dev: config.xdp_dev.clone(),
@@ -327,6 +365,7 @@ impl Receiver {
             rcvbuf_bytes: None,
             backend_note: Some(note),
             xdp: Some(xdp),
+            ceiling: None,
         })
     }
 
@@ -380,6 +419,7 @@ impl Receiver {
                 },
                 dispatch_lane: None,
                 xsk: xsk_lanes.get_mut(index).and_then(Option::take),
+                ceiling: self.ceiling.clone(),
                 stop: lane_stop.clone(),
             };
             lanes
@@ -533,6 +573,8 @@ struct LaneWork {
     dispatch_lane: Option<DispatchLane>,
     /// With `xdp`: this lane's RX queue socket.
     xsk: Option<XskLane>,
+    /// With `xdp-drop`: the counter this lane reads every 10 ms.
+    ceiling: Option<Arc<Ceiling>>,
     stop: StopSignal,
 }
 
@@ -566,7 +608,15 @@ impl LaneWork {
             self.dispatch_lane = Some(DispatchLane::start(config, &self.worker_cpus)?);
         }
         let sockets = std::mem::take(&mut self.sockets);
-        if let Some(mut xsk) = self.xsk.take() {
+        if let Some(ceiling) = self.ceiling.take() {
+            let mut last = ceiling.dropped()?;
+            while !self.stop.is_stopped() {
+                std::thread::sleep(Duration::from_millis(10));
+                let now = ceiling.dropped()?;
+                self.counters[self.index].add(now.saturating_sub(last), 0);
+                last = now;
+            }
+        } else if let Some(mut xsk) = self.xsk.take() {
             self.run_xdp(&mut xsk, &mut result)?;
             result.xsk = Some(xsk);
         } else if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
