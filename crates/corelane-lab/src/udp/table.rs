@@ -45,7 +45,11 @@ impl Report for UdpLabReport {
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
                 report::right(format!("{:.0}", row.drops_per_sec)),
                 report::right(format!("{:.3}%", row.reordered_pct)),
-                report::right(format!("{:.0}", row.cpu_ns_per_datagram)),
+                // AF_XDP rows: the lanes' runtime + the NAPI threads' runtime.
+                report::right(match row.napi_ns_per_datagram {
+                    Some(napi) => format!("{:.0}+{napi:.0}", row.cpu_ns_per_datagram),
+                    None => format!("{:.0}", row.cpu_ns_per_datagram),
+                }),
             ];
             for id in &cpu_ids {
                 let text = row
