@@ -174,6 +174,7 @@ mod tests {
                 reordered_pct: 0.5,
                 lane_pps: vec![5e5],
                 cpu: vec![split(0), split(1)],
+                napi_ns_per_datagram: None,
                 nic: None,
             }],
             peers: Vec::new(),
