@@ -9,8 +9,8 @@ use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendInterval, SendSummary,
-    Sender, SenderConfig, SocketMode, Steering,
+    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendBackend, SendInterval,
+    SendSummary, Sender, SenderConfig, SocketMode, Steering,
 };
 
 use crate::args::{
@@ -73,6 +73,10 @@ pub struct SendArgs {
     /// Pin lanes round-robin to these CPUs, e.g. 0 or 0,2-3.
     #[arg(long, value_name = "CPUS")]
     pin: Option<CpuList>,
+    /// How lanes send: mmsg (sendmmsg, optionally GSO) or xdp (IPv4 frames built once per
+    /// flow and pushed through an AF_XDP TX ring on the route's interface; needs root).
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "xdp"])]
+    backend: String,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -181,7 +185,11 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         placement: Placement::from_pin(args.pin),
         duration: Some(args.duration),
         count: args.count,
+        backend: if args.backend == "xdp" { SendBackend::Xdp } else { SendBackend::Mmsg },
     })?;
+    if let Some(note) = sender.backend_note() {
+        eprintln!("note: {note}");
+    }
     let json = args.json;
     let summary = sender.run(
         &stop,

@@ -413,8 +413,11 @@ impl XskSocket {
             self.tx.local = self.tx.local.wrapping_add(1);
         }
         self.tx.index(self.tx.producer).store(self.tx.local, Ordering::Release);
-        if n > 0 && (!self.zerocopy || self.tx.needs_wakeup()) {
-            // Copy mode sends only from a syscall; zero-copy only when asked (need_wakeup).
+        // Copy mode sends only from a syscall (at most 32 frames per call: the kernel's
+        // TX budget), zero-copy only when it asks (need_wakeup); kick while frames wait on
+        // the ring, whether or not this call queued any.
+        let pending = self.tx.local != self.tx.index(self.tx.consumer).load(Ordering::Acquire);
+        if pending && (!self.zerocopy || self.tx.needs_wakeup()) {
             match syscall!(sendto(
                 self.fd.as_raw_fd(),
                 std::ptr::null(),

@@ -7,7 +7,8 @@
 //! * `attach` owns the lifecycle: what the interface carries, left-over corelane programs,
 //!   programs of others (never replaced), the link.
 //! * [`frame`] is the checked parser the lanes read frames with.
-//! * [`rx`] sets up the sockets and reads them; [`tx`] builds and pushes frames.
+//! * [`rx`] sets up the sockets and reads them; [`tx`] pushes frames, [`route`] finds where
+//!   they go.
 
 mod asm;
 mod attach;
@@ -16,6 +17,7 @@ pub mod frame;
 mod iface;
 mod netlink;
 mod program;
+pub mod route;
 pub mod rx;
 pub mod tx;
 

@@ -16,6 +16,17 @@ const RTM_GETLINK: u16 = 18;
 const RTM_SETLINK: u16 = 19;
 const RTM_NEWADDR: u16 = 20;
 const RTM_GETADDR: u16 = 22;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+const RTM_NEWNEIGH: u16 = 28;
+const RTM_GETNEIGH: u16 = 30;
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
+/// NUD_INCOMPLETE and NUD_FAILED: no usable address.
+const NUD_UNUSABLE: u16 = 0x01 | 0x20;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
@@ -251,6 +262,77 @@ pub(crate) fn link(index: u32, name: &str) -> io::Result<Link> {
         return Ok(link);
     }
     Err(io::Error::from_raw_os_error(libc::ENODEV))
+}
+
+fn ip_of(family: u8, v: &[u8]) -> Option<IpAddr> {
+    match (i32::from(family), v.len()) {
+        (libc::AF_INET, 4) => Some(IpAddr::from(<[u8; 4]>::try_from(v).ok()?)),
+        (libc::AF_INET6, 16) => Some(IpAddr::from(<[u8; 16]>::try_from(v).ok()?)),
+        _ => None,
+    }
+}
+
+fn family_of(ip: IpAddr) -> (u8, u8, Vec<u8>) {
+    match ip {
+        IpAddr::V4(a) => (libc::AF_INET as u8, 32, a.octets().to_vec()),
+        IpAddr::V6(a) => (libc::AF_INET6 as u8, 128, a.octets().to_vec()),
+    }
+}
+
+/// The route to `dst`: the output interface and the next hop (the gateway, or `dst` itself
+/// when it is on the link).
+pub(crate) fn route_to(dst: IpAddr) -> io::Result<(u32, IpAddr)> {
+    let (family, bits, bytes) = family_of(dst);
+    let mut rtmsg = [0u8; 12];
+    rtmsg[0] = family;
+    rtmsg[1] = bits;
+    let mut m = Message::new(RTM_GETROUTE, NLM_F_REQUEST, &rtmsg);
+    m.attr(RTA_DST, &bytes);
+    for (kind, body) in exchange(m.bytes())? {
+        if kind != RTM_NEWROUTE || body.len() < 12 {
+            continue;
+        }
+        let (mut oif, mut via) = (0, dst);
+        for (k, v) in attrs(&body[12..]) {
+            match k {
+                RTA_OIF => oif = u32_at(v, 0).unwrap_or(0),
+                RTA_GATEWAY => via = ip_of(family, v).unwrap_or(dst),
+                _ => {}
+            }
+        }
+        if oif != 0 {
+            return Ok((oif, via));
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::ENETUNREACH))
+}
+
+/// The link-layer address the neighbour table holds for `ip` on `ifindex`, if usable.
+pub(crate) fn neighbour(ifindex: u32, ip: IpAddr) -> io::Result<Option<[u8; 6]>> {
+    let (family, _, _) = family_of(ip);
+    let mut ndmsg = [0u8; 12];
+    ndmsg[0] = family;
+    let request = Message::new(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, &ndmsg).bytes();
+    for (kind, body) in exchange(request)? {
+        if kind != RTM_NEWNEIGH || body.len() < 12 || u32_at(&body, 4) != Some(ifindex) {
+            continue;
+        }
+        if u16_at(&body, 8).unwrap_or(0) & NUD_UNUSABLE != 0 {
+            continue;
+        }
+        let (mut dst, mut mac) = (None, None);
+        for (k, v) in attrs(&body[12..]) {
+            match k {
+                NDA_DST => dst = ip_of(family, v),
+                NDA_LLADDR if v.len() == 6 => mac = <[u8; 6]>::try_from(v).ok(),
+                _ => {}
+            }
+        }
+        if dst == Some(ip) && mac.is_some() {
+            return Ok(mac);
+        }
+    }
+    Ok(None)
 }
 
 /// Every (interface index, address) the kernel knows.
