@@ -134,8 +134,11 @@ pub struct Sender {
     lane_flows: Vec<Vec<Flow>>,
     gso: GsoState,
     /// With `xdp`: each lane's socket and flow frames, and what was found on the way.
-    xdp: Option<(Vec<(XskTx, Vec<FlowFrame>)>, String)>,
+    xdp: Option<XdpLanes>,
 }
+
+/// Each AF_XDP lane's socket and flow frames, and a note on how the frames leave.
+type XdpLanes = (Vec<(XskTx, Vec<FlowFrame>)>, String);
 
 impl Sender {
     /// Validates the configuration and connects one socket per flow.
@@ -287,7 +290,8 @@ impl Sender {
         let mut meter = Meter::new(cfg.threads);
         let mut busy = Vec::new();
         let mut ticker = Ticker::every(Duration::from_secs(1));
-        while !stop.is_stopped() && !(lanes.all_finished() && xdp_results.all_finished()) {
+        let finished = |a: &LaneSet<_>, b: &LaneSet<_>| a.all_finished() && b.all_finished();
+        while !stop.is_stopped() && !finished(&lanes, &xdp_results) {
             if ticker.wait(None).is_some() {
                 let refs: Vec<&LaneCounters> = counters.iter().collect();
                 let interval = meter.tick(&refs);
@@ -341,11 +345,7 @@ impl Sender {
 
 /// `xdp`: one AF_XDP socket per lane on the route's interface and each flow's frame, built
 /// from the flow socket's own address (which keeps the source port reserved).
-#[allow(clippy::type_complexity)]
-fn xdp_lanes(
-    config: &SenderConfig,
-    lane_flows: &[Vec<Flow>],
-) -> Result<(Vec<(XskTx, Vec<FlowFrame>)>, String), UdpError> {
+fn xdp_lanes(config: &SenderConfig, lane_flows: &[Vec<Flow>]) -> Result<XdpLanes, UdpError> {
     let max = crate::xdp::rx::FRAME_SIZE as usize - crate::xdp::frame::IPV4_PAYLOAD_OFFSET;
     if config.gso.is_some_and(|g| g > 1) || config.size > max {
         return Err(crate::xdp::XdpError::SendOptions { max }.into());

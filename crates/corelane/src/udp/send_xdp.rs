@@ -67,7 +67,7 @@ impl XdpSendLane {
         let (mut kicks, mut full) = (0u64, 0u64);
         let start = Instant::now();
         let (mut sent, mut turn) = (0u64, 0usize);
-        while !self.stop.is_stopped() && !self.count.is_some_and(|c| sent >= c) {
+        while !self.stop.is_stopped() && self.count.is_none_or(|c| sent < c) {
             let now = Instant::now();
             if self.deadline.is_some_and(|d| now >= d) {
                 break;
