@@ -61,7 +61,10 @@ impl NapiThreads {
             )));
         }
         for pid in &pids {
-            Host::Local.run("taskset", &["-p", "-c", &cpu.to_string(), &pid.to_string()])?;
+            let pid = pid.to_string();
+            Host::Local.run("taskset", &["-p", "-c", &cpu.to_string(), &pid])?;
+            // Receive work preempts the lanes, as softirq would: SCHED_FIFO priority 1.
+            Host::Local.run("chrt", &["-f", "-p", "1", &pid])?;
         }
         Ok(Self { pids })
     }
