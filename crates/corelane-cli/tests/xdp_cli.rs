@@ -145,3 +145,34 @@ fn without_privilege_it_is_one_clear_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("XDP needs root"), "{err}");
 }
+
+/// With CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW but not CAP_IPC_LOCK, the UMEM counts against
+/// RLIMIT_MEMLOCK: a 64 KiB limit is one clear line naming the limit and the fix, and the
+/// program attached before the socket failed is gone with the process.
+#[test]
+fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let have = |p: &str| Command::new(p).arg("--version").output().is_ok();
+    if !have("setpriv") || !have("prlimit") {
+        eprintln!("skipped: needs setpriv and prlimit (util-linux)");
+        return;
+    }
+    let ns = Netns::new();
+    let caps = "+net_raw,+bpf,+net_admin,+perfmon";
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "prlimit", "--memlock=65536", "setpriv"])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([format!("--inh-caps={caps}"), format!("--ambient-caps={caps}")])
+        .arg(env!("CARGO_BIN_EXE_corelane"))
+        .args(["udp", "recv", &format!("{}:4321", ns.addr), "--backend", "xdp"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("RLIMIT_MEMLOCK (65536 bytes)") && err.contains("ulimit -l"), "{err}");
+    assert!(ns.wait_until_clear(), "the interface is as found");
+}

@@ -399,3 +399,20 @@ fn the_af_xdp_sender_delivers_every_numbered_datagram_once() {
     assert_eq!(s.sequence.flows, 4);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.corrupt, s.foreign), (0, 0, 0, 0));
 }
+
+/// A panic while the program is attached unwinds through the bpf_link's owner: detached.
+#[test]
+fn a_panic_detaches_the_program() {
+    skip_unless_able!();
+    let pair = Pair::new();
+    let addr = SocketAddr::from((pair.rx_ip, 4321));
+    let dev = pair.rx_dev.clone();
+    let outcome = Pair::within(&pair.rx_ns, move || {
+        let _receiver = Receiver::bind(config(addr, 1)).unwrap();
+        assert_eq!(xdp::programs_on(&dev).unwrap().len(), 1);
+        panic!("on purpose, with the program attached");
+    })
+    .join();
+    assert!(outcome.is_err());
+    assert!(pair.programs_on_rx().is_empty());
+}
