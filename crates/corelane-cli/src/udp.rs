@@ -133,8 +133,8 @@ pub struct RecvArgs {
     backend: String,
     /// With --backend xdp: auto tries native zero-copy, then native copy, then generic, and
     /// says why; zerocopy, copy and generic insist.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "zerocopy", "copy", "generic"])]
-    xdp_mode: String,
+    #[arg(long, value_parser = ["auto", "zerocopy", "copy", "generic"])]
+    xdp_mode: Option<String>,
     /// With --backend xdp: the interface to attach to (default: the one holding ADDR; needed
     /// for 0.0.0.0 or ::).
     #[arg(long, value_name = "DEV")]
@@ -255,14 +255,19 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
             ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
             ("xdp-drop", None) => RecvBackend::XdpDrop,
             ("xdp", None) => RecvBackend::Xdp {
-                mode: args.xdp_mode.parse().map_err(anyhow::Error::msg)?,
+                mode: args
+                    .xdp_mode
+                    .as_deref()
+                    .unwrap_or("auto")
+                    .parse()
+                    .map_err(anyhow::Error::msg)?,
                 busy_poll_us: args.busy_poll,
             },
             (_, Some(_)) => {
                 anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
             }
-            _ if args.xdp_dev.is_some() || args.busy_poll.is_some() => {
-                anyhow::bail!("--xdp-dev and --busy-poll need --backend xdp")
+            _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
+                anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
             }
             _ => RecvBackend::Mmsg,
         },

@@ -35,7 +35,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
     "udp",
     "000",
-    "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
+    "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO, AF_XDP; vs a C recvmmsg loop, sockperf, iperf3",
     "the testbed and every process it started were removed",
 );
 
@@ -59,7 +59,8 @@ pub struct UdpArgs {
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     pub vs: Option<Vec<String>>,
     /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// reuseport-cpu, gso-gro, or none (peers only).
+    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-tx, af-xdp-max,
+    /// xdp-drop (namespace testbed only), or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
     #[command(flatten)]
