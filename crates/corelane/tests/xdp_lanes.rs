@@ -70,10 +70,12 @@ impl Pair {
         ip(&["link", "add", &pair.tx_dev, "type", "veth", "peer", "name", &pair.rx_dev]);
         ip(&["link", "set", &pair.tx_dev, "netns", &pair.tx_ns]);
         ip(&["link", "set", &pair.rx_dev, "netns", &pair.rx_ns]);
-        for (ns, dev, addr) in
-            [(&pair.tx_ns, &pair.tx_dev, pair.tx_ip), (&pair.rx_ns, &pair.rx_dev, pair.rx_ip)]
+        for (ns, dev, addr, host) in
+            [(&pair.tx_ns, &pair.tx_dev, pair.tx_ip, 1), (&pair.rx_ns, &pair.rx_dev, pair.rx_ip, 2)]
         {
             ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+            let v6 = format!("fd00:231:{n}::{host}/64");
+            ip(&["-n", ns, "-6", "addr", "add", &v6, "dev", dev, "nodad"]);
             ip(&["-n", ns, "link", "set", dev, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
         }
@@ -115,6 +117,10 @@ impl Drop for Pair {
     }
 }
 
+fn rx_ip6(pair: &Pair) -> std::net::Ipv6Addr {
+    format!("fd00:231:{}::2", pair.rx_ip.octets()[2]).parse().unwrap()
+}
+
 fn config(addr: SocketAddr, n: u64) -> ReceiverConfig {
     ReceiverConfig {
         addrs: vec![addr],
@@ -125,19 +131,25 @@ fn config(addr: SocketAddr, n: u64) -> ReceiverConfig {
     }
 }
 
-/// Starts an AF_XDP receiver in the rx namespace; returns its port, the stop signal and the
-/// thread that returns its summary.
+/// Starts an AF_XDP receiver in the rx namespace; returns the stop signal and the thread
+/// that returns its summary.
 fn start_receiver(
     pair: &Pair,
     port: u16,
     n: u64,
 ) -> (StopSignal, thread::JoinHandle<Result<RecvSummary, UdpError>>) {
-    let addr = SocketAddr::from((pair.rx_ip, port));
+    start_receiver_with(pair, config(SocketAddr::from((pair.rx_ip, port)), n))
+}
+
+fn start_receiver_with(
+    pair: &Pair,
+    config: ReceiverConfig,
+) -> (StopSignal, thread::JoinHandle<Result<RecvSummary, UdpError>>) {
     let stop = StopSignal::new();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let rx_stop = stop.clone();
     let handle = Pair::within(&pair.rx_ns, move || {
-        let receiver = match Receiver::bind(config(addr, n)) {
+        let receiver = match Receiver::bind(config) {
             Ok(r) => r,
             Err(e) => {
                 let _ = ready_tx.send(());
@@ -154,7 +166,7 @@ fn start_receiver(
 /// Sends datagrams 0..n of flow 0 from the tx namespace, paced so that copy mode keeps up.
 fn send_numbered(pair: &Pair, to: SocketAddr, n: u64) {
     Pair::within(&pair.tx_ns, move || {
-        let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let socket = UdpSocket::bind(if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
         let mut buf = vec![0u8; 64];
         payload::prefill(&mut buf);
         for seq in 0..n {
@@ -415,4 +427,32 @@ fn a_panic_detaches_the_program() {
     .join();
     assert!(outcome.is_err());
     assert!(pair.programs_on_rx().is_empty());
+}
+
+/// IPv6 (the program's other branch), generic XDP, and busy polling: every numbered datagram
+/// arrives once, and the mode that ran is the one asked for.
+#[test]
+fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
+    skip_unless_able!();
+    let pair = Pair::new();
+    const N: u64 = 3_000;
+    let v6 = SocketAddr::from((rx_ip6(&pair), 4323));
+    let v4 = SocketAddr::from((pair.rx_ip, 4324));
+    for (addr, mode, busy_poll_us, expect) in [
+        (v6, XdpMode::Auto, None, "native copy"),
+        (v4, XdpMode::Generic, None, "generic copy"),
+        (v4, XdpMode::Copy, Some(50), "native copy"),
+    ] {
+        let mut c = config(addr, N);
+        c.backend = RecvBackend::Xdp { mode, busy_poll_us };
+        let (_stop, handle) = start_receiver_with(&pair, c);
+        send_numbered(&pair, addr, N);
+        let s = handle.join().unwrap().unwrap();
+        let x = s.xdp.unwrap();
+        assert_eq!(x.mode, expect, "{addr} {mode:?}");
+        assert_eq!(x.busy_poll, busy_poll_us.is_some());
+        assert_eq!(s.datagrams, N, "{addr} {mode:?}");
+        assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
+        assert!(pair.programs_on_rx().is_empty());
+    }
 }
