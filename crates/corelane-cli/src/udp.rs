@@ -9,8 +9,8 @@ use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendInterval, SendSummary,
-    Sender, SenderConfig, SocketMode, Steering,
+    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendBackend, SendInterval,
+    SendSummary, Sender, SenderConfig, SocketMode, Steering,
 };
 
 use crate::args::{
@@ -73,6 +73,10 @@ pub struct SendArgs {
     /// Pin lanes round-robin to these CPUs, e.g. 0 or 0,2-3.
     #[arg(long, value_name = "CPUS")]
     pin: Option<CpuList>,
+    /// How lanes send: mmsg (sendmmsg, optionally GSO) or xdp (IPv4 frames built once per
+    /// flow and pushed through an AF_XDP TX ring on the route's interface; needs root).
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "xdp"])]
+    backend: String,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -121,10 +125,24 @@ pub struct RecvArgs {
     /// Stop after this many datagrams.
     #[arg(long)]
     count: Option<u64>,
-    /// How lanes receive: mmsg (recvmmsg batches) or uring (a multishot io_uring receive
-    /// into provided buffers; no --gro, --coalesce unused).
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
+    /// How lanes receive: mmsg (recvmmsg batches), uring (a multishot io_uring receive
+    /// into provided buffers; no --gro, --coalesce unused) or xdp (corelane's XDP program and
+    /// one AF_XDP socket and lane per RX queue of the address's interface; needs root).
+    /// xdp-drop is the ceiling: the same match dropped and counted in the driver.
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp", "xdp-drop"])]
     backend: String,
+    /// With --backend xdp: auto tries native zero-copy, then native copy, then generic, and
+    /// says why; zerocopy, copy and generic insist.
+    #[arg(long, value_parser = ["auto", "zerocopy", "copy", "generic"])]
+    xdp_mode: Option<String>,
+    /// With --backend xdp: the interface to attach to (default: the one holding ADDR; needed
+    /// for 0.0.0.0 or ::).
+    #[arg(long, value_name = "DEV")]
+    xdp_dev: Option<String>,
+    /// With --backend xdp: busy-poll the AF_XDP sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL
+    /// of this many microseconds).
+    #[arg(long, value_name = "USECS")]
+    busy_poll: Option<u32>,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane
     /// (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
     #[arg(long, value_name = "CPU")]
@@ -167,7 +185,11 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         placement: Placement::from_pin(args.pin),
         duration: Some(args.duration),
         count: args.count,
+        backend: if args.backend == "xdp" { SendBackend::Xdp } else { SendBackend::Mmsg },
     })?;
+    if let Some(note) = sender.backend_note() {
+        eprintln!("note: {note}");
+    }
     let json = args.json;
     let summary = sender.run(
         &stop,
@@ -231,11 +253,25 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         until_datagrams: args.count,
         backend: match (args.backend.as_str(), args.sqpoll) {
             ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+            ("xdp-drop", None) => RecvBackend::XdpDrop,
+            ("xdp", None) => RecvBackend::Xdp {
+                mode: args
+                    .xdp_mode
+                    .as_deref()
+                    .unwrap_or("auto")
+                    .parse()
+                    .map_err(anyhow::Error::msg)?,
+                busy_poll_us: args.busy_poll,
+            },
             (_, Some(_)) => {
                 anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
             }
+            _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
+                anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
+            }
             _ => RecvBackend::Mmsg,
         },
+        xdp_dev: args.xdp_dev,
         dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
             kind,
             workers: args.workers.max(1),
@@ -335,5 +371,27 @@ fn print_recv_summary(s: &RecvSummary) {
     }
     if let Some(note) = &s.gro.note {
         outln!("GRO: {note}");
+    }
+    if let Some(x) = &s.xdp {
+        outln!(
+            "AF_XDP on {} ({} queues, program {}): {}, {}",
+            x.interface,
+            x.queues,
+            x.program_id,
+            x.mode,
+            x.why
+        );
+        let c = &x.counts;
+        outln!(
+            "frames {}: lying length {}, malformed {}, not UDP {}, other port {} (all dropped); kernel dropped {} (RX ring full {}, fill ring empty {})",
+            c.frames,
+            c.lying_length,
+            c.malformed,
+            c.not_udp,
+            c.other_port,
+            x.kernel_rx_dropped,
+            x.rx_ring_full,
+            x.fill_ring_empty
+        );
     }
 }

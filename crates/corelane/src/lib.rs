@@ -15,6 +15,7 @@
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
+//! * [`xdp`] is kernel bypass: corelane's own XDP program and AF_XDP lanes for UDP.
 //! * [`units`] parses sizes, counts and durations as people type them.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
@@ -33,6 +34,7 @@ pub mod topology;
 pub mod tune;
 pub mod udp;
 pub mod units;
+pub mod xdp;
 
 #[allow(unsafe_code)]
 mod sys;

@@ -13,6 +13,19 @@ pub const GSO_SEGMENTS: usize = 16;
 /// Datagrams per GSO message on the GRO row: the kernel's maximum.
 pub const GRO_SEGMENTS: usize = 64;
 
+/// What XDP does on a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpRole {
+    /// Nothing: the kernel's UDP stack all the way.
+    Off,
+    /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
+    Receive,
+    /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
+    Drop,
+    /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
+    Send,
+}
+
 /// One configuration: network steering, receiver lanes, and the load offered.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -38,6 +51,7 @@ pub struct Config {
     pub sender_cpu: usize,
     pub gso_segments: usize,
     pub offered_pps: u64,
+    pub xdp: XdpRole,
 }
 
 impl Config {
@@ -67,13 +81,26 @@ impl Config {
             sender_cpu,
             gso_segments: GSO_SEGMENTS,
             offered_pps,
+            xdp: XdpRole::Off,
         }
     }
 }
 
 /// Every configuration id, in table order.
-pub const IDS: [&str; 7] =
-    ["default", "placement", "multi-ip", "shared-socket", "reuseport", "reuseport-cpu", "gso-gro"];
+pub const IDS: [&str; 12] = [
+    "default",
+    "placement",
+    "multi-ip",
+    "shared-socket",
+    "reuseport",
+    "reuseport-cpu",
+    "gso-gro",
+    "recvmmsg",
+    "af-xdp",
+    "af-xdp-tx",
+    "af-xdp-max",
+    "xdp-drop",
+];
 
 /// The configurations to run here, and the ones that cannot run, with why.
 #[derive(Debug)]
@@ -189,7 +216,56 @@ pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
         offered_pps: opts.offered_gro_pps,
         ..reuse
     });
+    if namespaced && !default_as_found {
+        configs.extend(xdp_rows(&base, opts));
+    } else {
+        skipped.push("af-xdp rows: need the namespace testbed's veth (XDP and NAPI threads are set on the lab's own interface only)".into());
+    }
     Plan { configs, skipped, receiver_cpu, receiver_cpus }
+}
+
+/// The kernel-bypass rows, RPS off like `default`: recvmmsg and AF_XDP receivers fed by the
+/// same paced sender at the XDP rate, the AF_XDP sender into recvmmsg, and at the full
+/// offered rate AF_XDP against the XDP_DROP ceiling.
+fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
+    let cpu = base.lanes.cpus()[0];
+    let rate = opts.offered_xdp_pps;
+    let at = |pps: u64| format!("{:.3} Mpps offered", pps as f64 / 1e6);
+    vec![
+        Config {
+            id: "recvmmsg",
+            label: format!("kernel bypass baseline: the default recvmmsg lane on CPU {cpu}, RPS off, {}", at(rate)),
+            offered_pps: rate,
+            ..base.clone()
+        },
+        Config {
+            id: "af-xdp",
+            label: format!("kernel bypass: AF_XDP lanes (one per veth queue) on CPU {cpu}, NAPI threads pinned there, {}", at(rate)),
+            offered_pps: rate,
+            xdp: XdpRole::Receive,
+            ..base.clone()
+        },
+        Config {
+            id: "af-xdp-tx",
+            label: format!("kernel bypass: the AF_XDP sender into the recvmmsg lane, {}", at(rate)),
+            offered_pps: rate,
+            gso_segments: 1,
+            xdp: XdpRole::Send,
+            ..base.clone()
+        },
+        Config {
+            id: "af-xdp-max",
+            label: format!("kernel bypass: AF_XDP lanes at {}", at(opts.offered_pps)),
+            xdp: XdpRole::Receive,
+            ..base.clone()
+        },
+        Config {
+            id: "xdp-drop",
+            label: format!("ceiling: XDP_DROP of the same frames in the driver, {}", at(opts.offered_pps)),
+            xdp: XdpRole::Drop,
+            ..base.clone()
+        },
+    ]
 }
 
 #[cfg(test)]
@@ -218,7 +294,12 @@ mod tests {
                 "shared-socket",
                 "reuseport",
                 "reuseport-cpu",
-                "gso-gro"
+                "gso-gro",
+                "recvmmsg",
+                "af-xdp",
+                "af-xdp-tx",
+                "af-xdp-max",
+                "xdp-drop"
             ]
         );
         assert_eq!(plan.receiver_cpu, 1);
@@ -239,7 +320,8 @@ mod tests {
         };
         let plan = plan(&stage, &opts);
         assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
-        assert_eq!(plan.skipped.len(), 1);
+        assert!(plan.configs.iter().all(|c| c.xdp == XdpRole::Off));
+        assert_eq!(plan.skipped.len(), 2);
         assert_eq!(plan.configs[3].lanes.cpus(), &[1, 2, 3]);
     }
 
@@ -258,7 +340,7 @@ mod tests {
         let plan = plan(&stage, &opts);
         assert_eq!(plan.receiver_cpu, 0);
         assert!(plan.configs.iter().all(|c| c.id != "multi-ip" && c.id != "placement"));
-        assert_eq!(plan.skipped.len(), 2, "{:?}", plan.skipped);
+        assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
         let reuse = plan.configs.iter().find(|c| c.id == "reuseport").unwrap();
         assert_eq!(reuse.lanes.cpus(), &[0, 1]);
     }

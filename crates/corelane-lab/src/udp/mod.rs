@@ -9,7 +9,9 @@
 //! receiver's CPU time per datagram and each CPU's user/sys/softirq split, which stay
 //! meaningful whichever side is the bottleneck.
 
+mod bypass;
 pub(crate) mod configs;
+mod napi;
 mod peers;
 mod table;
 pub(crate) mod trial;
@@ -33,7 +35,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
     "udp",
     "000",
-    "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO; vs a C recvmmsg loop, sockperf, iperf3",
+    "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO, AF_XDP; vs a C recvmmsg loop, sockperf, iperf3",
     "the testbed and every process it started were removed",
 );
 
@@ -48,12 +50,17 @@ pub struct UdpArgs {
     /// Datagrams/s offered on the GSO+GRO row.
     #[arg(long, default_value_t = 20_000_000)]
     pub offered_gro: u64,
+    /// Datagrams/s offered on the recvmmsg, af-xdp and af-xdp-tx rows (CPU per datagram is
+    /// compared there, below every receiver's ceiling).
+    #[arg(long, default_value_t = 150_000)]
+    pub offered_xdp: u64,
     /// Peers to measure beside corelane: c-loop, sockperf, iperf3, or none
     /// (default: every one installed).
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     pub vs: Option<Vec<String>>,
     /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// reuseport-cpu, gso-gro, or none (peers only).
+    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-tx, af-xdp-max,
+    /// xdp-drop (namespace testbed only), or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
     #[command(flatten)]
@@ -68,9 +75,12 @@ impl UdpArgs {
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(3))?;
         // Whole seconds: the receiver reports one interval a second.
         opts.duration = Duration::from_secs(opts.duration.as_secs());
-        if self.offered == 0 || self.offered_gro == 0 {
-            return Err(LabError::Options("--offered and --offered-gro must be above 0".into()));
+        if self.offered == 0 || self.offered_gro == 0 || self.offered_xdp == 0 {
+            return Err(LabError::Options(
+                "--offered, --offered-gro and --offered-xdp must be above 0".into(),
+            ));
         }
+        opts.offered_xdp_pps = self.offered_xdp;
         opts.offered_pps = self.offered;
         opts.offered_gro_pps = self.offered_gro;
         opts.peers =
@@ -107,6 +117,8 @@ pub struct UdpLabOptions {
     pub offered_pps: u64,
     /// Offered load on the GSO+GRO row.
     pub offered_gro_pps: u64,
+    /// Offered load on the rows that compare AF_XDP with recvmmsg.
+    pub offered_xdp_pps: u64,
     pub peers: Vec<Peer>,
     /// Only these configurations (by id); all when `None`.
     pub only: Option<Vec<String>>,
@@ -122,6 +134,7 @@ impl UdpLabOptions {
             duration: Duration::from_secs(5),
             offered_pps: 1_500_000,
             offered_gro_pps: 20_000_000,
+            offered_xdp_pps: 150_000,
             peers: Peer::ALL.to_vec(),
             only: None,
             remote: None,
@@ -156,6 +169,10 @@ pub struct ConfigRow {
     /// Datagrams that arrived after a later one of their flow, in % of those received.
     pub reordered_pct: f64,
     pub lane_pps: Vec<f64>,
+    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (they were pinned to the
+    /// lanes' CPU); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub napi_ns_per_datagram: Option<f64>,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
     /// A remote rx NIC's own counters per second over the trial (warm-up second included;
@@ -375,7 +392,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
     let mut out = Vec::new();
     if let Some(best) = rows
         .iter()
-        .filter(|r| r.config != "gso-gro")
+        .filter(|r| r.config != "gso-gro" && r.config != "xdp-drop")
         .max_by(|a, b| a.median_pps.total_cmp(&b.median_pps))
     {
         let gap = best.gap_pct.map_or(String::new(), |g| format!(" ({g:+.1}% vs default)"));
@@ -443,6 +460,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         ));
     }
     out.extend(beyond_the_seed(rows, peers, online));
+    out.extend(bypass::findings(rows));
     out
 }
 

@@ -48,7 +48,11 @@ impl Report for UdpLabReport {
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
                 report::right(format!("{:.0}", row.drops_per_sec)),
                 report::right(format!("{:.3}%", row.reordered_pct)),
-                report::right(format!("{:.0}", row.cpu_ns_per_datagram)),
+                // AF_XDP rows: the lanes' runtime + the NAPI threads' runtime.
+                report::right(match row.napi_ns_per_datagram {
+                    Some(napi) => format!("{:.0}+{napi:.0}", row.cpu_ns_per_datagram),
+                    None => format!("{:.0}", row.cpu_ns_per_datagram),
+                }),
             ];
             for id in &cpu_ids {
                 let text = row
@@ -173,6 +177,7 @@ mod tests {
                 reordered_pct: 0.5,
                 lane_pps: vec![5e5],
                 cpu: vec![split(0), split(1)],
+                napi_ns_per_datagram: None,
                 nic: None,
             }],
             peers: Vec::new(),

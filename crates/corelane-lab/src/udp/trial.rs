@@ -10,7 +10,8 @@ use corelane::stats::CpuSplit;
 use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
 use serde_json::Value;
 
-use super::configs::{Config, FLOWS};
+use super::configs::{Config, XdpRole, FLOWS};
+use super::napi::NapiThreads;
 use super::{ConfigRow, UdpLabOptions};
 use crate::host::Host;
 use crate::output::{self, Line};
@@ -33,6 +34,8 @@ pub struct Trial {
     pub lane_pps: Vec<f64>,
     pub cpu: Vec<CpuSplit>,
     pub nic: Option<NicRates>,
+    /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
+    pub napi_ns_per_datagram: Option<f64>,
 }
 
 /// A port for the receiver: fixed inside namespaces and on remote hosts, a free one on a
@@ -98,8 +101,20 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     if cfg.steer_cpu {
         args.extend(["--steer".into(), "cpu".into()]);
     }
+    match cfg.xdp {
+        XdpRole::Receive => {
+            args.extend(["--backend", "xdp", "--xdp-dev", RX_DEV].map(String::from))
+        }
+        XdpRole::Drop => {
+            args.extend(["--backend", "xdp-drop", "--xdp-dev", RX_DEV].map(String::from))
+        }
+        XdpRole::Off | XdpRole::Send => {}
+    }
     args
 }
+
+/// The receiving end of the namespace testbed's veth pair.
+const RX_DEV: &str = "vrx";
 
 /// The paced GSO sender's command line for `cfg`.
 fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
@@ -122,6 +137,9 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
         "--pin".into(),
         cfg.sender_cpu.to_string(),
     ]);
+    if cfg.xdp == XdpRole::Send {
+        args.extend(["--backend".into(), "xdp".into()]);
+    }
     args
 }
 
@@ -141,11 +159,24 @@ pub fn run(
     let (tx, rx) = (testbed.tx(), testbed.rx());
     let port = pick_port(testbed)?;
     let secs = opts.duration.as_secs();
+    let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::Drop);
+    let napi_before = NapiThreads::before(RX_DEV);
     let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
     wait_ready(&mut receiver, RECEIVER)?;
+    let napi = match xdp_rx {
+        true => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
+        false => None,
+    };
     let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
     let nic_before = (testbed.rx_nic_counters()?, Instant::now());
-    let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, opts.duration, stop)?;
+    let steady = read_steady_seconds(
+        &testbed.rx(),
+        &mut receiver,
+        secs,
+        opts.duration,
+        napi.as_ref(),
+        stop,
+    )?;
     let nic = match (nic_before, testbed.rx_nic_counters()?) {
         ((Some(before), at), Some(after)) => {
             Some(after.rates_since(&before, at.elapsed().as_secs_f64()))
@@ -171,6 +202,7 @@ pub fn run(
             .collect(),
         cpu: steady.cpu,
         nic,
+        napi_ns_per_datagram: steady.napi_ns,
     })
 }
 
@@ -183,6 +215,7 @@ struct Steady {
     cpu_ns: Vec<f64>,
     lanes: Vec<Vec<f64>>,
     cpu: Vec<CpuSplit>,
+    napi_ns: Option<f64>,
 }
 
 fn read_steady_seconds(
@@ -190,10 +223,13 @@ fn read_steady_seconds(
     receiver: &mut ChildProcess,
     secs: u64,
     duration: Duration,
+    napi: Option<&NapiThreads>,
     stop: &StopSignal,
 ) -> Result<Steady, LabError> {
     let mut steady = Steady::default();
     let mut stat_start = None;
+    // NAPI runtime and datagrams received at the end of the warm-up second.
+    let mut napi_start = (Duration::ZERO, 0u64);
     let deadline = Instant::now() + duration + Duration::from_secs(5);
     loop {
         if stop.is_stopped() {
@@ -216,6 +252,8 @@ fn read_steady_seconds(
         let index = interval.interval.index;
         if index == 1 {
             stat_start = Some(rx.proc_stat()?);
+            napi_start =
+                (napi.map(NapiThreads::runtime).unwrap_or_default(), interval.interval.datagrams);
         } else if index >= 2 {
             steady.pps.push(interval.interval.rate.pps);
             steady.drops.push(interval.kernel_drops as f64);
@@ -226,6 +264,10 @@ fn read_steady_seconds(
             if let Some(start) = &stat_start {
                 steady.cpu = rx.proc_stat()?.split_since(start);
             }
+            steady.napi_ns = napi.map(|n| {
+                let used = n.runtime().saturating_sub(napi_start.0).as_nanos() as f64;
+                used / interval.interval.datagrams.saturating_sub(napi_start.1).max(1) as f64
+            });
             return Ok(steady);
         }
     }
@@ -259,6 +301,10 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
             .collect(),
         cpu,
+        napi_ns_per_datagram: trials
+            .first()
+            .and_then(|t| t.napi_ns_per_datagram)
+            .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
         nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
             let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
             let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();

@@ -34,6 +34,8 @@ pub enum UdpError {
     Io { what: String, source: io::Error },
     #[error(transparent)]
     Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Xdp(#[from] crate::xdp::XdpError),
 }
 
 impl UdpError {

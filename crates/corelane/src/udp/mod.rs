@@ -7,6 +7,7 @@ mod error;
 pub mod payload;
 mod recv;
 mod send;
+mod send_xdp;
 pub mod sequence;
 mod socket;
 
@@ -16,7 +17,8 @@ pub use recv::{
     SocketMode, Steering,
 };
 pub use send::{
-    GsoState, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS, MAX_PAYLOAD,
+    GsoState, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS,
+    MAX_PAYLOAD,
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 

@@ -21,6 +21,8 @@ use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, Ticker, 
 use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
+use crate::xdp::rx::{RxConfig, XdpReceive, XdpReport, XskLane};
+use crate::xdp::{Ceiling, XdpError, XdpMode};
 
 /// How receiver lanes share the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -53,6 +55,13 @@ pub enum RecvBackend {
     /// datagram per completion; with `sqpoll_cpu`, an SQPOLL thread on that CPU submits for
     /// the lane (seed 003's syscall thread).
     Uring { sqpoll_cpu: Option<usize> },
+    /// AF_XDP: corelane's XDP program redirects the bound address and port's frames to one
+    /// AF_XDP socket per RX queue, each read by its own lane (`ReceiverConfig::xdp_dev` names
+    /// the interface when the address does not).
+    Xdp { mode: XdpMode, busy_poll_us: Option<u32> },
+    /// The ceiling of any XDP consumer: the same match dropped (XDP_DROP) and counted in the
+    /// driver; the count is reported as datagrams, and nothing reaches user space.
+    XdpDrop,
 }
 
 impl std::fmt::Display for RecvBackend {
@@ -61,11 +70,13 @@ impl std::fmt::Display for RecvBackend {
             Self::Mmsg => "mmsg",
             Self::Uring { sqpoll_cpu: None } => "uring",
             Self::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll",
+            Self::Xdp { .. } => "xdp",
+            Self::XdpDrop => "xdp-drop",
         })
     }
 }
 
-/// As its name (`mmsg`, `uring`, `uring+sqpoll`).
+/// As its name (`mmsg`, `uring`, `uring+sqpoll`, `xdp`).
 impl Serialize for RecvBackend {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -99,6 +110,8 @@ pub struct ReceiverConfig {
     pub backend: RecvBackend,
     /// Seed 004: one receive lane dispatching datagrams to worker lanes.
     pub dispatch: Option<DispatchConfig>,
+    /// `--backend xdp`: the interface to attach to (default: the one holding the address).
+    pub xdp_dev: Option<String>,
 }
 
 impl Default for ReceiverConfig {
@@ -119,6 +132,7 @@ impl Default for ReceiverConfig {
             until_datagrams: None,
             backend: RecvBackend::Mmsg,
             dispatch: None,
+            xdp_dev: None,
         }
     }
 }
@@ -186,6 +200,8 @@ pub struct RecvSummary {
     pub backend_note: Option<String>,
     /// What dispatching to worker lanes did (with `dispatch`).
     pub dispatch: Option<DispatchReport>,
+    /// How the AF_XDP receive ran (mode and why, frames dropped and why), with `xdp`.
+    pub xdp: Option<XdpReport>,
     pub lanes: Vec<LaneSummary>,
 }
 
@@ -199,6 +215,10 @@ pub struct Receiver {
     gro: OffloadState,
     rcvbuf_bytes: Option<usize>,
     backend_note: Option<String>,
+    /// With `xdp`: the program attached and one socket per RX queue.
+    xdp: Option<XdpReceive>,
+    /// With `xdp-drop`: the dropping program and its counter.
+    ceiling: Option<Arc<Ceiling>>,
 }
 
 impl Receiver {
@@ -224,6 +244,13 @@ impl Receiver {
             && (!config.placement.is_pinned() || config.sockets != SocketMode::Reuseport)
         {
             return Err(UdpError::Steering);
+        }
+        match config.backend {
+            RecvBackend::Xdp { mode, busy_poll_us } => {
+                return Self::bind_xdp(config, Some((mode, busy_poll_us)))
+            }
+            RecvBackend::XdpDrop => return Self::bind_xdp(config, None),
+            _ => {}
         }
         let mut config = config;
         let backend_note = settle_backend(&mut config)?;
@@ -267,7 +294,79 @@ impl Receiver {
                 }
             }
         }
-        Ok(Self { config, lane_sockets, bound, gro, rcvbuf_bytes, backend_note })
+        Ok(Self {
+            config,
+            lane_sockets,
+            bound,
+            gro,
+            rcvbuf_bytes,
+            backend_note,
+            xdp: None,
+            ceiling: None,
+        })
+    }
+
+    /// `xdp`: a plain socket holds the port (and proves the address is this host's), then the
+    /// program goes on the interface and one AF_XDP socket binds to each RX queue, each read
+    /// by its own lane.
+    fn bind_xdp(
+        mut config: ReceiverConfig,
+        receive: Option<(XdpMode, Option<u32>)>,
+    ) -> Result<Self, UdpError> {
+        if config.addrs.len() != 1 {
+            return Err(XdpError::OneAddress.into());
+        }
+        if config.gro || config.dispatch.is_some() {
+            return Err(XdpError::Options.into());
+        }
+        crate::xdp::check_available()?;
+        let socket = bind_receiver(config.addrs[0], false, None)?;
+        let bound = local_addr(&socket)?;
+        let Some((mode, busy_poll_us)) = receive else {
+            let iface = crate::xdp::Interface::for_address(bound, config.xdp_dev.as_deref())?;
+            let ceiling = Ceiling::attach(&iface.name, bound)?;
+            config.threads = 1;
+            config.check = false;
+            return Ok(Self {
+                lane_sockets: vec![vec![Arc::new(socket)]],
+                bound: vec![bound],
+                gro: OffloadState { requested: false, active: false, note: None },
+                rcvbuf_bytes: None,
+                backend_note: Some(format!(
+                    "XDP_DROP ceiling on {} (program {}): datagrams counted are frames dropped in the driver",
+                    iface.name,
+                    ceiling.prog_id()
+                )),
+                xdp: None,
+                ceiling: Some(Arc::new(ceiling)),
+                config,
+            });
+        };
+        let xdp = XdpReceive::setup(&RxConfig {
+            addr: bound,
+            dev: config.xdp_dev.clone(),
+            mode,
+            busy_poll_us,
+        })?;
+        config.threads = xdp.lane_count();
+        let note = format!("AF_XDP on {}: {} ({})", xdp.interface().name, xdp.mode(), xdp.why());
+        let note = match xdp.removed_stale() {
+            Some(id) => format!("{note}; removed corelane XDP program {id} left by a killed run"),
+            None => note,
+        };
+        // The plain socket is every lane's "socket" only to hold the port; lanes read AF_XDP.
+        let socket = Arc::new(socket);
+        let lane_sockets = vec![vec![Arc::clone(&socket)]; config.threads];
+        Ok(Self {
+            config,
+            lane_sockets,
+            bound: vec![bound],
+            gro: OffloadState { requested: false, active: false, note: None },
+            rcvbuf_bytes: None,
+            backend_note: Some(note),
+            xdp: Some(xdp),
+            ceiling: None,
+        })
     }
 
     /// Why the backend asked for will not run as asked (SQPOLL refused), if so.
@@ -288,10 +387,14 @@ impl Receiver {
     /// Receives until `stop`, the configured duration or datagram count, calling
     /// `on_interval` once a second from the calling thread.
     pub fn run(
-        self,
+        mut self,
         stop: &StopSignal,
         mut on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
+        let mut xsk_lanes: Vec<Option<XskLane>> = match &mut self.xdp {
+            Some(x) => x.take_lanes().into_iter().map(Some).collect(),
+            None => Vec::new(),
+        };
         let cfg = &self.config;
         let slot = cfg.slot.unwrap_or(if self.gro.active { 65_536 } else { 2048 });
         let counters: Arc<Vec<LaneCounters>> =
@@ -315,6 +418,8 @@ impl Receiver {
                     Placement::Unpinned => Vec::new(),
                 },
                 dispatch_lane: None,
+                xsk: xsk_lanes.get_mut(index).and_then(Option::take),
+                ceiling: self.ceiling.clone(),
                 stop: lane_stop.clone(),
             };
             lanes
@@ -379,6 +484,10 @@ impl Receiver {
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         let used = runtime_end.saturating_sub(runtime_start);
+        let xsk_done: Vec<XskLane> =
+            results.iter_mut().filter_map(|(_, _, r)| r.xsk.take()).collect();
+        // Dropping the receive detaches the program (its bpf_link closes).
+        let xdp = self.xdp.take().map(|x| x.finish(&xsk_done));
         Ok(RecvSummary {
             addrs: self.bound.clone(),
             sockets: cfg.sockets,
@@ -404,6 +513,7 @@ impl Receiver {
             backend: cfg.backend.to_string(),
             backend_note: self.backend_note.clone(),
             dispatch: results.iter_mut().find_map(|(_, _, r)| r.dispatch.take()),
+            xdp,
             lanes: results
                 .iter()
                 .map(|(index, cpu, r)| LaneSummary {
@@ -461,6 +571,10 @@ struct LaneWork {
     dispatch: Option<DispatchConfig>,
     worker_cpus: Vec<usize>,
     dispatch_lane: Option<DispatchLane>,
+    /// With `xdp`: this lane's RX queue socket.
+    xsk: Option<XskLane>,
+    /// With `xdp-drop`: the counter this lane reads every 10 ms.
+    ceiling: Option<Arc<Ceiling>>,
     stop: StopSignal,
 }
 
@@ -473,6 +587,8 @@ struct LaneResult {
     syscalls: u64,
     cpu: CpuUsage,
     dispatch: Option<DispatchReport>,
+    /// The AF_XDP socket handed back for its counters.
+    xsk: Option<XskLane>,
 }
 
 impl LaneWork {
@@ -486,12 +602,24 @@ impl LaneWork {
             syscalls: 0,
             cpu: CpuUsage::default(),
             dispatch: None,
+            xsk: None,
         };
         if let Some(config) = self.dispatch {
             self.dispatch_lane = Some(DispatchLane::start(config, &self.worker_cpus)?);
         }
         let sockets = std::mem::take(&mut self.sockets);
-        if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
+        if let Some(ceiling) = self.ceiling.take() {
+            let mut last = ceiling.dropped()?;
+            while !self.stop.is_stopped() {
+                std::thread::sleep(Duration::from_millis(10));
+                let now = ceiling.dropped()?;
+                self.counters[self.index].add(now.saturating_sub(last), 0);
+                last = now;
+            }
+        } else if let Some(mut xsk) = self.xsk.take() {
+            self.run_xdp(&mut xsk, &mut result)?;
+            result.xsk = Some(xsk);
+        } else if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
             self.run_uring(&sockets, sqpoll_cpu, &mut result)?;
         } else if sockets.len() == 1 {
             // One socket: block in recvmmsg (SO_RCVTIMEO wakes us to check the stop signal).
@@ -576,6 +704,30 @@ impl LaneWork {
         }
         self.counters[self.index].add(datagrams, bytes);
         Ok(n)
+    }
+
+    /// The AF_XDP lane: frames straight off the RX ring, through the checked parser, into the
+    /// payload check; a poll (which also wakes the kernel when need_wakeup asks) only when the
+    /// ring is empty, and the same coalescing pause as recvmmsg after a thin batch.
+    fn run_xdp(&mut self, xsk: &mut XskLane, r: &mut LaneResult) -> io::Result<()> {
+        const BUDGET: u32 = 64;
+        let check = self.check;
+        while !self.stop.is_stopped() {
+            let (mut datagrams, mut bytes) = (0u64, 0u64);
+            let n = xsk.receive(BUDGET, |payload| {
+                datagrams += 1;
+                bytes += payload.len() as u64;
+                check_datagram(check, payload, r);
+            });
+            self.counters[self.index].add(datagrams, bytes);
+            if n == 0 {
+                r.syscalls += 1;
+                xsk.wait(WAKE_INTERVAL)?;
+            } else if let Some(pause) = self.coalesce.filter(|_| n < BUDGET / 2) {
+                std::thread::sleep(pause);
+            }
+        }
+        Ok(())
     }
 
     /// The io_uring lane: a multishot receive per socket, one datagram per completion, every

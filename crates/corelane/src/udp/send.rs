@@ -12,11 +12,13 @@ use serde::Serialize;
 use socket2::Socket;
 
 use super::payload;
-use super::socket::new_udp;
+use super::send_xdp::{FlowFrame, XdpSendLane};
+use super::socket::{local_addr, new_udp};
 use super::UdpError;
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::stats::{self, Interval, LaneCounters, Meter, Rate, Ticker};
 use crate::sys::{mmsg, sockopt};
+use crate::xdp::tx::XskTx;
 
 /// UDP_MAX_SEGMENTS in include/linux/udp.h.
 pub const MAX_GSO_SEGMENTS: usize = 64;
@@ -42,6 +44,19 @@ pub struct SenderConfig {
     pub duration: Option<Duration>,
     /// Stop after this many datagrams in all.
     pub count: Option<u64>,
+    /// sendmmsg (default) or AF_XDP frames.
+    pub backend: SendBackend,
+}
+
+/// How a sender lane hands datagrams to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendBackend {
+    /// sendmmsg on one connected socket per flow (with GSO when asked).
+    #[default]
+    Mmsg,
+    /// Whole frames through an AF_XDP socket's TX ring, one socket per lane on TX queue
+    /// `lane % queues` of the route's interface; IPv4 only.
+    Xdp,
 }
 
 impl Default for SenderConfig {
@@ -57,6 +72,7 @@ impl Default for SenderConfig {
             placement: Placement::Unpinned,
             duration: Some(Duration::from_secs(10)),
             count: None,
+            backend: SendBackend::Mmsg,
         }
     }
 }
@@ -95,6 +111,12 @@ pub struct SendSummary {
     pub gso: GsoState,
     pub cpu_user_secs: f64,
     pub cpu_sys_secs: f64,
+    /// `mmsg` or `xdp`.
+    #[serde(default)]
+    pub backend: String,
+    /// With `xdp`: the interface, the socket mode and how the destination MAC was found.
+    #[serde(default)]
+    pub backend_note: Option<String>,
 }
 
 /// One flow: its id and connected socket.
@@ -111,7 +133,12 @@ pub struct Sender {
     config: SenderConfig,
     lane_flows: Vec<Vec<Flow>>,
     gso: GsoState,
+    /// With `xdp`: each lane's socket and flow frames, and what was found on the way.
+    xdp: Option<XdpLanes>,
 }
+
+/// Each AF_XDP lane's socket and flow frames, and a note on how the frames leave.
+type XdpLanes = (Vec<(XskTx, Vec<FlowFrame>)>, String);
 
 impl Sender {
     /// Validates the configuration and connects one socket per flow.
@@ -183,7 +210,16 @@ impl Sender {
                 gso.active = false;
             }
         }
-        Ok(Self { config, lane_flows, gso })
+        let xdp = match config.backend {
+            SendBackend::Xdp => Some(xdp_lanes(&config, &lane_flows)?),
+            SendBackend::Mmsg => None,
+        };
+        Ok(Self { config, lane_flows, gso, xdp })
+    }
+
+    /// With `xdp`: how the frames leave (interface, mode, destination MAC), else `None`.
+    pub fn backend_note(&self) -> Option<&str> {
+        self.xdp.as_ref().map(|(_, note)| note.as_str())
     }
 
     /// Sends until `stop`, the duration or the count, calling `on_interval` every second.
@@ -200,8 +236,37 @@ impl Sender {
         let deadline = cfg.duration.map(|d| start + d);
         let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
         let threads = cfg.threads as u64;
+        let (mut xdp_lanes, xdp_note) = match self.xdp {
+            Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
+            None => (Vec::new(), None),
+        };
+        let mut xdp_results = LaneSet::new("corelane-xtx", lane_stop.clone());
         let mut lanes = LaneSet::new("corelane-tx", lane_stop.clone());
         for (index, flows) in self.lane_flows.into_iter().enumerate() {
+            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
+            if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
+                let work = XdpSendLane {
+                    tx,
+                    flows: frames,
+                    size: cfg.size,
+                    rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
+                    count: cfg.count.map(share),
+                    deadline,
+                    counters: Arc::clone(&counters),
+                    index,
+                    stop: lane_stop.clone(),
+                };
+                // The flow sockets stay open while the lane runs: they hold the source ports.
+                let cpu = cfg.placement.cpu_of(index);
+                xdp_results
+                    .spawn(cpu, move || {
+                        let r = work.run();
+                        drop(flows);
+                        r
+                    })
+                    .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
+                continue;
+            }
             let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let work = SendLane {
                 flows,
@@ -225,7 +290,8 @@ impl Sender {
         let mut meter = Meter::new(cfg.threads);
         let mut busy = Vec::new();
         let mut ticker = Ticker::every(Duration::from_secs(1));
-        while !stop.is_stopped() && !lanes.all_finished() {
+        let finished = |a: &LaneSet<_>, b: &LaneSet<_>| a.all_finished() && b.all_finished();
+        while !stop.is_stopped() && !finished(&lanes, &xdp_results) {
             if ticker.wait(None).is_some() {
                 let refs: Vec<&LaneCounters> = counters.iter().collect();
                 let interval = meter.tick(&refs);
@@ -240,6 +306,10 @@ impl Sender {
         let cpu_end = stats::process_cpu();
         let mut gso = self.gso;
         let (mut syscalls, mut backpressure, mut refused) = (0, 0, 0);
+        for r in xdp_results.join().map_err(|e| UdpError::io("an AF_XDP sender lane failed", e))? {
+            syscalls += r.value.0;
+            backpressure += r.value.1;
+        }
         for r in lanes.join().map_err(|e| UdpError::io("a sender lane failed", e))? {
             let r = r.value;
             syscalls += r.syscalls;
@@ -267,8 +337,50 @@ impl Sender {
             gso,
             cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
             cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
+            backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
+            backend_note: xdp_note,
         })
     }
+}
+
+/// `xdp`: one AF_XDP socket per lane on the route's interface and each flow's frame, built
+/// from the flow socket's own address (which keeps the source port reserved).
+fn xdp_lanes(config: &SenderConfig, lane_flows: &[Vec<Flow>]) -> Result<XdpLanes, UdpError> {
+    let max = crate::xdp::rx::FRAME_SIZE as usize - crate::xdp::frame::IPV4_PAYLOAD_OFFSET;
+    if config.gso.is_some_and(|g| g > 1) || config.size > max {
+        return Err(crate::xdp::XdpError::SendOptions { max }.into());
+    }
+    let mut out = Vec::new();
+    let mut note = String::new();
+    for (index, flows) in lane_flows.iter().enumerate() {
+        let mut frames = Vec::new();
+        let mut lane_dev: Option<String> = None;
+        for (n, flow) in flows.iter().enumerate() {
+            let target = config.targets[flow.id as usize % config.targets.len()];
+            let egress = crate::xdp::route::resolve(target.ip())?;
+            if lane_dev.as_ref().is_some_and(|d| *d != egress.iface.name) {
+                return Err(UdpError::io(
+                    "--backend xdp: one lane's targets leave through different interfaces",
+                    io::Error::from(io::ErrorKind::Unsupported),
+                ));
+            }
+            lane_dev = Some(egress.iface.name.clone());
+            let src = local_addr(&flow.socket)?;
+            frames.push(FlowFrame::build(flow.id, &egress, src, target, config.size)?);
+            if index == 0 && n == 0 {
+                note = egress.how.clone();
+            }
+        }
+        let Some(dev) = lane_dev else { continue };
+        let queues = crate::xdp::Interface::by_name(&dev)?.rx_queues.max(1);
+        let (tx, zerocopy) = XskTx::open(&dev, index as u32 % queues)?;
+        if index == 0 {
+            let mode = if zerocopy { "zero-copy" } else { "copy mode" };
+            note = format!("AF_XDP TX on {dev} ({mode}); destination MAC: {note}");
+        }
+        out.push((tx, frames));
+    }
+    Ok((out, note))
 }
 
 struct SendLane {

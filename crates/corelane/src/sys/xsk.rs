@@ -1,0 +1,467 @@
+//! An AF_XDP socket with its own UMEM and its four rings (fill, completion, RX, TX), written
+//! here because the one maintained pure-Rust crate for it (xdpilone) is EUPL-1.2, a copyleft
+//! licence the MIT/Apache workspace does not take. The rings are single-producer,
+//! single-consumer queues shared with the kernel: user space reads the other side's index with
+//! acquire and publishes its own with release (Documentation/networking/af_xdp.rst).
+//!
+//! Ownership of UMEM frames: RX frames are the kernel's while in the fill ring or being filled,
+//! ours from the moment the RX ring hands their descriptor out until they go back to the fill
+//! ring; TX frames are ours until put on the TX ring, the kernel's until the completion ring
+//! returns them. Slices into the UMEM are only ever made for frames that are ours.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::syscall;
+
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// How to bind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct XskConfig {
+    pub ifindex: u32,
+    pub queue: u32,
+    /// Frames in the UMEM; half for receiving, half for sending.
+    pub frames: u32,
+    pub frame_size: u32,
+    /// Entries per ring (a power of two).
+    pub ring: u32,
+    /// `Some(true)`: XDP_ZEROCOPY; `Some(false)`: XDP_COPY; `None`: the kernel picks.
+    pub zerocopy: Option<bool>,
+    /// Busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL (µs) and a budget.
+    pub busy_poll_us: Option<u32>,
+}
+
+/// An anonymous mapping, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn anonymous(len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { ptr: ptr.cast(), len })
+    }
+
+    fn ring(fd: BorrowedFd<'_>, len: usize, offset: u64) -> io::Result<Self> {
+        // SAFETY: maps the socket's ring at the page offset the uapi defines for it; the kernel
+        // checks `len` against the ring it allocated.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { ptr: ptr.cast(), len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned, and nothing borrows the mapping
+        // past its owner (slices into it borrow the owner).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// One ring: the producer and consumer indexes, the flags word and the entries.
+struct Ring {
+    map: Mapping,
+    producer: usize,
+    consumer: usize,
+    flags: usize,
+    desc: usize,
+    mask: u32,
+    /// Our copy of our own index (the side we advance).
+    local: u32,
+}
+
+impl Ring {
+    fn new(map: Mapping, off: &libc::xdp_ring_offset, size: u32) -> Self {
+        Self {
+            map,
+            producer: off.producer as usize,
+            consumer: off.consumer as usize,
+            flags: off.flags as usize,
+            desc: off.desc as usize,
+            mask: size - 1,
+            local: 0,
+        }
+    }
+
+    fn index(&self, at: usize) -> &AtomicU32 {
+        // SAFETY: `at` is an offset the kernel gave for this mapping (XDP_MMAP_OFFSETS), 4-byte
+        // aligned and inside it; the kernel updates the word concurrently, hence atomic access.
+        unsafe { &*self.map.ptr.add(at).cast::<AtomicU32>() }
+    }
+
+    fn needs_wakeup(&self) -> bool {
+        self.index(self.flags).load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Entry `i` (masked) as a pointer to `T`.
+    fn entry<T>(&self, i: u32) -> *mut T {
+        let at = self.desc + (i & self.mask) as usize * std::mem::size_of::<T>();
+        debug_assert!(at + std::mem::size_of::<T>() <= self.map.len);
+        // SAFETY: `i & mask` is below the ring's size, so the entry lies inside the mapping
+        // (its length is desc + size x entry size).
+        unsafe { self.map.ptr.add(at).cast::<T>() }
+    }
+}
+
+/// Frame counters the kernel keeps for one socket (XDP_STATISTICS).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct XskStats {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty: u64,
+    pub tx_invalid_descs: u64,
+}
+
+/// A bound AF_XDP socket.
+pub(crate) struct XskSocket {
+    fd: OwnedFd,
+    umem: Mapping,
+    frame_size: u32,
+    rx_frames: u32,
+    fill: Ring,
+    completion: Ring,
+    rx: Ring,
+    tx: Ring,
+    /// TX frames that are ours.
+    tx_free: Vec<u64>,
+    zerocopy: bool,
+}
+
+// SAFETY: the socket owns its mappings; the raw pointers in them are used only through
+// `&mut self` (or `&self` for atomic index reads), so moving the socket to a lane thread is
+// sound.
+unsafe impl Send for XskSocket {}
+
+impl std::fmt::Debug for XskSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskSocket").field("fd", &self.fd).field("zerocopy", &self.zerocopy).finish()
+    }
+}
+
+fn setsockopt<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &T,
+) -> io::Result<()> {
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        (v as *const T).cast(),
+        std::mem::size_of::<T>() as libc::socklen_t,
+    ))
+    .map(drop)
+}
+
+fn getsockopt<T: Default>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<T> {
+    let mut v = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    syscall!(getsockopt(fd.as_raw_fd(), level, name, (&mut v as *mut T).cast(), &mut len))?;
+    Ok(v)
+}
+
+/// Whether this kernel has AF_XDP sockets at all.
+pub(crate) fn af_xdp_available() -> io::Result<()> {
+    let fd = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
+    // SAFETY: socket returned a new descriptor nobody else owns.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+impl XskSocket {
+    /// Creates the socket, registers a UMEM of `frames x frame_size` bytes, sizes and maps the
+    /// four rings and binds to the queue. Errors keep the kernel's errno (ENOBUFS: UMEM over
+    /// RLIMIT_MEMLOCK; EOPNOTSUPP with zero-copy: the driver has no XSK buffer pool).
+    pub(crate) fn bind(c: &XskConfig) -> io::Result<Self> {
+        let raw = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
+        // SAFETY: socket returned a new descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let umem = Mapping::anonymous(c.frames as usize * c.frame_size as usize)?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.ptr as u64,
+            len: umem.len as u64,
+            chunk_size: c.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)?;
+        for name in [
+            libc::XDP_UMEM_FILL_RING,
+            libc::XDP_UMEM_COMPLETION_RING,
+            libc::XDP_RX_RING,
+            libc::XDP_TX_RING,
+        ] {
+            setsockopt(fd.as_fd(), libc::SOL_XDP, name, &c.ring)?;
+        }
+        let off = Self::offsets(fd.as_fd())?;
+        let desc = std::mem::size_of::<libc::xdp_desc>();
+        let map = |o: &libc::xdp_ring_offset, entry: usize, pgoff: u64| {
+            Mapping::ring(fd.as_fd(), o.desc as usize + c.ring as usize * entry, pgoff)
+        };
+        let fill = Ring::new(map(&off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING)?, &off.fr, c.ring);
+        let completion =
+            Ring::new(map(&off.cr, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?, &off.cr, c.ring);
+        let rx = Ring::new(map(&off.rx, desc, libc::XDP_PGOFF_RX_RING as u64)?, &off.rx, c.ring);
+        let tx = Ring::new(map(&off.tx, desc, libc::XDP_PGOFF_TX_RING as u64)?, &off.tx, c.ring);
+        let rx_frames = (c.frames / 2).min(c.ring);
+        let mut socket = Self {
+            fd,
+            umem,
+            frame_size: c.frame_size,
+            rx_frames,
+            fill,
+            completion,
+            rx,
+            tx,
+            tx_free: (rx_frames..c.frames)
+                .map(|i| u64::from(i) * u64::from(c.frame_size))
+                .collect(),
+            zerocopy: false,
+        };
+        // Every RX frame starts in the fill ring (the kernel needs them before the first frame).
+        let addrs: Vec<u64> =
+            (0..rx_frames).map(|i| u64::from(i) * u64::from(c.frame_size)).collect();
+        socket.refill(&addrs);
+        if let Some(us) = c.busy_poll_us {
+            let fd = socket.fd.as_fd();
+            setsockopt(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32)?;
+            setsockopt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, &(us as i32))?;
+            setsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &64i32)?;
+        }
+        let mut flags = libc::XDP_USE_NEED_WAKEUP;
+        flags |= match c.zerocopy {
+            Some(true) => libc::XDP_ZEROCOPY,
+            Some(false) => libc::XDP_COPY,
+            None => 0,
+        };
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: c.ifindex,
+            sxdp_queue_id: c.queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        syscall!(bind(
+            socket.fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        ))?;
+        // XDP_OPTIONS says whether the bind ended in zero-copy.
+        let options: u32 = getsockopt(socket.fd.as_fd(), libc::SOL_XDP, libc::XDP_OPTIONS)?;
+        socket.zerocopy = options & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        Ok(socket)
+    }
+
+    fn offsets(fd: BorrowedFd<'_>) -> io::Result<libc::xdp_mmap_offsets> {
+        let mut off = std::mem::MaybeUninit::<libc::xdp_mmap_offsets>::zeroed();
+        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        syscall!(getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            off.as_mut_ptr().cast(),
+            &mut len
+        ))?;
+        if len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel's AF_XDP rings have no flags word (need_wakeup needs Linux 5.4+)",
+            ));
+        }
+        // SAFETY: zero-initialised, then filled by the kernel; every bit pattern is valid u64s.
+        Ok(unsafe { off.assume_init() })
+    }
+
+    pub(crate) fn zerocopy(&self) -> bool {
+        self.zerocopy
+    }
+
+    /// Puts `addrs` (frame starts) on the fill ring; the ring has room for every RX frame.
+    fn refill(&mut self, addrs: &[u64]) {
+        let ring = &mut self.fill;
+        for &addr in addrs {
+            // SAFETY: at most `rx_frames <= ring size` frames are ever outstanding, so the
+            // slot at `local` is free; it is written before the release store below.
+            unsafe { ring.entry::<u64>(ring.local).write(addr) };
+            ring.local = ring.local.wrapping_add(1);
+        }
+        ring.index(ring.producer).store(ring.local, Ordering::Release);
+    }
+
+    /// Hands every frame on the RX ring to `each` (at most `budget`), then gives them back to
+    /// the fill ring; returns how many there were.
+    pub(crate) fn receive(&mut self, budget: u32, mut each: impl FnMut(&[u8])) -> u32 {
+        let available =
+            self.rx.index(self.rx.producer).load(Ordering::Acquire).wrapping_sub(self.rx.local);
+        let n = available.min(budget);
+        if n == 0 {
+            return 0;
+        }
+        let mut back = [0u64; 64];
+        let mut queued = 0;
+        for i in 0..n {
+            // SAFETY: entries between our consumer index and the producer's are written and
+            // released by the kernel (acquire load above).
+            let desc =
+                unsafe { self.rx.entry::<libc::xdp_desc>(self.rx.local.wrapping_add(i)).read() };
+            let start = desc.addr as usize;
+            let end = start.saturating_add(desc.len as usize);
+            if end <= self.umem.len {
+                // SAFETY: the frame is ours until it goes back to the fill ring below, and
+                // `start..end` lies inside the UMEM mapping.
+                let frame =
+                    unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), end - start) };
+                each(frame);
+            }
+            back[queued] = desc.addr - desc.addr % u64::from(self.frame_size);
+            queued += 1;
+            if queued == back.len() {
+                self.refill(&back);
+                queued = 0;
+            }
+        }
+        self.rx.local = self.rx.local.wrapping_add(n);
+        self.rx.index(self.rx.consumer).store(self.rx.local, Ordering::Release);
+        self.refill(&back[..queued]);
+        n
+    }
+
+    /// Waits up to `timeout_ms` for frames (poll), which also wakes the kernel's RX side.
+    pub(crate) fn wait(&self, timeout_ms: i32) -> io::Result<()> {
+        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        match syscall!(poll(&mut pfd, 1, timeout_ms)) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes back TX frames the kernel has sent (completion ring).
+    fn reclaim(&mut self) {
+        let ring = &mut self.completion;
+        let done = ring.index(ring.producer).load(Ordering::Acquire).wrapping_sub(ring.local);
+        for i in 0..done {
+            // SAFETY: entries up to the kernel's producer index are written (acquire above).
+            let addr = unsafe { ring.entry::<u64>(ring.local.wrapping_add(i)).read() };
+            self.tx_free.push(addr);
+        }
+        ring.local = ring.local.wrapping_add(done);
+        ring.index(ring.consumer).store(ring.local, Ordering::Release);
+    }
+
+    /// Puts up to `n` frames on the TX ring, each written by `build(i, frame)` which returns
+    /// its length (at most the frame size), then kicks the kernel if it needs it. Returns how
+    /// many were queued (fewer when frames or ring slots are all in flight).
+    pub(crate) fn transmit(
+        &mut self,
+        n: u32,
+        mut build: impl FnMut(u32, &mut [u8]) -> usize,
+    ) -> io::Result<u32> {
+        self.reclaim();
+        let ring_free = self.tx.mask + 1
+            - self.tx.local.wrapping_sub(self.tx.index(self.tx.consumer).load(Ordering::Acquire));
+        let n = n.min(ring_free).min(self.tx_free.len() as u32);
+        for i in 0..n {
+            let Some(addr) = self.tx_free.pop() else { break };
+            let start = addr as usize;
+            // SAFETY: a TX frame on the free list is ours (not on the TX ring, or returned by
+            // the completion ring) and lies inside the UMEM.
+            let frame = unsafe {
+                std::slice::from_raw_parts_mut(self.umem.ptr.add(start), self.frame_size as usize)
+            };
+            let len = build(i, frame).min(self.frame_size as usize) as u32;
+            let desc = libc::xdp_desc { addr, len, options: 0 };
+            // SAFETY: fewer than ring-size entries are outstanding (ring_free above), so the slot
+            // is ours to write before the release store.
+            unsafe { self.tx.entry::<libc::xdp_desc>(self.tx.local).write(desc) };
+            self.tx.local = self.tx.local.wrapping_add(1);
+        }
+        self.tx.index(self.tx.producer).store(self.tx.local, Ordering::Release);
+        // Copy mode sends only from a syscall (at most 32 frames per call: the kernel's
+        // TX budget), zero-copy only when it asks (need_wakeup); kick while frames wait on
+        // the ring, whether or not this call queued any.
+        let pending = self.tx.local != self.tx.index(self.tx.consumer).load(Ordering::Acquire);
+        if pending && (!self.zerocopy || self.tx.needs_wakeup()) {
+            match syscall!(sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0
+            )) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    /// TX frames the kernel still holds.
+    pub(crate) fn tx_in_flight(&mut self) -> usize {
+        self.reclaim();
+        let total =
+            (self.umem.len / self.frame_size as usize).saturating_sub(self.rx_frames as usize);
+        total - self.tx_free.len()
+    }
+
+    pub(crate) fn stats(&self) -> io::Result<XskStats> {
+        let s: Stats = getsockopt(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_STATISTICS)?;
+        Ok(XskStats {
+            rx_dropped: s.0[0],
+            rx_invalid_descs: s.0[1],
+            tx_invalid_descs: s.0[2],
+            rx_ring_full: s.0[3],
+            rx_fill_ring_empty: s.0[4],
+        })
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// struct xdp_statistics as six u64s.
+#[derive(Default)]
+struct Stats([u64; 6]);

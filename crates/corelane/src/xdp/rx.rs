@@ -1,0 +1,301 @@
+//! Receiving through AF_XDP: the program attached, one socket per RX queue registered in the
+//! XSKMAP, the mode settled (zero-copy first, saying why it is not), and the per-queue lane
+//! that reads frames through the checked parser and hands the payloads on.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::attach::Attachment;
+use super::frame::{self, FrameError};
+use super::{Interface, XdpError, XdpMode};
+use crate::sys::xsk::{XskConfig, XskSocket, XskStats};
+
+/// UMEM frames per socket (half receive, half send) and their size: 8 MiB per queue.
+pub const UMEM_FRAMES: u32 = 4096;
+pub const FRAME_SIZE: u32 = 2048;
+const RING: u32 = 2048;
+
+/// What to receive.
+#[derive(Debug, Clone)]
+pub struct RxConfig {
+    pub addr: SocketAddr,
+    /// The interface; by default the one that holds `addr`.
+    pub dev: Option<String>,
+    pub mode: XdpMode,
+    /// Busy polling (SO_PREFER_BUSY_POLL with SO_BUSY_POLL of this many µs).
+    pub busy_poll_us: Option<u32>,
+}
+
+/// Frames one lane saw and what became of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameCounts {
+    pub frames: u64,
+    /// An IP or UDP length claiming more than arrived: dropped, never read past.
+    pub lying_length: u64,
+    /// Not IP, a bad IPv4 header or checksum, cut short.
+    pub malformed: u64,
+    /// Not UDP, or a fragment.
+    pub not_udp: u64,
+    /// UDP to another port (the program should have passed it on).
+    pub other_port: u64,
+}
+
+impl FrameCounts {
+    fn add(&mut self, o: &FrameCounts) {
+        self.frames += o.frames;
+        self.lying_length += o.lying_length;
+        self.malformed += o.malformed;
+        self.not_udp += o.not_udp;
+        self.other_port += o.other_port;
+    }
+}
+
+/// How the XDP receive ran, for the summary and the JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct XdpReport {
+    pub interface: String,
+    pub queues: u32,
+    pub program_id: u32,
+    /// `native zero-copy`, `native copy` or `generic copy`.
+    pub mode: String,
+    /// Why this mode and not a faster one.
+    pub why: String,
+    /// A left-over corelane program removed before attaching.
+    pub removed_stale_program: Option<u32>,
+    pub busy_poll: bool,
+    #[serde(flatten)]
+    pub counts: FrameCounts,
+    /// Frames the kernel dropped for this run's sockets (RX ring full, no fill frame).
+    pub kernel_rx_dropped: u64,
+    pub rx_ring_full: u64,
+    pub fill_ring_empty: u64,
+}
+
+/// One RX queue's socket, read by one lane.
+#[derive(Debug)]
+pub struct XskLane {
+    socket: XskSocket,
+    pub queue: u32,
+    port: u16,
+    pub counts: FrameCounts,
+}
+
+impl XskLane {
+    /// Reads up to `budget` frames; each UDP payload for the bound port goes to `each`.
+    /// Returns the number of frames.
+    pub fn receive(&mut self, budget: u32, mut each: impl FnMut(&[u8])) -> u32 {
+        let (port, counts) = (self.port, &mut self.counts);
+        self.socket.receive(budget, |f| {
+            counts.frames += 1;
+            match frame::parse(f) {
+                Ok(v) if v.dst.port() == port => each(v.payload),
+                Ok(_) => counts.other_port += 1,
+                Err(FrameError::LyingLength) => counts.lying_length += 1,
+                Err(FrameError::NotUdp) => counts.not_udp += 1,
+                Err(FrameError::Short | FrameError::Malformed) => counts.malformed += 1,
+            }
+        })
+    }
+
+    /// Waits for frames up to `timeout` (poll; it also wakes the kernel when need_wakeup asks).
+    pub fn wait(&self, timeout: Duration) -> std::io::Result<()> {
+        self.socket.wait(timeout.as_millis().min(i32::MAX as u128) as i32)
+    }
+
+    fn stats(&self) -> XskStats {
+        self.socket.stats().unwrap_or_default()
+    }
+}
+
+/// The program attached and the sockets bound, ready for lanes.
+#[derive(Debug)]
+pub struct XdpReceive {
+    attachment: Attachment,
+    lanes: Vec<XskLane>,
+    mode: String,
+    why: String,
+    busy_poll: bool,
+}
+
+fn bind_error(iface: &Interface, queue: u32, e: std::io::Error) -> XdpError {
+    match e.raw_os_error() {
+        Some(libc::ENOBUFS | libc::ENOMEM) => {
+            let limit = rustix::process::getrlimit(rustix::process::Resource::Memlock)
+                .current
+                .map_or("unlimited".to_string(), |b| format!("{b} bytes"));
+            XdpError::Memlock { bytes: u64::from(UMEM_FRAMES) * u64::from(FRAME_SIZE), limit }
+        }
+        Some(libc::EBUSY) => XdpError::io(
+            format!(
+                "queue {queue} of {} already has an AF_XDP socket (another program's: stop it)",
+                iface.name
+            ),
+            e,
+        ),
+        _ => XdpError::io(
+            format!("cannot bind an AF_XDP socket to queue {queue} of {}", iface.name),
+            e,
+        ),
+    }
+}
+
+/// Binds, waiting out EBUSY for up to 3 s: the kernel tears down a closed socket's hold on
+/// its queue after an RCU grace period, so a run started right after another (or after a
+/// SIGKILL) would otherwise find the queue still taken.
+fn bind_when_free(config: &XskConfig) -> std::io::Result<XskSocket> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        match XskSocket::bind(config) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_refusal(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EPROTONOSUPPORT | 524))
+}
+
+impl XdpReceive {
+    /// Attaches the program and binds one socket per RX queue, zero-copy first under `auto`.
+    pub fn setup(c: &RxConfig) -> Result<Self, XdpError> {
+        super::check_available()?;
+        let iface = Interface::for_address(c.addr, c.dev.as_deref())?;
+        let (attachment, mut why) = match c.mode {
+            XdpMode::Generic => (
+                Attachment::redirect(&iface, c.addr, false)?,
+                "asked for (--xdp-mode generic)".to_string(),
+            ),
+            XdpMode::Auto => match Attachment::redirect(&iface, c.addr, true) {
+                Ok(a) => (a, String::new()),
+                Err(XdpError::ModeRefused { reason, .. }) => {
+                    (Attachment::redirect(&iface, c.addr, false)?, format!("{reason}; generic XDP"))
+                }
+                Err(e) => return Err(e),
+            },
+            XdpMode::Zerocopy | XdpMode::Copy => {
+                (Attachment::redirect(&iface, c.addr, true)?, String::new())
+            }
+        };
+        let mut zerocopy = match c.mode {
+            XdpMode::Auto | XdpMode::Zerocopy => attachment.native,
+            XdpMode::Copy | XdpMode::Generic => false,
+        };
+        if c.mode == XdpMode::Copy {
+            why = "asked for (--xdp-mode copy)".to_string();
+        }
+        let mut lanes = Vec::new();
+        for queue in 0..iface.rx_queues {
+            let mut config = XskConfig {
+                ifindex: iface.index,
+                queue,
+                frames: UMEM_FRAMES,
+                frame_size: FRAME_SIZE,
+                ring: RING,
+                zerocopy: Some(zerocopy),
+                busy_poll_us: c.busy_poll_us,
+            };
+            let socket = match bind_when_free(&config) {
+                Ok(s) => s,
+                Err(e) if zerocopy && is_refusal(&e) => {
+                    if c.mode == XdpMode::Zerocopy {
+                        return Err(XdpError::ModeRefused {
+                            mode: "zerocopy",
+                            dev: iface.name.clone(),
+                            reason: format!("its driver has no AF_XDP zero-copy ({e})"),
+                        });
+                    }
+                    why = format!("zero-copy refused by {}'s driver ({e}): copy mode", iface.name);
+                    zerocopy = false;
+                    config.zerocopy = Some(false);
+                    bind_when_free(&config).map_err(|e| bind_error(&iface, queue, e))?
+                }
+                Err(e) => return Err(bind_error(&iface, queue, e)),
+            };
+            attachment
+                .register(queue, socket.fd())
+                .map_err(|e| XdpError::io("cannot put the AF_XDP socket in the XSKMAP", e))?;
+            lanes.push(XskLane {
+                socket,
+                queue,
+                port: c.addr.port(),
+                counts: FrameCounts::default(),
+            });
+        }
+        let mode = match (attachment.native, zerocopy) {
+            (true, true) => "native zero-copy",
+            (true, false) => "native copy",
+            (false, _) => "generic copy",
+        };
+        if why.is_empty() {
+            why = "the fastest mode tried first".to_string();
+        }
+        Ok(Self {
+            attachment,
+            lanes,
+            mode: mode.to_string(),
+            why,
+            busy_poll: c.busy_poll_us.is_some(),
+        })
+    }
+
+    /// One lane per RX queue, in queue order.
+    pub fn take_lanes(&mut self) -> Vec<XskLane> {
+        std::mem::take(&mut self.lanes)
+    }
+
+    /// Lanes (RX queues) still held.
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+
+    pub fn interface(&self) -> &Interface {
+        &self.attachment.iface
+    }
+
+    pub fn removed_stale(&self) -> Option<u32> {
+        self.attachment.removed_stale
+    }
+
+    /// The report over the lanes handed back; dropping `self` then detaches the program.
+    pub fn finish(self, lanes: &[XskLane]) -> XdpReport {
+        let mut counts = FrameCounts::default();
+        let mut kernel = XskStats::default();
+        for lane in lanes {
+            counts.add(&lane.counts);
+            let s = lane.stats();
+            kernel.rx_dropped += s.rx_dropped;
+            kernel.rx_ring_full += s.rx_ring_full;
+            kernel.rx_fill_ring_empty += s.rx_fill_ring_empty;
+            let _ = self.attachment.unregister(lane.queue);
+        }
+        XdpReport {
+            interface: self.attachment.iface.name.clone(),
+            queues: self.attachment.iface.rx_queues,
+            program_id: self.attachment.prog_id,
+            mode: self.mode,
+            why: self.why,
+            removed_stale_program: self.attachment.removed_stale,
+            busy_poll: self.busy_poll,
+            counts,
+            kernel_rx_dropped: kernel.rx_dropped,
+            rx_ring_full: kernel.rx_ring_full,
+            fill_ring_empty: kernel.rx_fill_ring_empty,
+        }
+    }
+}
