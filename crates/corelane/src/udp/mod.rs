@@ -3,14 +3,18 @@
 //! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
 
 pub mod dispatch;
+mod echo;
 mod error;
 pub mod payload;
+mod ping;
 mod recv;
 mod send;
 pub mod sequence;
 mod socket;
 
+pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
+pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
 pub use recv::{
     LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
     SocketMode, Steering,
@@ -19,6 +23,7 @@ pub use send::{
     GsoState, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS, MAX_PAYLOAD,
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
+pub use socket::BusyPollState;
 
 /// The most messages one recvmmsg/sendmmsg call takes.
 pub const MAX_BATCH: usize = crate::sys::mmsg::MAX_BATCH;
