@@ -100,3 +100,30 @@ fn an_unreachable_target_reports_loss_and_exits_nonzero() {
     assert!(stderr(&out).contains("no reply from"), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("received 0, lost"));
 }
+
+#[test]
+fn load_http_rate_reports_the_achieved_rate_and_both_latencies() {
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "1", "--json"])
+        .args(["--duration", "20s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let url = format!("http://{}/", ready["addr"].as_str().unwrap());
+    let out = corelane(&["load", "http", &url, "--rate", "1000", "-c", "4", "-d", "1s", "--json"]);
+    let over = corelane(&["load", "http", &url, "--rate", "0", "-d", "1s"]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let s = &summary["summary"];
+    assert_eq!(s["rate"], 1000);
+    assert!(s["requests_per_sec"].as_f64().unwrap() > 800.0, "{s}");
+    assert!(s["latency"]["p99_us"].as_f64().is_some(), "{s}");
+    assert!(s["latency_uncorrected"]["p99_us"].as_f64().is_some(), "{s}");
+    assert!(!over.status.success());
+    assert!(stderr(&over).contains("--rate must be above 0"), "{}", stderr(&over));
+}
