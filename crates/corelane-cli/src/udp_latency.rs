@@ -14,7 +14,7 @@ use corelane::stats::{format_rate_line, IntervalLog, Percentiles};
 use corelane::topology::CpuList;
 use corelane::udp::{
     Echo, EchoConfig, EchoInterval, EchoSummary, Ping, PingConfig, PingInterval, PingMode,
-    PingSummary,
+    PingSummary, Wire,
 };
 
 use crate::args::{finish, outln, parse_duration, parse_size, print_json, stop_on_signals};
@@ -44,6 +44,14 @@ pub struct EchoArgs {
     /// Answer every Nth datagram a lane receives (sockperf's --reply-every).
     #[arg(long, default_value_t = 1, value_name = "N")]
     reply_every: u64,
+    /// Receive coalescing: after a batch less than half full, wait this long (as `udp recv
+    /// --coalesce`); off by default, since every wait is added to a reply's latency.
+    #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "DELAY")]
+    coalesce: Duration,
+    /// corelane (answer every datagram as it came) or sockperf (answer sockperf clients as
+    /// `sockperf sr` does: requests flagged for an answer, client bit cleared).
+    #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
+    wire: WireArg,
     /// How long to answer; until Ctrl-C without it.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -53,6 +61,23 @@ pub struct EchoArgs {
     /// A JSON line when ready, one per second and a summary, instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WireArg {
+    /// corelane's checked payload (flow, sequence number, check word).
+    Corelane,
+    /// sockperf's 14-byte header, to cross with `sockperf sr` / `sockperf pp|ul`.
+    Sockperf,
+}
+
+impl From<WireArg> for Wire {
+    fn from(w: WireArg) -> Self {
+        match w {
+            WireArg::Corelane => Wire::Corelane,
+            WireArg::Sockperf => Wire::Sockperf,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -96,6 +121,9 @@ pub struct PingArgs {
     /// SO_BUSY_POLL microseconds on the client's sockets.
     #[arg(long, value_name = "USEC")]
     busy_poll: Option<u32>,
+    /// corelane's payload, or sockperf's header (to measure against `sockperf sr`).
+    #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
+    wire: WireArg,
     /// Write every second's histogram here in HdrHistogram's interval log format (ns).
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
@@ -114,6 +142,8 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     config.gro = args.gro;
     config.busy_poll_us = args.busy_poll;
     config.reply_every = args.reply_every;
+    config.coalesce = (!args.coalesce.is_zero()).then_some(args.coalesce);
+    config.wire = args.wire.into();
     config.duration = args.duration;
     config.until_replies = args.count;
     let echo = Echo::bind(config)?;
@@ -190,6 +220,7 @@ pub fn ping(args: PingArgs) -> anyhow::Result<ExitCode> {
     config.timeout = args.timeout;
     config.count = args.count;
     config.busy_poll_us = args.busy_poll;
+    config.wire = args.wire.into();
     let ping = Ping::connect(config)?;
     let mut log = match &args.histogram {
         Some(path) => {

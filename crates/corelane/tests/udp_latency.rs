@@ -198,3 +198,65 @@ fn a_stalled_server_does_not_slow_the_open_loop_client() {
     assert!(s.latency.max >= 120_000.0, "the stall shows: {s:?}");
     assert!(s.latency.p50 < 100_000.0, "most messages came after it: {s:?}");
 }
+
+/// Crossed with sockperf's wire format: corelane ping speaking sockperf's header to corelane
+/// echo answering as `sockperf sr` does; garbage and non-requests get no answer and no panic.
+#[test]
+fn the_sockperf_wire_round_trips_and_ignores_what_is_not_a_request() {
+    use corelane::udp::{sockperf, Wire};
+    let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+    echo.wire = Wire::Sockperf;
+    let (addr, stop, server) = start_echo(echo);
+    let mut c = config(addr, PingMode::PingPong, 300);
+    c.wire = Wire::Sockperf;
+    let s = ping(c);
+    // Garbage, a sockperf message not asking for an answer, and an answer: none answered.
+    let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut no_answer = vec![0u8; 64];
+    sockperf::write_request(&mut no_answer, 1);
+    no_answer[9] = 1; // from a client, no answer asked
+    let mut answer = vec![0u8; 64];
+    sockperf::write_request(&mut answer, 2);
+    assert!(sockperf::answer_in_place(&mut answer));
+    for junk in [&[1u8, 2, 3][..], &[0u8; 64][..], &no_answer, &answer] {
+        raw.send_to(junk, addr).unwrap();
+    }
+    let mut buf = [0u8; 128];
+    assert!(raw.recv(&mut buf).is_err(), "nothing answers junk");
+    stop.stop();
+    let e = server.join().unwrap();
+    assert_eq!((s.sent, s.received, s.invalid), (300, 300, 0), "{s:?}");
+    assert_eq!((e.datagrams, e.replies), (304, 300), "{e:?}");
+}
+
+/// GRO on the echo: a GSO sender's segments arrive coalesced and go back as GSO segments,
+/// every datagram counted once each way.
+#[test]
+fn gro_echo_counts_every_segment() {
+    use corelane::udp::{Sender, SenderConfig};
+    let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+    echo.gro = true;
+    echo.rcvbuf = Some(4 << 20);
+    let (addr, stop, server) = start_echo(echo);
+    let sender = Sender::connect(SenderConfig {
+        targets: vec![addr],
+        gso: Some(8),
+        count: Some(800),
+        rate: 20_000,
+        duration: Some(Duration::from_secs(5)),
+        ..SenderConfig::default()
+    })
+    .unwrap();
+    let sent = sender.run(&StopSignal::new(), |_| {}).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    stop.stop();
+    let e = server.join().unwrap();
+    assert_eq!(sent.datagrams, 800);
+    assert_eq!(e.datagrams, 800, "{e:?}");
+    assert_eq!(e.replies, 800, "{e:?}");
+    if e.gro.active {
+        let syscalls: u64 = e.lanes.iter().map(|l| l.syscalls).sum();
+        assert!(syscalls < 800, "coalesced: {syscalls} calls for 800 datagrams");
+    }
+}

@@ -129,6 +129,12 @@ impl MmsgRecv {
         (Received { len, truncated, segment_size }, data)
     }
 
+    /// The `i`-th message of the last call, writable (an answer may be edited in place).
+    pub(crate) fn message_mut(&mut self, i: usize) -> &mut [u8] {
+        let len = (self.0.headers[i].msg_len as usize).min(self.0.slot);
+        &mut self.0.buffers[i * self.0.slot..i * self.0.slot + len]
+    }
+
     /// Sends messages `start..start + count` of the last recvmmsg back to their senders, each
     /// as it came (a GRO buffer goes back as GSO segments of the size it arrived in), in one
     /// sendmmsg; returns how many messages the kernel took (the caller retries the rest).

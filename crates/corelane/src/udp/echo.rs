@@ -3,8 +3,9 @@
 //! buffers (no copy), a GRO buffer goes back as GSO segments of the size it came in.
 //! sockperf's `sr` and netperf's UDP_RR server, on corelane's lanes.
 //!
-//! No receive coalescing here: a service that answers requests must not hold them back to
-//! save wake-ups (see `ReceiverConfig::coalesce` for the throughput receiver that may).
+//! Receive coalescing is off by default here: a service that answers requests must not hold
+//! them back to save wake-ups. `coalesce` turns on the same rule `udp recv` uses (after a
+//! batch less than half full, wait before the next call) so the lab can show its price.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use socket2::Socket;
 
 use super::recv::OffloadState;
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
-use super::UdpError;
+use super::{sockperf, UdpError, Wire};
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
@@ -39,6 +40,12 @@ pub struct EchoConfig {
     pub busy_poll_us: Option<u32>,
     /// Answer every Nth datagram a lane receives (sockperf's `--reply-every`); 1 answers all.
     pub reply_every: u64,
+    /// After a batch less than half full, wait this long before the next receive (receive
+    /// coalescing, as `ReceiverConfig::coalesce`); `None`, the default, answers at once.
+    pub coalesce: Option<Duration>,
+    /// `Sockperf`: answer as `sockperf sr` (only requests flagged for an answer, with the
+    /// client bit cleared); `Corelane`: every datagram as it came.
+    pub wire: Wire,
     pub duration: Option<Duration>,
     /// Stop once this many datagrams were answered.
     pub until_replies: Option<u64>,
@@ -55,6 +62,8 @@ impl EchoConfig {
             gro: false,
             busy_poll_us: None,
             reply_every: 1,
+            coalesce: None,
+            wire: Wire::Corelane,
             duration: None,
             until_replies: None,
         }
@@ -96,6 +105,8 @@ pub struct EchoSummary {
     pub send_errors: u64,
     pub truncated: u64,
     pub reply_every: u64,
+    /// Receive coalescing delay in µs (0: off).
+    pub coalesce_us: f64,
     pub cpu_ns_per_datagram: f64,
     pub gro: OffloadState,
     pub busy_poll: BusyPollState,
@@ -199,6 +210,8 @@ impl Echo {
                 replies: Arc::clone(&replies),
                 index,
                 reply_every: cfg.reply_every,
+                coalesce: cfg.coalesce,
+                wire: cfg.wire,
                 datagrams: vec![0; cfg.batch],
                 stop: lane_stop.clone(),
             };
@@ -258,6 +271,7 @@ impl Echo {
             send_errors: joined.iter().map(|j| j.value.send_errors).sum(),
             truncated: joined.iter().map(|j| j.value.truncated).sum(),
             reply_every: cfg.reply_every,
+            coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
             cpu_ns_per_datagram: ns_per(used, datagrams),
             gro: self.gro.clone(),
             busy_poll: self.busy_poll.clone(),
@@ -292,6 +306,8 @@ struct EchoLaneWork {
     replies: Arc<Vec<ReplyCounter>>,
     index: usize,
     reply_every: u64,
+    coalesce: Option<Duration>,
+    wire: Wire,
     /// Datagrams in each message of the last batch (a GRO buffer holds several).
     datagrams: Vec<u64>,
     stop: StopSignal,
@@ -338,17 +354,33 @@ impl EchoLaneWork {
                 bytes += data.len() as u64;
             }
             self.counters[self.index].add(datagrams, bytes);
-            if self.reply_every == 1 {
+            if self.reply_every == 1 && self.wire == Wire::Corelane {
                 replied += self.reply_range(fd, 0, n, &mut r);
             } else {
-                for i in 0..n {
-                    seen += 1;
-                    if seen % self.reply_every == 0 {
-                        replied += self.reply_range(fd, i, 1, &mut r);
+                // Answer the chosen messages, each run of neighbours in one sendmmsg.
+                let mut run: Option<usize> = None;
+                for i in 0..=n {
+                    let answer = i < n && {
+                        seen += 1;
+                        let every = seen % self.reply_every == 0;
+                        every
+                            && (self.wire == Wire::Corelane
+                                || sockperf::answer_in_place(self.batch.message_mut(i)))
+                    };
+                    match (answer, run) {
+                        (true, None) => run = Some(i),
+                        (false, Some(start)) => {
+                            replied += self.reply_range(fd, start, i - start, &mut r);
+                            run = None;
+                        }
+                        _ => {}
                     }
                 }
             }
             self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
+            if let Some(pause) = self.coalesce.filter(|_| n < self.batch.batch() / 2) {
+                std::thread::sleep(pause);
+            }
         }
         Ok(r)
     }

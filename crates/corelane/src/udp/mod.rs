@@ -11,6 +11,7 @@ mod recv;
 mod send;
 pub mod sequence;
 mod socket;
+pub mod sockperf;
 
 pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
@@ -24,6 +25,15 @@ pub use send::{
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 pub use socket::BusyPollState;
+
+/// What a datagram of `udp echo` / `udp ping` carries: corelane's checked payload, or
+/// sockperf's header (to cross corelane with sockperf's client and server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    #[default]
+    Corelane,
+    Sockperf,
+}
 
 /// The most messages one recvmmsg/sendmmsg call takes.
 pub const MAX_BATCH: usize = crate::sys::mmsg::MAX_BATCH;

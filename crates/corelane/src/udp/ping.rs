@@ -25,7 +25,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::payload;
 use super::socket::{apply_busy_poll, BusyPollState};
-use super::{UdpError, MAX_PAYLOAD};
+use super::{sockperf, UdpError, Wire, MAX_PAYLOAD};
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::stats::latency::{new_histogram, record};
 use crate::stats::{self, Percentiles};
@@ -62,6 +62,8 @@ pub struct PingConfig {
     pub count: Option<u64>,
     /// SO_BUSY_POLL microseconds on the client's sockets.
     pub busy_poll_us: Option<u32>,
+    /// corelane's payload, or sockperf's header (to measure `sockperf sr`).
+    pub wire: Wire,
 }
 
 impl PingConfig {
@@ -77,6 +79,7 @@ impl PingConfig {
             timeout: Duration::from_secs(1),
             count: None,
             busy_poll_us: None,
+            wire: Wire::Corelane,
         }
     }
 }
@@ -277,16 +280,17 @@ impl Flights {
         self.state[i] = if measured { WAITING } else { WAITING_WARMUP };
     }
 
-    /// Judges a reply `datagram` that arrived on flow `flow` at `now` (ns since start).
-    fn judge(&mut self, datagram: &[u8], flow: usize, size: usize, now: u64) -> (Verdict, bool) {
-        let Ok(h) = payload::read(datagram) else { return (Verdict::Invalid, false) };
-        if datagram.len() != size || h.flow as usize != flow || h.seq >= self.next {
+    /// Judges a reply that arrived on flow `flow` at `now` (ns since start), as its header
+    /// read (`None`: not a well-formed answer).
+    fn judge(&mut self, header: Option<(usize, u64)>, flow: usize, now: u64) -> (Verdict, bool) {
+        let Some((from, seq)) = header else { return (Verdict::Invalid, false) };
+        if from != flow || seq >= self.next {
             return (Verdict::Invalid, false);
         }
-        if h.seq + self.mask < self.next {
+        if seq + self.mask < self.next {
             return (Verdict::Late, false); // its slot holds a later message now
         }
-        let i = (h.seq & self.mask) as usize;
+        let i = (seq & self.mask) as usize;
         let verdict = match self.state[i] {
             WAITING => Verdict::Measured(
                 now.saturating_sub(self.scheduled[i]),
@@ -299,8 +303,8 @@ impl Flights {
         let mut reordered = false;
         if matches!(verdict, Verdict::Measured(..) | Verdict::Warmup) {
             self.state[i] = ANSWERED;
-            reordered = self.highest_answered.is_some_and(|top| h.seq < top);
-            self.highest_answered = Some(self.highest_answered.map_or(h.seq, |t| t.max(h.seq)));
+            reordered = self.highest_answered.is_some_and(|top| seq < top);
+            self.highest_answered = Some(self.highest_answered.map_or(seq, |t| t.max(seq)));
         }
         (verdict, reordered)
     }
@@ -326,6 +330,20 @@ impl Flights {
 
     fn any_waiting(&self) -> bool {
         self.state.iter().any(|&s| s == WAITING || s == WAITING_WARMUP)
+    }
+}
+
+/// The flow and sequence number a reply of `size` bytes carries, if it is a well-formed
+/// answer of the whole size sent.
+fn read_header(wire: Wire, datagram: &[u8], size: usize, flows: usize) -> Option<(usize, u64)> {
+    if datagram.len() != size {
+        return None;
+    }
+    match wire {
+        Wire::Corelane => payload::read(datagram).ok().map(|h| (h.flow as usize, h.seq)),
+        Wire::Sockperf => {
+            sockperf::read_answer(datagram).map(|seq| ((seq % flows as u64) as usize, seq))
+        }
     }
 }
 
@@ -482,7 +500,10 @@ impl PingLane {
         let (seq, evicted) = self.flights.take();
         self.counts.lost += u64::from(evicted);
         let flow = (seq % self.sockets.len() as u64) as usize;
-        payload::write_header(&mut self.message, flow as u32, seq);
+        match self.config.wire {
+            Wire::Corelane => payload::write_header(&mut self.message, flow as u32, seq),
+            Wire::Sockperf => sockperf::write_request(&mut self.message, seq),
+        }
         // Stamped before the call, as sockperf does: on loopback and veth the send itself
         // runs the receive path up to the server's socket.
         let sent = self.now();
@@ -539,7 +560,13 @@ impl PingLane {
                 match self.sockets[flow].recv(&mut buf) {
                     Ok(len) => {
                         let now = self.now();
-                        let (v, r) = self.flights.judge(&buf[..len], flow, self.config.size, now);
+                        let header = read_header(
+                            self.config.wire,
+                            &buf[..len],
+                            self.config.size,
+                            self.sockets.len(),
+                        );
+                        let (v, r) = self.flights.judge(header, flow, now);
                         self.judge(v, r);
                         if self.flights.is_answered(seq) {
                             break;
@@ -603,14 +630,16 @@ impl PingLane {
         Ok(())
     }
 
-    /// Waits up to `ns` for a reply on any socket; a wait shorter than a wake-up costs is
-    /// left to the caller's loop (which keeps reading the sockets).
+    /// Waits up to `ns` for a reply on any socket. A sleeping thread wakes late — tens of
+    /// µs on a busy virtual machine — and every µs of it is charged to the next message, so
+    /// the last `SPIN_NS` before a send are spent in the caller's loop reading the sockets
+    /// without blocking (as sockperf's paced client spins).
     fn wait(&self, ns: u64) -> io::Result<()> {
-        const SPIN_NS: u64 = 20_000;
+        const SPIN_NS: u64 = 50_000;
         if ns <= SPIN_NS {
             return Ok(());
         }
-        let ns = ns - SPIN_NS / 2;
+        let ns = ns - SPIN_NS;
         let timeout = rustix::event::Timespec {
             tv_sec: (ns / 1_000_000_000) as i64,
             tv_nsec: (ns % 1_000_000_000) as i64,
@@ -661,7 +690,8 @@ impl PingLane {
                 for i in 0..n {
                     let (meta, data) = self.batch.message(i);
                     let size = if meta.truncated { usize::MAX } else { self.config.size };
-                    let (verdict, reordered) = self.flights.judge(data, flow, size, now);
+                    let header = read_header(self.config.wire, data, size, self.sockets.len());
+                    let (verdict, reordered) = self.flights.judge(header, flow, now);
                     self.judge(verdict, reordered);
                 }
                 if n < self.batch.batch() {
