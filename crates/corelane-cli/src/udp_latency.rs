@@ -14,7 +14,7 @@ use corelane::stats::{format_rate_line, IntervalLog, Percentiles};
 use corelane::topology::CpuList;
 use corelane::udp::{
     Echo, EchoConfig, EchoInterval, EchoSummary, Ping, PingConfig, PingInterval, PingMode,
-    PingSummary, Wire,
+    PingSummary, RecvBackend, Wire,
 };
 
 use crate::args::{finish, outln, parse_duration, parse_size, print_json, stop_on_signals};
@@ -52,6 +52,13 @@ pub struct EchoArgs {
     /// `sockperf sr` does: requests flagged for an answer, client bit cleared).
     #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
     wire: WireArg,
+    /// How lanes talk to the kernel: mmsg (recvmmsg/sendmmsg batches) or uring (multishot
+    /// recvmsg into provided buffers, each answer sent from its request's buffer; no --gro).
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
+    backend: String,
+    /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane.
+    #[arg(long, value_name = "CPU")]
+    sqpoll: Option<usize>,
     /// How long to answer; until Ctrl-C without it.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -146,9 +153,22 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     config.wire = args.wire.into();
     config.duration = args.duration;
     config.until_replies = args.count;
+    config.backend = match (args.backend.as_str(), args.sqpoll) {
+        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+        (_, Some(_)) => {
+            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+        }
+        _ => RecvBackend::Mmsg,
+    };
     let echo = Echo::bind(config)?;
-    let notes: Vec<String> =
-        [echo.busy_poll().note.clone(), echo.gro().note.clone()].into_iter().flatten().collect();
+    let notes: Vec<String> = [
+        echo.busy_poll().note.clone(),
+        echo.gro().note.clone(),
+        echo.backend_note().map(String::from),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     for note in &notes {
         eprintln!("note: {note}");
     }

@@ -54,7 +54,9 @@ fn ping_pong_through_the_echo_has_exact_counts() {
 
 #[test]
 fn under_load_is_open_loop_and_counts_every_message() {
-    let (addr, stop, server) = start_echo(EchoConfig::new("127.0.0.1:0".parse().unwrap()));
+    let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+    echo.rcvbuf = Some(4 << 20);
+    let (addr, stop, server) = start_echo(echo);
     let mut c = config(addr, PingMode::UnderLoad { rate: 20_000 }, 4000);
     c.flows = 3;
     let s = ping(c);
@@ -63,7 +65,11 @@ fn under_load_is_open_loop_and_counts_every_message() {
     assert_eq!(s.sent, 4000, "{s:?}");
     assert_eq!(s.received + s.lost, 4000, "{s:?}");
     assert_eq!(e.datagrams, s.sent, "the server saw exactly what was sent: {e:?}");
-    assert!(s.lost <= 40, "loopback at 20k msg/s lost {}", s.lost);
+    assert!(
+        s.lost <= 80,
+        "loopback at 20k msg/s lost {} (replies the client's buffer dropped)",
+        s.lost
+    );
     assert_eq!((s.duplicates, s.invalid), (0, 0));
     // Corrected latency is from the scheduled time, never less than from the actual send.
     assert!(s.latency.p50 >= s.uncorrected.p50, "{s:?}");
@@ -73,6 +79,7 @@ fn under_load_is_open_loop_and_counts_every_message() {
 fn reply_every_answers_every_nth_datagram() {
     let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
     echo.reply_every = 2;
+    echo.busy_poll_us = Some(50);
     let (addr, stop, server) = start_echo(echo);
     let mut c = config(addr, PingMode::UnderLoad { rate: 10_000 }, 1000);
     c.timeout = Duration::from_millis(200);
@@ -80,6 +87,9 @@ fn reply_every_answers_every_nth_datagram() {
     stop.stop();
     let e = server.join().unwrap();
     assert_eq!((e.datagrams, e.replies), (1000, 500), "{e:?}");
+    // Busy polling is taken or its refusal said, never silent.
+    assert_eq!(e.busy_poll.requested_us, Some(50));
+    assert!(e.busy_poll.active || e.busy_poll.note.is_some(), "{:?}", e.busy_poll);
     assert_eq!((s.received, s.lost), (500, 500), "{s:?}");
 }
 
@@ -258,5 +268,39 @@ fn gro_echo_counts_every_segment() {
     if e.gro.active {
         let syscalls: u64 = e.lanes.iter().map(|l| l.syscalls).sum();
         assert!(syscalls < 800, "coalesced: {syscalls} calls for 800 datagrams");
+    }
+}
+
+/// The io_uring echo answers from the buffers its requests arrived in: exact counts, for
+/// corelane's payload and sockperf's header alike.
+#[test]
+fn the_io_uring_echo_has_exact_counts() {
+    use corelane::udp::{RecvBackend, Wire};
+    for wire in [Wire::Corelane, Wire::Sockperf] {
+        let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        echo.backend = RecvBackend::Uring { sqpoll_cpu: None };
+        echo.wire = wire;
+        echo.rcvbuf = Some(4 << 20);
+        let bound = Echo::bind(echo).unwrap();
+        if let Some(note) = bound.backend_note() {
+            eprintln!("skipped: io_uring is not available here: {note}");
+            return;
+        }
+        let addr = bound.local_addr();
+        let stop = StopSignal::new();
+        let s2 = stop.clone();
+        let server = thread::spawn(move || bound.run(&s2, |_| {}).unwrap());
+        let mut c = config(addr, PingMode::UnderLoad { rate: 10_000 }, 2000);
+        c.flows = 3;
+        c.wire = wire;
+        let s = ping(c);
+        thread::sleep(Duration::from_millis(100));
+        stop.stop();
+        let e = server.join().unwrap();
+        assert_eq!(e.backend, "uring");
+        assert_eq!((s.sent, s.invalid, s.duplicates), (2000, 0, 0), "{wire:?}: {s:?}");
+        assert_eq!(s.received + s.lost, 2000);
+        assert!(s.lost <= 40, "{s:?}");
+        assert_eq!((e.datagrams, e.replies), (2000, s.received), "{wire:?}: {e:?}");
     }
 }

@@ -1,5 +1,5 @@
 //! `corelane lab latency`: round-trip latency against offered load, the way people who tune
-//! servers read it. UDP: corelane echo (default, receive coalescing on, busy polling) and
+//! servers read it. UDP: corelane echo (default, receive coalescing on, busy polling, io_uring) and
 //! `sockperf sr` as servers, corelane ping and sockperf as clients, crossed so that a client's
 //! cost and a server's cost can be told apart; each pair in ping-pong and under load, swept
 //! up to saturation. HTTP: corelane serve and nginx under `corelane load http --rate`. For
@@ -145,9 +145,7 @@ impl LatencyLab {
         };
         // The veth default: receive work where the sender's softirq runs it, for every pair.
         testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
-        let mut skipped =
-            vec!["corelane echo on io_uring: not built yet (the echo lanes use recvmmsg/sendmmsg)"
-                .to_string()];
+        let mut skipped = Vec::new();
         if client_cpu == server_cpu {
             skipped.push("one CPU only: client and server share it".into());
         }

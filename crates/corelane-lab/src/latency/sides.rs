@@ -26,11 +26,12 @@ pub enum UdpServer {
     Sockperf,
 }
 
-/// corelane echo's rows: the default, receive coalescing on, busy polling.
-pub const ECHO_ROWS: [UdpServer; 3] = [
+/// corelane echo's rows: the default, receive coalescing on, busy polling, io_uring.
+pub const ECHO_ROWS: [UdpServer; 4] = [
     UdpServer::Echo { id: "echo", args: &[] },
     UdpServer::Echo { id: "echo+coalesce-50us", args: &["--coalesce", "50us"] },
     UdpServer::Echo { id: "echo+busy-poll-50us", args: &["--busy-poll", "50"] },
+    UdpServer::Echo { id: "echo+uring", args: &["--backend", "uring"] },
 ];
 
 impl UdpServer {

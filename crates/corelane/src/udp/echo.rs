@@ -16,13 +16,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::recv::OffloadState;
+use super::recv::{OffloadState, RecvBackend};
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
 use super::{sockperf, UdpError, Wire};
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
+use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
+use crate::topology::{CpuList, Topology};
 
 /// What to echo and how.
 #[derive(Debug, Clone)]
@@ -46,6 +48,9 @@ pub struct EchoConfig {
     /// `Sockperf`: answer as `sockperf sr` (only requests flagged for an answer, with the
     /// client bit cleared); `Corelane`: every datagram as it came.
     pub wire: Wire,
+    /// recvmmsg/sendmmsg batches, or io_uring: a multishot recvmsg into provided buffers and
+    /// each answer sent from the buffer it arrived in (optionally with an SQPOLL thread).
+    pub backend: RecvBackend,
     pub duration: Option<Duration>,
     /// Stop once this many datagrams were answered.
     pub until_replies: Option<u64>,
@@ -64,6 +69,7 @@ impl EchoConfig {
             reply_every: 1,
             coalesce: None,
             wire: Wire::Corelane,
+            backend: RecvBackend::Mmsg,
             duration: None,
             until_replies: None,
         }
@@ -112,7 +118,10 @@ pub struct EchoSummary {
     pub busy_poll: BusyPollState,
     /// The NAPI id the sockets last saw (0: none on this path, so busy polling polls nothing).
     pub napi_id: u32,
+    /// `mmsg`, `uring` or `uring+sqpoll`.
     pub backend: String,
+    /// Why the backend asked for was not the one that ran, if so.
+    pub backend_note: Option<String>,
     pub lanes: Vec<EchoLane>,
 }
 
@@ -124,6 +133,7 @@ pub struct Echo {
     addr: SocketAddr,
     gro: OffloadState,
     busy_poll: BusyPollState,
+    backend_note: Option<String>,
 }
 
 /// Replies per lane counter, read once a second.
@@ -148,6 +158,8 @@ impl Echo {
             return Err(UdpError::ReplyEveryGro);
         }
         config.placement.check()?;
+        let mut config = config;
+        let backend_note = settle_backend(&mut config)?;
         let reuseport = config.threads > 1;
         let group = ReuseportGroup::bind(
             config.addr,
@@ -168,7 +180,7 @@ impl Echo {
             }
         }
         let busy_poll = apply_busy_poll(sockets.iter().map(|s| &**s), config.busy_poll_us);
-        Ok(Self { config, sockets, addr, gro, busy_poll })
+        Ok(Self { config, sockets, addr, gro, busy_poll, backend_note })
     }
 
     /// The address bound (port 0 resolved).
@@ -179,6 +191,11 @@ impl Echo {
     /// Busy polling as the kernel took it.
     pub fn busy_poll(&self) -> &BusyPollState {
         &self.busy_poll
+    }
+
+    /// Why the backend asked for is not the one that runs, if so.
+    pub fn backend_note(&self) -> Option<&str> {
+        self.backend_note.as_deref()
     }
 
     /// GRO as the kernel took it.
@@ -212,6 +229,7 @@ impl Echo {
                 reply_every: cfg.reply_every,
                 coalesce: cfg.coalesce,
                 wire: cfg.wire,
+                backend: cfg.backend,
                 datagrams: vec![0; cfg.batch],
                 stop: lane_stop.clone(),
             };
@@ -276,7 +294,8 @@ impl Echo {
             gro: self.gro.clone(),
             busy_poll: self.busy_poll.clone(),
             napi_id: napi,
-            backend: "mmsg".into(),
+            backend: cfg.backend.to_string(),
+            backend_note: self.backend_note.clone(),
             lanes: joined
                 .iter()
                 .map(|j| EchoLane {
@@ -288,6 +307,28 @@ impl Echo {
                 })
                 .collect(),
         })
+    }
+}
+
+/// Settles the backend this kernel runs: io_uring falls back to recvmmsg, an SQPOLL thread
+/// to lanes submitting for themselves, each saying why (the note returned).
+fn settle_backend(config: &mut EchoConfig) -> Result<Option<String>, UdpError> {
+    let RecvBackend::Uring { sqpoll_cpu } = config.backend else { return Ok(None) };
+    if config.gro {
+        return Err(UdpError::UringGro);
+    }
+    if let Err(reason) = socket_ring::probe_datagram_ring() {
+        config.backend = RecvBackend::Mmsg;
+        return Ok(Some(format!("{reason}; echoing with recvmmsg/sendmmsg")));
+    }
+    let Some(cpu) = sqpoll_cpu else { return Ok(None) };
+    Topology::read()?.check(&CpuList::new(vec![cpu]))?;
+    match socket_ring::probe_sqpoll(cpu) {
+        Ok(()) => Ok(None),
+        Err(reason) => {
+            config.backend = RecvBackend::Uring { sqpoll_cpu: None };
+            Ok(Some(format!("{reason}; lanes submit for themselves")))
+        }
     }
 }
 
@@ -308,6 +349,7 @@ struct EchoLaneWork {
     reply_every: u64,
     coalesce: Option<Duration>,
     wire: Wire,
+    backend: RecvBackend,
     /// Datagrams in each message of the last batch (a GRO buffer holds several).
     datagrams: Vec<u64>,
     stop: StopSignal,
@@ -326,6 +368,10 @@ impl EchoLaneWork {
         let mut r = EchoLaneResult::default();
         let socket = Arc::clone(&self.socket);
         let fd = socket.as_fd();
+        if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
+            self.run_uring(fd, sqpoll_cpu, &mut r)?;
+            return Ok(r);
+        }
         let mut seen = 0u64;
         let mut replied = 0u64;
         while !self.stop.is_stopped() {
@@ -383,6 +429,79 @@ impl EchoLaneWork {
             }
         }
         Ok(r)
+    }
+
+    /// The io_uring lane: one multishot recvmsg into provided buffers; each answer is sent
+    /// from the buffer its request arrived in, to the address the kernel wrote beside it,
+    /// and the buffer goes back when the send completes. One io_uring_enter per wait.
+    fn run_uring(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        sqpoll_cpu: Option<usize>,
+        r: &mut EchoLaneResult,
+    ) -> io::Result<()> {
+        // Room for the kernel's recvmsg header and any address before a 2 KiB datagram.
+        let config = RingConfig { files: 1, buffers: 4096, buffer_size: 4096, sqpoll_cpu };
+        let mut ring = SocketRing::new(config)?;
+        ring.receive_datagrams_from(fd, 0)?;
+        let mut completions = Vec::with_capacity(4096);
+        let (mut seen, mut replied) = (0u64, 0u64);
+        while !self.stop.is_stopped() {
+            ring.submit_and_wait(super::socket::WAKE_INTERVAL)?;
+            r.syscalls += 1;
+            ring.completions(&mut completions);
+            let (mut datagrams, mut bytes) = (0u64, 0u64);
+            for completion in completions.drain(..) {
+                match completion {
+                    Completion::ReceivedFrom { buffer, len, more } => {
+                        datagrams += 1;
+                        seen += 1;
+                        let Some(parts) = ring.datagram_from(buffer, len) else {
+                            r.truncated += 1;
+                            ring.give_back(buffer);
+                            continue;
+                        };
+                        bytes += parts.payload.len() as u64;
+                        r.truncated += u64::from(parts.truncated);
+                        let answer = !parts.truncated
+                            && seen % self.reply_every == 0
+                            && (self.wire == Wire::Corelane
+                                || sockperf::answer_in_place(
+                                    &mut ring.buffer_mut(buffer, len)[parts.payload.clone()],
+                                ));
+                        if answer {
+                            ring.reply_from_buffer(fd, buffer, &parts)?;
+                        } else {
+                            ring.give_back(buffer);
+                        }
+                        if !more {
+                            ring.receive_datagrams_from(fd, 0)?;
+                        }
+                    }
+                    Completion::Replied { buffer, result } => {
+                        ring.give_back(buffer);
+                        if result >= 0 {
+                            replied += 1;
+                        } else {
+                            r.send_errors += 1;
+                        }
+                    }
+                    Completion::RecvEnded { result, more, .. } => {
+                        if result < 0 && result != -libc::ENOBUFS {
+                            return Err(io::Error::from_raw_os_error(-result));
+                        }
+                        datagrams += u64::from(result == 0); // an empty datagram
+                        if !more {
+                            ring.receive_datagrams_from(fd, 0)?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.counters[self.index].add(datagrams, bytes);
+            self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Answers messages `start..start + count`; returns the datagrams answered. A message the
