@@ -127,3 +127,16 @@ fn load_http_rate_reports_the_achieved_rate_and_both_latencies() {
     assert!(!over.status.success());
     assert!(stderr(&over).contains("--rate must be above 0"), "{}", stderr(&over));
 }
+
+#[test]
+fn the_latency_tools_have_help_and_the_lab_lists_its_experiment() {
+    for args in
+        [&["udp", "echo", "--help"][..], &["udp", "ping", "--help"], &["lab", "latency", "--help"]]
+    {
+        let out = corelane(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
+    }
+    let list = corelane(&["lab"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("latency"));
+}
