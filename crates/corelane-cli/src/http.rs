@@ -28,7 +28,7 @@ pub enum ServeCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum LoadCommand {
-    /// Closed-loop HTTP/1.1 load: requests/s, errors and latency percentiles.
+    /// HTTP/1.1 load, closed loop or at a constant --rate (wrk2): requests/s, errors, latency.
     Http(LoadArgs),
 }
 
@@ -125,6 +125,10 @@ pub struct LoadArgs {
     /// A request unanswered this long is an error.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     timeout: Duration,
+    /// Constant throughput: this many requests per second over all connections, latency
+    /// counted from when each request was due (wrk2's correction); without it, closed loop.
+    #[arg(long, value_name = "REQ_PER_SEC")]
+    rate: Option<u64>,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -230,20 +234,30 @@ pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
     config.requests = args.requests;
     config.close = args.close;
     config.timeout = args.timeout;
+    config.rate = args.rate;
     let stop = stop_on_signals()?;
     if !args.json {
         eprintln!(
-            "loading {} with {} connection(s) on {} lane(s) for {:?}{}",
+            "loading {} with {} connection(s) on {} lane(s) for {:?}{}{}",
             args.url,
             args.connections,
             args.lanes,
             args.duration,
-            if args.close { ", a new connection per request" } else { "" }
+            if args.close { ", a new connection per request" } else { "" },
+            args.rate.map(|r| format!(", at {r} requests/s")).unwrap_or_default()
         );
     }
     let summary =
         corelane::tcp::load::run(&config, &stop, per_second(args.json, &stop, load_line))?;
     finish(args.json, &summary, print_load_summary);
+    if let Some(rate) = summary.rate {
+        if summary.requests_per_sec < rate as f64 * 0.99 {
+            eprintln!(
+                "warning: achieved {:.0} requests/s, short of the {rate} asked: the server (or this client, or too few --connections) could not keep up",
+                summary.requests_per_sec
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -261,16 +275,21 @@ fn print_load_summary(s: &LoadSummary) {
         s.errors,
         s.connects
     );
-    let l = &s.latency;
-    outln!(
-        "latency us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
-        l.p50_us,
-        l.p90_us,
-        l.p99_us,
-        l.p999_us,
-        l.max_us,
-        l.mean_us
-    );
+    let line = |l: &corelane::tcp::load::Latency| {
+        format!(
+            "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}  mean {:.1}",
+            l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.p9999_us, l.max_us, l.mean_us
+        )
+    };
+    match &s.latency_uncorrected {
+        Some(u) => {
+            outln!("latency us (from when due): {}", line(&s.latency));
+            outln!("  uncorrected (from sent):  {}", line(u));
+        }
+        None => {
+            outln!("latency us: {}", line(&s.latency));
+        }
+    }
 }
 
 /// The address to connect to, the Host header and the request target of an http:// URL.

@@ -10,6 +10,7 @@ mod lab;
 mod plan;
 mod topo;
 mod udp;
+mod udp_latency;
 
 use std::process::ExitCode;
 

@@ -23,6 +23,10 @@ pub enum UdpCommand {
     Send(SendArgs),
     /// Receive with recvmmsg (and GRO) on shared or reuseport lanes; print pps every second.
     Recv(RecvArgs),
+    /// Answer every datagram to its sender from pinned reuseport lanes (a sockperf sr).
+    Echo(crate::udp_latency::EchoArgs),
+    /// Round-trip latency to an echo server: ping-pong or open-loop under load (sockperf pp/ul).
+    Ping(crate::udp_latency::PingArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -168,6 +172,8 @@ pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         UdpCommand::Send(args) => send(args),
         UdpCommand::Recv(args) => recv(args),
+        UdpCommand::Echo(args) => crate::udp_latency::echo(args),
+        UdpCommand::Ping(args) => crate::udp_latency::ping(args),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod affinity;
 pub mod copy;
 pub mod experiment;
 pub mod host;
+pub mod latency;
 pub mod output;
 pub mod process;
 pub mod remote;
@@ -26,7 +27,7 @@ pub use experiment::Entry;
 /// subcommands, `lab all` and CI's quick runs are all derived from this list, so adding an
 /// experiment is its module and one line here.
 pub const EXPERIMENTS: &[Entry] =
-    &[udp::ENTRY, tcp::ENTRY, affinity::ENTRY, sched::ENTRY, copy::ENTRY];
+    &[udp::ENTRY, tcp::ENTRY, affinity::ENTRY, sched::ENTRY, copy::ENTRY, latency::ENTRY];
 
 /// The corelane binary the lab runs as receiver, sender, server and load generator: the
 /// one running now.

@@ -266,7 +266,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
+pub(crate) fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
     let port = stage.port.to_string();
     let exe = rx.corelane()?;
@@ -314,7 +314,10 @@ fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
 }
 
 /// Waits until the server's port accepts connections on its host (`ss` there).
-fn wait_listening(stage: &Stage<'_>, mut server: ChildProcess) -> Result<ChildProcess, LabError> {
+pub(crate) fn wait_listening(
+    stage: &Stage<'_>,
+    mut server: ChildProcess,
+) -> Result<ChildProcess, LabError> {
     let waited = Duration::from_secs(10);
     let end = Instant::now() + waited;
     let rx = stage.testbed.rx();

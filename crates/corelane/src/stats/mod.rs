@@ -2,6 +2,7 @@
 //! process and process tree; the tick-sampled user/system split per thread, process and CPU
 //! from /proc/stat) and the kernel's UDP counters (/proc/net/snmp).
 
+pub mod latency;
 mod meter;
 mod procstat;
 mod rate;
@@ -9,6 +10,7 @@ mod runtime;
 mod snmp;
 mod ticker;
 
+pub use latency::{IntervalLog, Percentiles};
 pub use meter::{Interval, LaneCounters, Meter};
 pub use procstat::{CpuSplit, CpuTimes, ProcStat};
 pub use rate::{format_rate_line, median, Rate};

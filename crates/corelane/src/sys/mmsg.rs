@@ -27,15 +27,22 @@ pub(crate) struct Received {
     pub segment_size: Option<usize>,
 }
 
-/// The arrays one batched call hands the kernel: `batch` buffers of `slot` bytes, an iovec and
-/// a control area per buffer, and the mmsghdr array pointing at them. Built once per lane.
+/// The arrays one batched call hands the kernel: `batch` buffers of `slot` bytes, an iovec, a
+/// control area and an address per buffer, and the mmsghdr array pointing at them. Built once
+/// per lane.
 struct Messages {
     slot: usize,
     buffers: Vec<u8>,
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     controls: Vec<Control>,
+    /// Never read here: the headers' msg_name pointers point into it.
+    #[allow(dead_code)]
+    names: Vec<libc::sockaddr_storage>,
 }
+
+const NAME_SPACE: libc::socklen_t =
+    std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
 
 // SAFETY: the raw pointers inside `iovecs` and `headers` point into the heap allocations of
 // `buffers`, `iovecs` and `controls`, which this struct owns exclusively and never reallocates;
@@ -48,6 +55,8 @@ impl Messages {
         assert!((1..=MAX_BATCH).contains(&batch) && slot > 0);
         let mut buffers = vec![0u8; batch * slot];
         let mut controls = vec![Control([0; CONTROL_SPACE]); batch];
+        // SAFETY: sockaddr_storage is a plain C struct for which all-zero is a valid value.
+        let mut names: Vec<libc::sockaddr_storage> = vec![unsafe { std::mem::zeroed() }; batch];
         let mut iovecs: Vec<libc::iovec> = buffers
             .chunks_exact_mut(slot)
             .map(|chunk| libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: slot })
@@ -55,17 +64,20 @@ impl Messages {
         let headers = iovecs
             .iter_mut()
             .zip(controls.iter_mut())
-            .map(|(iov, control)| {
+            .zip(names.iter_mut())
+            .map(|((iov, control), name)| {
                 // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
                 let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
                 hdr.msg_iov = iov;
                 hdr.msg_iovlen = 1;
                 hdr.msg_control = control.0.as_mut_ptr().cast();
                 hdr.msg_controllen = CONTROL_SPACE;
+                hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = NAME_SPACE;
                 libc::mmsghdr { msg_hdr: hdr, msg_len: 0 }
             })
             .collect();
-        Self { slot, buffers, iovecs, headers, controls }
+        Self { slot, buffers, iovecs, headers, controls, names }
     }
 }
 
@@ -85,10 +97,17 @@ impl MmsgRecv {
     /// One recvmmsg call; returns how many messages arrived. `flags` are MSG_* flags
     /// (MSG_WAITFORONE to return as soon as one arrived, MSG_DONTWAIT to never block).
     pub(crate) fn recv(&mut self, fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<usize> {
-        for hdr in &mut self.0.headers {
-            // The kernel overwrites these two on every call; reset them to the full space.
+        let slot = self.0.slot;
+        for (hdr, (iov, control)) in
+            self.0.headers.iter_mut().zip(self.0.iovecs.iter_mut().zip(self.0.controls.iter_mut()))
+        {
+            // The kernel overwrites these on every call (and `reply` shortens the iovecs and
+            // points the control area at a UDP_SEGMENT message): reset them to the full space.
+            hdr.msg_hdr.msg_control = control.0.as_mut_ptr().cast();
             hdr.msg_hdr.msg_controllen = CONTROL_SPACE;
+            hdr.msg_hdr.msg_namelen = NAME_SPACE;
             hdr.msg_hdr.msg_flags = 0;
+            iov.iov_len = slot;
         }
         let n = syscall!(recvmmsg(
             fd.as_raw_fd(),
@@ -108,6 +127,55 @@ impl MmsgRecv {
         let segment_size = gro_segment_size(&hdr.msg_hdr);
         let data = &self.0.buffers[i * self.0.slot..i * self.0.slot + len];
         (Received { len, truncated, segment_size }, data)
+    }
+
+    /// The `i`-th message of the last call, writable (an answer may be edited in place).
+    pub(crate) fn message_mut(&mut self, i: usize) -> &mut [u8] {
+        let len = (self.0.headers[i].msg_len as usize).min(self.0.slot);
+        &mut self.0.buffers[i * self.0.slot..i * self.0.slot + len]
+    }
+
+    /// Sends messages `start..start + count` of the last recvmmsg back to their senders, each
+    /// as it came (a GRO buffer goes back as GSO segments of the size it arrived in), in one
+    /// sendmmsg; returns how many messages the kernel took (the caller retries the rest).
+    /// Valid until the next `recv`, which restores the receive layout.
+    pub(crate) fn reply(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        start: usize,
+        count: usize,
+    ) -> io::Result<usize> {
+        let end = (start + count).min(self.0.headers.len());
+        if start >= end {
+            return Ok(0);
+        }
+        for i in start..end {
+            let len = (self.0.headers[i].msg_len as usize).min(self.0.slot);
+            let segment = gro_segment_size(&self.0.headers[i].msg_hdr)
+                .filter(|&s| s < len)
+                .and_then(|s| u16::try_from(s).ok());
+            self.0.iovecs[i].iov_len = len;
+            let control = self.0.controls[i].0.as_mut_ptr();
+            let hdr = &mut self.0.headers[i].msg_hdr;
+            hdr.msg_flags = 0;
+            match segment {
+                Some(size) => write_segment_cmsg(hdr, control, size),
+                None => {
+                    hdr.msg_control = std::ptr::null_mut();
+                    hdr.msg_controllen = 0;
+                }
+            }
+        }
+        // SAFETY: `start < end <= headers.len()`, so the pointer and count stay inside the
+        // header array; every header points at this struct's own iovec, control area (or
+        // none) and the address recvmmsg wrote with its length, all alive for the call.
+        let n = syscall!(sendmmsg(
+            fd.as_raw_fd(),
+            self.0.headers.as_mut_ptr().add(start),
+            (end - start) as libc::c_uint,
+            0,
+        ))?;
+        Ok(n as usize)
     }
 
     #[cfg(test)]
@@ -138,6 +206,24 @@ fn gro_segment_size(hdr: &libc::msghdr) -> Option<usize> {
     None
 }
 
+/// Points `hdr` at `control` (a message's CONTROL_SPACE bytes) holding one UDP_SEGMENT
+/// control message of `size`.
+fn write_segment_cmsg(hdr: &mut libc::msghdr, control: *mut u8, size: u16) {
+    let space = std::mem::size_of::<u16>() as libc::c_uint;
+    hdr.msg_control = control.cast();
+    // SAFETY: msg_control points at this message's CONTROL_SPACE (64) bytes, more than
+    // CMSG_SPACE(2) (24 on 64-bit), and msg_controllen is set before CMSG_FIRSTHDR reads
+    // it, so the first header is non-null and inside the buffer (cmsg(3)).
+    unsafe {
+        hdr.msg_controllen = libc::CMSG_SPACE(space) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(hdr);
+        (*cmsg).cmsg_level = libc::SOL_UDP;
+        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(space) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+    }
+}
+
 /// A batch of send buffers for sendmmsg on a connected socket; each message may carry a
 /// UDP_SEGMENT control message so that one message leaves as several datagrams (GSO).
 pub(crate) struct MmsgSend(Messages);
@@ -150,6 +236,9 @@ impl MmsgSend {
         for hdr in &mut messages.headers {
             hdr.msg_hdr.msg_control = std::ptr::null_mut();
             hdr.msg_hdr.msg_controllen = 0;
+            // Connected: no destination per message.
+            hdr.msg_hdr.msg_name = std::ptr::null_mut();
+            hdr.msg_hdr.msg_namelen = 0;
         }
         Self(messages)
     }
@@ -171,19 +260,7 @@ impl MmsgSend {
             hdr.msg_controllen = 0;
             return;
         };
-        let space = std::mem::size_of::<u16>() as libc::c_uint;
-        hdr.msg_control = control.cast();
-        // SAFETY: msg_control points at this message's CONTROL_SPACE (64) bytes, more than
-        // CMSG_SPACE(2) (24 on 64-bit), and msg_controllen is set before CMSG_FIRSTHDR reads
-        // it, so the first header is non-null and inside the buffer (cmsg(3)).
-        unsafe {
-            hdr.msg_controllen = libc::CMSG_SPACE(space) as usize;
-            let cmsg = libc::CMSG_FIRSTHDR(hdr);
-            (*cmsg).cmsg_level = libc::SOL_UDP;
-            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(space) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
-        }
+        write_segment_cmsg(hdr, control, size);
     }
 
     /// One sendmmsg call for the first `count` messages; returns how many the kernel took.
@@ -228,6 +305,32 @@ mod tests {
             }
         }
         assert_eq!(got, (0..4u8).map(|i| vec![i; 3]).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn replies_go_back_to_each_sender() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(b"from a", server.local_addr().unwrap()).unwrap();
+        b.send_to(b"b", server.local_addr().unwrap()).unwrap();
+        let mut batch = MmsgRecv::new(4, 64);
+        let mut got = 0;
+        while got < 2 {
+            let n = batch.recv(server.as_fd(), libc::MSG_WAITFORONE).unwrap();
+            assert_eq!(batch.reply(server.as_fd(), 0, n).unwrap(), n);
+            got += n;
+        }
+        let mut buf = [0u8; 64];
+        let n = a.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"from a");
+        let n = b.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"b");
+        // The layout is restored for the next receive: a full-size datagram fits again.
+        a.send_to(&[9u8; 64], server.local_addr().unwrap()).unwrap();
+        assert_eq!(batch.recv(server.as_fd(), libc::MSG_WAITFORONE).unwrap(), 1);
+        assert_eq!(batch.message(0).1, &[9u8; 64][..]);
+        assert_eq!(batch.reply(server.as_fd(), 5, 3).unwrap(), 0, "out of range sends nothing");
     }
 
     #[test]

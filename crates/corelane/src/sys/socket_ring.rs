@@ -21,6 +21,8 @@ const ACCEPT: u64 = 1 << 60;
 const RECV: u64 = 2 << 60;
 const SEND: u64 = 3 << 60;
 const OTHER: u64 = 4 << 60;
+const RECVMSG: u64 = 5 << 60;
+const REPLY: u64 = 6 << 60;
 const KIND: u64 = 0xf << 60;
 
 /// What one completion reports.
@@ -39,8 +41,23 @@ pub(crate) enum Completion {
     RecvEnded { slot: u32, result: i32, more: bool },
     /// A send on `slot` finished with `result` (bytes or -errno); its buffer comes back.
     Sent { slot: u32, result: i32, buf: Vec<u8>, offset: usize },
+    /// A datagram and its sender's address arrived in provided buffer `buffer` (`len` bytes
+    /// of the kernel's recvmsg layout: read it with [`SocketRing::datagram_from`]).
+    ReceivedFrom { buffer: u16, len: usize, more: bool },
+    /// An answer sent from provided buffer `buffer` finished with `result` (bytes or -errno);
+    /// the buffer is the caller's to give back.
+    Replied { buffer: u16, result: i32 },
     /// A shutdown or close finished.
     Done,
+}
+
+/// Where a received datagram's parts lie in its provided buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DatagramParts {
+    /// The sender's address (a sockaddr of this length).
+    pub name: std::ops::Range<usize>,
+    pub payload: std::ops::Range<usize>,
+    pub truncated: bool,
 }
 
 /// Provided buffers: `count` buffers of `size` bytes and the ring the kernel picks them from.
@@ -150,6 +167,9 @@ pub(crate) struct SocketRing {
     bufs: BufRing,
     /// The buffer and offset of the send in flight on each slot.
     sends: Vec<Option<(Vec<u8>, usize)>>,
+    /// The layout every multishot recvmsg follows (room for any sender's address, no
+    /// control data); boxed, so its address stays put while receives are armed.
+    recvmsg: Box<libc::msghdr>,
 }
 
 impl std::fmt::Debug for SocketRing {
@@ -192,7 +212,10 @@ impl SocketRing {
                 0,
             )?;
         }
-        Ok(Self { ring, bufs, sends: (0..config.files).map(|_| None).collect() })
+        // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
+        let mut recvmsg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        recvmsg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        Ok(Self { ring, bufs, sends: (0..config.files).map(|_| None).collect(), recvmsg })
     }
 
     fn push(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
@@ -231,6 +254,71 @@ impl SocketRing {
             .flags(libc::MSG_TRUNC)
             .build()
             .user_data(RECV | token as u64);
+        self.push(entry)
+    }
+
+    /// Receives datagrams with their senders' addresses on `fd` (multishot recvmsg into
+    /// provided buffers), reported under `token` as `ReceivedFrom`.
+    pub fn receive_datagrams_from(&mut self, fd: BorrowedFd<'_>, token: u32) -> io::Result<()> {
+        let msg: *const libc::msghdr = &*self.recvmsg;
+        let entry = opcode::RecvMsgMulti::new(types::Fd(fd.as_raw_fd()), msg, GROUP)
+            .build()
+            .user_data(RECVMSG | token as u64);
+        self.push(entry)
+    }
+
+    /// Where the address and payload of a `ReceivedFrom` completion lie in its buffer;
+    /// `None` when the kernel's layout does not parse (then give the buffer back).
+    pub fn datagram_from(&self, buffer: u16, len: usize) -> Option<DatagramParts> {
+        let data = self.buffer(buffer, len);
+        let out = types::RecvMsgOut::parse(data, &self.recvmsg).ok()?;
+        let base = data.as_ptr() as usize;
+        let (name, payload) = (out.name_data(), out.payload_data());
+        let name_start = name.as_ptr() as usize - base;
+        let name_len = (out.incoming_name_len() as usize).min(name.len());
+        let payload_start = payload.as_ptr() as usize - base;
+        Some(DatagramParts {
+            name: name_start..name_start + name_len,
+            payload: payload_start..payload_start + payload.len(),
+            truncated: out.is_payload_truncated() || out.is_name_data_truncated(),
+        })
+    }
+
+    /// The bytes of provided buffer `buffer`, writable (an answer edited in place).
+    pub fn buffer_mut(&mut self, buffer: u16, len: usize) -> &mut [u8] {
+        let len = len.min(self.bufs.size);
+        let index = (buffer % self.bufs.count) as usize;
+        // SAFETY: as `buffer`: the kernel does not touch this buffer until it is given back
+        // (or handed to a send, which only reads it); `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.bufs.pool.add(index * self.bufs.size), len) }
+    }
+
+    /// Sends `parts.payload` of provided buffer `buffer` to the address at `parts.name` in
+    /// the same buffer, on `fd`: an answer with no copy. The buffer must not be given back
+    /// before its `Replied` completion.
+    pub fn reply_from_buffer(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        buffer: u16,
+        parts: &DatagramParts,
+    ) -> io::Result<()> {
+        let size = self.bufs.size;
+        if parts.name.end > size || parts.payload.end > size || parts.name.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "answer outside its buffer"));
+        }
+        let index = (buffer % self.bufs.count) as usize;
+        // SAFETY: index < count and both ranges end within the buffer's `size` bytes (checked
+        // above), so every pointer stays inside the pool allocation, which outlives the ring.
+        let (payload, name) = unsafe {
+            let base = self.bufs.pool.add(index * size);
+            (base.add(parts.payload.start), base.add(parts.name.start))
+        };
+        let entry =
+            opcode::Send::new(types::Fd(fd.as_raw_fd()), payload, parts.payload.len() as u32)
+                .dest_addr(name.cast())
+                .dest_addr_len(parts.name.len() as libc::socklen_t)
+                .build()
+                .user_data(REPLY | u64::from(buffer));
         self.push(entry)
     }
 
@@ -326,6 +414,17 @@ impl SocketRing {
                     }
                     None => Completion::RecvEnded { slot, result, more },
                 },
+                RECVMSG => match cqueue::buffer_select(flags) {
+                    Some(buffer) if result > 0 => {
+                        Completion::ReceivedFrom { buffer, len: result as usize, more }
+                    }
+                    Some(buffer) => {
+                        self.give_back(buffer);
+                        Completion::RecvEnded { slot, result, more }
+                    }
+                    None => Completion::RecvEnded { slot, result, more },
+                },
+                REPLY => Completion::Replied { buffer: slot as u16, result },
                 SEND => match self.sends.get_mut(slot as usize).and_then(Option::take) {
                     Some((buf, offset)) => Completion::Sent { slot, result, buf, offset },
                     None => Completion::Done,

@@ -46,6 +46,41 @@ pub(crate) fn set_rcvbuf_force(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<(
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value)
 }
 
+/// Busy-polling options (include/uapi/asm-generic/socket.h), which libc exports only for some
+/// targets: SO_BUSY_POLL (Linux 3.11), SO_PREFER_BUSY_POLL and SO_BUSY_POLL_BUDGET (5.11),
+/// SO_INCOMING_NAPI_ID (4.12).
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_INCOMING_NAPI_ID: libc::c_int = 56;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+
+/// SO_BUSY_POLL: a blocking receive on this socket polls the device's NAPI context for up to
+/// `usecs` before sleeping. Above net.core.busy_read the kernel wants CAP_NET_ADMIN (EPERM).
+pub(crate) fn set_busy_poll(fd: BorrowedFd<'_>, usecs: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(usecs).unwrap_or(libc::c_int::MAX);
+    set_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL, value)
+}
+
+/// SO_PREFER_BUSY_POLL: while the application busy-polls, the device's interrupts stay
+/// deferred (with napi_defer_hard_irqs/gro_flush_timeout set on the device).
+pub(crate) fn set_prefer_busy_poll(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    set_int(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, on as libc::c_int)
+}
+
+/// The NAPI id of the last packet this socket received; 0 when the path has none (loopback,
+/// veth without XDP/GRO), and then busy polling has nothing to poll.
+pub(crate) fn incoming_napi_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut value: libc::c_uint = 0;
+    let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        SO_INCOMING_NAPI_ID,
+        (&mut value as *mut libc::c_uint).cast(),
+        &mut len,
+    ))?;
+    Ok(value)
+}
+
 /// SO_ATTACH_REUSEPORT_CBPF (include/uapi/asm-generic/socket.h; Linux 4.5+), which libc
 /// exports only for Android.
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;

@@ -1,6 +1,13 @@
-//! A closed-loop HTTP/1.1 load generator: each lane keeps its connections busy with one request
-//! in flight apiece (as wrk does), over its own epoll instance, and records every response's
-//! latency in an HDR histogram.
+//! An HTTP/1.1 load generator: each lane keeps its connections busy with one request in flight
+//! apiece, over its own epoll instance, and records every response's latency in an HDR
+//! histogram.
+//!
+//! Closed loop by default (as wrk): a connection sends its next request when the last answer
+//! came, so a slow server is offered less load and its stall hides (coordinated omission).
+//! With `rate` it is wrk2's constant throughput: request `n` of a lane is due at `n / rate`
+//! (the lane's share), the next free connection takes it, and its latency is counted from
+//! when it was due — a stall is charged to every request it held back; the latency from the
+//! moment each request was written is kept beside it (`latency_uncorrected`).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -43,6 +50,8 @@ pub struct LoadConfig {
     pub close: bool,
     /// A request unanswered this long counts as an error and its connection is replaced.
     pub timeout: Duration,
+    /// Requests per second over all lanes (constant throughput, wrk2); `None`: closed loop.
+    pub rate: Option<u64>,
 }
 
 impl LoadConfig {
@@ -58,6 +67,7 @@ impl LoadConfig {
             requests: None,
             close: false,
             timeout: Duration::from_secs(5),
+            rate: None,
         }
     }
 
@@ -97,6 +107,8 @@ pub struct Latency {
     pub p999_us: f64,
     pub max_us: f64,
     pub mean_us: f64,
+    #[serde(default)]
+    pub p9999_us: f64,
 }
 
 impl Latency {
@@ -112,6 +124,7 @@ impl Latency {
             p999_us: us(h.value_at_quantile(0.999)),
             max_us: us(h.max()),
             mean_us: h.mean() / 1000.0,
+            p9999_us: us(h.value_at_quantile(0.9999)),
         }
     }
 }
@@ -127,7 +140,15 @@ pub struct LoadSummary {
     pub errors: u64,
     pub connects: u64,
     pub bytes_in: u64,
+    /// With a rate: from when each request was due (wrk2's correction); closed loop: from
+    /// when it was written.
     pub latency: Latency,
+    /// Requests per second asked for (`None`: closed loop).
+    #[serde(default)]
+    pub rate: Option<u64>,
+    /// With a rate: from when each request was actually written, which hides a stall.
+    #[serde(default)]
+    pub latency_uncorrected: Option<Latency>,
 }
 
 /// Runs the load until `config.duration`, `config.requests` or `stop`, calling `each_second`
@@ -146,6 +167,9 @@ pub fn run(
             lanes: config.lanes,
         });
     }
+    if config.rate == Some(0) {
+        return Err(TcpError::ZeroRate);
+    }
     config.placement.check()?;
     let lane_stop = StopSignal::new();
     let request = Arc::new(config.request_bytes());
@@ -162,6 +186,7 @@ pub fn run(
             config,
             share(config.connections as u64) as usize,
             config.requests.map(share),
+            config.rate.map(share).map(|r| r.max(1)),
             Arc::clone(&request),
             lane_counters,
         )
@@ -199,10 +224,11 @@ pub fn run(
     }
     lane_stop.stop();
     let seconds = started.elapsed().as_secs_f64();
-    let mut merged = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, 3)
-        .map_err(|e| TcpError::io("cannot create a histogram", io::Error::other(e.to_string())))?;
+    let mut merged = crate::stats::latency::new_histogram();
+    let mut uncorrected = crate::stats::latency::new_histogram();
     for lane in lanes.join().map_err(|e| TcpError::io("a load lane failed", e))? {
-        let _ = merged.add(&lane.value);
+        let _ = merged.add(&lane.value.0);
+        let _ = uncorrected.add(&lane.value.1);
     }
     let sum = |f: fn(&LoadCounters) -> &AtomicU64| -> u64 {
         counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
@@ -217,6 +243,8 @@ pub fn run(
         connects: sum(|c| &c.connects),
         bytes_in: sum(|c| &c.bytes_in),
         latency: Latency::of(&merged),
+        rate: config.rate,
+        latency_uncorrected: config.rate.map(|_| Latency::of(&uncorrected)),
     };
     if summary.responses == 0 && summary.errors > 0 {
         return Err(TcpError::NoResponses { target: config.target, errors: summary.errors });
@@ -229,6 +257,8 @@ enum Phase {
     /// Waiting for a reconnect (after an error) until the instant.
     Idle(Instant),
     Connecting,
+    /// Connected, waiting for the next request to fall due (with a rate).
+    Ready,
     Sending,
     Receiving,
     /// The response is complete and the server announced it closes: wait for its FIN, so
@@ -246,6 +276,8 @@ struct Client {
     /// Head and body length of the response being received, once its head is parsed.
     expect: Option<(usize, usize, bool)>,
     sent_at: Instant,
+    /// When the request in flight was due (with a rate; else when it was written).
+    due_at: Instant,
 }
 
 /// One lane's connections.
@@ -261,6 +293,25 @@ struct LaneClients {
     quota: Option<u64>,
     counters: Arc<LoadCounters>,
     latency: Histogram<u64>,
+    uncorrected: Histogram<u64>,
+    pace: Option<Pace>,
+}
+
+/// A lane's schedule: request `next` is due `next / rate` seconds after `start`.
+#[derive(Debug)]
+struct Pace {
+    rate: u64,
+    start: Instant,
+    next: u64,
+    /// Connections waiting for a request to fall due.
+    ready: Vec<usize>,
+}
+
+impl Pace {
+    fn due(&self, n: u64) -> Instant {
+        self.start
+            + Duration::from_nanos((u128::from(n) * 1_000_000_000 / u128::from(self.rate)) as u64)
+    }
 }
 
 impl LaneClients {
@@ -268,6 +319,7 @@ impl LaneClients {
         config: &LoadConfig,
         connections: usize,
         quota: Option<u64>,
+        rate: Option<u64>,
         request: Arc<Vec<u8>>,
         counters: Arc<LoadCounters>,
     ) -> io::Result<Self> {
@@ -281,10 +333,10 @@ impl LaneClients {
                 filled: 0,
                 expect: None,
                 sent_at: now,
+                due_at: now,
             })
             .collect();
-        let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        let latency = crate::stats::latency::new_histogram();
         Ok(Self {
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             target: config.target,
@@ -295,11 +347,18 @@ impl LaneClients {
             quota,
             counters,
             latency,
+            uncorrected: crate::stats::latency::new_histogram(),
+            pace: rate.map(|rate| Pace { rate, start: now, next: 0, ready: Vec::new() }),
         })
     }
 
-    fn run(&mut self, stop: &StopSignal) -> io::Result<Histogram<u64>> {
-        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+    fn run(&mut self, stop: &StopSignal) -> io::Result<(Histogram<u64>, Histogram<u64>)> {
+        // Wake-ups to the nanosecond rather than the default 50 µs timer slack.
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+        if let Some(pace) = &mut self.pace {
+            pace.start = Instant::now();
+        }
+        let tick = Duration::from_millis(10);
         let blank = Event { flags: EventFlags::empty(), data: EventData::new_u64(0) };
         let mut events = vec![blank; EVENTS];
         let mut last_sweep = Instant::now() - Duration::from_secs(1);
@@ -309,11 +368,18 @@ impl LaneClients {
                 last_sweep = now;
                 self.sweep(now);
                 if self.quota == Some(0)
-                    && self.clients.iter().all(|c| matches!(c.phase, Phase::Idle(_)))
+                    && self.clients.iter().all(|c| matches!(c.phase, Phase::Idle(_) | Phase::Ready))
                 {
                     break;
                 }
             }
+            let wait = self
+                .dispatch_due(now)
+                .map_or(tick, |due| due.saturating_duration_since(Instant::now()).min(tick));
+            let timeout = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: wait.as_nanos().min(999_999_999) as i64,
+            };
             let n = match epoll::wait(&self.epoll, &mut events[..], Some(&timeout)) {
                 Ok(n) => n,
                 Err(Errno::INTR) => 0,
@@ -324,10 +390,60 @@ impl LaneClients {
                 self.on_event(event.data.u64() as usize, event.flags, now);
             }
         }
-        Ok(std::mem::replace(
-            &mut self.latency,
-            Histogram::new(1).map_err(|e| io::Error::other(e.to_string()))?,
+        Ok((
+            std::mem::replace(&mut self.latency, crate::stats::latency::new_histogram()),
+            std::mem::replace(&mut self.uncorrected, crate::stats::latency::new_histogram()),
         ))
+    }
+
+    /// With a rate: hands every request due by `now` to a ready connection (those that find
+    /// none wait, and their wait is charged to them); returns when the next one falls due.
+    fn dispatch_due(&mut self, now: Instant) -> Option<Instant> {
+        loop {
+            let pace = self.pace.as_mut()?;
+            let due = pace.due(pace.next);
+            if due > now {
+                return Some(due);
+            }
+            let i = loop {
+                let i = pace.ready.pop()?;
+                if self.clients.get(i).is_some_and(|c| c.phase == Phase::Ready) {
+                    break i;
+                }
+            };
+            if !self.take_request() {
+                return None;
+            }
+            let pace = self.pace.as_mut()?;
+            pace.next += 1;
+            let c = &mut self.clients[i];
+            c.phase = Phase::Sending;
+            c.due_at = due;
+            c.sent_at = now;
+            self.send(i, now);
+        }
+    }
+
+    /// A connection with nothing in flight: with a rate it waits for the next request to
+    /// fall due; closed loop, it sends at once.
+    fn idle_or_send(&mut self, i: usize, now: Instant) {
+        if let Some(pace) = &mut self.pace {
+            self.clients[i].phase = Phase::Ready;
+            pace.ready.push(i);
+            self.dispatch_due(now);
+            return;
+        }
+        if self.take_request() {
+            let c = &mut self.clients[i];
+            c.phase = Phase::Sending;
+            c.sent_at = now;
+            c.due_at = now;
+            self.send(i, now);
+        } else {
+            let c = &mut self.clients[i];
+            c.stream = None;
+            c.phase = Phase::Idle(now + Duration::from_secs(3600));
+        }
     }
 
     /// Starts idle clients whose back-off ended and replaces those that timed out.
@@ -358,7 +474,9 @@ impl LaneClients {
     }
 
     fn connect(&mut self, i: usize, now: Instant) {
-        if !self.take_request() {
+        // Closed loop, a connection is made for a request; with a rate it waits, connected,
+        // for one to fall due.
+        if self.pace.is_none() && !self.take_request() {
             self.clients[i].phase = Phase::Idle(now + Duration::from_secs(3600));
             return;
         }
@@ -389,6 +507,7 @@ impl LaneClients {
         c.filled = 0;
         c.expect = None;
         c.sent_at = now;
+        c.due_at = now;
     }
 
     /// Replaces a connection the server closed after a complete response.
@@ -402,10 +521,12 @@ impl LaneClients {
     fn fail(&mut self, i: usize, now: Instant) {
         bump(&self.counters.errors, 1);
         let c = &mut self.clients[i];
+        let carried = !matches!(c.phase, Phase::Ready | Phase::Idle(_))
+            && (self.pace.is_none() || c.phase != Phase::Connecting);
         c.stream = None;
         c.phase = Phase::Idle(now + Duration::from_millis(10));
         // The request that failed is given back to the quota.
-        if let Some(q) = &mut self.quota {
+        if let (Some(q), true) = (&mut self.quota, carried) {
             *q += 1;
         }
     }
@@ -424,6 +545,9 @@ impl LaneClients {
             };
             if failed {
                 return self.fail(i, now);
+            }
+            if self.pace.is_some() {
+                return self.idle_or_send(i, now);
             }
             self.clients[i].phase = Phase::Sending;
         }
@@ -525,8 +649,12 @@ impl LaneClients {
         if c.filled < head + length {
             return None;
         }
-        let ns = now.duration_since(c.sent_at).as_nanos() as u64;
+        let ns = now.duration_since(c.due_at).as_nanos() as u64;
         let _ = self.latency.record(ns.clamp(1, MAX_LATENCY_NS));
+        if self.pace.is_some() {
+            let ns = now.duration_since(c.sent_at).as_nanos() as u64;
+            let _ = self.uncorrected.record(ns.clamp(1, MAX_LATENCY_NS));
+        }
         bump(&self.counters.responses, 1);
         let c = &mut self.clients[i];
         c.filled = 0;
@@ -537,16 +665,7 @@ impl LaneClients {
             c.phase = Phase::Closing;
             return Some(true);
         }
-        if self.take_request() {
-            let c = &mut self.clients[i];
-            c.phase = Phase::Sending;
-            c.sent_at = now;
-            self.send(i, now);
-        } else {
-            let c = &mut self.clients[i];
-            c.stream = None;
-            c.phase = Phase::Idle(now + Duration::from_secs(3600));
-        }
+        self.idle_or_send(i, now);
         Some(true)
     }
 }

@@ -35,6 +35,8 @@ pub use server::{ServeInterval, ServeSummary, Server};
 pub enum TcpError {
     #[error("--lanes must be at least 1")]
     NoLanes,
+    #[error("--rate must be above 0 requests per second (leave it out for a closed loop)")]
+    ZeroRate,
     #[error("--listen reuseport-cpu needs --pin (the lanes' CPUs decide the listener)")]
     SteeringNeedsPins,
     #[error(

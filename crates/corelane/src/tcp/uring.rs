@@ -229,7 +229,8 @@ impl UringLane {
                 self.flush(slot)?;
                 self.resume_if_read(slot, now)?;
             }
-            Completion::Done => {}
+            // Datagram completions: this lane arms none.
+            Completion::Done | Completion::ReceivedFrom { .. } | Completion::Replied { .. } => {}
         }
         Ok(())
     }

@@ -30,6 +30,14 @@ pub enum UdpError {
         "--backend uring receives datagram by datagram: drop --gro, or use --backend mmsg for GRO"
     )]
     UringGro,
+    #[error("--reply-every must be at least 1 (1 answers every datagram)")]
+    ReplyEvery,
+    #[error("--reply-every counts datagrams one by one: drop --gro, or answer every datagram")]
+    ReplyEveryGro,
+    #[error("--rate must be above 0 messages per second (or use --mode ping-pong)")]
+    ZeroRate,
+    #[error("--flows {0} is out of range: use 1 to 1024")]
+    Flows(usize),
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error(transparent)]

@@ -3,15 +3,20 @@
 //! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
 
 pub mod dispatch;
+mod echo;
 mod error;
 pub mod payload;
+mod ping;
 mod recv;
 mod send;
 mod send_xdp;
 pub mod sequence;
 mod socket;
+pub mod sockperf;
 
+pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
+pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
 pub use recv::{
     LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
     SocketMode, Steering,
@@ -21,6 +26,16 @@ pub use send::{
     MAX_PAYLOAD,
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
+pub use socket::BusyPollState;
+
+/// What a datagram of `udp echo` / `udp ping` carries: corelane's checked payload, or
+/// sockperf's header (to cross corelane with sockperf's client and server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    #[default]
+    Corelane,
+    Sockperf,
+}
 
 /// The most messages one recvmmsg/sendmmsg call takes.
 pub const MAX_BATCH: usize = crate::sys::mmsg::MAX_BATCH;

@@ -46,3 +46,51 @@ pub(crate) fn local_addr(socket: &Socket) -> Result<SocketAddr, UdpError> {
     crate::reuseport::local_addr(socket)
         .map_err(|e| UdpError::io("cannot read the bound address", e))
 }
+
+/// Busy polling as asked for and as the kernel took it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct BusyPollState {
+    /// Microseconds asked for (`--busy-poll`), if any.
+    pub requested_us: Option<u32>,
+    /// SO_BUSY_POLL was accepted on every socket.
+    pub active: bool,
+    /// SO_PREFER_BUSY_POLL was accepted too (Linux 5.11+).
+    pub prefer: bool,
+    /// Why it is off or partial, if so.
+    pub note: Option<String>,
+}
+
+/// Sets SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on every socket; a refusal is reported in the
+/// state, never silent, and the sockets keep working without it.
+pub(crate) fn apply_busy_poll<'a>(
+    sockets: impl IntoIterator<Item = &'a Socket>,
+    usecs: Option<u32>,
+) -> BusyPollState {
+    let Some(us) = usecs.filter(|&u| u > 0) else { return BusyPollState::default() };
+    let mut state =
+        BusyPollState { requested_us: Some(us), active: true, prefer: true, note: None };
+    for socket in sockets {
+        if let Err(e) = sockopt::set_busy_poll(socket.as_fd(), us) {
+            state.active = false;
+            state.prefer = false;
+            state.note = Some(match e.raw_os_error() {
+                Some(libc::EPERM) => format!(
+                    "the kernel refused SO_BUSY_POLL {us} us (EPERM: above net.core.busy_read it needs CAP_NET_ADMIN); running without busy polling"
+                ),
+                _ => format!("the kernel refused SO_BUSY_POLL ({e}); running without busy polling"),
+            });
+            return state;
+        }
+        if state.prefer && sockopt::set_prefer_busy_poll(socket.as_fd(), true).is_err() {
+            state.prefer = false;
+            state.note = Some("SO_PREFER_BUSY_POLL refused (Linux 5.11+): busy polling without preferring it over interrupts".into());
+        }
+    }
+    state
+}
+
+/// The NAPI id of the last datagram `socket` received (0: a path without NAPI, such as
+/// loopback, where busy polling has nothing to poll).
+pub(crate) fn napi_id(socket: &Socket) -> u32 {
+    sockopt::incoming_napi_id(socket.as_fd()).unwrap_or(0)
+}

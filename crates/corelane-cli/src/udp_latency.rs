@@ -1,0 +1,350 @@
+//! `corelane udp echo` and `corelane udp ping`: round-trip latency, sockperf's way.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use corelane::lane::Placement;
+use corelane::stats::{format_rate_line, IntervalLog, Percentiles};
+use corelane::topology::CpuList;
+use corelane::udp::{
+    Echo, EchoConfig, EchoInterval, EchoSummary, Ping, PingConfig, PingInterval, PingMode,
+    PingSummary, RecvBackend, Wire,
+};
+
+use crate::args::{finish, outln, parse_duration, parse_size, print_json, stop_on_signals};
+
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// Address to answer on, e.g. 0.0.0.0:11111.
+    addr: SocketAddr,
+    /// Lanes, each with its own SO_REUSEPORT socket.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Pin lanes round-robin to these CPUs, e.g. 1 or 0-1.
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// Messages per recvmmsg/sendmmsg (1-1024).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Receive buffer per socket (e.g. 4M).
+    #[arg(long, value_parser = parse_size)]
+    rcvbuf: Option<usize>,
+    /// UDP_GRO on receive; answers go back as GSO segments of the size they came in.
+    #[arg(long)]
+    gro: bool,
+    /// SO_BUSY_POLL for this many microseconds (and SO_PREFER_BUSY_POLL); reported when refused.
+    #[arg(long, value_name = "USEC")]
+    busy_poll: Option<u32>,
+    /// Answer every Nth datagram a lane receives (sockperf's --reply-every).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    reply_every: u64,
+    /// Receive coalescing: after a batch less than half full, wait this long (as `udp recv
+    /// --coalesce`); off by default, since every wait is added to a reply's latency.
+    #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "DELAY")]
+    coalesce: Duration,
+    /// corelane (answer every datagram as it came) or sockperf (answer sockperf clients as
+    /// `sockperf sr` does: requests flagged for an answer, client bit cleared).
+    #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
+    wire: WireArg,
+    /// How lanes talk to the kernel: mmsg (recvmmsg/sendmmsg batches) or uring (multishot
+    /// recvmsg into provided buffers, each answer sent from its request's buffer; no --gro).
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
+    backend: String,
+    /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane.
+    #[arg(long, value_name = "CPU")]
+    sqpoll: Option<usize>,
+    /// How long to answer; until Ctrl-C without it.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop after answering this many datagrams.
+    #[arg(long)]
+    count: Option<u64>,
+    /// A JSON line when ready, one per second and a summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WireArg {
+    /// corelane's checked payload (flow, sequence number, check word).
+    Corelane,
+    /// sockperf's 14-byte header, to cross with `sockperf sr` / `sockperf pp|ul`.
+    Sockperf,
+}
+
+impl From<WireArg> for Wire {
+    fn from(w: WireArg) -> Self {
+        match w {
+            WireArg::Corelane => Wire::Corelane,
+            WireArg::Sockperf => Wire::Sockperf,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// One message in flight (sockperf ping-pong).
+    PingPong,
+    /// Open loop at --rate messages per second (sockperf under-load).
+    UnderLoad,
+}
+
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// The echo server, e.g. 127.0.0.1:11111 (corelane udp echo, sockperf sr).
+    target: SocketAddr,
+    #[arg(long, value_enum, default_value_t = ModeArg::PingPong)]
+    mode: ModeArg,
+    /// Messages per second with --mode under-load.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// Payload bytes per message (16 to 65507).
+    #[arg(long, default_value = "64", value_parser = parse_size)]
+    size: usize,
+    /// Sockets (source ports) used round-robin.
+    #[arg(long, default_value_t = 1)]
+    flows: usize,
+    /// Pin the client to this CPU (the first of the list).
+    #[arg(long, value_name = "CPUS")]
+    pin: Option<CpuList>,
+    /// How long to measure, after the warm-up.
+    #[arg(long, short = 'd', default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Send but do not measure for this long first.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// A reply later than this counts as lost.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Stop after this many measured messages.
+    #[arg(long)]
+    count: Option<u64>,
+    /// SO_BUSY_POLL microseconds on the client's sockets.
+    #[arg(long, value_name = "USEC")]
+    busy_poll: Option<u32>,
+    /// corelane's payload, or sockperf's header (to measure against `sockperf sr`).
+    #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
+    wire: WireArg,
+    /// Write every second's histogram here in HdrHistogram's interval log format (ns).
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
+    /// One JSON object per second and a summary, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
+    let stop = stop_on_signals()?;
+    let mut config = EchoConfig::new(args.addr);
+    config.threads = args.threads;
+    config.placement = Placement::from_pin(args.pin);
+    config.batch = args.batch;
+    config.rcvbuf = args.rcvbuf;
+    config.gro = args.gro;
+    config.busy_poll_us = args.busy_poll;
+    config.reply_every = args.reply_every;
+    config.coalesce = (!args.coalesce.is_zero()).then_some(args.coalesce);
+    config.wire = args.wire.into();
+    config.duration = args.duration;
+    config.until_replies = args.count;
+    config.backend = match (args.backend.as_str(), args.sqpoll) {
+        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+        (_, Some(_)) => {
+            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+        }
+        _ => RecvBackend::Mmsg,
+    };
+    let echo = Echo::bind(config)?;
+    let notes: Vec<String> = [
+        echo.busy_poll().note.clone(),
+        echo.gro().note.clone(),
+        echo.backend_note().map(String::from),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    if args.json {
+        print_json(&serde_json::json!({
+            "type": "ready", "addr": echo.local_addr(), "notes": notes,
+        }));
+    } else {
+        eprintln!("echoing on {} (Ctrl-C to stop)", echo.local_addr());
+    }
+    let json = args.json;
+    let summary = echo.run(
+        &stop,
+        crate::args::per_second(json, &stop, |i: &EchoInterval| {
+            format!(
+                "{}  replies {}  cpu {:.0} ns/dgram",
+                format_rate_line(i.interval.rate),
+                i.replies,
+                i.cpu_ns_per_datagram
+            )
+        }),
+    )?;
+    finish(json, &summary, print_echo_summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_echo_summary(s: &EchoSummary) {
+    outln!(
+        "answered {} of {} datagrams in {:.2}s (every {}); send errors {}, truncated {}; cpu {:.0} ns/datagram",
+        s.replies,
+        s.datagrams,
+        s.elapsed_secs,
+        s.reply_every,
+        s.send_errors,
+        s.truncated,
+        s.cpu_ns_per_datagram
+    );
+    if let Some(us) = s.busy_poll.requested_us {
+        outln!(
+            "busy poll {us} us: {}{}",
+            if s.busy_poll.active { "on" } else { "off" },
+            if s.napi_id == 0 && s.busy_poll.active {
+                " (but this path has no NAPI id, so there is nothing to poll)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+pub fn ping(args: PingArgs) -> anyhow::Result<ExitCode> {
+    let mode = match (args.mode, args.rate) {
+        (ModeArg::PingPong, None) => PingMode::PingPong,
+        (ModeArg::PingPong, Some(_)) => {
+            anyhow::bail!("--rate needs --mode under-load (ping-pong keeps one message in flight)")
+        }
+        (ModeArg::UnderLoad, Some(rate)) => PingMode::UnderLoad { rate },
+        (ModeArg::UnderLoad, None) => {
+            anyhow::bail!("--mode under-load needs --rate MESSAGES_PER_SECOND")
+        }
+    };
+    let stop = stop_on_signals()?;
+    let mut config = PingConfig::new(args.target, mode);
+    config.size = args.size;
+    config.flows = args.flows;
+    config.placement = Placement::from_pin(args.pin);
+    config.duration = args.duration;
+    config.warmup = args.warmup;
+    config.timeout = args.timeout;
+    config.count = args.count;
+    config.busy_poll_us = args.busy_poll;
+    config.wire = args.wire.into();
+    let ping = Ping::connect(config)?;
+    let mut log = match &args.histogram {
+        Some(path) => {
+            let file = File::create(path)
+                .with_context(|| format!("cannot write the histogram log {}", path.display()))?;
+            Some(IntervalLog::new(BufWriter::new(file), SystemTime::now())?)
+        }
+        None => None,
+    };
+    if !args.json {
+        eprintln!(
+            "{} {} for {:?} after {:?} warm-up; round-trip times (sockperf prints half of them)",
+            match mode {
+                PingMode::PingPong => "ping-pong with".to_string(),
+                PingMode::UnderLoad { rate } => format!("under load at {rate} msg/s to"),
+            },
+            args.target,
+            args.duration,
+            args.warmup
+        );
+    }
+    let json = args.json;
+    let output = stop.clone();
+    let mut log_error = None;
+    let mut offset = Duration::ZERO;
+    let summary = ping.run(&stop, |line: &PingInterval, h| {
+        if let Some(log) = &mut log {
+            let length = Duration::from_secs_f64((line.at_secs - offset.as_secs_f64()).max(0.0));
+            if let Err(e) = log.interval(h, offset, length) {
+                log_error.get_or_insert(e);
+            }
+            offset = Duration::from_secs_f64(line.at_secs);
+        }
+        let written = if json {
+            print_json(&serde_json::json!({"type": "interval", "interval": line}))
+        } else {
+            outln!(
+                "sent {:>8}  received {:>8}  rtt us p50 {:>8.1}  p99 {:>8.1}  max {:>9.1}",
+                line.sent,
+                line.received,
+                line.p50,
+                line.p99,
+                line.max
+            )
+        };
+        if !written {
+            output.stop();
+        }
+    })?;
+    if let Some(log) = log {
+        log.finish().context("cannot write the histogram log")?;
+    }
+    if let Some(e) = log_error {
+        return Err(e).context("cannot write the histogram log");
+    }
+    finish(json, &summary, print_ping_summary);
+    if summary.sent > 0 && summary.received == 0 {
+        eprintln!(
+            "corelane: no reply from {} ({} sent, all lost{}): is an echo server listening there?",
+            summary.target,
+            summary.sent,
+            if summary.refused > 0 { ", port unreachable" } else { "" }
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn percentiles_line(p: &Percentiles) -> String {
+    format!(
+        "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  p99.99 {:.1}  max {:.1}",
+        p.p50, p.p90, p.p99, p.p99_9, p.p99_99, p.max
+    )
+}
+
+fn print_ping_summary(s: &PingSummary) {
+    outln!(
+        "{} to {}: sent {} ({:.0} msg/s{}), received {}, lost {}, duplicates {}, reordered {}, late {}, invalid {}",
+        s.mode,
+        s.target,
+        s.sent,
+        s.achieved_rate,
+        s.rate.map(|r| format!(" of {r} asked")).unwrap_or_default(),
+        s.received,
+        s.lost,
+        s.duplicates,
+        s.reordered,
+        s.late,
+        s.invalid
+    );
+    outln!("round trip us:  {}", percentiles_line(&s.latency));
+    if s.rate.is_some() {
+        outln!("  uncorrected:   {}", percentiles_line(&s.uncorrected));
+    }
+    outln!(
+        "(sockperf reports half the round trip: compare its figures x2)  client cpu {:.0} ns/message",
+        s.client_cpu_ns_per_message
+    );
+    if let Some(r) = s.rate {
+        if s.achieved_rate < r as f64 * 0.99 {
+            outln!(
+                "warning: sent {:.0} msg/s, short of the {r} asked: the client could not keep up",
+                s.achieved_rate
+            );
+        }
+    }
+}

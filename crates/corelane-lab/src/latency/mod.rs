@@ -1,0 +1,302 @@
+//! `corelane lab latency`: round-trip latency against offered load, the way people who tune
+//! servers read it. UDP: corelane echo (default, receive coalescing on, busy polling, io_uring) and
+//! `sockperf sr` as servers, corelane ping and sockperf as clients, crossed so that a client's
+//! cost and a server's cost can be told apart; each pair in ping-pong and under load, swept
+//! up to saturation. HTTP: corelane serve and nginx under `corelane load http --rate`. For
+//! every pair, the knee: the offered load where p99 passes twice its value at the lowest load.
+//!
+//! All figures are whole round trips in µs (sockperf runs with `--full-rtt`; by default it
+//! prints half). Under load, corelane's clients count from each message's scheduled time
+//! (free of coordinated omission) and keep the uncorrected p99 beside it; sockperf's
+//! under-load figure is from the actual send.
+
+mod sides;
+mod table;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use corelane::lane::StopSignal;
+use corelane::topology::CpuList;
+
+pub use sides::{HttpServer, Point, UdpClient, UdpServer};
+pub use table::{Knee, LatencyReport, LatencyRow};
+
+use crate::experiment::{self, Experiment, Options};
+use crate::tcp::servers::Stage;
+use crate::testbed::Testbed;
+use crate::workdir::WorkDir;
+use crate::LabError;
+
+/// `corelane lab latency` in the list of experiments.
+pub const ENTRY: experiment::Entry = experiment::Entry::of::<LatencyArgs>(
+    "latency",
+    "issue 15",
+    "round-trip latency vs offered load: corelane echo/ping crossed with sockperf sr/pp/ul; HTTP under load http --rate vs nginx; knees",
+    "the testbed and every server and client it started were removed",
+);
+
+/// `corelane lab latency`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub run: experiment::TrialArgs,
+    /// Connections of the HTTP load.
+    #[arg(long, default_value_t = 16, value_parser = corelane::units::parse_count)]
+    pub connections: usize,
+}
+
+impl Options for LatencyArgs {
+    type Report = LatencyReport;
+    fn run(
+        self,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<LatencyReport, LabError> {
+        let mut opts =
+            if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
+        opts.connections = self.connections;
+        let lab = LatencyLab::prepare(opts, progress)?;
+        let trials = lab.opts.trials;
+        experiment::run(lab, trials, stop, progress)
+    }
+}
+
+/// How to run the experiment.
+#[derive(Debug, Clone)]
+pub struct LatencyOptions {
+    pub trials: usize,
+    /// Measured time per point.
+    pub duration: Duration,
+    pub warmup: Duration,
+    /// Offered loads, lowest first (the lowest is the "idle" reference of the knee).
+    pub udp_rates: Vec<u64>,
+    pub http_rates: Vec<u64>,
+    pub connections: usize,
+    /// Stop a sweep at the first point that is saturated (short of its rate or losing).
+    pub stop_at_saturation: bool,
+}
+
+impl LatencyOptions {
+    pub fn full() -> Self {
+        Self {
+            trials: 1,
+            duration: Duration::from_secs(3),
+            warmup: Duration::from_millis(500),
+            udp_rates: vec![1000, 5000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000],
+            http_rates: vec![1000, 5000, 10_000, 20_000, 40_000, 80_000],
+            connections: 16,
+            stop_at_saturation: true,
+        }
+    }
+
+    /// For CI: two loads per pair, one second each (about 45 s in all).
+    pub fn quick() -> Self {
+        Self {
+            duration: Duration::from_secs(1),
+            warmup: Duration::from_millis(200),
+            udp_rates: vec![1000, 20_000],
+            http_rates: vec![500, 5000],
+            stop_at_saturation: false,
+            ..Self::full()
+        }
+    }
+}
+
+/// One server/client pairing, swept over the offered loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pair {
+    Udp { server: UdpServer, client: UdpClient },
+    Http { server: HttpServer },
+}
+
+impl Pair {
+    pub fn label(&self) -> String {
+        match self {
+            Self::Udp { server, client } => format!("udp {} <- {}", server.id(), client.id()),
+            Self::Http { server } => format!("http {} <- corelane-load", server.id()),
+        }
+    }
+}
+
+/// The prepared stage.
+struct LatencyLab {
+    opts: LatencyOptions,
+    testbed: Testbed,
+    server_cpu: usize,
+    client_cpu: usize,
+    udp_port: u16,
+    http_port: u16,
+    scratch: WorkDir,
+    skipped: Vec<String>,
+}
+
+impl LatencyLab {
+    fn prepare(opts: LatencyOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+        let testbed = Testbed::create();
+        testbed.announce(progress);
+        let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
+        let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
+        let (udp_port, http_port) = if testbed.is_namespaced() {
+            (11_111, crate::tcp::NAMESPACE_PORT)
+        } else {
+            (free_udp_port()?, crate::tcp::free_port()?)
+        };
+        // The veth default: receive work where the sender's softirq runs it, for every pair.
+        testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
+        let mut skipped = Vec::new();
+        if client_cpu == server_cpu {
+            skipped.push("one CPU only: client and server share it".into());
+        }
+        let scratch = WorkDir::create("latency")?;
+        Ok(Self { opts, testbed, server_cpu, client_cpu, udp_port, http_port, scratch, skipped })
+    }
+
+    fn target(&self) -> SocketAddr {
+        SocketAddr::new(self.testbed.rx_addrs()[0], self.udp_port)
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage {
+            testbed: &self.testbed,
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            port: self.http_port,
+            connections: self.opts.connections,
+            duration: self.opts.duration,
+            scratch: self.scratch.path(),
+        }
+    }
+
+    fn installed(&mut self, host_is_rx: bool, program: &str, package: &str) -> bool {
+        let host = if host_is_rx { self.testbed.rx() } else { self.testbed.tx() };
+        let found = host.find_program(program).is_some();
+        if !found {
+            self.skipped.push(format!("{program}: not installed (apt-get install {package})"));
+        }
+        found
+    }
+
+    /// Sweeps `point` over `rates` (ping-pong first when `pingpong`), stopping at the first
+    /// saturated point when asked.
+    fn sweep(
+        &self,
+        pingpong: bool,
+        rates: &[u64],
+        stop: &StopSignal,
+        mut point: impl FnMut(Option<u64>) -> Result<Point, LabError>,
+    ) -> Result<Vec<Point>, LabError> {
+        let mut points = Vec::new();
+        let loads = pingpong.then_some(None).into_iter().chain(rates.iter().map(|&r| Some(r)));
+        for rate in loads {
+            if stop.is_stopped() {
+                return Err(LabError::Interrupted);
+            }
+            let p = point(rate)?;
+            let saturated = table::saturated(&p);
+            points.push(p);
+            if saturated && self.opts.stop_at_saturation {
+                break;
+            }
+        }
+        Ok(points)
+    }
+}
+
+fn free_udp_port() -> Result<u16, LabError> {
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0")
+        .map_err(|e| LabError::io("cannot find a free UDP port", e))?;
+    probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
+}
+
+impl Experiment for LatencyLab {
+    type Config = Pair;
+    type Trial = Vec<Point>;
+    type Report = LatencyReport;
+
+    fn configurations(&mut self) -> Result<Vec<Pair>, LabError> {
+        let sockperf = self.installed(true, "sockperf", "sockperf");
+        let nginx = self.installed(true, "nginx", "nginx-light");
+        let mut servers: Vec<UdpServer> = sides::ECHO_ROWS.to_vec();
+        if sockperf {
+            servers.push(UdpServer::Sockperf);
+        }
+        let mut pairs: Vec<Pair> =
+            servers.iter().map(|&server| Pair::Udp { server, client: UdpClient::Ping }).collect();
+        if sockperf {
+            // sockperf's client against both default servers: the client and server costs
+            // separate in the 2x2 of (corelane, sockperf) x (client, server).
+            for server in [sides::ECHO_ROWS[0], UdpServer::Sockperf] {
+                pairs.push(Pair::Udp { server, client: UdpClient::Sockperf });
+            }
+        }
+        pairs.push(Pair::Http { server: HttpServer::Corelane });
+        if nginx {
+            pairs.push(Pair::Http { server: HttpServer::Nginx });
+        }
+        Ok(pairs)
+    }
+
+    fn label(&self, pair: &Pair) -> String {
+        pair.label()
+    }
+
+    fn trial(&mut self, pair: &Pair, _: usize, stop: &StopSignal) -> Result<Vec<Point>, LabError> {
+        match *pair {
+            Pair::Udp { server, client } => {
+                let (rx, tx) = (self.testbed.rx(), self.testbed.tx());
+                let at = sides::Where {
+                    rx: &rx,
+                    tx: &tx,
+                    server_cpu: self.server_cpu,
+                    client_cpu: self.client_cpu,
+                    target: self.target(),
+                    duration: self.opts.duration,
+                    warmup: self.opts.warmup,
+                };
+                let _server = sides::start_udp(&at, server, client)?;
+                self.sweep(true, &self.opts.udp_rates, stop, |rate| {
+                    sides::udp_point(&at, server, client, rate)
+                })
+            }
+            Pair::Http { server } => {
+                let stage = self.stage();
+                let _server = sides::start_http(&stage, server)?;
+                let warmup = self.opts.warmup;
+                self.sweep(false, &self.opts.http_rates, stop, |rate| {
+                    sides::http_point(&stage, rate.unwrap_or(1), warmup)
+                })
+            }
+        }
+    }
+
+    fn describe(&self, points: &Vec<Point>) -> String {
+        points
+            .iter()
+            .map(|p| {
+                let load = p.rate.map_or("pp".to_string(), |r| format!("{r}/s"));
+                format!("{load}: p50 {:.0} p99 {:.0} us", p.p50_us, p.p99_us)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn report(
+        self,
+        measured: Vec<experiment::Measured<Pair, Vec<Point>>>,
+    ) -> Result<LatencyReport, LabError> {
+        Ok(table::report(
+            measured,
+            table::Context {
+                testbed: self.testbed.report(None),
+                machine: crate::machine(),
+                server_cpu: self.server_cpu,
+                client_cpu: self.client_cpu,
+                trials: self.opts.trials,
+                duration_secs: self.opts.duration.as_secs_f64(),
+                skipped: self.skipped,
+            },
+        ))
+    }
+}

@@ -1,0 +1,340 @@
+//! `lab latency`'s rows (medians over trials per pair and load), knees, table, CSV and
+//! findings.
+
+use comfy_table::Cell;
+use serde::Serialize;
+
+use super::sides::{Point, UdpClient, UdpServer};
+use super::Pair;
+use crate::experiment::{Measured, Report};
+use crate::testbed::TestbedReport;
+use crate::{median_of, report};
+
+/// One pair at one offered load; round trips in µs, medians over trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRow {
+    /// `udp` or `http`.
+    pub protocol: String,
+    pub server: String,
+    pub client: String,
+    /// `ping-pong`, or the offered messages (requests) per second.
+    pub load: String,
+    pub rate: Option<u64>,
+    pub achieved: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub p99_uncorrected_us: Option<f64>,
+    pub lost: u64,
+    pub sent: u64,
+}
+
+/// Where a pair's p99 passes twice its value at the lowest offered load.
+#[derive(Debug, Clone, Serialize)]
+pub struct Knee {
+    pub pair: String,
+    pub idle_rate: u64,
+    pub idle_p99_us: f64,
+    /// The first offered load whose p99 is above twice the idle p99 (`None`: not reached).
+    pub knee_rate: Option<u64>,
+    /// The highest load below it (the knee lies between the two).
+    pub last_below: Option<u64>,
+    /// The highest load measured.
+    pub highest_rate: u64,
+}
+
+/// Everything `corelane lab latency` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
+    pub machine: String,
+    pub server_cpu: usize,
+    pub client_cpu: usize,
+    pub trials: usize,
+    pub duration_secs: f64,
+    /// Always `round_trip`: sockperf ran with --full-rtt.
+    pub measure: String,
+    pub rows: Vec<LatencyRow>,
+    pub knees: Vec<Knee>,
+    pub skipped: Vec<String>,
+    pub findings: Vec<String>,
+}
+
+/// What the report needs beyond the measurements.
+#[derive(Debug)]
+pub struct Context {
+    pub testbed: TestbedReport,
+    pub machine: String,
+    pub server_cpu: usize,
+    pub client_cpu: usize,
+    pub trials: usize,
+    pub duration_secs: f64,
+    pub skipped: Vec<String>,
+}
+
+/// A point past saturation: under 90 % of the offered load sent, or over 1 % lost.
+pub fn saturated(p: &Point) -> bool {
+    p.rate.is_some_and(|r| p.achieved < 0.9 * r as f64) || p.lost * 100 > p.sent.max(1)
+}
+
+fn names(pair: &Pair) -> (&'static str, &'static str, &'static str) {
+    match pair {
+        Pair::Udp { server, client } => ("udp", server.id(), client.id()),
+        Pair::Http { server } => ("http", server.id(), "corelane-load"),
+    }
+}
+
+/// Medians per offered load over the trials of one pair (loads of the first trial).
+fn rows_of(pair: &Pair, trials: &[Vec<Point>]) -> Vec<LatencyRow> {
+    let (protocol, server, client) = names(pair);
+    let Some(first) = trials.first() else { return Vec::new() };
+    first
+        .iter()
+        .map(|p| {
+            let same: Vec<&Point> =
+                trials.iter().filter_map(|t| t.iter().find(|q| q.rate == p.rate)).collect();
+            let med = |f: fn(&Point) -> f64| median_of(same.iter().map(|q| f(q)));
+            LatencyRow {
+                protocol: protocol.into(),
+                server: server.into(),
+                client: client.into(),
+                load: p.rate.map_or("ping-pong".into(), |r| r.to_string()),
+                rate: p.rate,
+                achieved: med(|q| q.achieved),
+                p50_us: med(|q| q.p50_us),
+                p99_us: med(|q| q.p99_us),
+                p999_us: med(|q| q.p999_us),
+                max_us: med(|q| q.max_us),
+                p99_uncorrected_us: p
+                    .p99_uncorrected_us
+                    .map(|_| med(|q| q.p99_uncorrected_us.unwrap_or(0.0))),
+                lost: same.iter().map(|q| q.lost).sum(),
+                sent: same.iter().map(|q| q.sent).sum(),
+            }
+        })
+        .collect()
+}
+
+/// The knee of one pair's rows (under-load rows only, lowest load first).
+fn knee(label: String, rows: &[LatencyRow]) -> Option<Knee> {
+    let loaded: Vec<&LatencyRow> = rows.iter().filter(|r| r.rate.is_some()).collect();
+    let idle = loaded.first()?;
+    let limit = 2.0 * idle.p99_us;
+    let knee_at = loaded.iter().position(|r| r.p99_us > limit);
+    Some(Knee {
+        pair: label,
+        idle_rate: idle.rate.unwrap_or(0),
+        idle_p99_us: idle.p99_us,
+        knee_rate: knee_at.and_then(|i| loaded[i].rate),
+        last_below: knee_at.and_then(|i| i.checked_sub(1)).and_then(|i| loaded[i].rate),
+        highest_rate: loaded.last().and_then(|r| r.rate).unwrap_or(0),
+    })
+}
+
+pub fn report(measured: Vec<Measured<Pair, Vec<Point>>>, cx: Context) -> LatencyReport {
+    let mut rows = Vec::new();
+    let mut knees = Vec::new();
+    for m in &measured {
+        let pair_rows = rows_of(&m.config, &m.trials);
+        knees.extend(knee(m.config.label(), &pair_rows));
+        rows.extend(pair_rows);
+    }
+    let findings = findings(&rows, &knees);
+    LatencyReport {
+        testbed: cx.testbed,
+        machine: cx.machine,
+        server_cpu: cx.server_cpu,
+        client_cpu: cx.client_cpu,
+        trials: cx.trials,
+        duration_secs: cx.duration_secs,
+        measure: "round_trip".into(),
+        rows,
+        knees,
+        skipped: cx.skipped,
+        findings,
+    }
+}
+
+fn find<'a>(
+    rows: &'a [LatencyRow],
+    server: &str,
+    client: &str,
+    load: &str,
+) -> Option<&'a LatencyRow> {
+    rows.iter().find(|r| r.server == server && r.client == client && r.load == load)
+}
+
+/// Ping-pong p50/p99 of a pair, as "p50/p99".
+fn pp(r: &LatencyRow) -> String {
+    format!("{:.1}/{:.1}", r.p50_us, r.p99_us)
+}
+
+fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
+    let mut out = Vec::new();
+    let (echo, sr) = (UdpServer::Echo { id: "echo", args: &[] }.id(), UdpServer::Sockperf.id());
+    let (ping, sp) = (UdpClient::Ping.id(), UdpClient::Sockperf.id());
+    let at = |s, c| find(rows, s, c, "ping-pong");
+    if let (Some(ours), Some(theirs)) = (at(echo, ping), at(sr, sp)) {
+        out.push(format!(
+            "ping-pong round trip p50/p99 (us): corelane ping <-> corelane echo {} vs sockperf pp <-> sockperf sr {} ({:.2}x / {:.2}x).",
+            pp(ours), pp(theirs), ours.p50_us / theirs.p50_us.max(1e-9), ours.p99_us / theirs.p99_us.max(1e-9)
+        ));
+    }
+    if let (Some(a), Some(b)) = (at(sr, ping), at(sr, sp)) {
+        out.push(format!(
+            "client cost, both against sockperf sr: corelane ping {} vs sockperf pp {} (p50/p99 us).",
+            pp(a),
+            pp(b)
+        ));
+    }
+    if let (Some(a), Some(b)) = (at(echo, sp), at(sr, sp)) {
+        out.push(format!(
+            "server cost, both under sockperf pp: corelane echo {} vs sockperf sr {} (p50/p99 us).",
+            pp(a),
+            pp(b)
+        ));
+    }
+    let coalesce = UdpServer::Echo { id: "echo+coalesce-50us", args: &[] }.id();
+    if let (Some(off), Some(on)) = (at(echo, ping), at(coalesce, ping)) {
+        out.push(format!(
+            "receive coalescing (50 us) in the echo: ping-pong p50/p99 {} us with it, {} without: a request/answer service pays it on every request, so it is off by default there.",
+            pp(on), pp(off)
+        ));
+    }
+    for k in knees {
+        out.push(match (k.knee_rate, k.last_below) {
+            (Some(r), Some(b)) => format!(
+                "{}: knee between {b} and {r}/s (p99 {:.0} us idle at {}/s passes 2x).",
+                k.pair, k.idle_p99_us, k.idle_rate
+            ),
+            (Some(r), None) => format!(
+                "{}: p99 already past 2x its idle {:.0} us at {r}/s.",
+                k.pair, k.idle_p99_us
+            ),
+            (None, _) => format!(
+                "{}: no knee up to {}/s (p99 stayed under 2x its idle {:.0} us).",
+                k.pair, k.highest_rate, k.idle_p99_us
+            ),
+        });
+    }
+    out
+}
+
+impl Report for LatencyReport {
+    const CSV_HEADER: &'static str = "protocol,server,client,load,achieved,p50_us,p99_us,p999_us,max_us,p99_uncorrected_us,lost,sent";
+
+    fn body(&self) -> String {
+        let mut out = format!("corelane lab latency — issue 15 on {}\n", self.machine);
+        out.push_str(&self.testbed.lines());
+        out.push_str(&format!(
+            "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
+            self.server_cpu, self.client_cpu, self.trials, self.duration_secs
+        ));
+        let mut table = report::table();
+        table.set_header([
+            "proto",
+            "server",
+            "client",
+            "load/s",
+            "achieved",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "p99 uncorr.",
+            "lost",
+        ]);
+        for r in &self.rows {
+            table.add_row(vec![
+                Cell::new(&r.protocol),
+                Cell::new(&r.server),
+                Cell::new(&r.client),
+                report::right(r.load.clone()),
+                report::right(format!("{:.0}", r.achieved)),
+                report::right(format!("{:.1}", r.p50_us)),
+                report::right(format!("{:.1}", r.p99_us)),
+                report::right(format!("{:.1}", r.p999_us)),
+                report::right(format!("{:.1}", r.max_us)),
+                report::right(r.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}"))),
+                report::right(r.lost.to_string()),
+            ]);
+        }
+        out.push_str(&format!("{table}\n"));
+        out
+    }
+
+    fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+
+    fn findings(&self) -> &[String] {
+        &self.findings
+    }
+
+    fn csv_records(&self) -> Vec<Vec<String>> {
+        self.rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.protocol.clone(),
+                    r.server.clone(),
+                    r.client.clone(),
+                    r.load.clone(),
+                    format!("{:.1}", r.achieved),
+                    format!("{:.3}", r.p50_us),
+                    format!("{:.3}", r.p99_us),
+                    format!("{:.3}", r.p999_us),
+                    format!("{:.3}", r.max_us),
+                    r.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}")),
+                    r.lost.to_string(),
+                    r.sent.to_string(),
+                ]
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(rate: Option<u64>, p99: f64) -> Point {
+        Point {
+            rate,
+            achieved: rate.unwrap_or(1000) as f64,
+            p50_us: p99 / 2.0,
+            p99_us: p99,
+            p999_us: p99,
+            max_us: p99,
+            p99_uncorrected_us: rate.map(|_| p99),
+            lost: 0,
+            sent: 1000,
+        }
+    }
+
+    #[test]
+    fn the_knee_is_where_p99_passes_twice_its_idle_value() {
+        let pair = Pair::Http { server: super::super::HttpServer::Corelane };
+        let trial =
+            vec![point(Some(1000), 50.0), point(Some(5000), 90.0), point(Some(10_000), 120.0)];
+        let rows = rows_of(&pair, &[trial.clone(), trial]);
+        let k = knee("x".into(), &rows).unwrap();
+        assert_eq!((k.knee_rate, k.last_below, k.highest_rate), (Some(10_000), Some(5000), 10_000));
+        let flat = rows_of(&pair, &[vec![point(Some(1000), 50.0), point(Some(2000), 60.0)]]);
+        assert_eq!(knee("y".into(), &flat).unwrap().knee_rate, None);
+    }
+
+    #[test]
+    fn saturation_is_a_short_rate_or_loss() {
+        let mut p = point(Some(1000), 10.0);
+        assert!(!saturated(&p));
+        p.achieved = 800.0;
+        assert!(saturated(&p));
+        let mut p = point(Some(1000), 10.0);
+        p.lost = 20;
+        assert!(saturated(&p));
+        assert!(!saturated(&point(None, 10.0)));
+    }
+}

@@ -1,0 +1,536 @@
+//! The echo server (`udp echo`): one SO_REUSEPORT socket per pinned lane, each answering
+//! every datagram to its sender — a recvmmsg batch goes back in one sendmmsg from the same
+//! buffers (no copy), a GRO buffer goes back as GSO segments of the size it came in.
+//! sockperf's `sr` and netperf's UDP_RR server, on corelane's lanes.
+//!
+//! Receive coalescing is off by default here: a service that answers requests must not hold
+//! them back to save wake-ups. `coalesce` turns on the same rule `udp recv` uses (after a
+//! batch less than half full, wait before the next call) so the lab can show its price.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::recv::{OffloadState, RecvBackend};
+use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
+use super::{sockperf, UdpError, Wire};
+use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::reuseport::ReuseportGroup;
+use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
+use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
+use crate::sys::{mmsg, sockopt};
+use crate::topology::{CpuList, Topology};
+
+/// What to echo and how.
+#[derive(Debug, Clone)]
+pub struct EchoConfig {
+    pub addr: SocketAddr,
+    /// Lanes, each with its own SO_REUSEPORT socket.
+    pub threads: usize,
+    pub placement: Placement,
+    /// Messages per recvmmsg/sendmmsg.
+    pub batch: usize,
+    pub rcvbuf: Option<usize>,
+    /// UDP_GRO on receive; the answer goes back with GSO in the segment size it came in.
+    pub gro: bool,
+    /// SO_BUSY_POLL microseconds (with SO_PREFER_BUSY_POLL where the kernel has it).
+    pub busy_poll_us: Option<u32>,
+    /// Answer every Nth datagram a lane receives (sockperf's `--reply-every`); 1 answers all.
+    pub reply_every: u64,
+    /// After a batch less than half full, wait this long before the next receive (receive
+    /// coalescing, as `ReceiverConfig::coalesce`); `None`, the default, answers at once.
+    pub coalesce: Option<Duration>,
+    /// `Sockperf`: answer as `sockperf sr` (only requests flagged for an answer, with the
+    /// client bit cleared); `Corelane`: every datagram as it came.
+    pub wire: Wire,
+    /// recvmmsg/sendmmsg batches, or io_uring: a multishot recvmsg into provided buffers and
+    /// each answer sent from the buffer it arrived in (optionally with an SQPOLL thread).
+    pub backend: RecvBackend,
+    pub duration: Option<Duration>,
+    /// Stop once this many datagrams were answered.
+    pub until_replies: Option<u64>,
+}
+
+impl EchoConfig {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            threads: 1,
+            placement: Placement::Unpinned,
+            batch: 32,
+            rcvbuf: None,
+            gro: false,
+            busy_poll_us: None,
+            reply_every: 1,
+            coalesce: None,
+            wire: Wire::Corelane,
+            backend: RecvBackend::Mmsg,
+            duration: None,
+            until_replies: None,
+        }
+    }
+}
+
+/// One second of echoing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EchoInterval {
+    #[serde(flatten)]
+    pub interval: Interval,
+    /// Datagrams answered this interval.
+    pub replies: u64,
+    /// The process's exact CPU time per datagram received this interval.
+    pub cpu_ns_per_datagram: f64,
+}
+
+/// One lane's totals.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EchoLane {
+    pub lane: usize,
+    pub cpu: Option<usize>,
+    pub datagrams: u64,
+    pub replies: u64,
+    pub syscalls: u64,
+}
+
+/// Everything an echo run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EchoSummary {
+    pub addr: SocketAddr,
+    pub threads: usize,
+    pub batch: usize,
+    pub elapsed_secs: f64,
+    /// Datagrams received (GRO segments counted one by one).
+    pub datagrams: u64,
+    pub replies: u64,
+    /// Answers the kernel refused (an unroutable sender, a full buffer): counted, not fatal.
+    pub send_errors: u64,
+    pub truncated: u64,
+    pub reply_every: u64,
+    /// Receive coalescing delay in µs (0: off).
+    pub coalesce_us: f64,
+    pub cpu_ns_per_datagram: f64,
+    pub gro: OffloadState,
+    pub busy_poll: BusyPollState,
+    /// The NAPI id the sockets last saw (0: none on this path, so busy polling polls nothing).
+    pub napi_id: u32,
+    /// `mmsg`, `uring` or `uring+sqpoll`.
+    pub backend: String,
+    /// Why the backend asked for was not the one that ran, if so.
+    pub backend_note: Option<String>,
+    pub lanes: Vec<EchoLane>,
+}
+
+/// Bound sockets, ready to echo.
+#[derive(Debug)]
+pub struct Echo {
+    config: EchoConfig,
+    sockets: Vec<Arc<Socket>>,
+    addr: SocketAddr,
+    gro: OffloadState,
+    busy_poll: BusyPollState,
+    backend_note: Option<String>,
+}
+
+/// Replies per lane counter, read once a second.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct ReplyCounter(std::sync::atomic::AtomicU64);
+
+impl Echo {
+    /// Validates the configuration and binds every lane's socket, so a busy port is named
+    /// before any thread starts.
+    pub fn bind(config: EchoConfig) -> Result<Self, UdpError> {
+        if config.threads == 0 {
+            return Err(UdpError::NoThreads);
+        }
+        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
+            return Err(UdpError::Batch(config.batch));
+        }
+        if config.reply_every == 0 {
+            return Err(UdpError::ReplyEvery);
+        }
+        if config.gro && config.reply_every > 1 {
+            return Err(UdpError::ReplyEveryGro);
+        }
+        config.placement.check()?;
+        let mut config = config;
+        let backend_note = settle_backend(&mut config)?;
+        let reuseport = config.threads > 1;
+        let group = ReuseportGroup::bind(
+            config.addr,
+            config.threads,
+            |a| bind_receiver(a, reuseport, config.rcvbuf),
+            local_addr,
+        )?;
+        let addr = group.addr();
+        let sockets: Vec<Arc<Socket>> = group.into_sockets().into_iter().map(Arc::new).collect();
+        let mut gro = OffloadState { requested: config.gro, active: false, note: None };
+        if config.gro {
+            match sockets.iter().find_map(|s| sockopt::set_udp_gro(s.as_fd(), true).err()) {
+                None => gro.active = true,
+                Some(e) => {
+                    gro.note =
+                        Some(format!("kernel refused UDP_GRO ({e}); echoing datagram by datagram"))
+                }
+            }
+        }
+        let busy_poll = apply_busy_poll(sockets.iter().map(|s| &**s), config.busy_poll_us);
+        Ok(Self { config, sockets, addr, gro, busy_poll, backend_note })
+    }
+
+    /// The address bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Busy polling as the kernel took it.
+    pub fn busy_poll(&self) -> &BusyPollState {
+        &self.busy_poll
+    }
+
+    /// Why the backend asked for is not the one that runs, if so.
+    pub fn backend_note(&self) -> Option<&str> {
+        self.backend_note.as_deref()
+    }
+
+    /// GRO as the kernel took it.
+    pub fn gro(&self) -> &OffloadState {
+        &self.gro
+    }
+
+    /// Echoes until `stop`, the duration or the reply count, calling `on_interval` once a
+    /// second from the calling thread.
+    pub fn run(
+        self,
+        stop: &StopSignal,
+        mut on_interval: impl FnMut(&EchoInterval),
+    ) -> Result<EchoSummary, UdpError> {
+        let cfg = &self.config;
+        let slot = if self.gro.active { 65_536 } else { 2048 };
+        let threads = self.sockets.len();
+        let counters: Arc<Vec<LaneCounters>> =
+            Arc::new((0..threads).map(|_| LaneCounters::default()).collect());
+        let replies: Arc<Vec<ReplyCounter>> =
+            Arc::new((0..threads).map(|_| ReplyCounter::default()).collect());
+        let lane_stop = StopSignal::new();
+        let mut lanes = LaneSet::new("corelane-echo", lane_stop.clone());
+        for (index, socket) in self.sockets.iter().enumerate() {
+            let lane = EchoLaneWork {
+                socket: Arc::clone(socket),
+                batch: mmsg::MmsgRecv::new(cfg.batch, slot),
+                counters: Arc::clone(&counters),
+                replies: Arc::clone(&replies),
+                index,
+                reply_every: cfg.reply_every,
+                coalesce: cfg.coalesce,
+                wire: cfg.wire,
+                backend: cfg.backend,
+                datagrams: vec![0; cfg.batch],
+                stop: lane_stop.clone(),
+            };
+            lanes
+                .spawn(cfg.placement.cpu_of(index), move || lane.run())
+                .map_err(|e| UdpError::io("cannot start an echo lane", e))?;
+        }
+        let replied = |r: &[ReplyCounter]| -> u64 {
+            r.iter().map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed)).sum()
+        };
+        let runtime_start = stats::process_runtime();
+        let mut runtime_last = runtime_start;
+        let mut meter = Meter::new(threads);
+        let mut ticker = Ticker::every(Duration::from_secs(1));
+        let start = ticker.start();
+        let deadline = cfg.duration.map(|d| start + d);
+        let (mut last_datagrams, mut last_replies) = (0u64, 0u64);
+        loop {
+            let done = cfg.until_replies.is_some_and(|n| replied(&replies) >= n);
+            if stop.is_stopped()
+                || lanes.any_finished()
+                || done
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                break;
+            }
+            if ticker.wait(deadline).is_some() {
+                let refs: Vec<&LaneCounters> = counters.iter().collect();
+                let interval = meter.tick(&refs);
+                let runtime = stats::process_runtime();
+                let got = interval.datagrams - last_datagrams;
+                let total_replies = replied(&replies);
+                let report = EchoInterval {
+                    replies: total_replies - last_replies,
+                    cpu_ns_per_datagram: ns_per(runtime.saturating_sub(runtime_last), got),
+                    interval,
+                };
+                last_datagrams = report.interval.datagrams;
+                last_replies = total_replies;
+                runtime_last = runtime;
+                on_interval(&report);
+            }
+        }
+        lane_stop.stop();
+        let elapsed = start.elapsed();
+        let used = stats::process_runtime().saturating_sub(runtime_start);
+        let napi = self.sockets.iter().map(|s| napi_id(s)).max().unwrap_or(0);
+        let joined = lanes.join().map_err(|e| UdpError::io("an echo lane failed", e))?;
+        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+        Ok(EchoSummary {
+            addr: self.addr,
+            threads,
+            batch: cfg.batch,
+            elapsed_secs: elapsed.as_secs_f64(),
+            datagrams,
+            replies: replied(&replies),
+            send_errors: joined.iter().map(|j| j.value.send_errors).sum(),
+            truncated: joined.iter().map(|j| j.value.truncated).sum(),
+            reply_every: cfg.reply_every,
+            coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
+            cpu_ns_per_datagram: ns_per(used, datagrams),
+            gro: self.gro.clone(),
+            busy_poll: self.busy_poll.clone(),
+            napi_id: napi,
+            backend: cfg.backend.to_string(),
+            backend_note: self.backend_note.clone(),
+            lanes: joined
+                .iter()
+                .map(|j| EchoLane {
+                    lane: j.index,
+                    cpu: j.cpu,
+                    datagrams: counters[j.index].datagrams(),
+                    replies: replies[j.index].0.load(std::sync::atomic::Ordering::Relaxed),
+                    syscalls: j.value.syscalls,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Settles the backend this kernel runs: io_uring falls back to recvmmsg, an SQPOLL thread
+/// to lanes submitting for themselves, each saying why (the note returned).
+fn settle_backend(config: &mut EchoConfig) -> Result<Option<String>, UdpError> {
+    let RecvBackend::Uring { sqpoll_cpu } = config.backend else { return Ok(None) };
+    if config.gro {
+        return Err(UdpError::UringGro);
+    }
+    if let Err(reason) = socket_ring::probe_datagram_ring() {
+        config.backend = RecvBackend::Mmsg;
+        return Ok(Some(format!("{reason}; echoing with recvmmsg/sendmmsg")));
+    }
+    let Some(cpu) = sqpoll_cpu else { return Ok(None) };
+    Topology::read()?.check(&CpuList::new(vec![cpu]))?;
+    match socket_ring::probe_sqpoll(cpu) {
+        Ok(()) => Ok(None),
+        Err(reason) => {
+            config.backend = RecvBackend::Uring { sqpoll_cpu: None };
+            Ok(Some(format!("{reason}; lanes submit for themselves")))
+        }
+    }
+}
+
+fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
+    if datagrams == 0 {
+        return 0.0;
+    }
+    cpu.as_nanos() as f64 / datagrams as f64
+}
+
+/// What one lane owns.
+struct EchoLaneWork {
+    socket: Arc<Socket>,
+    batch: mmsg::MmsgRecv,
+    counters: Arc<Vec<LaneCounters>>,
+    replies: Arc<Vec<ReplyCounter>>,
+    index: usize,
+    reply_every: u64,
+    coalesce: Option<Duration>,
+    wire: Wire,
+    backend: RecvBackend,
+    /// Datagrams in each message of the last batch (a GRO buffer holds several).
+    datagrams: Vec<u64>,
+    stop: StopSignal,
+}
+
+/// What one lane counted.
+#[derive(Debug, Default)]
+struct EchoLaneResult {
+    syscalls: u64,
+    send_errors: u64,
+    truncated: u64,
+}
+
+impl EchoLaneWork {
+    fn run(mut self) -> io::Result<EchoLaneResult> {
+        let mut r = EchoLaneResult::default();
+        let socket = Arc::clone(&self.socket);
+        let fd = socket.as_fd();
+        if let RecvBackend::Uring { sqpoll_cpu } = self.backend {
+            self.run_uring(fd, sqpoll_cpu, &mut r)?;
+            return Ok(r);
+        }
+        let mut seen = 0u64;
+        let mut replied = 0u64;
+        while !self.stop.is_stopped() {
+            // Blocks until one datagram (SO_RCVTIMEO wakes it to look at the stop signal);
+            // with SO_BUSY_POLL the kernel polls the device first.
+            r.syscalls += 1;
+            let n = match self.batch.recv(fd, libc::MSG_WAITFORONE) {
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            let (mut datagrams, mut bytes) = (0u64, 0u64);
+            for i in 0..n {
+                let (meta, data) = self.batch.message(i);
+                r.truncated += u64::from(meta.truncated);
+                let segment = meta.segment_size.unwrap_or(data.len()).max(1);
+                self.datagrams[i] = data.len().div_ceil(segment).max(1) as u64;
+                datagrams += self.datagrams[i];
+                bytes += data.len() as u64;
+            }
+            self.counters[self.index].add(datagrams, bytes);
+            if self.reply_every == 1 && self.wire == Wire::Corelane {
+                replied += self.reply_range(fd, 0, n, &mut r);
+            } else {
+                // Answer the chosen messages, each run of neighbours in one sendmmsg.
+                let mut run: Option<usize> = None;
+                for i in 0..=n {
+                    let answer = i < n && {
+                        seen += 1;
+                        let every = seen % self.reply_every == 0;
+                        every
+                            && (self.wire == Wire::Corelane
+                                || sockperf::answer_in_place(self.batch.message_mut(i)))
+                    };
+                    match (answer, run) {
+                        (true, None) => run = Some(i),
+                        (false, Some(start)) => {
+                            replied += self.reply_range(fd, start, i - start, &mut r);
+                            run = None;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
+            if let Some(pause) = self.coalesce.filter(|_| n < self.batch.batch() / 2) {
+                std::thread::sleep(pause);
+            }
+        }
+        Ok(r)
+    }
+
+    /// The io_uring lane: one multishot recvmsg into provided buffers; each answer is sent
+    /// from the buffer its request arrived in, to the address the kernel wrote beside it,
+    /// and the buffer goes back when the send completes. One io_uring_enter per wait.
+    fn run_uring(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        sqpoll_cpu: Option<usize>,
+        r: &mut EchoLaneResult,
+    ) -> io::Result<()> {
+        // Room for the kernel's recvmsg header and any address before a 2 KiB datagram.
+        let config = RingConfig { files: 1, buffers: 4096, buffer_size: 4096, sqpoll_cpu };
+        let mut ring = SocketRing::new(config)?;
+        ring.receive_datagrams_from(fd, 0)?;
+        let mut completions = Vec::with_capacity(4096);
+        let (mut seen, mut replied) = (0u64, 0u64);
+        while !self.stop.is_stopped() {
+            ring.submit_and_wait(super::socket::WAKE_INTERVAL)?;
+            r.syscalls += 1;
+            ring.completions(&mut completions);
+            let (mut datagrams, mut bytes) = (0u64, 0u64);
+            for completion in completions.drain(..) {
+                match completion {
+                    Completion::ReceivedFrom { buffer, len, more } => {
+                        datagrams += 1;
+                        seen += 1;
+                        let Some(parts) = ring.datagram_from(buffer, len) else {
+                            r.truncated += 1;
+                            ring.give_back(buffer);
+                            continue;
+                        };
+                        bytes += parts.payload.len() as u64;
+                        r.truncated += u64::from(parts.truncated);
+                        let answer = !parts.truncated
+                            && seen % self.reply_every == 0
+                            && (self.wire == Wire::Corelane
+                                || sockperf::answer_in_place(
+                                    &mut ring.buffer_mut(buffer, len)[parts.payload.clone()],
+                                ));
+                        if answer {
+                            ring.reply_from_buffer(fd, buffer, &parts)?;
+                        } else {
+                            ring.give_back(buffer);
+                        }
+                        if !more {
+                            ring.receive_datagrams_from(fd, 0)?;
+                        }
+                    }
+                    Completion::Replied { buffer, result } => {
+                        ring.give_back(buffer);
+                        if result >= 0 {
+                            replied += 1;
+                        } else {
+                            r.send_errors += 1;
+                        }
+                    }
+                    Completion::RecvEnded { result, more, .. } => {
+                        if result < 0 && result != -libc::ENOBUFS {
+                            return Err(io::Error::from_raw_os_error(-result));
+                        }
+                        datagrams += u64::from(result == 0); // an empty datagram
+                        if !more {
+                            ring.receive_datagrams_from(fd, 0)?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.counters[self.index].add(datagrams, bytes);
+            self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Answers messages `start..start + count`; returns the datagrams answered. A message the
+    /// kernel refuses is counted and skipped.
+    fn reply_range(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        start: usize,
+        count: usize,
+        r: &mut EchoLaneResult,
+    ) -> u64 {
+        let end = start + count;
+        let mut at = start;
+        let mut answered = 0u64;
+        while at < end {
+            r.syscalls += 1;
+            match self.batch.reply(fd, at, end - at) {
+                Ok(0) => break,
+                Ok(k) => {
+                    answered += self.datagrams[at..at + k].iter().sum::<u64>();
+                    at += k;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    r.send_errors += 1;
+                    at += 1;
+                }
+            }
+        }
+        answered
+    }
+}
