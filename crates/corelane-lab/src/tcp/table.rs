@@ -58,6 +58,10 @@ impl Report for TcpLabReport {
     }
 
     /// One CSV row per server configuration and workload.
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
         let mut records = Vec::new();

@@ -10,6 +10,7 @@
 //! meaningful whichever side is the bottleneck.
 
 pub(crate) mod configs;
+mod figures;
 mod peers;
 mod table;
 pub(crate) mod trial;
