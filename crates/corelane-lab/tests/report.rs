@@ -126,6 +126,7 @@ fn foreign_json_and_other_versions_are_refused_in_one_line() {
         (b"not json at all".to_vec(), "not JSON"),
         (br#"{"hello": "world"}"#.to_vec(), "no `corelane_run` section"),
         (br#"[1, 2, 3]"#.to_vec(), "no `corelane_run` section"),
+        (br#"{"machine": "m", "rows": [], "findings": []}"#.to_vec(), "from before runs carried a `corelane_run` section"),
         (br#"{"corelane_run": {"format": "iperf3"}}"#.to_vec(), "is not \"corelane-lab-run\""),
         (br#"{"corelane_run": {"format": "corelane-lab-run", "version": 99, "corelane_version": "9.0"}}"#.to_vec(), "format version 99 (written by corelane 9.0)"),
         (br#"{"corelane_run": {"format": "corelane-lab-run", "version": "1"}}"#.to_vec(), "format version no number"),

@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::figure::{Bars, Figure, Lines, Role, Scale, Scatter, Stacked};
+use super::figure::{Bars, Figure, Lines, Mark, Role, Scale, Scatter, Stacked};
 
 /// Where the font that lays out and draws every chart comes from (Debian's
 /// `fonts-dejavu-core`, which `.ci/run` installs).
@@ -298,7 +298,7 @@ fn bars<DB: DrawingBackend>(
             } else {
                 figures[0].bars.iter().find(|b| b.label == *label).map(|b| b.median)
             };
-            let note = bar_note(bar.median, reference, j > 0, ceiling.map(|c| c.1));
+            let note = bar_note(bar.median, reference, j > 0, ceiling);
             let at = (max.max(median), y);
             chart
                 .draw_series([EmptyElement::at(at)
@@ -312,31 +312,31 @@ fn bars<DB: DrawingBackend>(
     if let Some((mark, value)) = ceiling {
         let line = PathElement::new(vec![(value, 0.0), (value, total)], RED.stroke_width(2));
         chart.draw_series([line]).map_err(failed)?;
-        let (x, y) = chart.backend_coord(&(value, total));
-        root.draw(&Text::new(
-            format!("{} {}", mark.label, si(value)),
-            (x + 4, y + 2),
-            text(12).color(&RED),
-        ))
-        .map_err(failed)?;
+        // Beside the line's foot, clear of the legend at the top.
+        let (x, y) = chart.backend_coord(&(value, 0.0));
+        let style = text(12).color(&RED).pos(Pos::new(HPos::Right, VPos::Bottom));
+        let note = Text::new(format!("{} {}", mark.label, si(value)), (x - 4, y - 4), style);
+        root.draw(&note).map_err(failed)?;
     }
-    let mut legend: Vec<(String, RGBColor)> = Vec::new();
-    for role in [Role::Default, Role::Config, Role::Peer] {
-        if labels.iter().any(|l| l.1 == role) && k == 1 {
-            let name = match role {
-                Role::Default => "default",
-                Role::Config => "corelane",
-                Role::Peer => "peer",
-            };
-            legend.push((name.to_string(), colour(role, 0)));
-        }
+    draw_legend(root, &bar_legend(&labels, runs))
+}
+
+/// One run: a swatch per role present; several: a shade and a letter per run.
+fn bar_legend(labels: &[(&str, Role)], runs: &[(&str, &Figure)]) -> Vec<(String, RGBColor)> {
+    if runs.len() > 1 {
+        let tagged = runs.iter().enumerate();
+        return tagged
+            .map(|(j, (name, _))| {
+                (format!("{} {}", run_tag(j), fit(name, 40)), colour(Role::Config, j))
+            })
+            .collect();
     }
-    if k > 1 {
-        for (j, (name, _)) in runs.iter().enumerate() {
-            legend.push((format!("{} {}", run_tag(j), fit(name, 40)), colour(Role::Config, j)));
-        }
-    }
-    draw_legend(root, &legend)
+    let names = [(Role::Default, "default"), (Role::Config, "corelane"), (Role::Peer, "peer")];
+    names
+        .into_iter()
+        .filter(|(role, _)| labels.iter().any(|l| l.1 == *role))
+        .map(|(role, name)| (name.to_string(), colour(role, 0)))
+        .collect()
 }
 
 /// A run's letter in a comparison: A (the reference), B, C, …
@@ -346,15 +346,20 @@ pub fn run_tag(index: usize) -> String {
 
 /// What a bar's end says: its value, then its gap to the default row or its ratio to the
 /// first run, or its fraction of the ceiling.
-fn bar_note(value: f64, reference: Option<f64>, ratio: bool, ceiling: Option<f64>) -> String {
+fn bar_note(
+    value: f64,
+    reference: Option<f64>,
+    ratio: bool,
+    ceiling: Option<(&Mark, f64)>,
+) -> String {
     let mut note = si(value);
     match reference.and_then(placeable).filter(|r| *r != 0.0) {
         Some(r) if ratio => note.push_str(&format!("  ×{:.2}", value / r)),
         Some(r) => note.push_str(&format!("  {:+.1}%", (value / r - 1.0) * 100.0)),
         None => {}
     }
-    if let Some(c) = ceiling.filter(|c| *c > 0.0) {
-        note.push_str(&format!("  {:.0}% of it", value / c * 100.0));
+    if let Some((mark, c)) = ceiling.filter(|c| c.1 > 0.0) {
+        note.push_str(&format!("  {:.0}% of {}", value / c * 100.0, fit(&mark.label, 20)));
     }
     note
 }
@@ -464,7 +469,12 @@ impl Axis {
         let ticks = match self.scale {
             Scale::Linear => ticks(lo, hi, 8),
             Scale::Log => {
-                (lo.ceil() as i64..=hi.floor() as i64).take(40).map(|e| e as f64).collect()
+                // Powers of ten, and 2× and 5× them when the axis spans few decades.
+                let decades: Vec<f64> =
+                    (lo.floor() as i64..=hi.ceil() as i64).take(40).map(|e| e as f64).collect();
+                let steps: &[f64] = if decades.len() <= 4 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+                let all = decades.iter().flat_map(|d| steps.iter().map(move |m| d + m.log10()));
+                all.filter(|t| *t >= lo && *t <= hi).collect()
             }
             Scale::Percentile => {
                 let mut t: Vec<f64> = placed.to_vec();

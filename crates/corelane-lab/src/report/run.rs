@@ -138,10 +138,14 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Run, RunError> {
         RunError::new(source, format!("not JSON ({e}), so not a corelane run; {HOW}"))
     })?;
     let Some(section) = value.get("corelane_run") else {
-        return Err(RunError::new(
-            source,
-            format!("not a corelane run (no `corelane_run` section); {HOW}"),
-        ));
+        // The lab's JSON before it carried the section: its experiment fields alone.
+        let older = ["machine", "findings", "rows"].iter().all(|k| value.get(k).is_some());
+        let problem = if older {
+            "a corelane lab run from before runs carried a `corelane_run` section, which this corelane draws from: run the experiment again".to_string()
+        } else {
+            format!("not a corelane run (no `corelane_run` section); {HOW}")
+        };
+        return Err(RunError::new(source, problem));
     };
     let format = section.get("format").and_then(|f| f.as_str());
     if format != Some(FORMAT) {
