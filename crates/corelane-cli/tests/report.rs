@@ -188,6 +188,51 @@ fn a_page_that_reaches_for_the_network_is_caught() {
     assert!(lines.iter().any(|l| l.contains("Content Security Policy")), "{lines:?}");
 }
 
+/// A run file crafted to inject: script and markup in every text the page shows, huge and
+/// tiny numbers. Chromium's DOM holds no element it did not expect, the text reads as written.
+#[test]
+fn a_hostile_run_reaches_the_browser_as_text() {
+    if !have_font() {
+        return;
+    }
+    const EVIL: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&amp;";
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("udp")).unwrap()).unwrap();
+    let run = &mut v["corelane_run"];
+    run["experiment"] = EVIL.into();
+    run["command"] = serde_json::json!(["corelane", EVIL, "</code></td><script>alert(3)</script>"]);
+    run["findings"] = serde_json::json!([EVIL]);
+    run["table"]["rows"][0][1] = EVIL.into();
+    let figure = &mut run["figures"][0];
+    figure["title"] = EVIL.into();
+    figure["bars"][0]["label"] = EVIL.into();
+    figure["bars"][0]["median"] = 1e308.into();
+    figure["bars"][1]["trials"] = serde_json::json!([5e-324, -1e308, 1.7976931348623157e308]);
+    let hostile = dir.path().join("hostile.json");
+    std::fs::write(&hostile, serde_json::to_vec(&v).unwrap()).unwrap();
+    let page = dir.path().join("hostile.html");
+    let out = report(&[hostile], &page, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let Some(chromium) = chromium() else { return };
+    let dumped = run_chromium(&chromium, &page, "--dump-dom");
+    assert_eq!(console_lines(&dumped), Vec::<String>::new());
+    let dom = Html::parse_document(&String::from_utf8_lossy(&dumped.stdout));
+    for tag in ["script", "img", "iframe", "object"] {
+        assert_eq!(dom.select(&sel(tag)).count(), 0, "a <{tag}> reached the DOM");
+    }
+    let cells: Vec<String> =
+        dom.select(&sel("table.results td")).map(|t| t.text().collect()).collect();
+    assert!(cells.iter().any(|c| c == EVIL), "the label is text, as written");
+    let findings: String = dom.select(&sel("ul.findings li")).flat_map(|l| l.text()).collect();
+    assert_eq!(findings, EVIL);
+    let svg_text: Vec<String> = dom
+        .select(&sel("figure.chart svg text"))
+        .map(|t| t.text().collect::<String>().trim().to_string())
+        .collect();
+    assert!(svg_text.iter().any(|t| t == EVIL), "the bar's label drawn as text: {svg_text:?}");
+}
+
 #[test]
 fn two_runs_are_compared_side_by_side() {
     if !have_font() {
