@@ -520,25 +520,38 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Lines) -> Result
         .draw()
         .map_err(failed)?;
     let mut legend = Vec::new();
-    for (i, (series, points)) in f.series.iter().zip(&placed).enumerate() {
+    for (series, points) in f.series.iter().zip(&placed) {
+        // Each series' place among those of its role picks its colour.
+        let i = legend.iter().filter(|l: &&(String, RGBColor, Role)| l.2 == series.role).count();
         let c = series_colour(series.role, i);
         chart
             .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
             .map_err(failed)?;
         chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(failed)?;
-        legend.push((series.name.clone(), c));
+        legend.push((series.name.clone(), c, series.role));
     }
+    let legend: Vec<(String, RGBColor)> = legend.into_iter().map(|l| (l.0, l.1)).collect();
     draw_legend(root, &legend)
 }
 
-/// Series colours: the palette for corelane's, orange shades for peers.
+/// Series colours: the default row grey, corelane's in distinct colours, peers in orange
+/// shades.
 fn series_colour(role: Role, index: usize) -> RGBColor {
+    const OURS: [RGBColor; 9] = [
+        RGBColor(52, 101, 164),
+        RGBColor(78, 154, 6),
+        RGBColor(117, 80, 123),
+        RGBColor(17, 160, 160),
+        RGBColor(143, 89, 2),
+        RGBColor(204, 0, 0),
+        RGBColor(200, 80, 160),
+        RGBColor(128, 128, 0),
+        RGBColor(30, 30, 120),
+    ];
     match role {
+        Role::Default => colour(Role::Default, 0),
         Role::Peer => colour(Role::Peer, index % 3),
-        _ => {
-            let blues_first = [0usize, 2, 3, 5, 6, 7, 4];
-            PALETTE[blues_first[index % blues_first.len()]]
-        }
+        Role::Config => OURS[index % OURS.len()],
     }
 }
 
