@@ -534,8 +534,7 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Lines) -> Result
     draw_legend(root, &legend)
 }
 
-/// Series colours: the default row grey, corelane's in distinct colours, peers in orange
-/// shades.
+/// Series colours: the default row grey, corelane's in cool colours, peers in warm ones.
 fn series_colour(role: Role, index: usize) -> RGBColor {
     const OURS: [RGBColor; 9] = [
         RGBColor(52, 101, 164),
@@ -548,9 +547,16 @@ fn series_colour(role: Role, index: usize) -> RGBColor {
         RGBColor(128, 128, 0),
         RGBColor(30, 30, 120),
     ];
+    const THEIRS: [RGBColor; 5] = [
+        RGBColor(230, 112, 0),
+        RGBColor(143, 89, 2),
+        RGBColor(196, 160, 0),
+        RGBColor(204, 60, 0),
+        RGBColor(233, 185, 110),
+    ];
     match role {
         Role::Default => colour(Role::Default, 0),
-        Role::Peer => colour(Role::Peer, index % 3),
+        Role::Peer => THEIRS[index % THEIRS.len()],
         Role::Config => OURS[index % OURS.len()],
     }
 }
