@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use corelane_lab::experiment::Published;
-use corelane_lab::{report, Entry, LabError, EXPERIMENTS};
+use corelane_lab::report::{self, run};
+use corelane_lab::{Entry, LabError, EXPERIMENTS};
 
 use crate::args::{outln, stop_on_signals};
 
@@ -50,8 +51,8 @@ impl clap::Args for LabArgs {
     }
 }
 
-/// `--json FILE` and `--csv FILE`, on every experiment.
-fn report_args() -> [Arg; 2] {
+/// `--json FILE`, `--csv FILE`, `--report FILE` and `--png DIR`, on every experiment.
+fn report_args() -> [Arg; 4] {
     [
         Arg::new("json")
             .long("json")
@@ -63,6 +64,17 @@ fn report_args() -> [Arg; 2] {
             .value_name("FILE")
             .value_parser(clap::value_parser!(PathBuf))
             .help("Write one CSV row per configuration to FILE"),
+        Arg::new("report")
+            .long("report")
+            .value_name("FILE")
+            .value_parser(clap::value_parser!(PathBuf))
+            .help("Write the results as one self-contained HTML page of charts to FILE"),
+        Arg::new("png")
+            .long("png")
+            .value_name("DIR")
+            .value_parser(clap::value_parser!(PathBuf))
+            .requires("report")
+            .help("With --report, also write each chart as a PNG into DIR"),
     ]
 }
 
@@ -71,6 +83,8 @@ fn report_args() -> [Arg; 2] {
 struct Outputs {
     json: Option<PathBuf>,
     csv: Option<PathBuf>,
+    report: Option<PathBuf>,
+    png: Option<PathBuf>,
 }
 
 impl Outputs {
@@ -78,15 +92,23 @@ impl Outputs {
         Self {
             json: matches.get_one::<PathBuf>("json").cloned(),
             csv: matches.get_one::<PathBuf>("csv").cloned(),
+            report: matches.get_one::<PathBuf>("report").cloned(),
+            png: matches.get_one::<PathBuf>("png").cloned(),
         }
     }
 
-    /// FILE.json → FILE.NAME.json, for `lab all`.
+    /// FILE.json → FILE.NAME.json (and so for CSV and the page), for `lab all`; the PNGs of
+    /// every experiment share DIR (their names start with the experiment's).
     fn for_experiment(&self, name: &str) -> Self {
         let own = |p: &Option<PathBuf>, ext: &str| {
             p.as_ref().map(|p| p.with_extension(format!("{name}.{ext}")))
         };
-        Self { json: own(&self.json, "json"), csv: own(&self.csv, "csv") }
+        Self {
+            json: own(&self.json, "json"),
+            csv: own(&self.csv, "csv"),
+            report: own(&self.report, "html"),
+            png: self.png.clone(),
+        }
     }
 
     fn paths(&self) -> impl Iterator<Item = &Path> {
@@ -132,8 +154,15 @@ fn conduct(entry: &Entry, matches: &ArgMatches, outputs: &Outputs) -> anyhow::Re
     for path in outputs.paths() {
         report::check_writable(path)?;
     }
+    if let Some(page) = &outputs.report {
+        crate::report::check_outputs(page, outputs.png.as_deref())?;
+        corelane_lab::report::chart::load_font()?;
+    }
     let stop = stop_on_signals()?;
-    let published = match (entry.run)(matches, &stop, &mut |line| eprintln!("{line}")) {
+    let mut progress = crate::progress::Progress::for_stderr(entry.name);
+    let result = entry.conduct(matches, &stop, &mut |line| progress.line(line));
+    drop(progress);
+    let published = match result {
         Ok(p) => p,
         Err(LabError::Interrupted) => {
             eprintln!("corelane: interrupted; {}", entry.cleaned);
@@ -147,12 +176,31 @@ fn conduct(entry: &Entry, matches: &ArgMatches, outputs: &Outputs) -> anyhow::Re
 /// Prints the table and writes the JSON and CSV reports asked for. Everything was formatted
 /// before this is called, so a formatting failure writes neither file.
 fn publish(outputs: &Outputs, published: Published) -> anyhow::Result<ExitCode> {
+    // The page is drawn from the JSON as written, exactly as `corelane report` would, and
+    // before any file is written.
+    let page = match &outputs.report {
+        Some(path) => {
+            let source = outputs.json.as_ref().map_or_else(
+                || format!("corelane lab {}", published.run.experiment),
+                |p| p.display().to_string(),
+            );
+            let run = run::parse(&source, &published.json)?;
+            Some((path, report::page::render(std::slice::from_ref(&run))?, run))
+        }
+        None => None,
+    };
     crate::args::out(published.text.trim_end_matches('\n'));
     for (path, bytes) in [(&outputs.json, published.json), (&outputs.csv, published.csv)] {
         if let Some(path) = path {
             corelane::fs::write_atomic(path, &bytes)
                 .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
             eprintln!("wrote {}", path.display());
+        }
+    }
+    if let Some((path, html, run)) = page {
+        crate::report::write_page(&html, path)?;
+        if let Some(dir) = &outputs.png {
+            crate::report::write_pngs(&[run], dir)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -8,6 +8,8 @@ mod guard;
 mod http;
 mod lab;
 mod plan;
+mod progress;
+mod report;
 mod topo;
 mod udp;
 mod udp_latency;
@@ -39,6 +41,8 @@ enum Command {
     Copy(copy::CopyArgs),
     /// Run an experiment and print its table (`corelane lab` lists them).
     Lab(lab::LabArgs),
+    /// Draw saved lab runs (`lab NAME --json FILE`) as one self-contained HTML page of charts.
+    Report(report::ReportArgs),
     /// Show the CPUs, caches, NUMA nodes and NICs (queues, masks, interrupts) of this machine.
     Topo(topo::TopoArgs),
     /// Propose interrupt, syscall and application CPUs for a NIC (seed 003).
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Load(cmd) => http::load(cmd),
         Command::Copy(args) => copy::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Report(args) => report::run(args),
         Command::Topo(args) => topo::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Apply(args) => apply::run_apply(args),

@@ -34,6 +34,7 @@ fn every_subcommand_has_help() {
         &["lab", "all", "--help"],
         &["serve", "http", "--help"],
         &["load", "http", "--help"],
+        &["report", "--help"],
     ] {
         let out = corelane(args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
@@ -314,10 +315,27 @@ fn ctrl_c_mid_copy_leaves_nothing_behind() {
 fn the_copy_lab_runs_quick_and_unmounts_its_scratch() {
     let dir = shm_dir("copy-lab");
     let json = dir.join("copy.json");
-    let out =
-        corelane(&["lab", "copy", "--quick", "--size", "8M", "--json", json.to_str().unwrap()]);
+    let page = dir.join("copy.html");
+    let mut args = vec!["lab", "copy", "--quick", "--size", "8M", "--json", json.to_str().unwrap()];
+    // The page and PNGs at the end of the run (issue 17), where the charts' font is installed.
+    let font = std::path::Path::new(corelane_lab::report::chart::FONT_PATH).exists();
+    if font {
+        args.extend(["--report", page.to_str().unwrap(), "--png", dir.to_str().unwrap()]);
+    } else {
+        eprintln!("not checked: --report needs {}", corelane_lab::report::chart::FONT_PATH);
+    }
+    let out = corelane(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let run = &report["corelane_run"];
+    assert_eq!(run["experiment"], "copy");
+    assert_eq!(run["version"], corelane_lab::report::run::VERSION);
+    assert!(run["command"].as_array().unwrap().iter().any(|w| w == "--quick"), "{run}");
+    if font {
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.contains("data-figure=\"throughput\"") && html.contains("memcpy"));
+        assert!(dir.join("copy-throughput.png").exists());
+    }
     let rows = report["rows"].as_array().unwrap();
     assert!(rows
         .iter()

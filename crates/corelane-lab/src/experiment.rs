@@ -10,6 +10,7 @@
 
 use corelane::lane::StopSignal;
 
+use crate::report::run::{self, Envelope, Host, RunInfo};
 use crate::LabError;
 
 /// One experiment on its prepared stage.
@@ -62,6 +63,11 @@ pub trait Report: serde::Serialize {
     fn findings(&self) -> &[String];
     /// One CSV record per configuration, in `CSV_HEADER`'s order.
     fn csv_records(&self) -> Vec<Vec<String>>;
+    /// What `corelane report` draws of it: its rows as charts (none by default; the page
+    /// still shows the table and findings).
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        Vec::new()
+    }
 
     /// The body, what was skipped, and the findings.
     fn text(&self) -> String {
@@ -102,9 +108,8 @@ pub fn run<E: Experiment>(
             }
             let trial = experiment.trial(&configs[i], t, stop)?;
             progress(&format!(
-                "[{}/{}] {} trial {}/{trials}: {}",
-                t * n + step + 1,
-                n * trials,
+                "{} {} trial {}/{trials}: {}",
+                step_prefix(t * n + step + 1, n * trials),
                 experiment.label(&configs[i]),
                 t + 1,
                 experiment.describe(&trial)
@@ -115,6 +120,19 @@ pub fn run<E: Experiment>(
     let measured =
         configs.into_iter().zip(results).map(|(config, trials)| Measured { config, trials });
     experiment.report(measured.collect())
+}
+
+/// How a progress line of the runner starts: `[3/20]`, the trial done of all of them.
+fn step_prefix(done: usize, total: usize) -> String {
+    format!("[{done}/{total}]")
+}
+
+/// The trials done and in all of a runner's progress line (`[3/20] …`), for a progress bar;
+/// `None` for any other line (an experiment's own notes).
+pub fn step_of(line: &str) -> Option<(usize, usize)> {
+    let inner = line.strip_prefix('[')?.split(']').next()?;
+    let (done, total) = inner.split_once('/')?;
+    Some((done.parse().ok()?, total.parse().ok()?))
 }
 
 /// An experiment's command-line options (`corelane lab NAME --help`): parsed by clap, they
@@ -166,7 +184,7 @@ impl TrialArgs {
 
 /// How an [`Entry`] runs its experiment from parsed options.
 pub type RunFn =
-    fn(&clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;
+    fn(&Entry, &clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;
 
 /// An experiment as `corelane lab` lists and runs it: the one list of them is
 /// [`EXPERIMENTS`](crate::EXPERIMENTS), from which the CLI's subcommands, `lab all` and CI's
@@ -180,7 +198,7 @@ pub struct Entry {
     pub cleaned: &'static str,
     /// Its options, as a clap command named `name`.
     pub command: fn() -> clap::Command,
-    /// Parses `matches` (from `command`) and runs it.
+    /// Parses `matches` (from `command`) and runs it (call it through [`Entry::conduct`]).
     pub run: RunFn,
 }
 
@@ -194,6 +212,16 @@ impl Entry {
     ) -> Self {
         Self { name, seed, about, cleaned, command: command_of::<O>, run: run_from_matches::<O> }
     }
+
+    /// Parses `matches` (from `command`), runs the experiment and formats its report.
+    pub fn conduct(
+        &self,
+        matches: &clap::ArgMatches,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Published, LabError> {
+        (self.run)(self, matches, stop, progress)
+    }
 }
 
 fn command_of<O: Options>() -> clap::Command {
@@ -201,12 +229,15 @@ fn command_of<O: Options>() -> clap::Command {
 }
 
 fn run_from_matches<O: Options>(
+    entry: &Entry,
     matches: &clap::ArgMatches,
     stop: &StopSignal,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Published, LabError> {
     let options = O::from_arg_matches(matches).map_err(|e| LabError::Options(e.to_string()))?;
-    Published::of(&options.run(stop, progress)?)
+    let started = std::time::SystemTime::now();
+    let report = options.run(stop, progress)?;
+    Published::of(&report, entry, started, &Host::here())
 }
 
 /// A report formatted every way it is printed or written, before anything is written, so a
@@ -214,17 +245,47 @@ fn run_from_matches<O: Options>(
 #[derive(Debug, Clone)]
 pub struct Published {
     pub text: String,
+    /// The experiment's fields under its `corelane_run` section (`run`).
     pub json: Vec<u8>,
     pub csv: Vec<u8>,
+    /// What the run was and what its report draws, as written in `json`.
+    pub run: RunInfo,
 }
 
 impl Published {
-    pub fn of<R: Report>(report: &R) -> Result<Self, LabError> {
-        Ok(Self {
-            text: report.text(),
-            json: serde_json::to_vec_pretty(report)?,
-            csv: report.csv()?,
-        })
+    /// `report` of `entry`'s experiment, started at `started` on `host`.
+    pub fn of<R: Report>(
+        report: &R,
+        entry: &Entry,
+        started: std::time::SystemTime,
+        host: &Host,
+    ) -> Result<Self, LabError> {
+        let csv = report.csv()?;
+        let mut table = csv::ReaderBuilder::new().flexible(true).from_reader(csv.as_slice());
+        let columns = table.headers()?.iter().map(str::to_string).collect();
+        let rows = table
+            .records()
+            .map(|r| r.map(|r| r.iter().map(str::to_string).collect()))
+            .collect::<Result<_, _>>()?;
+        let run = RunInfo {
+            format: run::FORMAT.to_string(),
+            version: run::VERSION,
+            experiment: entry.name.to_string(),
+            seed: entry.seed.to_string(),
+            corelane_version: env!("CARGO_PKG_VERSION").to_string(),
+            started: run::date(started),
+            finished: run::date(std::time::SystemTime::now()),
+            command: host.command.clone(),
+            hostname: host.hostname.clone(),
+            machine: host.machine.clone(),
+            kernel: host.kernel.clone(),
+            table: run::Table { columns, rows },
+            findings: report.findings().to_vec(),
+            skipped: report.skipped().to_vec(),
+            figures: report.figures(),
+        };
+        let json = serde_json::to_vec_pretty(&Envelope { corelane_run: &run, report })?;
+        Ok(Self { text: report.text(), json, csv, run })
     }
 }
 
@@ -304,6 +365,10 @@ mod tests {
         assert_eq!(trial_of, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
         assert_eq!(lines.len(), 9);
         assert!(lines[8].starts_with("[9/9] 1 trial 3/3"), "{}", lines[8]);
+        assert_eq!(step_of(&lines[8]), Some((9, 9)));
+        assert_eq!(step_of(&lines[0]), Some((1, 9)));
+        assert_eq!(step_of("[udp] building the testbed"), None);
+        assert_eq!(step_of("peer skipped"), None);
     }
 
     #[test]

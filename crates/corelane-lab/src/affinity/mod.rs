@@ -7,6 +7,7 @@
 //! thread on the NIC's package) are reported as not measurable here, and a deterministic
 //! cost model shows their expected shape, labelled as a model.
 
+mod figures;
 pub mod model;
 mod table;
 

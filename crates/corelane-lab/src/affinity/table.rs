@@ -68,6 +68,10 @@ impl Report for AffinityLabReport {
     }
 
     /// One CSV row per measured placement (the model is in the JSON).
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
         let mut records = Vec::new();

@@ -6,6 +6,7 @@
 //! `rsync -aHAX`, and the two archive copies are compared entry by entry.
 
 mod compare;
+mod figures;
 mod scratch;
 mod table;
 

@@ -57,6 +57,10 @@ impl Report for CopyLabReport {
     }
 
     /// One CSV row per configuration.
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
         let mut records = Vec::new();

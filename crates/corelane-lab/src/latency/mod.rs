@@ -10,6 +10,7 @@
 //! (free of coordinated omission) and keep the uncorrected p99 beside it; sockperf's
 //! under-load figure is from the actual send.
 
+mod figures;
 mod sides;
 mod table;
 

@@ -225,6 +225,10 @@ fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
 impl Report for LatencyReport {
     const CSV_HEADER: &'static str = "protocol,server,client,load,achieved,p50_us,p99_us,p999_us,max_us,p99_uncorrected_us,lost,sent";
 
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn body(&self) -> String {
         let mut out = format!("corelane lab latency — issue 15 on {}\n", self.machine);
         out.push_str(&self.testbed.lines());

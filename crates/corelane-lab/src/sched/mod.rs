@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+mod figures;
 mod table;
 
 use corelane::lane::StopSignal;

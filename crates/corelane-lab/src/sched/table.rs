@@ -80,6 +80,10 @@ impl Report for SchedLabReport {
     }
 
     /// One CSV row per run.
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
         let mut records = Vec::new();

@@ -10,6 +10,7 @@
 //! request (user+system of its processes / responses) is the figure that separates them, and
 //! its user-space part is what a server's own code (and recycling) decides.
 
+mod figures;
 pub(crate) mod servers;
 mod table;
 
@@ -138,6 +139,10 @@ pub struct TcpRow {
     pub gain_pct: Option<f64>,
     /// Median over trials of each trial's p99 latency, in microseconds.
     pub p99_us: f64,
+    /// The same for p50, p90 and p99.9 (the report's percentile curves).
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p999_us: f64,
     /// Server CPU time per request (exact runtime of all its processes' threads, from
     /// schedstat), in microseconds; median over trials.
     pub cpu_us_per_request: f64,
@@ -462,6 +467,9 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         median_rps: of(|m| m.rps),
         gain_pct: None,
         p99_us: of(|m| m.p99_us),
+        p50_us: of(|m| m.p50_us),
+        p90_us: of(|m| m.p90_us),
+        p999_us: of(|m| m.p999_us),
         cpu_us_per_request: of(|m| m.cpu_us_per_request),
         user_us_per_request: of(|m| m.user_us_per_request),
         cpu_gain_pct: None,

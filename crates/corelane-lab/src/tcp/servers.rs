@@ -203,7 +203,11 @@ impl Stage<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct Measured {
     pub rps: f64,
+    /// The load generator's latency percentiles (HDR histogram), in microseconds.
+    pub p50_us: f64,
+    pub p90_us: f64,
     pub p99_us: f64,
+    pub p999_us: f64,
     pub cpu_us_per_request: f64,
     /// The user-space part of it: what a server's own code costs.
     pub user_us_per_request: f64,
@@ -236,7 +240,10 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
     };
     Ok(Measured {
         rps: load.requests_per_sec,
+        p50_us: load.latency.p50_us,
+        p90_us: load.latency.p90_us,
         p99_us: load.latency.p99_us,
+        p999_us: load.latency.p999_us,
         cpu_us_per_request: per_request(runtime_after.saturating_sub(runtime_before)),
         user_us_per_request: per_request(user_after.saturating_sub(user_before)),
         errors: load.errors,

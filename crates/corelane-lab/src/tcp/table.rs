@@ -60,6 +60,10 @@ impl Report for TcpLabReport {
         out
     }
 
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     /// One CSV row per server configuration and workload.
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;

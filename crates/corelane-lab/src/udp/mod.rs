@@ -11,6 +11,7 @@
 
 mod bypass;
 pub(crate) mod configs;
+mod figures;
 mod napi;
 mod peers;
 mod table;

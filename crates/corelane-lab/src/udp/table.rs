@@ -104,6 +104,10 @@ impl Report for UdpLabReport {
     }
 
     /// One CSV row per configuration and per peer.
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
+    }
+
     fn csv_records(&self) -> Vec<Vec<String>> {
         let r = self;
         let mut records = Vec::new();

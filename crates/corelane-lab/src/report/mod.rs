@@ -1,6 +1,15 @@
-//! What every experiment's tables share: number formats, right-aligned cells, the findings
-//! list, and the check that a report file can be written before a long run starts. Each
-//! experiment renders its own tables and CSV (its `table` part, beside its rows).
+//! Reports. Here: what every experiment's tables share (number formats, right-aligned cells,
+//! the findings list, and the check that a report file can be written before a long run
+//! starts); each experiment renders its own tables and CSV (its `table` part, beside its
+//! rows). Below, the page `corelane report` draws from saved runs: `figure` (what a chart
+//! shows, as data each experiment returns), `run` (a run's identity section, read back and
+//! checked), `chart` (figures drawn with plotters, as SVG or PNG) and `page` (one
+//! self-contained HTML file).
+
+pub mod chart;
+pub mod figure;
+pub mod page;
+pub mod run;
 
 use std::path::Path;
 
