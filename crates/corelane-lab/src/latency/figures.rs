@@ -2,7 +2,7 @@
 //! rate achieved (the knee shows where it turns up), and the percentiles of each pair at
 //! ping-pong (one message in flight).
 
-use super::table::{LatencyReport, LatencyRow};
+use super::rows::{LatencyReport, LatencyRow};
 use crate::report::figure::{Figure, Lines, Role, Scale, Series};
 
 /// corelane on both sides is corelane; a peer on both sides is the peer; crossed pairs are

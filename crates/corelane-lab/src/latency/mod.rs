@@ -11,6 +11,7 @@
 //! under-load figure is from the actual send.
 
 mod figures;
+mod rows;
 mod sides;
 mod table;
 
@@ -20,8 +21,8 @@ use std::time::Duration;
 use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 
+pub use rows::{Knee, LatencyReport, LatencyRow};
 pub use sides::{HttpServer, Point, UdpClient, UdpServer};
-pub use table::{Knee, LatencyReport, LatencyRow};
 
 use crate::experiment::{self, Experiment, Options};
 use crate::tcp::servers::Stage;

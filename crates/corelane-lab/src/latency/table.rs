@@ -2,65 +2,13 @@
 //! findings.
 
 use comfy_table::Cell;
-use serde::Serialize;
 
+use super::rows::{Knee, LatencyReport, LatencyRow};
 use super::sides::{Point, UdpClient, UdpServer};
 use super::Pair;
 use crate::experiment::{Measured, Report};
 use crate::testbed::TestbedReport;
 use crate::{median_of, report};
-
-/// One pair at one offered load; round trips in µs, medians over trials.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyRow {
-    /// `udp` or `http`.
-    pub protocol: String,
-    pub server: String,
-    pub client: String,
-    /// `ping-pong`, or the offered messages (requests) per second.
-    pub load: String,
-    pub rate: Option<u64>,
-    pub achieved: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-    pub p99_uncorrected_us: Option<f64>,
-    pub lost: u64,
-    pub sent: u64,
-}
-
-/// Where a pair's p99 passes twice its value at the lowest offered load.
-#[derive(Debug, Clone, Serialize)]
-pub struct Knee {
-    pub pair: String,
-    pub idle_rate: u64,
-    pub idle_p99_us: f64,
-    /// The first offered load whose p99 is above twice the idle p99 (`None`: not reached).
-    pub knee_rate: Option<u64>,
-    /// The highest load below it (the knee lies between the two).
-    pub last_below: Option<u64>,
-    /// The highest load measured.
-    pub highest_rate: u64,
-}
-
-/// Everything `corelane lab latency` measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyReport {
-    #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
-    pub server_cpu: usize,
-    pub client_cpu: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
-    /// Always `round_trip`: sockperf ran with --full-rtt.
-    pub measure: String,
-    pub rows: Vec<LatencyRow>,
-    pub knees: Vec<Knee>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
-}
 
 /// What the report needs beyond the measurements.
 #[derive(Debug)]
