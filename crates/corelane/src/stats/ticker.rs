@@ -81,8 +81,16 @@ mod tests {
                 ticks.push(tick);
             }
         }
-        assert_eq!(ticks.iter().map(|t| t.index).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        assert!(ticks.iter().all(|t| t.since_last >= Duration::from_millis(45)), "{ticks:?}");
+        // Numbered in order; a stalled machine may give fewer (one tick per stall).
+        assert!(!ticks.is_empty() && ticks.len() <= 4, "{ticks:?}");
+        for (i, tick) in ticks.iter().enumerate() {
+            assert_eq!(tick.index, i as u64 + 1, "{ticks:?}");
+        }
+        // Tick i is due i periods after the start, or later after a stall: never earlier.
+        for tick in &ticks {
+            let due = Duration::from_millis(50 * tick.index);
+            assert!(tick.since_start >= due, "{ticks:?}");
+        }
 
         let mut t = Ticker::every(Duration::from_secs(10));
         let deadline = Instant::now() + Duration::from_millis(5);
