@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Ping-pong round trips, corelane and sockperf crossed, interleaved rounds on loopback.
+"""Round trips, corelane and sockperf crossed, interleaved rounds on loopback: ping-pong, or
+with RATE=N in the environment, open loop under load at N messages/s (corelane ping
+--mode under-load, sockperf ul --mps; corelane's figure is from the scheduled send time,
+sockperf's from the actual send, so both are printed for corelane's client).
 
 Each round runs the four pairs (client -> server) in turn, 2 s each after a 0.5 s warm-up,
 client pinned to CPU 0 and server to CPU 1: corelane ping -> corelane echo, sockperf pp ->
@@ -10,6 +13,7 @@ Prints each round and the median of the rounds' p50 and p99 per pair.
 Usage: pingpong.py CORELANE_BINARY [ROUNDS]   (run under `flock /work/bench.lock`)
 """
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -18,6 +22,7 @@ import time
 
 EXE = sys.argv[1]
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+RATE = int(os.environ.get("RATE", "0"))
 PORT = 47311
 
 
@@ -33,15 +38,17 @@ def server(kind):
 
 def client(kind):
     if kind == "corelane":
+        load = ["--mode", "under-load", "--rate", str(RATE)] if RATE else []
         out = subprocess.run(
             [EXE, "udp", "ping", f"127.0.0.1:{PORT}", "--wire", "sockperf", "--pin", "0",
-             "-d", "2s", "--warmup", "500ms", "--size", "64", "--json"],
+             "-d", "2s", "--warmup", "500ms", "--size", "64", "--json"] + load,
             capture_output=True, text=True, check=True).stdout
         s = json.loads(out.strip().splitlines()[-1])["summary"]
         return s["p50"], s["p99"]
+    mode = ["ul", "--mps", str(RATE)] if RATE else ["pp"]
     out = subprocess.run(
-        ["taskset", "-c", "0", "sockperf", "pp", "-i", "127.0.0.1", "-p", str(PORT), "-t", "2",
-         "-m", "64", "--full-rtt"], capture_output=True, text=True, check=True).stdout
+        ["taskset", "-c", "0", "sockperf"] + mode + ["-i", "127.0.0.1", "-p", str(PORT), "-t",
+         "2", "-m", "64", "--full-rtt"], capture_output=True, text=True, check=True).stdout
     pick = lambda q: float(re.search(rf"percentile {q} =\s+([0-9.]+)", out).group(1))
     return pick("50.000"), pick("99.000")
 
