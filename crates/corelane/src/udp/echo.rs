@@ -16,15 +16,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
+use super::recv::{ns_per, settle_uring};
 use super::recv::{OffloadState, RecvBackend};
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
 use super::{sockperf, UdpError, Wire};
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
-use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
+use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
-use crate::topology::{CpuList, Topology};
 
 /// What to echo and how.
 #[derive(Debug, Clone)]
@@ -310,33 +310,8 @@ impl Echo {
     }
 }
 
-/// Settles the backend this kernel runs: io_uring falls back to recvmmsg, an SQPOLL thread
-/// to lanes submitting for themselves, each saying why (the note returned).
 fn settle_backend(config: &mut EchoConfig) -> Result<Option<String>, UdpError> {
-    let RecvBackend::Uring { sqpoll_cpu } = config.backend else { return Ok(None) };
-    if config.gro {
-        return Err(UdpError::UringGro);
-    }
-    if let Err(reason) = socket_ring::probe_datagram_ring() {
-        config.backend = RecvBackend::Mmsg;
-        return Ok(Some(format!("{reason}; echoing with recvmmsg/sendmmsg")));
-    }
-    let Some(cpu) = sqpoll_cpu else { return Ok(None) };
-    Topology::read()?.check(&CpuList::new(vec![cpu]))?;
-    match socket_ring::probe_sqpoll(cpu) {
-        Ok(()) => Ok(None),
-        Err(reason) => {
-            config.backend = RecvBackend::Uring { sqpoll_cpu: None };
-            Ok(Some(format!("{reason}; lanes submit for themselves")))
-        }
-    }
-}
-
-fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
-    if datagrams == 0 {
-        return 0.0;
-    }
-    cpu.as_nanos() as f64 / datagrams as f64
+    settle_uring(&mut config.backend, config.gro, "echoing with recvmmsg/sendmmsg")
 }
 
 /// What one lane owns.

@@ -529,29 +529,39 @@ impl Receiver {
     }
 }
 
-/// Settles the backend this kernel runs: io_uring falls back to recvmmsg, and an SQPOLL
-/// thread to lanes submitting for themselves, each saying why (the note returned).
 fn settle_backend(config: &mut ReceiverConfig) -> Result<Option<String>, UdpError> {
-    let RecvBackend::Uring { sqpoll_cpu } = config.backend else { return Ok(None) };
-    if config.gro {
+    settle_uring(&mut config.backend, config.gro, "receiving with recvmmsg")
+}
+
+/// Settles the backend this kernel runs: io_uring falls back to recvmmsg (`fallback` says
+/// how the lanes then work), and an SQPOLL thread to lanes submitting for themselves, each
+/// saying why (the note returned). Used by the receiver and the echo.
+pub(super) fn settle_uring(
+    backend: &mut RecvBackend,
+    gro: bool,
+    fallback: &str,
+) -> Result<Option<String>, UdpError> {
+    let RecvBackend::Uring { sqpoll_cpu } = *backend else { return Ok(None) };
+    if gro {
         return Err(UdpError::UringGro);
     }
     if let Err(reason) = socket_ring::probe_datagram_ring() {
-        config.backend = RecvBackend::Mmsg;
-        return Ok(Some(format!("{reason}; receiving with recvmmsg")));
+        *backend = RecvBackend::Mmsg;
+        return Ok(Some(format!("{reason}; {fallback}")));
     }
     let Some(cpu) = sqpoll_cpu else { return Ok(None) };
     Topology::read()?.check(&CpuList::new(vec![cpu]))?;
     match socket_ring::probe_sqpoll(cpu) {
         Ok(()) => Ok(None),
         Err(reason) => {
-            config.backend = RecvBackend::Uring { sqpoll_cpu: None };
+            *backend = RecvBackend::Uring { sqpoll_cpu: None };
             Ok(Some(format!("{reason}; lanes submit for themselves")))
         }
     }
 }
 
-fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
+/// CPU time per datagram in ns (0 when none arrived).
+pub(super) fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
     if datagrams == 0 {
         return 0.0;
     }
