@@ -19,7 +19,8 @@ const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
-/// More statistics than any driver has (mlx5 has a few thousand): a count above it is refused.
+/// More statistics than any driver has (mlx5 has a few thousand): a count above it is
+/// refused, and the buffers are always this large (see `stats`).
 const MAX_STATS: usize = 1 << 16;
 
 /// struct ifreq with the ethtool command's address in its union.
@@ -30,14 +31,21 @@ struct IfReq {
     _rest: [u8; 16],
 }
 
-/// Runs one ethtool command on `ifname`; `cmd` is the command's struct, first field `cmd`.
+/// Runs one ethtool command on `ifname`; `cmd` is the command's whole struct (fixed size,
+/// first field `cmd`).
 fn ethtool<T>(ifname: &str, cmd: &mut T) -> io::Result<()> {
-    ethtool_raw(ifname, (cmd as *mut T).cast())
+    // SAFETY: every `T` used here is the complete, fixed-size struct of its command, so the
+    // kernel reads and writes within `*cmd`.
+    unsafe { ethtool_raw(ifname, (cmd as *mut T).cast()) }
 }
 
-/// Runs the ethtool command whose struct starts at `cmd` (the kernel reads and writes as much
-/// of it as the command's own fields say).
-fn ethtool_raw(ifname: &str, cmd: *mut libc::c_void) -> io::Result<()> {
+/// Runs the ethtool command whose struct starts at `cmd`.
+///
+/// # Safety
+/// `cmd` must point to writable memory as large as the kernel will read or write for this
+/// command: for the variable-length ones (strings, statistics) the kernel uses the device's
+/// count at the time of the call, not a length the caller gives.
+unsafe fn ethtool_raw(ifname: &str, cmd: *mut libc::c_void) -> io::Result<()> {
     if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -194,7 +202,9 @@ fn unpair(word: u64) -> (u32, u32) {
 pub(crate) fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
     // struct ethtool_sset_info: cmd, reserved, sset_mask, then one u32 count per set asked.
     let mut info = [pair(ETHTOOL_GSSET_INFO, 0), 1 << ETH_SS_STATS, 0];
-    ethtool_raw(ifname, info.as_mut_ptr().cast())?;
+    // SAFETY: one set asked for, so the kernel writes one u32 count after the 16-byte head:
+    // within the 24 bytes of `info`.
+    unsafe { ethtool_raw(ifname, info.as_mut_ptr().cast())? };
     if info[1] & (1 << ETH_SS_STATS) == 0 {
         return Ok(Vec::new());
     }
@@ -202,18 +212,29 @@ pub(crate) fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
     if count > MAX_STATS {
         return Err(io::Error::other(format!("{ifname} claims {count} statistics")));
     }
+    // The kernel writes as many names and values as the device has *at each call*, whatever
+    // length we pass, and a device can grow its statistics between calls (a new channel
+    // count): the buffers hold MAX_STATS, far above any driver's count (zeroed pages cost
+    // nothing until written). A count past MAX_STATS was refused above and is refused again
+    // below from the kernel's own answer.
     // struct ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes each.
-    let mut names = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
+    let mut names = vec![0u32; 3 + MAX_STATS * ETH_GSTRING_LEN / 4];
     names[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_STATS, count as u32]);
-    ethtool_raw(ifname, names.as_mut_ptr().cast())?;
+    // SAFETY: room for MAX_STATS names after the 12-byte head (see above).
+    unsafe { ethtool_raw(ifname, names.as_mut_ptr().cast())? };
     // struct ethtool_stats: cmd, n_stats, then n_stats u64 values.
-    let mut values = vec![0u64; 1 + count];
+    let mut values = vec![0u64; 1 + MAX_STATS];
     values[0] = pair(ETHTOOL_GSTATS, count as u32);
-    ethtool_raw(ifname, values.as_mut_ptr().cast())?;
+    // SAFETY: room for MAX_STATS values after the 8-byte head (see above).
+    unsafe { ethtool_raw(ifname, values.as_mut_ptr().cast())? };
+    if names[2] as usize > MAX_STATS || unpair(values[0]).1 as usize > MAX_STATS {
+        return Err(io::Error::other(format!("{ifname} grew past {MAX_STATS} statistics")));
+    }
     // The counts the kernel answered may be smaller than asked if the device changed in
     // between: read no more than all three say.
     let n = count.min(names[2] as usize).min(unpair(values[0]).1 as usize);
-    let bytes: Vec<u8> = names[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let words = &names[3..3 + n * ETH_GSTRING_LEN / 4];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
     Ok(bytes
         .chunks_exact(ETH_GSTRING_LEN)
         .zip(&values[1..])
