@@ -5,6 +5,7 @@
 pub mod dispatch;
 mod echo;
 mod error;
+mod pace;
 pub mod payload;
 mod ping;
 mod recv;

@@ -420,13 +420,8 @@ impl SendLane {
             if self.deadline.is_some_and(|d| now >= d) {
                 break;
             }
-            if let Some(rate) = self.rate {
-                // Pace: datagram `sent` is due at start + sent/rate.
-                let due = start + Duration::from_secs_f64(sent as f64 / rate as f64);
-                if due > now {
-                    std::thread::sleep((due - now).min(Duration::from_millis(50)));
-                    continue;
-                }
+            if super::pace::wait_for_pace(start, sent, self.rate, now) {
+                continue;
             }
             let per_message = self.segments as u64;
             let mut messages = self.batch_len;

@@ -72,12 +72,8 @@ impl XdpSendLane {
             if self.deadline.is_some_and(|d| now >= d) {
                 break;
             }
-            if let Some(rate) = self.rate {
-                let due = start + Duration::from_secs_f64(sent as f64 / rate as f64);
-                if due > now {
-                    std::thread::sleep((due - now).min(Duration::from_millis(50)));
-                    continue;
-                }
+            if super::pace::wait_for_pace(start, sent, self.rate, now) {
+                continue;
             }
             let mut want = BATCH;
             if let Some(c) = self.count {
