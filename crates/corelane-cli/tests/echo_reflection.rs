@@ -46,7 +46,8 @@ impl Echo {
 
     /// The address to send to (a wildcard bind is reached on loopback).
     fn target(&self) -> SocketAddrV4 {
-        let ip = if self.addr.ip().is_unspecified() { Ipv4Addr::LOCALHOST } else { *self.addr.ip() };
+        let ip =
+            if self.addr.ip().is_unspecified() { Ipv4Addr::LOCALHOST } else { *self.addr.ip() };
         SocketAddrV4::new(ip, self.addr.port())
     }
 
@@ -234,7 +235,10 @@ fn flood_is_capped(backend: &str) {
     let s = echo.summary();
     let cap = burst + (rate as f64 * elapsed).ceil() as u64;
     assert_eq!(other_answers, 20, "{backend}: the second source is answered in full: {s}");
-    assert!(flood_answers <= cap, "{backend}: {flood_answers} answers to the flood, cap {cap}: {s}");
+    assert!(
+        flood_answers <= cap,
+        "{backend}: {flood_answers} answers to the flood, cap {cap}: {s}"
+    );
     assert!(flood_answers >= burst, "{backend}: the burst is answered: {flood_answers}");
     assert_eq!(count(&s, "dropped_over_budget"), 4000 - flood_answers, "{backend}: {s}");
 }

@@ -201,6 +201,7 @@ fn a_stalled_server_does_not_slow_the_open_loop_client() {
         thread::sleep(Duration::from_millis(150));
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = server.recv_from(&mut buf) {
+            assert!(payload::answer_in_place(&mut buf[..n]), "a request");
             server.send_to(&buf[..n], from).unwrap();
         }
     });
@@ -246,7 +247,11 @@ fn the_sockperf_wire_round_trips_and_ignores_what_is_not_a_request() {
     assert_eq!((s.sent, s.received, s.invalid), (300, 300, 0), "{s:?}");
     assert_eq!((e.datagrams, e.replies), (304, 300), "{e:?}");
     let d = e.dropped;
-    assert_eq!((d.dropped_unrecognised, d.dropped_not_asked, d.dropped_replies), (2, 1, 1), "{d:?}");
+    assert_eq!(
+        (d.dropped_unrecognised, d.dropped_not_asked, d.dropped_replies),
+        (2, 1, 1),
+        "{d:?}"
+    );
 }
 
 /// GRO on the echo: a GSO sender's segments arrive coalesced and go back as GSO segments,

@@ -64,7 +64,10 @@ mod tests {
             assert_eq!(answer_in_place(&mut d, wire), Verdict::Answer);
             assert_eq!(answer_in_place(&mut d, wire), Verdict::Reply);
         }
-        assert_eq!(answer_in_place(&mut corelane.clone(), Some(Wire::Sockperf)), Verdict::Unrecognised);
+        assert_eq!(
+            answer_in_place(&mut corelane.clone(), Some(Wire::Sockperf)),
+            Verdict::Unrecognised
+        );
         for wire in [None, Some(Wire::Sockperf)] {
             let mut d = sp.clone();
             assert_eq!(answer_in_place(&mut d, wire), Verdict::Answer);

@@ -87,8 +87,7 @@ impl SourceBudget {
             if slot.key == key && slot.full_at != 0 {
                 return Some(i);
             }
-            if slot.full_at <= now && oldest.is_none_or(|o| slot.full_at < self.slots[o].full_at)
-            {
+            if slot.full_at <= now && oldest.is_none_or(|o| slot.full_at < self.slots[o].full_at) {
                 oldest = Some(i);
             }
         }

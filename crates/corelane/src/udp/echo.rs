@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
+use super::answer::{self, Verdict};
+use super::budget::{self, SourceBudget};
 use super::recv::{ns_per, settle_uring};
 use super::recv::{OffloadState, RecvBackend};
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
-use super::answer::{self, Verdict};
-use super::budget::{self, SourceBudget};
 use super::source_check::{Refused, SourceCheck};
 use super::{UdpError, Wire};
 use crate::lane::{LaneSet, Placement, StopSignal};
@@ -224,8 +224,7 @@ impl Echo {
         if config.gro && config.reply_every > 1 {
             return Err(UdpError::ReplyEveryGro);
         }
-        if !(1..=1_000_000_000).contains(&config.per_source_rate) || config.per_source_burst == 0
-        {
+        if !(1..=1_000_000_000).contains(&config.per_source_rate) || config.per_source_burst == 0 {
             return Err(UdpError::Budget);
         }
         config.placement.check()?;
@@ -480,7 +479,8 @@ impl EchoLaneWork {
             for i in 0..n {
                 seen += 1;
                 let every = self.reply_every == 1 || seen % self.reply_every == 0;
-                self.answers[i] = if every { self.judge_message(i, now, &mut r.dropped) } else { 0 };
+                self.answers[i] =
+                    if every { self.judge_message(i, now, &mut r.dropped) } else { 0 };
             }
             replied += self.reply_runs(fd, n, &mut r);
             self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
@@ -586,7 +586,8 @@ impl EchoLaneWork {
         }
         let (meta, _) = self.batch.message(i);
         let segment = meta.segment_size.unwrap_or(meta.len).max(1);
-        let (requests, len) = answer_segments(self.batch.message_mut(i), segment, self.wire, dropped);
+        let (requests, len) =
+            answer_segments(self.batch.message_mut(i), segment, self.wire, dropped);
         if requests == 0 {
             return 0;
         }
@@ -626,7 +627,12 @@ impl EchoLaneWork {
 
     /// Sends back the messages of the last batch that have answers, each run of neighbours
     /// in one sendmmsg; returns the datagrams answered.
-    fn reply_runs(&mut self, fd: std::os::fd::BorrowedFd<'_>, n: usize, r: &mut EchoLaneResult) -> u64 {
+    fn reply_runs(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        n: usize,
+        r: &mut EchoLaneResult,
+    ) -> u64 {
         let mut replied = 0;
         let mut run: Option<usize> = None;
         for i in 0..=n {
