@@ -305,6 +305,7 @@ impl Echo {
                 clock: Instant::now(),
                 backend: cfg.backend,
                 datagrams: vec![0; cfg.batch],
+                segments: vec![0; cfg.batch],
                 answers: vec![0; cfg.batch],
                 stop: lane_stop.clone(),
             };
@@ -424,6 +425,8 @@ struct EchoLaneWork {
     backend: RecvBackend,
     /// Datagrams in each message of the last batch (a GRO buffer holds several).
     datagrams: Vec<u64>,
+    /// The datagram size of each message of the last batch (its GRO segment size).
+    segments: Vec<usize>,
     /// Datagrams to answer in each message of the last batch (0: none).
     answers: Vec<u64>,
     stop: StopSignal,
@@ -470,6 +473,7 @@ impl EchoLaneWork {
                 let (meta, data) = self.batch.message(i);
                 r.truncated += u64::from(meta.truncated);
                 let segment = meta.segment_size.unwrap_or(data.len()).max(1);
+                self.segments[i] = segment;
                 self.datagrams[i] = data.len().div_ceil(segment).max(1) as u64;
                 datagrams += self.datagrams[i];
                 bytes += data.len() as u64;
@@ -584,8 +588,7 @@ impl EchoLaneWork {
             dropped.refused(why, count);
             return 0;
         }
-        let (meta, _) = self.batch.message(i);
-        let segment = meta.segment_size.unwrap_or(meta.len).max(1);
+        let segment = self.segments[i];
         let (requests, len) =
             answer_segments(self.batch.message_mut(i), segment, self.wire, dropped);
         if requests == 0 {
