@@ -119,6 +119,11 @@ mod tests {
     }
 
     #[test]
+    fn the_table_is_128_kib_per_lane() {
+        assert_eq!(std::mem::size_of::<Slot>() * SOURCES, 128 << 10, "as SECURITY.md says");
+    }
+
+    #[test]
     fn a_burst_then_the_rate() {
         let mut b = SourceBudget::new(1000, 10); // a token per ms
         assert_eq!(b.take(ip(1), 25, 1), 10);
