@@ -555,7 +555,9 @@ impl EchoLaneWork {
                         if result < 0 && result != -libc::ENOBUFS {
                             return Err(io::Error::from_raw_os_error(-result));
                         }
-                        datagrams += u64::from(result == 0); // an empty datagram
+                        // An empty datagram: counted, and no request.
+                        datagrams += u64::from(result == 0);
+                        r.dropped.dropped_unrecognised += u64::from(result == 0);
                         if !more {
                             ring.receive_datagrams_from(fd, 0)?;
                         }
