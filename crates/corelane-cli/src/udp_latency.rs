@@ -48,10 +48,18 @@ pub struct EchoArgs {
     /// --coalesce`); off by default, since every wait is added to a reply's latency.
     #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "DELAY")]
     coalesce: Duration,
-    /// corelane (answer every datagram as it came) or sockperf (answer sockperf clients as
-    /// `sockperf sr` does: requests flagged for an answer, client bit cleared).
-    #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
-    wire: WireArg,
+    /// Answer only this wire's requests: corelane (its request magic, answered with the
+    /// reply magic) or sockperf (as `sockperf sr`: requests flagged for an answer, client bit
+    /// cleared). Without it, both. Replies and anything else are never answered.
+    #[arg(long, value_enum)]
+    wire: Option<WireArg>,
+    /// Answers per second one source address may draw from one lane (a token bucket per
+    /// address, 4096 addresses per lane); beyond it requests are dropped and counted.
+    #[arg(long, default_value_t = corelane::udp::budget::DEFAULT_RATE, value_name = "PER_SEC")]
+    per_source_rate: u64,
+    /// Answers one source address may draw at once from one lane (the bucket's size).
+    #[arg(long, default_value_t = corelane::udp::budget::DEFAULT_BURST, value_name = "N")]
+    per_source_burst: u64,
     /// How lanes talk to the kernel: mmsg (recvmmsg/sendmmsg batches) or uring (multishot
     /// recvmsg into provided buffers, each answer sent from its request's buffer; no --gro).
     #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
@@ -150,7 +158,9 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     config.busy_poll_us = args.busy_poll;
     config.reply_every = args.reply_every;
     config.coalesce = (!args.coalesce.is_zero()).then_some(args.coalesce);
-    config.wire = args.wire.into();
+    config.wire = args.wire.map(Wire::from);
+    config.per_source_rate = args.per_source_rate;
+    config.per_source_burst = args.per_source_burst;
     config.duration = args.duration;
     config.until_replies = args.count;
     config.backend = match (args.backend.as_str(), args.sqpoll) {
@@ -205,6 +215,18 @@ fn print_echo_summary(s: &EchoSummary) {
         s.send_errors,
         s.truncated,
         s.cpu_ns_per_datagram
+    );
+    let d = &s.dropped;
+    outln!(
+        "not answered: {} replies, {} not asking, {} unrecognised, {} from itself, {} from port 0, {} over the budget ({}/s, burst {} per source and lane)",
+        d.dropped_replies,
+        d.dropped_not_asked,
+        d.dropped_unrecognised,
+        d.dropped_self,
+        d.dropped_port0,
+        d.dropped_over_budget,
+        s.per_source_rate,
+        s.per_source_burst
     );
     if let Some(us) = s.busy_poll.requested_us {
         outln!(

@@ -77,6 +77,11 @@ fn latency_tools_refuse_bad_input_with_one_line() {
         (vec!["udp", "ping", &addr, "--mode", "under-load"], "needs --rate"),
         (vec!["udp", "ping", &addr, "--size", "4"], "16 to"),
         (vec!["udp", "echo", "127.0.0.1:0", "--reply-every", "0"], "--reply-every"),
+        (vec!["udp", "echo", "127.0.0.1:0", "--per-source-rate", "0"], "--per-source-rate must be"),
+        (
+            vec!["udp", "echo", "127.0.0.1:0", "--per-source-burst", "0"],
+            "--per-source-burst at least",
+        ),
     ];
     for (args, expect) in cases {
         let out = corelane(&args);

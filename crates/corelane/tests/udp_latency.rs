@@ -109,8 +109,9 @@ fn under_load_sends_at_the_rate_asked() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-/// A peer that answers with garbage: short, foreign, forged sequence, wrong flow, wrong size,
-/// and the right answer twice. All counted, none believed, no panic.
+/// A peer that answers with garbage: short, foreign, the request itself (what a reflector
+/// sends back), forged sequence, wrong flow, wrong size, and the right answer twice. All
+/// counted, none believed, no panic.
 #[test]
 fn hostile_replies_are_counted_not_trusted() {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -120,17 +121,23 @@ fn hostile_replies_are_counted_not_trusted() {
         let mut buf = [0u8; 2048];
         let mut answered = 0;
         while let Ok((n, from)) = server.recv_from(&mut buf) {
-            let h = payload::read(&buf[..n]).expect("the client sends valid payloads");
-            let mut forged = buf[..n].to_vec();
-            payload::write_header(&mut forged, h.flow, h.seq + 1_000_000);
-            let mut wrong_flow = buf[..n].to_vec();
-            payload::write_header(&mut wrong_flow, h.flow + 7, h.seq);
-            let mut longer = buf[..n].to_vec();
+            let h = payload::read(&buf[..n]).expect("the client sends valid requests");
+            let reply = |flow: u32, seq: u64| {
+                let mut r = buf[..n].to_vec();
+                payload::write_header(&mut r, flow, seq);
+                assert!(payload::answer_in_place(&mut r));
+                r
+            };
+            let good = reply(h.flow, h.seq);
+            let forged = reply(h.flow, h.seq + 1_000_000);
+            let wrong_flow = reply(h.flow + 7, h.seq);
+            let mut longer = good.clone();
             longer.push(0);
-            for reply in [&buf[..3], &[0u8; 64][..], &forged, &wrong_flow, &longer, &buf[..n]] {
-                server.send_to(reply, from).unwrap();
+            let request = &buf[..n];
+            for bad in [&buf[..3], &[0u8; 64][..], request, &forged, &wrong_flow, &longer, &good] {
+                server.send_to(bad, from).unwrap();
             }
-            server.send_to(&buf[..n], from).unwrap(); // a duplicate
+            server.send_to(&good, from).unwrap(); // a duplicate
             answered += 1;
         }
         answered
@@ -138,7 +145,7 @@ fn hostile_replies_are_counted_not_trusted() {
     let s = ping(config(addr, PingMode::PingPong, 50));
     assert_eq!(fake.join().unwrap(), 50);
     assert_eq!((s.sent, s.received, s.lost), (50, 50, 0), "{s:?}");
-    assert_eq!(s.invalid, 5 * 50, "5 bad replies per message, each before the good one: {s:?}");
+    assert_eq!(s.invalid, 6 * 50, "6 bad replies per message, each before the good one: {s:?}");
     assert!(s.duplicates >= 49, "{s:?}");
 }
 
@@ -194,6 +201,7 @@ fn a_stalled_server_does_not_slow_the_open_loop_client() {
         thread::sleep(Duration::from_millis(150));
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = server.recv_from(&mut buf) {
+            assert!(payload::answer_in_place(&mut buf[..n]), "a request");
             server.send_to(&buf[..n], from).unwrap();
         }
     });
@@ -215,7 +223,7 @@ fn a_stalled_server_does_not_slow_the_open_loop_client() {
 fn the_sockperf_wire_round_trips_and_ignores_what_is_not_a_request() {
     use corelane::udp::{sockperf, Wire};
     let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-    echo.wire = Wire::Sockperf;
+    echo.wire = Some(Wire::Sockperf);
     let (addr, stop, server) = start_echo(echo);
     let mut c = config(addr, PingMode::PingPong, 300);
     c.wire = Wire::Sockperf;
@@ -238,6 +246,12 @@ fn the_sockperf_wire_round_trips_and_ignores_what_is_not_a_request() {
     let e = server.join().unwrap();
     assert_eq!((s.sent, s.received, s.invalid), (300, 300, 0), "{s:?}");
     assert_eq!((e.datagrams, e.replies), (304, 300), "{e:?}");
+    let d = e.dropped;
+    assert_eq!(
+        (d.dropped_unrecognised, d.dropped_not_asked, d.dropped_replies),
+        (2, 1, 1),
+        "{d:?}"
+    );
 }
 
 /// GRO on the echo: a GSO sender's segments arrive coalesced and go back as GSO segments,
@@ -279,7 +293,7 @@ fn the_io_uring_echo_has_exact_counts() {
     for wire in [Wire::Corelane, Wire::Sockperf] {
         let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
         echo.backend = RecvBackend::Uring { sqpoll_cpu: None };
-        echo.wire = wire;
+        echo.wire = Some(wire);
         echo.rcvbuf = Some(4 << 20);
         let bound = Echo::bind(echo).unwrap();
         if let Some(note) = bound.backend_note() {

@@ -36,8 +36,7 @@ struct Messages {
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     controls: Vec<Control>,
-    /// Never read here: the headers' msg_name pointers point into it.
-    #[allow(dead_code)]
+    /// The headers' msg_name pointers point into it: recvmmsg writes each sender here.
     names: Vec<libc::sockaddr_storage>,
 }
 
@@ -127,6 +126,24 @@ impl MmsgRecv {
         let segment_size = gro_segment_size(&hdr.msg_hdr);
         let data = &self.0.buffers[i * self.0.slot..i * self.0.slot + len];
         (Received { len, truncated, segment_size }, data)
+    }
+
+    /// The sender of the `i`-th message of the last call (`None`: no IPv4/IPv6 address).
+    pub(crate) fn source(&self, i: usize) -> Option<std::net::SocketAddr> {
+        let len = (self.0.headers[i].msg_hdr.msg_namelen as usize)
+            .min(std::mem::size_of::<libc::sockaddr_storage>());
+        let name: *const libc::sockaddr_storage = &self.0.names[i];
+        // SAFETY: `name` points at a live sockaddr_storage (plain bytes, borrowed from `self`
+        // for the slice's life) and `len` is clamped to its size.
+        let bytes = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
+        super::sockaddr::from_bytes(bytes)
+    }
+
+    /// Shortens the answer to the `i`-th message to its first `len` bytes (a GRO buffer
+    /// whose later segments are not answered); `reply` sends that many.
+    pub(crate) fn set_reply_len(&mut self, i: usize, len: usize) {
+        let header = &mut self.0.headers[i];
+        header.msg_len = header.msg_len.min(u32::try_from(len).unwrap_or(u32::MAX));
     }
 
     /// The `i`-th message of the last call, writable (an answer may be edited in place).

@@ -1,7 +1,13 @@
 //! The echo server (`udp echo`): one SO_REUSEPORT socket per pinned lane, each answering
-//! every datagram to its sender — a recvmmsg batch goes back in one sendmmsg from the same
+//! requests to their senders — a recvmmsg batch goes back in one sendmmsg from the same
 //! buffers (no copy), a GRO buffer goes back as GSO segments of the size it came in.
 //! sockperf's `sr` and netperf's UDP_RR server, on corelane's lanes.
+//!
+//! It is not a reflector: only requests (corelane's or sockperf's) are answered, each turned
+//! into its reply in place ([`answer`](super::answer)); never a datagram from the echo's own
+//! address and port or from port 0 ([`source_check`](super::source_check)); and no source
+//! address draws more than its token bucket ([`budget`](super::budget)). Everything not
+//! answered is counted by reason.
 //!
 //! Receive coalescing is off by default here: a service that answers requests must not hold
 //! them back to save wake-ups. `coalesce` turns on the same rule `udp recv` uses (after a
@@ -16,10 +22,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
+use super::answer::{self, Verdict};
+use super::budget::{self, SourceBudget};
 use super::recv::{ns_per, settle_uring};
 use super::recv::{OffloadState, RecvBackend};
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
-use super::{sockperf, UdpError, Wire};
+use super::source_check::{Refused, SourceCheck};
+use super::{UdpError, Wire};
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
@@ -45,9 +54,14 @@ pub struct EchoConfig {
     /// After a batch less than half full, wait this long before the next receive (receive
     /// coalescing, as `ReceiverConfig::coalesce`); `None`, the default, answers at once.
     pub coalesce: Option<Duration>,
-    /// `Sockperf`: answer as `sockperf sr` (only requests flagged for an answer, with the
-    /// client bit cleared); `Corelane`: every datagram as it came.
-    pub wire: Wire,
+    /// Which wire's requests to answer: `None` (the default) both corelane's (the magic
+    /// turned into the reply's) and sockperf's (as `sockperf sr`: requests flagged for an
+    /// answer, the client bit cleared); `Some` only that one.
+    pub wire: Option<Wire>,
+    /// Answers per second one source address may draw from one lane (its token bucket's rate).
+    pub per_source_rate: u64,
+    /// Answers one source address may draw at once from one lane (the bucket's size).
+    pub per_source_burst: u64,
     /// recvmmsg/sendmmsg batches, or io_uring: a multishot recvmsg into provided buffers and
     /// each answer sent from the buffer it arrived in (optionally with an SQPOLL thread).
     pub backend: RecvBackend,
@@ -68,7 +82,9 @@ impl EchoConfig {
             busy_poll_us: None,
             reply_every: 1,
             coalesce: None,
-            wire: Wire::Corelane,
+            wire: None,
+            per_source_rate: budget::DEFAULT_RATE,
+            per_source_burst: budget::DEFAULT_BURST,
             backend: RecvBackend::Mmsg,
             duration: None,
             until_replies: None,
@@ -110,6 +126,12 @@ pub struct EchoSummary {
     /// Answers the kernel refused (an unroutable sender, a full buffer): counted, not fatal.
     pub send_errors: u64,
     pub truncated: u64,
+    /// Datagrams not answered, by reason (GRO segments counted one by one).
+    #[serde(flatten)]
+    pub dropped: Dropped,
+    /// The per-source budget: answers per second and at once, per source address and lane.
+    pub per_source_rate: u64,
+    pub per_source_burst: u64,
     pub reply_every: u64,
     /// Receive coalescing delay in µs (0: off).
     pub coalesce_us: f64,
@@ -123,6 +145,51 @@ pub struct EchoSummary {
     /// Why the backend asked for was not the one that ran, if so.
     pub backend_note: Option<String>,
     pub lanes: Vec<EchoLane>,
+}
+
+/// Datagrams the echo did not answer, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// Already replies (corelane's reply magic, or a sockperf answer).
+    pub dropped_replies: u64,
+    /// sockperf messages that ask for no answer.
+    pub dropped_not_asked: u64,
+    /// Neither wire's request (or a wire `--wire` excludes), or no IP source address.
+    pub dropped_unrecognised: u64,
+    /// From the echo's own address and port, or an unspecified address.
+    pub dropped_self: u64,
+    /// From source port 0.
+    pub dropped_port0: u64,
+    /// Requests beyond their source address's budget, or from an address the full table
+    /// could not take in yet.
+    pub dropped_over_budget: u64,
+}
+
+impl Dropped {
+    fn add(&mut self, o: &Self) {
+        self.dropped_replies += o.dropped_replies;
+        self.dropped_not_asked += o.dropped_not_asked;
+        self.dropped_unrecognised += o.dropped_unrecognised;
+        self.dropped_self += o.dropped_self;
+        self.dropped_port0 += o.dropped_port0;
+        self.dropped_over_budget += o.dropped_over_budget;
+    }
+
+    fn refused(&mut self, why: Refused, datagrams: u64) {
+        match why {
+            Refused::Itself => self.dropped_self += datagrams,
+            Refused::Port0 => self.dropped_port0 += datagrams,
+        }
+    }
+
+    fn not_answered(&mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Answer => {}
+            Verdict::Reply => self.dropped_replies += 1,
+            Verdict::NotAsked => self.dropped_not_asked += 1,
+            Verdict::Unrecognised => self.dropped_unrecognised += 1,
+        }
+    }
 }
 
 /// Bound sockets, ready to echo.
@@ -156,6 +223,9 @@ impl Echo {
         }
         if config.gro && config.reply_every > 1 {
             return Err(UdpError::ReplyEveryGro);
+        }
+        if !(1..=1_000_000_000).contains(&config.per_source_rate) || config.per_source_burst == 0 {
+            return Err(UdpError::Budget);
         }
         config.placement.check()?;
         let mut config = config;
@@ -213,6 +283,7 @@ impl Echo {
         let cfg = &self.config;
         let slot = if self.gro.active { 65_536 } else { 2048 };
         let threads = self.sockets.len();
+        let check = self.source_check();
         let counters: Arc<Vec<LaneCounters>> =
             Arc::new((0..threads).map(|_| LaneCounters::default()).collect());
         let replies: Arc<Vec<ReplyCounter>> =
@@ -229,8 +300,13 @@ impl Echo {
                 reply_every: cfg.reply_every,
                 coalesce: cfg.coalesce,
                 wire: cfg.wire,
+                check: check.clone(),
+                budget: SourceBudget::new(cfg.per_source_rate, cfg.per_source_burst),
+                clock: Instant::now(),
                 backend: cfg.backend,
                 datagrams: vec![0; cfg.batch],
+                segments: vec![0; cfg.batch],
+                answers: vec![0; cfg.batch],
                 stop: lane_stop.clone(),
             };
             lanes
@@ -279,6 +355,8 @@ impl Echo {
         let napi = self.sockets.iter().map(|s| napi_id(s)).max().unwrap_or(0);
         let joined = lanes.join().map_err(|e| UdpError::io("an echo lane failed", e))?;
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+        let mut dropped = Dropped::default();
+        joined.iter().for_each(|j| dropped.add(&j.value.dropped));
         Ok(EchoSummary {
             addr: self.addr,
             threads,
@@ -288,6 +366,9 @@ impl Echo {
             replies: replied(&replies),
             send_errors: joined.iter().map(|j| j.value.send_errors).sum(),
             truncated: joined.iter().map(|j| j.value.truncated).sum(),
+            dropped,
+            per_source_rate: cfg.per_source_rate,
+            per_source_burst: cfg.per_source_burst,
             reply_every: cfg.reply_every,
             coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
             cpu_ns_per_datagram: ns_per(used, datagrams),
@@ -310,6 +391,19 @@ impl Echo {
     }
 }
 
+impl Echo {
+    /// The sources never answered: this echo's address and port (with a wildcard bind, every
+    /// address the host has now, and loopback).
+    fn source_check(&self) -> SourceCheck {
+        let host = if self.addr.ip().is_unspecified() {
+            crate::xdp::netlink::addresses().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        SourceCheck::new(self.addr, host.into_iter().map(|(_, ip)| ip))
+    }
+}
+
 fn settle_backend(config: &mut EchoConfig) -> Result<Option<String>, UdpError> {
     settle_uring(&mut config.backend, config.gro, "echoing with recvmmsg/sendmmsg")
 }
@@ -323,10 +417,18 @@ struct EchoLaneWork {
     index: usize,
     reply_every: u64,
     coalesce: Option<Duration>,
-    wire: Wire,
+    wire: Option<Wire>,
+    check: SourceCheck,
+    budget: SourceBudget,
+    /// The budget's clock starts with the lane.
+    clock: Instant,
     backend: RecvBackend,
     /// Datagrams in each message of the last batch (a GRO buffer holds several).
     datagrams: Vec<u64>,
+    /// The datagram size of each message of the last batch (its GRO segment size).
+    segments: Vec<usize>,
+    /// Datagrams to answer in each message of the last batch (0: none).
+    answers: Vec<u64>,
     stop: StopSignal,
 }
 
@@ -336,6 +438,7 @@ struct EchoLaneResult {
     syscalls: u64,
     send_errors: u64,
     truncated: u64,
+    dropped: Dropped,
 }
 
 impl EchoLaneWork {
@@ -370,34 +473,20 @@ impl EchoLaneWork {
                 let (meta, data) = self.batch.message(i);
                 r.truncated += u64::from(meta.truncated);
                 let segment = meta.segment_size.unwrap_or(data.len()).max(1);
+                self.segments[i] = segment;
                 self.datagrams[i] = data.len().div_ceil(segment).max(1) as u64;
                 datagrams += self.datagrams[i];
                 bytes += data.len() as u64;
             }
             self.counters[self.index].add(datagrams, bytes);
-            if self.reply_every == 1 && self.wire == Wire::Corelane {
-                replied += self.reply_range(fd, 0, n, &mut r);
-            } else {
-                // Answer the chosen messages, each run of neighbours in one sendmmsg.
-                let mut run: Option<usize> = None;
-                for i in 0..=n {
-                    let answer = i < n && {
-                        seen += 1;
-                        let every = seen % self.reply_every == 0;
-                        every
-                            && (self.wire == Wire::Corelane
-                                || sockperf::answer_in_place(self.batch.message_mut(i)))
-                    };
-                    match (answer, run) {
-                        (true, None) => run = Some(i),
-                        (false, Some(start)) => {
-                            replied += self.reply_range(fd, start, i - start, &mut r);
-                            run = None;
-                        }
-                        _ => {}
-                    }
-                }
+            let now = self.now();
+            for i in 0..n {
+                seen += 1;
+                let every = self.reply_every == 1 || seen % self.reply_every == 0;
+                self.answers[i] =
+                    if every { self.judge_message(i, now, &mut r.dropped) } else { 0 };
             }
+            replied += self.reply_runs(fd, n, &mut r);
             self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
             if let Some(pause) = self.coalesce.filter(|_| n < self.batch.batch() / 2) {
                 std::thread::sleep(pause);
@@ -425,6 +514,7 @@ impl EchoLaneWork {
             ring.submit_and_wait(super::socket::WAKE_INTERVAL)?;
             r.syscalls += 1;
             ring.completions(&mut completions);
+            let now = self.now();
             let (mut datagrams, mut bytes) = (0u64, 0u64);
             for completion in completions.drain(..) {
                 match completion {
@@ -438,12 +528,12 @@ impl EchoLaneWork {
                         };
                         bytes += parts.payload.len() as u64;
                         r.truncated += u64::from(parts.truncated);
-                        let answer = !parts.truncated
-                            && seen % self.reply_every == 0
-                            && (self.wire == Wire::Corelane
-                                || sockperf::answer_in_place(
-                                    &mut ring.buffer_mut(buffer, len)[parts.payload.clone()],
-                                ));
+                        let answer = !parts.truncated && seen % self.reply_every == 0 && {
+                            let name = &ring.buffer(buffer, len)[parts.name.clone()];
+                            let source = crate::sys::sockaddr::from_bytes(name);
+                            let payload = &mut ring.buffer_mut(buffer, len)[parts.payload.clone()];
+                            self.judge_datagram(payload, source, now, &mut r.dropped)
+                        };
                         if answer {
                             ring.reply_from_buffer(fd, buffer, &parts)?;
                         } else {
@@ -465,7 +555,9 @@ impl EchoLaneWork {
                         if result < 0 && result != -libc::ENOBUFS {
                             return Err(io::Error::from_raw_os_error(-result));
                         }
-                        datagrams += u64::from(result == 0); // an empty datagram
+                        // An empty datagram: counted, and no request.
+                        datagrams += u64::from(result == 0);
+                        r.dropped.dropped_unrecognised += u64::from(result == 0);
                         if !more {
                             ring.receive_datagrams_from(fd, 0)?;
                         }
@@ -477,6 +569,88 @@ impl EchoLaneWork {
             self.replies[self.index].0.store(replied, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Nanoseconds on the lane's clock (the budget's), above 0; read once per batch.
+    fn now(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// Decides message `i` of the last batch: its source is checked, each of its datagrams
+    /// (GRO segments one by one) classified and each request turned into its reply in place,
+    /// the rest squeezed out, and the answers taken from the source's budget. Returns how
+    /// many datagrams go back; the message is shortened to them.
+    fn judge_message(&mut self, i: usize, now: u64, dropped: &mut Dropped) -> u64 {
+        let count = self.datagrams[i];
+        let Some(source) = self.batch.source(i) else {
+            dropped.dropped_unrecognised += count;
+            return 0;
+        };
+        if let Some(why) = self.check.refuse(source) {
+            dropped.refused(why, count);
+            return 0;
+        }
+        let segment = self.segments[i];
+        let (requests, len) =
+            answer_segments(self.batch.message_mut(i), segment, self.wire, dropped);
+        if requests == 0 {
+            return 0;
+        }
+        let granted = self.budget.take(source.ip(), requests, now);
+        dropped.dropped_over_budget += requests - granted;
+        let len = if granted == requests { len } else { granted as usize * segment };
+        self.batch.set_reply_len(i, len);
+        granted
+    }
+
+    /// Decides one datagram of the io_uring lane (as [`judge_message`](Self::judge_message)):
+    /// true when `payload`, now the reply, goes back to `source`.
+    fn judge_datagram(
+        &mut self,
+        payload: &mut [u8],
+        source: Option<SocketAddr>,
+        now: u64,
+        dropped: &mut Dropped,
+    ) -> bool {
+        let Some(source) = source else {
+            dropped.dropped_unrecognised += 1;
+            return false;
+        };
+        if let Some(why) = self.check.refuse(source) {
+            dropped.refused(why, 1);
+            return false;
+        }
+        let verdict = answer::answer_in_place(payload, self.wire);
+        if verdict != Verdict::Answer {
+            dropped.not_answered(verdict);
+            return false;
+        }
+        let granted = self.budget.take(source.ip(), 1, now) == 1;
+        dropped.dropped_over_budget += u64::from(!granted);
+        granted
+    }
+
+    /// Sends back the messages of the last batch that have answers, each run of neighbours
+    /// in one sendmmsg; returns the datagrams answered.
+    fn reply_runs(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        n: usize,
+        r: &mut EchoLaneResult,
+    ) -> u64 {
+        let mut replied = 0;
+        let mut run: Option<usize> = None;
+        for i in 0..=n {
+            match (i < n && self.answers[i] > 0, run) {
+                (true, None) => run = Some(i),
+                (false, Some(start)) => {
+                    replied += self.reply_range(fd, start, i - start, r);
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        replied
     }
 
     /// Answers messages `start..start + count`; returns the datagrams answered. A message the
@@ -496,7 +670,7 @@ impl EchoLaneWork {
             match self.batch.reply(fd, at, end - at) {
                 Ok(0) => break,
                 Ok(k) => {
-                    answered += self.datagrams[at..at + k].iter().sum::<u64>();
+                    answered += self.answers[at..at + k].iter().sum::<u64>();
                     at += k;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -507,5 +681,92 @@ impl EchoLaneWork {
             }
         }
         answered
+    }
+}
+
+/// Classifies the `segment`-byte datagrams of `data` (one message, a GRO buffer holding
+/// several), turning each request into its reply in place and moving the requests to the
+/// front, in order, over what is not answered (counted in `dropped`). Returns the requests
+/// and the bytes they now fill. Only the last datagram may be shorter than `segment`, so
+/// the requests stay GSO segments of that size.
+fn answer_segments(
+    data: &mut [u8],
+    segment: usize,
+    wire: Option<Wire>,
+    dropped: &mut Dropped,
+) -> (u64, usize) {
+    if data.len() <= segment {
+        let verdict = answer::answer_in_place(data, wire);
+        dropped.not_answered(verdict);
+        return if verdict == Verdict::Answer { (1, data.len()) } else { (0, 0) };
+    }
+    let (mut requests, mut end, mut at) = (0u64, 0usize, 0usize);
+    while at < data.len() {
+        let next = (at + segment).min(data.len());
+        let verdict = answer::answer_in_place(&mut data[at..next], wire);
+        if verdict == Verdict::Answer {
+            if end != at {
+                data.copy_within(at..next, end);
+            }
+            end += next - at;
+            requests += 1;
+        } else {
+            dropped.not_answered(verdict);
+        }
+        at = next;
+    }
+    (requests, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::{payload, sockperf};
+    use proptest::prelude::*;
+
+    fn request(flow: u32, seq: u64, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; len];
+        payload::prefill(&mut d);
+        payload::write_header(&mut d, flow, seq);
+        d
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// A GRO buffer of requests, replies and junk in any order: exactly the requests go
+        /// back, each as its reply, in order, as segments of the size they came in.
+        #[test]
+        fn each_gro_segment_is_judged_on_its_own(
+            kinds in proptest::collection::vec(0u8..4, 1..20),
+            segment in 16usize..80,
+            last_short in 0usize..16,
+        ) {
+            let mut data = Vec::new();
+            let mut expect = Vec::new();
+            for (k, kind) in kinds.iter().enumerate() {
+                let len = if k + 1 == kinds.len() { segment - last_short } else { segment };
+                let mut d = match kind {
+                    0 | 1 => request(7, k as u64, len.max(payload::HEADER_LEN)),
+                    2 => { let mut d = request(7, k as u64, len.max(payload::HEADER_LEN)); payload::answer_in_place(&mut d); d }
+                    _ => vec![0x55; len],
+                };
+                d.truncate(len);
+                if *kind == 1 && len >= sockperf::HEADER_LEN {
+                    d = vec![0; len];
+                    sockperf::write_request(&mut d, k as u64);
+                }
+                data.extend_from_slice(&d);
+                let mut answered = d.clone();
+                if answer::answer_in_place(&mut answered, None) == Verdict::Answer {
+                    expect.extend_from_slice(&answered);
+                }
+            }
+            let mut dropped = Dropped::default();
+            let (requests, end) = answer_segments(&mut data, segment, None, &mut dropped);
+            prop_assert_eq!(&data[..end], &expect[..]);
+            let not = dropped.dropped_replies + dropped.dropped_unrecognised + dropped.dropped_not_asked;
+            prop_assert_eq!(requests + not, kinds.len() as u64);
+        }
     }
 }

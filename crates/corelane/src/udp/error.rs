@@ -34,6 +34,10 @@ pub enum UdpError {
     ReplyEvery,
     #[error("--reply-every counts datagrams one by one: drop --gro, or answer every datagram")]
     ReplyEveryGro,
+    #[error(
+        "--per-source-rate must be 1 to 1000000000 answers per second and --per-source-burst at least 1"
+    )]
+    Budget,
     #[error("--rate must be above 0 messages per second (or use --mode ping-pong)")]
     ZeroRate,
     #[error("--flows {0} is out of range: use 1 to 1024")]

@@ -2,6 +2,8 @@
 //! run-time state that falls back when the kernel refuses, one shared socket or one
 //! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
 
+pub mod answer;
+pub mod budget;
 pub mod dispatch;
 mod echo;
 mod error;
@@ -14,8 +16,9 @@ mod send_xdp;
 pub mod sequence;
 mod socket;
 pub mod sockperf;
+pub mod source_check;
 
-pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
+pub use echo::{Dropped, Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
 pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
 pub use recv::{

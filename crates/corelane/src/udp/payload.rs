@@ -8,6 +8,11 @@
 //! ```
 //! All fields little-endian. `check` folds flow and sequence into 16 bits so that a corrupted
 //! header is told apart from a foreign datagram.
+//!
+//! The magic says which way a datagram goes: `0xC1A7` for a request (everything a sender or
+//! `udp ping` writes), `0xC1A6` for an echo's reply. The echo turns one into the other by
+//! rewriting one byte in place ([`answer_in_place`]), and answers nothing that is already a
+//! reply, so two echoes can never keep a datagram bouncing between them.
 
 /// Smallest payload that holds the header.
 pub const HEADER_LEN: usize = 16;
@@ -15,6 +20,8 @@ pub const HEADER_LEN: usize = 16;
 pub const CHECKED_FILLER: usize = 16;
 
 const MAGIC: u16 = 0xC1A7;
+/// The magic of a reply: the request's with its lowest bit cleared (byte 0 on the wire).
+const REPLY_MAGIC: u16 = 0xC1A6;
 
 /// What a datagram's header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,8 +78,47 @@ pub fn write_header(buf: &mut [u8], flow: u32, seq: u64) {
     buf[8..16].copy_from_slice(&seq.to_le_bytes());
 }
 
-/// Checks one datagram and returns its header.
+/// Which way a datagram of corelane's payload goes, by its magic alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Request,
+    Reply,
+}
+
+/// The direction of `datagram` if it is at least a header long and carries corelane's
+/// magic; two byte compares, nothing else checked (the echo's classification).
+pub fn direction(datagram: &[u8]) -> Option<Direction> {
+    if datagram.len() < HEADER_LEN {
+        return None;
+    }
+    match u16::from_le_bytes([datagram[0], datagram[1]]) {
+        MAGIC => Some(Direction::Request),
+        REPLY_MAGIC => Some(Direction::Reply),
+        _ => None,
+    }
+}
+
+/// Turns a request into its reply in place (one byte written): true when `datagram` was a
+/// request, false (and untouched) otherwise.
+pub fn answer_in_place(datagram: &mut [u8]) -> bool {
+    if direction(datagram) != Some(Direction::Request) {
+        return false;
+    }
+    datagram[..2].copy_from_slice(&REPLY_MAGIC.to_le_bytes());
+    true
+}
+
+/// Checks one request (a sender's or a client's datagram) and returns its header.
 pub fn read(datagram: &[u8]) -> Result<Header, PayloadError> {
+    read_with(datagram, MAGIC)
+}
+
+/// Checks one reply (an echo's answer) and returns its header.
+pub fn read_reply(datagram: &[u8]) -> Result<Header, PayloadError> {
+    read_with(datagram, REPLY_MAGIC)
+}
+
+fn read_with(datagram: &[u8], magic: u16) -> Result<Header, PayloadError> {
     if datagram.len() < HEADER_LEN {
         return Err(PayloadError::Short);
     }
@@ -81,7 +127,7 @@ pub fn read(datagram: &[u8]) -> Result<Header, PayloadError> {
         a[..r.len()].copy_from_slice(&datagram[r]);
         a
     };
-    if u16::from_le_bytes([datagram[0], datagram[1]]) != MAGIC {
+    if u16::from_le_bytes([datagram[0], datagram[1]]) != magic {
         return Err(PayloadError::Foreign);
     }
     let check = u16::from_le_bytes([datagram[2], datagram[3]]);
@@ -103,6 +149,8 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         /// Every byte of a datagram comes from the network: any bytes get an answer, no panic.
         #[test]
         fn any_bytes_get_an_answer(datagram in proptest::collection::vec(any::<u8>(), 0..4096)) {
@@ -128,6 +176,44 @@ mod tests {
             write_header(&mut buf, flow, seq);
             buf[at] ^= 1 << bit;
             prop_assert_eq!(read(&buf), Err(PayloadError::Corrupt));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// A request becomes a reply of the same header and bytes but the magic, and a reply
+        /// is never answered again (no two echoes can bounce it).
+        #[test]
+        fn a_request_answers_once_and_its_reply_reads_back(flow: u32, seq: u64, len in HEADER_LEN..600usize) {
+            let mut buf = vec![0u8; len];
+            prefill(&mut buf);
+            write_header(&mut buf, flow, seq);
+            let request = buf.clone();
+            prop_assert_eq!(direction(&buf), Some(Direction::Request));
+            prop_assert!(answer_in_place(&mut buf));
+            prop_assert_eq!(&buf[1..], &request[1..]);
+            prop_assert_eq!(direction(&buf), Some(Direction::Reply));
+            prop_assert_eq!(read_reply(&buf), Ok(Header { flow, seq }));
+            prop_assert_eq!(read(&buf), Err(PayloadError::Foreign));
+            prop_assert_eq!(read_reply(&request), Err(PayloadError::Foreign));
+            prop_assert!(!answer_in_place(&mut buf));
+        }
+
+        /// Any bytes: the answer, if any, is a reply, and nothing else changes.
+        #[test]
+        fn any_bytes_answer_at_most_once(mut d in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let before = d.clone();
+            let answered = answer_in_place(&mut d);
+            prop_assert_eq!(answered, direction(&before) == Some(Direction::Request));
+            if answered {
+                prop_assert_eq!(direction(&d), Some(Direction::Reply));
+                prop_assert_eq!(&d[2..], &before[2..]);
+            } else {
+                prop_assert_eq!(&d, &before);
+            }
+            prop_assert!(!answer_in_place(&mut d) || !answered);
+            let _ = read_reply(&d);
         }
     }
 

@@ -9,9 +9,10 @@
 //! the message actually left is kept beside it (`uncorrected`). The two differ exactly by how
 //! late the client sent.
 //!
-//! Every reply is checked before it is believed: it must be a whole corelane payload of the
-//! size sent, on the flow (socket) it was sent on, for a message sent and not yet answered.
-//! Anything else is counted (invalid, duplicate, late), never trusted and never a panic.
+//! Every message goes out marked as a request (corelane's request magic, or sockperf's client
+//! and answer-me flags) and every reply is checked before it is believed: it must be marked as
+//! a reply (corelane's reply magic, or sockperf's client bit cleared), of the size sent, on
+//! the flow (socket) it was sent on, for a message sent and not yet answered. Anything else is counted (invalid, duplicate, late), never trusted and never a panic.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -340,7 +341,7 @@ fn read_header(wire: Wire, datagram: &[u8], size: usize, flows: usize) -> Option
         return None;
     }
     match wire {
-        Wire::Corelane => payload::read(datagram).ok().map(|h| (h.flow as usize, h.seq)),
+        Wire::Corelane => payload::read_reply(datagram).ok().map(|h| (h.flow as usize, h.seq)),
         Wire::Sockperf => {
             sockperf::read_answer(datagram).map(|seq| ((seq % flows as u64) as usize, seq))
         }
@@ -732,5 +733,88 @@ impl PingLane {
         let h = std::mem::replace(&mut self.second, new_histogram());
         self.second_counts = (0, 0);
         let _ = self.out.send((line, h));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::answer;
+    use proptest::prelude::*;
+
+    fn wires() -> impl Strategy<Value = Wire> {
+        prop_oneof![Just(Wire::Corelane), Just(Wire::Sockperf)]
+    }
+
+    /// The message `udp ping` sends for `seq` on `flow`, `size` bytes.
+    fn request(wire: Wire, flow: usize, seq: u64, size: usize) -> Vec<u8> {
+        let mut m = vec![0u8; size];
+        payload::prefill(&mut m);
+        match wire {
+            Wire::Corelane => payload::write_header(&mut m, flow as u32, seq),
+            Wire::Sockperf => sockperf::write_request(&mut m, seq),
+        }
+        m
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any bytes as a reply: no panic, and what is believed names a flow and a sequence
+        /// number the bytes carry.
+        #[test]
+        fn any_reply_bytes_are_judged_without_panic(
+            d in proptest::collection::vec(any::<u8>(), 0..80),
+            wire in wires(),
+            size in 0usize..80,
+            flows in 1usize..1024,
+        ) {
+            if let Some((flow, _)) = read_header(wire, &d, size, flows) {
+                prop_assert_eq!(d.len(), size);
+                if wire == Wire::Sockperf {
+                    prop_assert!(flow < flows);
+                }
+            }
+        }
+
+        /// A request comes back as the echo answers it and reads as the answer to that
+        /// message; the request itself (a reflector's answer) is never believed.
+        #[test]
+        fn the_echos_answer_round_trips_and_a_reflection_does_not(
+            wire in wires(),
+            flows in 1usize..64,
+            seq in 0u64..u64::MAX / 2,
+            size in payload::HEADER_LEN..300,
+        ) {
+            let flow = (seq % flows as u64) as usize; // sockperf's flow is the sequence's
+
+            let mut m = request(wire, flow, seq, size);
+            prop_assert_eq!(read_header(wire, &m, size, flows), None);
+            prop_assert_eq!(answer::answer_in_place(&mut m, None), answer::Verdict::Answer);
+            prop_assert_eq!(read_header(wire, &m, size, flows), Some((flow, seq)));
+            prop_assert_eq!(read_header(wire, &m, size + 1, flows), None);
+        }
+
+        /// Flights judge any header, sent or forged, without panic and answer each message once.
+        #[test]
+        fn flights_judge_anything_once(
+            sends in 0u64..3000,
+            replies in proptest::collection::vec((0usize..3, 0u64..4000), 0..200),
+        ) {
+            let mut f = Flights::new(1024);
+            for n in 0..sends {
+                let (seq, _) = f.take();
+                f.sent(seq, n, n, true);
+            }
+            let mut measured = std::collections::HashSet::new();
+            for (flow, seq) in replies {
+                let (verdict, _) = f.judge(Some((flow, seq)), 0, 5000);
+                if let Verdict::Measured(..) = verdict {
+                    prop_assert!(flow == 0 && seq < sends && seq + 1024 > sends);
+                    prop_assert!(measured.insert(seq), "measured twice: {}", seq);
+                }
+            }
+            prop_assert_eq!(f.judge(None, 0, 0).0, Verdict::Invalid);
+        }
     }
 }

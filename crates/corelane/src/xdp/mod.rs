@@ -15,7 +15,7 @@ mod attach;
 mod error;
 pub mod frame;
 mod iface;
-mod netlink;
+pub(crate) mod netlink;
 mod program;
 pub mod route;
 pub mod rx;
