@@ -395,6 +395,67 @@ fn each_remote_failure_is_one_line_naming_the_host() {
     }
 }
 
+/// A hostile "corelane" on the rx host answers with 256 MiB: to `--version`, and (with the
+/// right version) to `topo --json`. The controller reads no more than its cap of a reply, ends
+/// the command, and fails with one line naming the host and the command, within bounded time
+/// and memory (peak RSS, where /usr/bin/time can measure it), leaving nothing behind. The old
+/// controller read every reply whole (and printed the 256 MiB back in its error).
+#[test]
+fn a_remote_answering_without_end_is_one_line_naming_the_host() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let config = hosts.path("config").display().to_string();
+    let real = env!("CARGO_BIN_EXE_corelane");
+    let flood = "yes corelane | head -c 256M";
+    let scripts = [
+        ("flood-version", format!("#!/bin/sh\n{flood}\n")),
+        (
+            "flood-topo",
+            format!("#!/bin/sh\ncase \"$1\" in topo) {flood} ;; *) exec {real} \"$@\" ;; esac\n"),
+        ),
+    ];
+    for (name, script) in scripts {
+        let fake = hosts.path(name);
+        std::fs::write(&fake, script).unwrap();
+        run("chmod", &["755", &fake.display().to_string()]);
+        let fake = fake.display().to_string();
+        let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
+        args.extend(["--rx-host", "root@10.210.2.2", "--rx-addr", DATA_H2]);
+        args.extend(["--ssh-config", &config, "--remote-corelane", &fake]);
+        let measured = Path::new("/usr/bin/time").exists();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &hosts.names[0]]);
+        if measured {
+            cmd.args(["/usr/bin/time", "-f", "peak-rss-kib %M"]);
+        } else {
+            eprintln!("peak memory not measured: needs /usr/bin/time");
+        }
+        let started = Instant::now();
+        let out = cmd.arg(real).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: succeeded");
+        assert!(err.len() < 4096, "{name}: {} bytes on stderr", err.len());
+        let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+        eprintln!("{name}: {last}");
+        assert!(
+            last.contains("root@10.210.2.2") && last.contains("more than 8 MiB"),
+            "{name}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(60), "{name}: {:?}", started.elapsed());
+        if measured {
+            let rss = err
+                .lines()
+                .find_map(|l| l.strip_prefix("peak-rss-kib ")?.trim().parse::<u64>().ok());
+            assert!(rss.is_some_and(|kib| kib < 128 << 10), "{name}: peak RSS {rss:?} KiB");
+        }
+        // The ended command's remote side goes when its next write finds the session closed.
+        let end = Instant::now() + Duration::from_secs(10);
+        while !hosts.strays(&hosts.names[2]).is_empty() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        hosts.assert_clean(&copies_before, name);
+    }
+}
+
 #[test]
 fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };

@@ -8,11 +8,16 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use corelane::child_output::{self, printable, Limits};
 use corelane::stats::{ProcStat, UdpCounters};
 
 use crate::process::{on_path, ChildProcess};
 use crate::remote::Remote;
 use crate::LabError;
+
+/// The caps on what a command on this machine or in one of its namespaces prints: a reply's
+/// bytes, and hours (not minutes) of time, for the copy lab's `cp -a` of a large tree.
+const LOCAL_LIMITS: Limits = Limits { time: Duration::from_secs(6 * 3600), ..Limits::REPLY };
 
 /// A place processes run and counters are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,14 +95,15 @@ impl Host {
         argv.push(program.into());
         argv.extend(args.iter().map(|a| a.to_string()));
         let shown = argv.join(" ");
-        let out = Command::new(&argv[0])
-            .args(&argv[1..])
-            .output()
-            .map_err(|e| LabError::io(format!("cannot run `{shown}`"), e))?;
+        let out = child_output::run(Command::new(&argv[0]).args(&argv[1..]), None, &LOCAL_LIMITS)
+            .map_err(|e| match e {
+            child_output::OutputError::Spawn(e) => LabError::io(format!("cannot run `{shown}`"), e),
+            e => LabError::Command { command: shown.clone(), stderr: e.to_string() },
+        })?;
         if !out.status.success() {
             return Err(LabError::Command {
                 command: shown,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                stderr: printable(&String::from_utf8_lossy(&out.stderr), 2000),
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -163,11 +169,7 @@ impl Host {
         match self {
             Host::Local | Host::Namespace(_) => tree_cpu_split(pid),
             Host::Remote(_) => {
-                let stats = self.remote_lines(TREE_STAT, pid).unwrap_or_default();
-                stats
-                    .iter()
-                    .filter_map(|s| cpu_split_in(s))
-                    .fold((Duration::ZERO, Duration::ZERO), |(u, s), (du, ds)| (u + du, s + ds))
+                sum_cpu_split(&self.remote_lines(TREE_STAT, pid).unwrap_or_default())
             }
         }
     }
@@ -204,7 +206,10 @@ impl Host {
                 let script =
                     "command -v \"$1\" || { [ -x \"/usr/sbin/$1\" ] && echo \"/usr/sbin/$1\"; }";
                 let found = self.run("sh", &["-c", script, "sh", program]).ok()?;
-                Some(found.trim().to_string()).filter(|f| !f.is_empty())
+                // One absolute path, or the name itself: anything else is not an answer.
+                let found = found.trim();
+                let plain = found.len() <= 4096 && !found.chars().any(char::is_control);
+                (plain && (found.starts_with('/') || found == program)).then(|| found.to_string())
             }
         }
     }
@@ -229,9 +234,21 @@ const TREE_STAT: &str = "t() { cat /proc/$1/stat; for d in /proc/$1/task/*; do \
 
 /// The sum of the first field (runtime, ns) of schedstat lines.
 fn sum_runtime(lines: Vec<String>) -> Duration {
-    let ns: u64 =
-        lines.iter().filter_map(|l| l.split_ascii_whitespace().next()?.parse::<u64>().ok()).sum();
+    let ns = lines
+        .iter()
+        .filter_map(|l| corelane::stats::schedstat_runtime(l))
+        .fold(0u64, u64::saturating_add);
     Duration::from_nanos(ns)
+}
+
+/// The user and system time of /proc/PID/stat lines, added up.
+fn sum_cpu_split(stats: &[String]) -> (Duration, Duration) {
+    stats
+        .iter()
+        .filter_map(|s| cpu_split_in(s))
+        .fold((Duration::ZERO, Duration::ZERO), |(u, s), (du, ds)| {
+            (u.saturating_add(du), s.saturating_add(ds))
+        })
 }
 
 fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
@@ -241,8 +258,8 @@ fn tree_cpu_split(pid: u32) -> (Duration, Duration) {
         let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
         for child in children.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
             let (u, s) = tree_cpu_split(child);
-            user += u;
-            system += s;
+            user = user.saturating_add(u);
+            system = system.saturating_add(s);
         }
     }
     (user, system)
@@ -252,22 +269,93 @@ fn cpu_split_of(pid: u32) -> Option<(Duration, Duration)> {
     cpu_split_in(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
-/// User and system time from the text of a /proc/PID/stat.
+/// User and system time from the text of a /proc/PID/stat (`None` for text that is not one).
 fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
-    // Fields after the parenthesised command name: state is the first, utime the 12th.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let (user, system) = corelane::stats::stat_cpu_ticks(stat)?;
     let hz = rustix::param::clock_ticks_per_second().max(1);
-    let at = |i: usize| -> Option<Duration> {
-        let ticks: u64 = fields.get(i)?.parse().ok()?;
-        Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    let time = |ticks: u64| {
+        let ns = u128::from(ticks) * 1_000_000_000 / u128::from(hz);
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     };
-    Some((at(11)?, at(12)?))
+    Some((time(user), time(system)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A command that answers with far more than any real reply is cut off at the cap and
+    /// named, within bounded time and memory, instead of being read whole.
+    #[test]
+    fn a_reply_without_end_is_cut_off_and_named() {
+        let started = std::time::Instant::now();
+        match Host::Local.run("sh", &["-c", "head -c 256M /dev/zero"]) {
+            Ok(out) => panic!("read a reply of {} bytes whole", out.len()),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("more than") && e.contains("head -c"), "{e}");
+                assert!(e.len() < 400 && !e.contains('\n'), "{e}");
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+
+    /// /proc/PID/stat lines a hostile host (or a hostile comm) can write never panic.
+    #[test]
+    fn crafted_proc_pid_stat_lines_never_panic() {
+        let big = " 18446744073709551615".repeat(20);
+        for text in [
+            "",
+            ")",
+            "1 (x)",
+            "1 (x)\u{e9}",
+            "1 (a) b) S",
+            "1 (x) S 1 2 3",
+            &format!("1 (x) S{big}"),
+        ] {
+            let _ = cpu_split_in(text);
+        }
+        let lines = vec![format!("1 (x) S{big}"), format!("2 (y) S{big}")];
+        let _ = sum_cpu_split(&lines);
+    }
+
+    /// schedstat runtimes that add up past u64 saturate instead of panicking.
+    #[test]
+    fn schedstat_sums_saturate() {
+        let lines = vec!["18446744073709551615 1 1".to_string(), "5 1 1".into()];
+        assert_eq!(sum_runtime(lines), Duration::from_nanos(u64::MAX));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn any_proc_pid_stat_bytes_parse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = cpu_split_in(&text);
+        }
+
+        #[test]
+        fn stat_lines_with_hostile_comms_parse_without_panic(
+            comm in "[ -~\u{80}-\u{10ffff}]{0,20}",
+            fields in proptest::collection::vec(any::<u64>(), 0..20),
+            cut in 0usize..400,
+        ) {
+            let mut line = format!("42 ({comm}) S");
+            for f in fields {
+                line.push_str(&format!(" {f}"));
+            }
+            let cut = (0..=cut.min(line.len())).rev().find(|&i| line.is_char_boundary(i)).unwrap_or(0);
+            let _ = cpu_split_in(&line[..cut]);
+            let _ = sum_cpu_split(&[line.clone(), line]);
+        }
+
+        #[test]
+        fn any_schedstat_reply_sums_without_panic(lines in proptest::collection::vec("[0-9 a-z]{0,40}", 0..20)) {
+            let _ = sum_runtime(lines);
+        }
+    }
 
     #[test]
     fn local_runs_reads_and_reports_failures() {

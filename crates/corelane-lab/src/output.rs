@@ -31,7 +31,7 @@ pub fn parse<I: DeserializeOwned, S: DeserializeOwned>(
 ) -> Result<Line<I, S>, LabError> {
     serde_json::from_str(line).map_err(|source| LabError::ChildJson {
         child: child.to_string(),
-        line: line.chars().take(300).collect(),
+        line: corelane::child_output::printable(line, 300),
         source,
     })
 }

@@ -2,11 +2,12 @@
 //! namespace. A child is interrupted and reaped when dropped, so an error or Ctrl-C in the lab
 //! never leaves one behind; only processes the lab started are ever signalled, by PID.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::io::{BufReader, Read};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use corelane::child_output::{printable, read_line, Line};
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::LabError;
@@ -20,7 +21,10 @@ pub struct ChildProcess {
     name: String,
     child: Child,
     lines: mpsc::Receiver<String>,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    /// What the child printed past the caps on its stdout, if it did: the lab stopped
+    /// reading it there.
+    overflow: Arc<Mutex<Option<String>>>,
     /// A remote child runs under `corelane guard` behind ssh.
     remote: Option<RemoteChild>,
 }
@@ -33,6 +37,14 @@ struct RemoteChild {
     stdin: Option<ChildStdin>,
     host: String,
 }
+
+/// The longest stdout line the lab reads from a child (its JSON lines are a few KiB).
+const MAX_LINE: usize = 4 << 20;
+/// The most stdout the lab reads from a child over its life, in bytes and in lines.
+const MAX_OUTPUT: usize = 64 << 20;
+const MAX_LINES: usize = 1 << 20;
+/// The most stderr the lab keeps of a child, for its error messages (the rest is dropped).
+const STDERR_KEPT: usize = 16 << 10;
 
 /// ssh's own exit status for an error of its own (the connection, not the command).
 const SSH_FAILED: i32 = 255;
@@ -82,10 +94,16 @@ impl ChildProcess {
         if let Some(status) = child.wait_timeout(Duration::from_secs(2)) {
             return Err(child.failed(status));
         }
+        if let Some(error) = child.overflowed() {
+            return Err(error);
+        }
         match first {
-            Some(line) => Err(LabError::ChildOutput {
-                child: name.into(),
-                problem: format!("printed {line:?} where its guard's PID line belongs"),
+            Some(line) => Err(LabError::Remote {
+                host: host.into(),
+                problem: format!(
+                    "{name} printed {:?} where its guard's PID line belongs: is the corelane there a real one?",
+                    printable(&line, 200)
+                ),
             }),
             None => Err(child.timed_out("did not start on its host", waited)),
         }
@@ -96,25 +114,15 @@ impl ChildProcess {
         let mut child =
             cmd.spawn().map_err(|e| LabError::io(format!("cannot start {name} ({program})"), e))?;
         let (tx, lines) = mpsc::channel();
+        let overflow = Arc::new(Mutex::new(None));
         let stdout = child.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut err_pipe = child.stderr.take().expect("stderr is piped");
-        let sink = std::sync::Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = err_pipe.read_to_string(&mut text);
-            if let Ok(mut s) = sink.lock() {
-                *s = text;
-            }
-        });
-        Ok(Self { name: name.into(), child, lines, stderr, remote: None })
+        let flag = Arc::clone(&overflow);
+        std::thread::spawn(move || forward_lines(stdout, &tx, &flag));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let err_pipe = child.stderr.take().expect("stderr is piped");
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || keep_stderr(err_pipe, &sink));
+        Ok(Self { name: name.into(), child, lines, stderr, overflow, remote: None })
     }
 
     /// The program's PID on its host (for a remote child: there, not ssh's here).
@@ -185,6 +193,9 @@ impl ChildProcess {
     /// The error for this child having exited with `status` (for a remote child whose ssh
     /// failed, the lost connection, named with its host).
     pub fn failed(&self, status: ExitStatus) -> LabError {
+        if let Some(error) = self.overflowed() {
+            return error;
+        }
         if let Some(remote) = self.remote.as_ref().filter(|_| status.code() == Some(SSH_FAILED)) {
             return self.connection_lost(&remote.host);
         }
@@ -193,6 +204,19 @@ impl ChildProcess {
             status: status.to_string(),
             stderr: self.stderr_text(),
         }
+    }
+
+    /// The error for a child whose stdout went past the caps (the lab stopped reading it).
+    fn overflowed(&self) -> Option<LabError> {
+        let problem = self.overflow.lock().ok()?.clone()?;
+        let problem = format!("{problem}, so the lab stopped reading it");
+        Some(match &self.remote {
+            Some(remote) => LabError::Remote {
+                host: remote.host.clone(),
+                problem: format!("{} {problem}: is the corelane there a real one?", self.name),
+            },
+            None => LabError::ChildOutput { child: self.name.clone(), problem },
+        })
     }
 
     fn connection_lost(&self, host: &str) -> LabError {
@@ -208,6 +232,9 @@ impl ChildProcess {
 
     /// The error for this child not reaching `what` within `waited`.
     pub fn timed_out(&mut self, what: &'static str, waited: Duration) -> LabError {
+        if let Some(error) = self.overflowed() {
+            return error;
+        }
         if let Ok(Some(status)) = self.child.try_wait() {
             if self.remote.is_some() && status.code() == Some(SSH_FAILED) {
                 return self.failed(status);
@@ -225,6 +252,9 @@ impl ChildProcess {
     pub fn finish(mut self, timeout: Duration) -> Result<Vec<String>, LabError> {
         let status = self.wait_timeout(timeout);
         let lines = if status.is_some() { self.remaining_lines() } else { Vec::new() };
+        if let Some(error) = self.overflowed() {
+            return Err(error);
+        }
         match status {
             Some(s) if s.success() => Ok(lines),
             Some(s) => Err(self.failed(s)),
@@ -249,6 +279,51 @@ impl Drop for ChildProcess {
                 let _ = self.child.wait();
             }
         }
+    }
+}
+
+/// Sends each stdout line of a child to `tx`, until its end or a cap: past [`MAX_LINE`] in
+/// one line or [`MAX_OUTPUT`] in all, `overflow` says so and the pipe is closed (the child's
+/// next write fails), so a child printing without end costs bounded memory.
+fn forward_lines(stdout: ChildStdout, tx: &mpsc::Sender<String>, overflow: &Mutex<Option<String>>) {
+    let mut reader = BufReader::new(stdout);
+    let (mut total, mut count) = (0usize, 0usize);
+    let problem = loop {
+        match read_line(&mut reader, MAX_LINE) {
+            Ok(Line::Text(line)) => {
+                total = total.saturating_add(line.len() + 1);
+                count += 1;
+                if total > MAX_OUTPUT || count > MAX_LINES {
+                    break format!(
+                        "printed more than {} MiB or {} lines on stdout",
+                        MAX_OUTPUT >> 20,
+                        MAX_LINES
+                    );
+                }
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+            Ok(Line::TooLong) => {
+                break format!("printed a line longer than {} MiB on stdout", MAX_LINE >> 20)
+            }
+            Ok(Line::End) | Err(_) => return,
+        }
+    };
+    if let Ok(mut slot) = overflow.lock() {
+        *slot = Some(problem);
+    }
+}
+
+/// Keeps the first [`STDERR_KEPT`] bytes of a child's stderr in `sink` (once it closes),
+/// reading and dropping the rest so the child never blocks on it.
+fn keep_stderr(pipe: impl Read, sink: &Mutex<String>) {
+    let mut kept = Vec::new();
+    let mut pipe = pipe;
+    let _ = (&mut pipe).take(STDERR_KEPT as u64).read_to_end(&mut kept);
+    let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+    if let Ok(mut s) = sink.lock() {
+        *s = printable(&String::from_utf8_lossy(&kept), STDERR_KEPT);
     }
 }
 
@@ -290,6 +365,51 @@ mod tests {
             err.starts_with("root@h2: the connection was lost while the receiver ran"),
             "{err}"
         );
+    }
+
+    fn argv(script: &str) -> Vec<String> {
+        ["sh", "-c", script].map(String::from).to_vec()
+    }
+
+    /// A remote child that prints one endless line is cut off at the line cap: the lab never
+    /// holds the line, and says so in one line naming the host.
+    #[test]
+    fn a_remote_childs_endless_line_is_cut_off_and_named() {
+        let script = "echo 'corelane-guard pid 7'; head -c 256M /dev/zero; exit 0";
+        let mut child =
+            ChildProcess::spawn_guarded("the receiver", "root@h2", &argv(script)).unwrap();
+        let line = child.next_line(Duration::from_secs(30)).map(|l| l.len());
+        assert!(line.is_none(), "a line of {line:?} bytes was read whole");
+        let err = child.timed_out("did not get ready", Duration::from_secs(1)).to_string();
+        assert!(err.starts_with("root@h2: the receiver printed a line longer than"), "{err}");
+        assert!(err.len() < 400 && !err.contains('\n'), "{err}");
+    }
+
+    /// Endless short lines are cut off at the byte cap over the child's life.
+    #[test]
+    fn a_remote_childs_endless_lines_are_cut_off_and_named() {
+        let script = "echo 'corelane-guard pid 7'; head -c 256M /dev/zero | tr '\\0' '\\n'; exit 0";
+        let mut child =
+            ChildProcess::spawn_guarded("the receiver", "root@h2", &argv(script)).unwrap();
+        let mut count = 0usize;
+        while child.next_line(Duration::from_secs(30)).is_some() {
+            count += 1;
+        }
+        assert!(count < 100 << 20, "{count} lines were read");
+        let err = child.timed_out("did not get ready", Duration::from_secs(1)).to_string();
+        assert!(err.starts_with("root@h2: the receiver printed more than"), "{err}");
+    }
+
+    /// A first line of gigabytes where the guard's PID line belongs: one short line.
+    #[test]
+    fn an_endless_answer_for_the_pid_line_is_one_short_line() {
+        let err =
+            ChildProcess::spawn_guarded("the receiver", "root@h2", &argv("head -c 64M /dev/zero"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+        assert!(err.len() < 400, "an error of {} bytes", err.len());
+        assert!(err.starts_with("root@h2: "), "{err}");
     }
 
     #[test]

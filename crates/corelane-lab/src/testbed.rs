@@ -236,22 +236,14 @@ impl Testbed {
             Host::Remote(remote) => {
                 let name = match &spec.rx_nic {
                     Some(name) => name.clone(),
-                    None => {
-                        nic_holding(&held, spec.rx_addrs[0]).ok_or_else(|| LabError::Remote {
-                            host: rx.name(),
-                            problem: format!(
-                                "no interface holds {}: give --rx-nic",
-                                spec.rx_addrs[0]
-                            ),
-                        })?
-                    }
+                    None => nic_holding(&rx.name(), &held, spec.rx_addrs[0])?,
                 };
-                let script = "cd /sys/class/net/$1/queues || exit 1; for q in rx-*; do printf '%s=%s ' $q $(cat $q/rps_cpus); done";
+                let script = "cd \"/sys/class/net/$1/queues\" || exit 1; for q in rx-*; do printf '%s=%s ' \"$q\" \"$(cat \"$q/rps_cpus\")\"; done";
                 let masks = rx.run("sh", &["-c", script, "sh", &name]).map_err(|_| LabError::Remote {
                     host: rx.name(),
                     problem: format!("has no interface {name} with RX queues: give --rx-nic with one `ip link` lists"),
                 })?;
-                let found = format!("{name} as found: RPS {}", masks.trim());
+                let found = format!("{name} as found: RPS {}", rps_masks(&rx.name(), &masks)?);
                 let nic = RemoteNic::open(&rx, remote, &name, &spec.rx_add_addrs)?;
                 (Some(std::sync::Mutex::new(nic)), Some(found))
             }
@@ -548,12 +540,50 @@ impl Testbed {
     }
 }
 
-/// The interface `ip -o addr show` output lists `addr` on (`3: d0    inet 10.0.0.2/24 …`).
-fn nic_holding(ip_addr_output: &str, addr: IpAddr) -> Option<String> {
-    ip_addr_output.lines().find(|line| holds(line, addr)).and_then(|line| {
-        let name = line.split_whitespace().nth(1)?;
-        Some(name.split('@').next()?.trim_end_matches(':').to_string())
-    })
+/// The interface `ip -o addr show` output on `host` lists `addr` on (`3: d0    inet
+/// 10.0.0.2/24 …`), checked as a name the user gave would be.
+fn nic_holding(host: &str, ip_addr_output: &str, addr: IpAddr) -> Result<String, LabError> {
+    let refused = |problem: String| LabError::Remote { host: host.into(), problem };
+    let line = ip_addr_output
+        .lines()
+        .find(|line| holds(line, addr))
+        .ok_or_else(|| refused(format!("no interface holds {addr}: give --rx-nic")))?;
+    let mut words = line.split_whitespace().skip(1);
+    let (name, family) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+    let name = name.split('@').next().unwrap_or_default().trim_end_matches(':');
+    if !matches!(family, "inet" | "inet6") {
+        return Err(refused(format!(
+            "`ip -o addr show` there printed {:?}, not `N: NAME inet ADDR`: give --rx-nic",
+            corelane::child_output::printable(line, 200)
+        )));
+    }
+    crate::remote::nic::check_name(name).map_err(|e| {
+        refused(format!(
+            "`ip -o addr show` there names the interface holding {addr} {e}: give --rx-nic"
+        ))
+    })?;
+    Ok(name.to_string())
+}
+
+/// The `rx-N=MASK ` words the RPS script prints, as they are (`None` for anything else).
+fn rps_masks(host: &str, text: &str) -> Result<String, LabError> {
+    let plain = |w: &str| {
+        w.split_once('=').is_some_and(|(q, mask)| {
+            q.strip_prefix("rx-").is_some_and(|n| n.parse::<u32>().is_ok())
+                && mask.chars().all(|c| c.is_ascii_hexdigit() || c == ',')
+        })
+    };
+    let text = text.trim();
+    if text.len() > 64 << 10 || !text.split(' ').all(plain) {
+        return Err(LabError::Remote {
+            host: host.into(),
+            problem: format!(
+                "the RPS masks read {:?}, not `rx-N=MASK …`",
+                corelane::child_output::printable(text, 200)
+            ),
+        });
+    }
+    Ok(text.to_string())
 }
 
 /// Whether `ip -o addr show` output lists `addr` as one of the host's addresses.
@@ -576,6 +606,54 @@ mod tests {
 
     /// Creating a testbed removes stale namespaces, so these tests must not overlap.
     static NETNS: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn odd_interface_names_from_a_remote_are_refused() {
+        let addr: IpAddr = "10.0.0.2".parse().unwrap();
+        for name in ["../x", "a/b", "-oProxyCommand", "abcdefghijklmnopqrst", "a\0b", "a b", ".."] {
+            let line = format!("3: {name}    inet 10.0.0.2/24 brd 10.0.0.255 scope global");
+            let err = nic_holding("root@h2", &line, addr).unwrap_err().to_string();
+            assert!(err.starts_with("root@h2: ") && !err.contains('\n'), "{name:?}: {err}");
+            assert!(err.ends_with("give --rx-nic"), "{err}");
+        }
+        let line = "3: d0@if4    inet 10.0.0.2/24 brd 10.0.0.255 scope global d0";
+        assert_eq!(nic_holding("h", line, addr).unwrap(), "d0");
+        assert!(nic_holding("h", "3: d0    inet 10.0.0.3/24", addr).is_err());
+    }
+
+    #[test]
+    fn rps_masks_are_read_only_as_masks() {
+        assert_eq!(
+            rps_masks("h", "rx-0=00000003 rx-1=0,00000001 \n").unwrap(),
+            "rx-0=00000003 rx-1=0,00000001"
+        );
+        for bad in ["rx-0=\x1b[2J", "rx-0", "tx-0=1", "rx-0=1 junk"] {
+            let err = rps_masks("root@h2", bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with("root@h2: the RPS masks read") && !err.contains('\x1b'),
+                "{err}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any `ip -o addr show` reply: a checked name or an error naming the host.
+        #[test]
+        fn any_ip_addr_reply_gives_a_checked_name_or_an_error(
+            lines in proptest::collection::vec("[0-9]{1,3}: [ -~\\x00\u{80}-\u{10ffff}]{0,24} (inet|inet6|x) 10\\.0\\.0\\.2/24[ a-z]{0,10}", 0..4),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let text = format!("{}\n{}", lines.join("\n"), String::from_utf8_lossy(&junk));
+            let addr: IpAddr = "10.0.0.2".parse().unwrap();
+            match nic_holding("h", &text, addr) {
+                Ok(name) => proptest::prop_assert!(crate::remote::nic::check_name(&name).is_ok()),
+                Err(e) => proptest::prop_assert!(e.to_string().starts_with("h: ")),
+            }
+            let _ = rps_masks("h", &text);
+        }
+    }
 
     #[test]
     fn builds_and_removes_its_namespaces_when_root() {

@@ -14,6 +14,7 @@
 //!   spray, DSW, Diffuser), measured for reordering, balance and latency.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
+//! * [`child_output`] reads what a child process prints within caps on bytes and time.
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
 //! * [`xdp`] is kernel bypass: corelane's own XDP program and AF_XDP lanes for UDP.
 //! * [`units`] parses sizes, counts and durations as people type them.
@@ -23,6 +24,7 @@
 //! All unsafe code lives in `sys`, the one module allowed to call libc directly.
 #![deny(unsafe_code)]
 
+pub mod child_output;
 pub mod copy;
 pub mod fs;
 pub mod lane;

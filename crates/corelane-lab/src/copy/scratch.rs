@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use corelane::child_output::{self, printable, Limits};
+
 use crate::workdir::WorkDir;
 use crate::LabError;
 
@@ -60,10 +62,9 @@ impl Scratch {
             return fallback("not root: using /dev/shm instead of a private tmpfs".into());
         }
         let path = WorkDir::create("copy")?.keep();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &opts, "corelane-lab"])
-            .arg(&path)
-            .output();
+        let mut mount = Command::new("mount");
+        mount.args(["-t", "tmpfs", "-o", &opts, "corelane-lab"]).arg(&path);
+        let out = child_output::run(&mut mount, None, &Limits::REPLY);
         match out {
             Ok(o) if o.status.success() => {
                 Ok(Self { path, mounted: true, note: None, options: opts })
@@ -72,7 +73,7 @@ impl Scratch {
                 let _ = std::fs::remove_dir(&path);
                 fallback(format!(
                     "mount -o {opts} failed: {}; using /dev/shm",
-                    String::from_utf8_lossy(&o.stderr).trim()
+                    printable(&String::from_utf8_lossy(&o.stderr), 2000)
                 ))
             }
             Err(e) => {

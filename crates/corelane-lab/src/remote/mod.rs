@@ -8,9 +8,10 @@ pub mod guard;
 pub mod nic;
 pub mod ssh;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use corelane::child_output::{self, printable, Limits, OutputError};
 
 pub use args::{RemoteArgs, RemoteSpec};
 pub use ssh::{SshOptions, SshTarget};
@@ -40,6 +41,9 @@ pub struct Remote {
     /// The deployed copy's directory, removed directly at the end of a normal run.
     deployed_dir: Option<String>,
 }
+
+/// The caps on deploying: a reply's bytes, and time for a large binary over a slow link.
+const DEPLOY: Limits = Limits { time: Duration::from_secs(1800), ..Limits::REPLY };
 
 /// The longest any remote process may live (the guard ends it then, whatever the lab does).
 pub const MAX_LIFE: Duration = Duration::from_secs(900);
@@ -75,24 +79,15 @@ impl Remote {
         let script = "umask 077; d=$(mktemp -d /tmp/corelane-deploy.XXXXXXXX) || exit 1; \
                       cat > \"$d/corelane\" && chmod 700 \"$d/corelane\" && echo \"$d\"";
         let argv = self.session.argv("sh", &["-c".into(), script.into()]);
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| LabError::io("cannot run ssh", e))?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let written = stdin.write_all(&bytes);
-        drop(stdin);
-        let out = child.wait_with_output().map_err(|e| LabError::io("ssh", e))?;
+        let out = child_output::run(Command::new(&argv[0]).args(&argv[1..]), Some(bytes), &DEPLOY)
+            .map_err(|e| self.reply_error("sh -c 'cat > corelane'", e))?;
         let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if written.is_err() || !out.status.success() || !is_deploy_dir(&dir) {
+        if out.stdin_error.is_some() || !out.status.success() || !is_deploy_dir(&dir) {
             return Err(LabError::Remote {
                 host: self.host(),
                 problem: format!(
                     "cannot deploy corelane into a temporary directory ({}): is /tmp writable there?",
-                    String::from_utf8_lossy(&out.stderr).trim()
+                    printable(&String::from_utf8_lossy(&out.stderr), 2000)
                 ),
             });
         }
@@ -113,19 +108,23 @@ impl Remote {
     /// Refuses a remote corelane whose `--version` differs from ours, naming both.
     fn check_version(&self) -> Result<(), LabError> {
         let ours = format!("corelane {}", env!("CARGO_PKG_VERSION"));
-        let theirs = self.run(&self.corelane, &["--version"]).map_err(|e| LabError::Remote {
-            host: self.host(),
-            problem: format!(
-                "cannot run {} there ({e}): install corelane on its PATH, give --remote-corelane PATH, or pass --deploy",
-                self.corelane
-            ),
+        let theirs = self.run(&self.corelane, &["--version"]).map_err(|e| match e {
+            e @ LabError::Remote { .. } => e,
+            e => LabError::Remote {
+                host: self.host(),
+                problem: format!(
+                    "cannot run {} there ({e}): install corelane on its PATH, give --remote-corelane PATH, or pass --deploy",
+                    self.corelane
+                ),
+            },
         })?;
         let theirs = theirs.trim();
         if theirs != ours {
             return Err(LabError::Remote {
                 host: self.host(),
                 problem: format!(
-                    "runs {theirs:?} but this is {ours:?}: install the same version there, or pass --deploy"
+                    "runs {:?} but this is {ours:?}: install the same version there, or pass --deploy",
+                    printable(theirs, 200)
                 ),
             });
         }
@@ -161,24 +160,31 @@ impl Remote {
     pub fn run(&self, program: &str, args: &[&str]) -> Result<String, LabError> {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let argv = self.session.argv(program, &args);
-        let out = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| LabError::io("cannot run ssh", e))?;
+        let shown =
+            shell_words::join(std::iter::once(program).chain(args.iter().map(String::as_str)));
+        let out = child_output::run(Command::new(&argv[0]).args(&argv[1..]), None, &Limits::REPLY)
+            .map_err(|e| self.reply_error(&shown, e))?;
         if !out.status.success() {
             return Err(LabError::Command {
-                command: format!(
-                    "{} on {}",
-                    shell_words::join(
-                        std::iter::once(program).chain(args.iter().map(String::as_str))
-                    ),
-                    self.host()
-                ),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                command: format!("{} on {}", printable(&shown, 200), self.host()),
+                stderr: printable(&String::from_utf8_lossy(&out.stderr), 2000),
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The one-line error for a command whose reply went past the caps (or could not run).
+    fn reply_error(&self, shown: &str, error: OutputError) -> LabError {
+        match error {
+            OutputError::Spawn(e) => LabError::io("cannot run ssh", e),
+            e => LabError::Remote {
+                host: self.host(),
+                problem: format!(
+                    "`{}` there: {e}: run it there by hand to see why",
+                    printable(shown, 200)
+                ),
+            },
+        }
     }
 
     pub fn target(&self) -> &SshTarget {

@@ -15,6 +15,20 @@ use crate::LabError;
 use super::guard::is_nic_dir;
 use super::{Remote, MAX_LIFE};
 
+/// Checks an interface name a remote host printed as one the user gives is checked
+/// ([`IfName`](corelane::tune::IfName): 1 to 15 bytes, no `/`, `:`, whitespace or NUL), and
+/// refuses a leading `-`, which a command on the host would read as an option.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let shown = corelane::child_output::printable(&format!("{name:?}"), 100);
+    corelane::tune::IfName::parse(name).map_err(|_| {
+        format!("{shown}, which is not an interface name (1 to 15 bytes, none of them '/', ':', whitespace or NUL)")
+    })?;
+    if name.starts_with('-') {
+        return Err(format!("{shown}, which starts with '-' (an option to any command there)"));
+    }
+    Ok(())
+}
+
 /// One NIC of a remote host under the lab's control for a run.
 #[derive(Debug)]
 pub struct RemoteNic {
@@ -147,11 +161,10 @@ impl RemoteNic {
     /// The NIC's own receive counters (sysfs statistics): packets, drops, misses.
     pub fn counters(&self) -> Result<NicCounters, LabError> {
         let script =
-            "cd /sys/class/net/$1/statistics && cat rx_packets rx_dropped rx_missed_errors";
+            "cd \"/sys/class/net/$1/statistics\" && cat rx_packets rx_dropped rx_missed_errors";
         let text = self.host.run("sh", &["-c", script, "sh", &self.nic])?;
-        let v: Vec<u64> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        match v[..] {
-            [packets, dropped, missed] => {
+        match parse_counters(&text).as_deref() {
+            Some(&[packets, dropped, missed]) => {
                 let queues = match self.per_queue {
                     true => queue_packets(&self.host, &self.corelane, &self.nic)?,
                     false => Vec::new(),
@@ -160,7 +173,11 @@ impl RemoteNic {
             }
             _ => Err(LabError::Remote {
                 host: self.host.name(),
-                problem: format!("{}'s statistics read {text:?}", self.nic),
+                problem: format!(
+                    "{}'s statistics read {:?}, not three counters",
+                    self.nic,
+                    corelane::child_output::printable(&text, 200)
+                ),
             }),
         }
     }
@@ -216,10 +233,17 @@ impl Drop for RemoteNic {
 /// where the driver does not count them per queue).
 fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, LabError> {
     let text = host.run(corelane, &["topo", "--json"])?;
-    let topo: serde_json::Value = serde_json::from_str(&text).map_err(|e| LabError::Remote {
+    parse_queue_packets(&text, nic).map_err(|e| LabError::Remote {
         host: host.name(),
         problem: format!("`corelane topo --json` printed no JSON the lab can read: {e}"),
-    })?;
+    })
+}
+
+/// The packets per RX queue of `nic` in `corelane topo --json` text (empty where the NIC or
+/// the count is missing). serde_json refuses nesting past 128 levels: no text overflows the
+/// stack.
+fn parse_queue_packets(text: &str, nic: &str) -> Result<Vec<u64>, serde_json::Error> {
+    let topo: serde_json::Value = serde_json::from_str(text)?;
     let nics = topo["nics"].as_array().map(Vec::as_slice).unwrap_or_default();
     let packets = nics
         .iter()
@@ -228,6 +252,11 @@ fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, Lab
         .map(|q| q.iter().filter_map(serde_json::Value::as_u64).collect())
         .unwrap_or_default();
     Ok(packets)
+}
+
+/// Whitespace-separated counters, every word one (`None` otherwise).
+fn parse_counters(text: &str) -> Option<Vec<u64>> {
+    text.split_whitespace().map(|w| w.parse().ok()).collect()
 }
 
 /// `corelane plan --nic NIC` on the host, with `cpus` as every role's CPUs when given (the
@@ -248,10 +277,20 @@ fn plan_for(
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let text = host.run(corelane, &args)?;
-    serde_json::from_str(&text).map_err(|e| LabError::Remote {
+    let plan: Plan = serde_json::from_str(&text).map_err(|e| LabError::Remote {
         host: host.name(),
         problem: format!("`corelane plan --nic {nic}` printed no plan the lab can read: {e}"),
-    })
+    })?;
+    if plan.nic != nic {
+        return Err(LabError::Remote {
+            host: host.name(),
+            problem: format!(
+                "`corelane plan --nic {nic}` printed a plan for {:?}: is the corelane there a real one?",
+                corelane::child_output::printable(&plan.nic, 100)
+            ),
+        });
+    }
+    Ok(plan)
 }
 
 /// A plan reduced to what steers receive work: queue interrupts, the queue count, UDP flow
@@ -270,6 +309,48 @@ fn receive_only(mut plan: Plan) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn odd_interface_names_are_refused_and_real_ones_kept() {
+        for bad in
+            ["../x", "a b", "abcdefghijklmnopqrst", "a\0b", "-oProxyCommand", "", "..", "a:1"]
+        {
+            let err = check_name(bad).unwrap_err();
+            assert!(!err.contains('\n') && !err.contains('\0'), "{err}");
+        }
+        for good in ["eth0", "enp0s31f6", "ens3.100", "br-1a2b", "d0"] {
+            assert_eq!(check_name(good), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn counters_and_queue_counts_are_read_strictly() {
+        assert_eq!(parse_counters("1\n2\n3\n"), Some(vec![1, 2, 3]));
+        assert_eq!(parse_counters("1 x 2 3"), None);
+        assert_eq!(parse_counters("99999999999999999999"), None);
+        let topo = r#"{"nics":[{"name":"d0","settings":{"rx_queue_packets":[5,6]}}]}"#;
+        assert_eq!(parse_queue_packets(topo, "d0").unwrap(), vec![5, 6]);
+        assert_eq!(parse_queue_packets(topo, "d1").unwrap(), Vec::<u64>::new());
+        let deep = "[".repeat(100_000);
+        assert!(parse_queue_packets(&deep, "d0").is_err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any reply where topo JSON or counters belong parses or is refused, never panics.
+        #[test]
+        fn any_topo_or_counters_reply_parses_without_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            json in r#"\{"nics":\[\{"name":"d0","settings":\{"rx_queue_packets":\[[-0-9.e, "\[\]{}]{0,40}\]\}\}\]\}"#,
+        ) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_queue_packets(&text, "d0");
+            let _ = parse_queue_packets(&json, "d0");
+            let _ = parse_counters(&text);
+            let _ = check_name(&text);
+        }
+    }
 
     #[test]
     fn a_row_plan_changes_only_receive_steering() {

@@ -130,11 +130,15 @@ impl Session {
         let end = Instant::now() + timeout;
         loop {
             if let Ok(Some(_)) = self.master.try_wait() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = self.master.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                // ssh has exited: its stderr is at its end, and only its start is kept.
+                let mut stderr = Vec::new();
+                if let Some(pipe) = self.master.stderr.take() {
+                    let _ = std::io::Read::read_to_end(
+                        &mut std::io::Read::take(pipe, 64 << 10),
+                        &mut stderr,
+                    );
                 }
-                return Err(self.refused(&stderr));
+                return Err(self.refused(&String::from_utf8_lossy(&stderr)));
             }
             if self.socket.exists() && self.check() {
                 return Ok(());
@@ -151,7 +155,8 @@ impl Session {
 
     /// The one-line error for ssh's own message when the connection failed.
     fn refused(&self, stderr: &str) -> LabError {
-        let said = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("ssh exited").trim();
+        let said = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("ssh exited");
+        let said = &corelane::child_output::printable(said, 500);
         let lower = said.to_ascii_lowercase();
         let fix = if lower.contains("permission denied") {
             "authentication refused: give a key the host accepts (ssh-agent, IdentityFile in --ssh-config, or --ssh-option IdentityFile=PATH)"

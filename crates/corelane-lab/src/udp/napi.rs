@@ -26,9 +26,7 @@ fn napi_threads(dev: &str) -> BTreeSet<u32> {
 /// A thread's exact runtime so far.
 fn runtime_of(pid: u32) -> Duration {
     let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
-    Duration::from_nanos(
-        text.split_ascii_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0),
-    )
+    Duration::from_nanos(corelane::stats::schedstat_runtime(&text).unwrap_or(0))
 }
 
 /// The NAPI threads of the receiving interface, pinned to the lanes' CPU.

@@ -228,14 +228,13 @@ fn build_c_loop(dir: &std::path::Path) -> Result<PathBuf, String> {
     let src = dir.join("recvmmsg_loop.c");
     let bin = dir.join("recvmmsg_loop");
     std::fs::write(&src, include_str!("../../peers/recvmmsg_loop.c")).map_err(|e| e.to_string())?;
-    let out = std::process::Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
+    let mut cc = std::process::Command::new("cc");
+    cc.args(["-O2", "-o"]).arg(&bin).arg(&src);
+    let out = corelane::child_output::run(&mut cc, None, &corelane::child_output::Limits::REPLY)
         .map_err(|e| format!("cannot run cc: {e}"))?;
     if !out.status.success() {
-        return Err(format!("cc failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        let said = corelane::child_output::printable(&String::from_utf8_lossy(&out.stderr), 2000);
+        return Err(format!("cc failed: {said}"));
     }
     Ok(bin)
 }

@@ -8,6 +8,7 @@ mod procstat;
 mod rate;
 mod runtime;
 mod snmp;
+mod task;
 mod ticker;
 
 pub use latency::{IntervalLog, Percentiles};
@@ -16,6 +17,7 @@ pub use procstat::{CpuSplit, CpuTimes, ProcStat};
 pub use rate::{format_rate_line, median, Rate};
 pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};
 pub use snmp::UdpCounters;
+pub use task::{schedstat_runtime, stat_cpu_ticks};
 pub use ticker::{Tick, Ticker};
 
 pub use crate::sys::usage::{process as process_cpu, thread as thread_cpu, CpuUsage};

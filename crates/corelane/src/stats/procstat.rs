@@ -20,14 +20,9 @@ pub struct CpuTimes {
 
 impl CpuTimes {
     fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
+        [self.nice, self.system, self.idle, self.iowait, self.irq, self.softirq, self.steal]
+            .into_iter()
+            .fold(self.user, u64::saturating_add)
     }
 
     fn since(&self, earlier: &Self) -> Self {
@@ -70,12 +65,19 @@ impl ProcStat {
         Ok(Self::parse(&fs::read_to_string(path)?))
     }
 
+    /// Parses the `cpuN` lines of /proc/stat text from anywhere (a remote host's reply too):
+    /// a CPU number past [`CpuList::MAX_CPU`](crate::topology::CpuList::MAX_CPU) or seen
+    /// before is skipped, so no text makes more entries than CPUs Linux can have.
     pub fn parse(text: &str) -> Self {
+        let mut seen = std::collections::BTreeSet::new();
         let cpus = text
             .lines()
             .filter_map(|line| {
                 let mut fields = line.split_ascii_whitespace();
                 let cpu: usize = fields.next()?.strip_prefix("cpu")?.parse().ok()?;
+                if cpu >= crate::topology::CpuList::MAX_CPU || !seen.insert(cpu) {
+                    return None;
+                }
                 let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
                 let at = |i: usize| v.get(i).copied().unwrap_or(0);
                 Some((
@@ -107,10 +109,10 @@ impl ProcStat {
                 let pct = |x: u64| 100.0 * x as f64 / total;
                 Some(CpuSplit {
                     cpu: *cpu,
-                    user_pct: pct(d.user + d.nice),
+                    user_pct: pct(d.user.saturating_add(d.nice)),
                     sys_pct: pct(d.system),
-                    softirq_pct: pct(d.softirq + d.irq),
-                    idle_pct: pct(d.idle + d.iowait),
+                    softirq_pct: pct(d.softirq.saturating_add(d.irq)),
+                    idle_pct: pct(d.idle.saturating_add(d.iowait)),
                 })
             })
             .collect()
@@ -131,6 +133,34 @@ mod tests {
         assert_eq!(split.len(), 2);
         assert_eq!((split[0].sys_pct, split[0].softirq_pct, split[0].idle_pct), (50.0, 50.0, 0.0));
         assert_eq!((split[1].user_pct, split[1].sys_pct, split[1].idle_pct), (25.0, 25.0, 50.0));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// /proc/stat as a hostile host may answer it: huge counters, junk, cut lines.
+        #[test]
+        fn any_proc_stat_text_parses_and_splits_without_panic(
+            rows in proptest::collection::vec((0usize..4, proptest::collection::vec(proptest::prelude::any::<u64>(), 0..10)), 0..6),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let mut text = String::new();
+            for (cpu, fields) in &rows {
+                text.push_str(&format!("cpu{cpu}"));
+                for f in fields {
+                    text.push_str(&format!(" {f}"));
+                }
+                text.push('\n');
+            }
+            text.push_str(&String::from_utf8_lossy(&junk));
+            text.push_str("\ncpu99999 1 2 3\ncpu18446744073709551616 1\n");
+            let now = ProcStat::parse(&text);
+            proptest::prop_assert!(now.cpus.len() <= 4);
+            let zero = ProcStat { cpus: now.cpus.iter().map(|(c, _)| (*c, CpuTimes::default())).collect() };
+            let _ = now.split_since(&zero);
+            let _ = zero.split_since(&now);
+            let _ = now.split_since(&now);
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub fn runtime_of(pid: u32) -> Option<Duration> {
     let mut ns = 0u64;
     for task in tasks.flatten() {
         let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-        ns += text.split_ascii_whitespace().next().and_then(|f| f.parse().ok()).unwrap_or(0);
+        ns = ns.saturating_add(super::schedstat_runtime(&text).unwrap_or(0));
     }
     Some(Duration::from_nanos(ns))
 }
@@ -42,7 +42,7 @@ pub fn tree_runtime_of(pid: u32) -> Option<Duration> {
     for task in tasks {
         let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
         for child in children.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
-            total += tree_runtime_of(child).unwrap_or_default();
+            total = total.saturating_add(tree_runtime_of(child).unwrap_or_default());
         }
     }
     Some(total)

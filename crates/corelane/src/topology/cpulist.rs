@@ -77,7 +77,9 @@ impl FromStr for CpuList {
             }
             Ok(cpu)
         };
-        let mut cpus = Vec::new();
+        // One flag per CPU: a list repeating `0-1023` a million times (a remote host's
+        // reply can) costs 1024 flags, not a billion entries.
+        let mut set = vec![false; Self::MAX_CPU];
         for part in s.split(',') {
             match part.split_once('-') {
                 Some((lo, hi)) => {
@@ -85,12 +87,12 @@ impl FromStr for CpuList {
                     if lo > hi {
                         return Err(CpuListError::Backwards(part.into()));
                     }
-                    cpus.extend(lo..=hi);
+                    set[lo..=hi].fill(true);
                 }
-                None => cpus.push(number(part)?),
+                None => set[number(part)?] = true,
             }
         }
-        Ok(Self::new(cpus))
+        Ok(Self((0..Self::MAX_CPU).filter(|&cpu| set[cpu]).collect()))
     }
 }
 
@@ -150,7 +152,24 @@ mod tests {
         assert_eq!(CpuList::default().to_mask(), "0");
     }
 
+    /// A list repeating the widest range a million times (a hostile host's
+    /// /sys/devices/system/cpu/online) parses into 1024 CPUs, no more memory than that.
+    #[test]
+    fn a_repeated_range_costs_no_more_than_the_cpus_it_names() {
+        let text = vec!["0-1023"; 1 << 20].join(",");
+        let list: CpuList = text.parse().unwrap();
+        assert_eq!(list.len(), CpuList::MAX_CPU);
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any text: a list or an error, never a panic.
+        #[test]
+        fn any_text_parses_or_is_refused_without_panic(text in "[-0-9, a\u{80}]{0,40}") {
+            let _ = text.parse::<CpuList>();
+        }
+
         #[test]
         fn display_parses_back(cpus in proptest::collection::vec(0usize..200, 1..40)) {
             let list = CpuList::new(cpus);

@@ -7,6 +7,8 @@ use std::io;
 use std::net::IpAddr;
 use std::process::Command;
 
+use crate::child_output;
+
 pub const PRESENT: &str = "present";
 pub const ABSENT: &str = "absent";
 
@@ -23,14 +25,19 @@ pub fn parse_cidr(text: &str) -> Option<(IpAddr, u8)> {
 }
 
 fn ip(args: &[&str]) -> io::Result<String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot run `ip` (install iproute2): {e}"))
-    })?;
+    let limits = child_output::Limits::REPLY;
+    let out =
+        child_output::run(Command::new("ip").args(args), None, &limits).map_err(|e| match e {
+            child_output::OutputError::Spawn(e) => {
+                io::Error::new(e.kind(), format!("cannot run `ip` (install iproute2): {e}"))
+            }
+            e => io::Error::other(format!("ip {}: {e}", args.join(" "))),
+        })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(io::Error::other(format!("ip {}: {}", args.join(" "), err.trim())))
+        let err = child_output::printable(&String::from_utf8_lossy(&out.stderr), 2000);
+        Err(io::Error::other(format!("ip {}: {err}", args.join(" "))))
     }
 }
 
