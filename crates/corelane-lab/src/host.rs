@@ -4,6 +4,7 @@
 //! experiments never build `ip netns exec` command lines themselves, and a remote machine
 //! can become one more kind of host without touching them.
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,7 +108,7 @@ impl Host {
     /// /sys/class/net).
     pub fn write_file(&self, path: &str, contents: &str) -> Result<(), LabError> {
         match self {
-            Host::Local => std::fs::write(path, contents)
+            Host::Local => write_local(Path::new(path), contents)
                 .map_err(|e| LabError::io(format!("cannot write {path}"), e)),
             Host::Namespace(_) | Host::Remote(_) => self
                 .run("sh", &["-c", "printf '%s' \"$1\" > \"$2\"", "sh", contents, path])
@@ -265,6 +266,21 @@ fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
     Some((at(11)?, at(12)?))
 }
 
+/// Writes a kernel setting that exists (truncated, never created, a symlink at the last
+/// component refused), or else creates a new file (O_EXCL|O_NOFOLLOW): no path is opened in
+/// a way that follows a planted symlink.
+fn write_local(path: &Path, contents: &str) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Write;
+    let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => corelane::fs::create_new(path)?,
+        Err(e) => return Err(e.into()),
+    };
+    file.write_all(contents.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,3 +306,4 @@ mod tests {
         assert_eq!(Host::Local.read_file(path).unwrap(), "0f");
     }
 }
+
