@@ -55,6 +55,7 @@ pub struct Server {
     addr: SocketAddr,
     backend: Backend,
     notes: Vec<String>,
+    identity: Option<crate::privilege::Identity>,
 }
 
 /// A lane ready to run, on either backend.
@@ -99,6 +100,9 @@ impl Server {
             }
         }
         let (listeners, addr) = bind_listeners(&config)?;
+        // Root is given up here: after the bind, before any lane, ring or thread exists (an
+        // io_uring keeps its creator's credentials for SQPOLL submissions).
+        let identity = config.run_as.as_ref().map(|r| r.become_user()).transpose()?;
         let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
         let content = Arc::new(config.content.clone());
         // Every lane is built before any starts, so a failure leaves nothing running.
@@ -153,7 +157,12 @@ impl Server {
                 .spawn(config.placement.cpu_of(index), move || lane.run(&lane_stop))
                 .map_err(|e| TcpError::io("cannot start a lane thread", e))?;
         }
-        Ok(Self { lanes, counters, addr, backend, notes })
+        Ok(Self { lanes, counters, addr, backend, notes, identity })
+    }
+
+    /// Who the server runs as, when [`ServerConfig::run_as`] was given.
+    pub fn identity(&self) -> Option<&crate::privilege::Identity> {
+        self.identity.as_ref()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
