@@ -26,7 +26,17 @@ struct Served {
 impl Served {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
-            .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--json", "--duration", "20s"])
+            .args([
+                "serve",
+                "http",
+                "--addr",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--json",
+                "--duration",
+                "20s",
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -34,8 +44,8 @@ impl Served {
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let ready: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("no ready line ({e}): {line:?}"));
+        let ready: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("no ready line ({e}): {line:?}"));
         Self { child, ready }
     }
 

@@ -306,4 +306,3 @@ mod tests {
         assert_eq!(Host::Local.read_file(path).unwrap(), "0f");
     }
 }
-

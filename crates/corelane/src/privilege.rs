@@ -26,7 +26,9 @@ pub struct Identity {
 /// Why the server cannot run as the user it was told to.
 #[derive(Debug, thiserror::Error)]
 pub enum PrivilegeError {
-    #[error("--user {0}: no such user (name an existing user, such as nobody; --user root keeps root)")]
+    #[error(
+        "--user {0}: no such user (name an existing user, such as nobody; --user root keeps root)"
+    )]
     NoSuchUser(String),
     #[error("--user {name}: cannot read the user database ({source})")]
     Lookup { name: String, source: std::io::Error },
@@ -66,7 +68,8 @@ impl RunAs {
             let gid = rustix::process::getegid().as_raw();
             return Ok(Identity { user, uid, gid, root: uid == 0 });
         }
-        let failed = |what| move |source| PrivilegeError::Drop { name: self.name.clone(), what, source };
+        let failed =
+            |what| move |source| PrivilegeError::Drop { name: self.name.clone(), what, source };
         rustix::thread::set_no_new_privs(true)
             .map_err(|e| failed("prctl(PR_SET_NO_NEW_PRIVS)")(e.into()))?;
         sys::become_user(self.ids).map_err(failed("setgroups, setgid, setuid"))?;
@@ -75,15 +78,25 @@ impl RunAs {
     }
 
     fn check_dropped(&self) -> Result<(), PrivilegeError> {
-        let incomplete = |what: String| PrivilegeError::Incomplete { name: self.name.clone(), what };
-        let (uids, gids, groups) = sys::current_ids()
-            .map_err(|e| PrivilegeError::Drop { name: self.name.clone(), what: "getresuid", source: e })?;
+        let incomplete =
+            |what: String| PrivilegeError::Incomplete { name: self.name.clone(), what };
+        let (uids, gids, groups) = sys::current_ids().map_err(|e| PrivilegeError::Drop {
+            name: self.name.clone(),
+            what: "getresuid",
+            source: e,
+        })?;
         if uids != [self.ids.uid; 3] || gids != [self.ids.gid; 3] || groups != 0 {
-            return Err(incomplete(format!("the ids are uid {uids:?} gid {gids:?} with {groups} groups")));
+            return Err(incomplete(format!(
+                "the ids are uid {uids:?} gid {gids:?} with {groups} groups"
+            )));
         }
-        let caps = rustix::thread::capabilities(None)
-            .map_err(|e| PrivilegeError::Drop { name: self.name.clone(), what: "capget", source: e.into() })?;
-        if !(caps.effective.is_empty() && caps.permitted.is_empty() && caps.inheritable.is_empty()) {
+        let caps = rustix::thread::capabilities(None).map_err(|e| PrivilegeError::Drop {
+            name: self.name.clone(),
+            what: "capget",
+            source: e.into(),
+        })?;
+        if !(caps.effective.is_empty() && caps.permitted.is_empty() && caps.inheritable.is_empty())
+        {
             return Err(incomplete(format!("capabilities remain ({caps:?})")));
         }
         if sys::can_become_root() {

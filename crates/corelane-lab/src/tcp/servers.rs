@@ -402,8 +402,7 @@ fn nginx_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
 /// lighttpd (one process) serving the body as a static file, keep-alive unlimited.
 fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
     let www = dir.join("www");
-    std::fs::create_dir(&www)
-        .map_err(|e| LabError::io("cannot create the lighttpd root", e))?;
+    std::fs::create_dir(&www).map_err(|e| LabError::io("cannot create the lighttpd root", e))?;
     write(www.join("index.txt"), BODY)?;
     let d = dir.display();
     write(

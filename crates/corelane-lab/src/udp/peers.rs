@@ -229,7 +229,10 @@ fn build_c_loop(dir: &std::path::Path) -> Result<PathBuf, String> {
     let bin = dir.join("recvmmsg_loop");
     corelane::fs::create_new(&src)
         .and_then(|mut f| {
-            std::io::Write::write_all(&mut f, include_str!("../../peers/recvmmsg_loop.c").as_bytes())
+            std::io::Write::write_all(
+                &mut f,
+                include_str!("../../peers/recvmmsg_loop.c").as_bytes(),
+            )
         })
         .map_err(|e| e.to_string())?;
     let out = std::process::Command::new("cc")

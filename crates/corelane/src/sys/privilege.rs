@@ -52,9 +52,8 @@ pub(crate) fn user_name(uid: u32) -> Option<String> {
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: pwd, buf (with its true length) and found are live and writable for the call.
-    let rc = unsafe {
-        libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut found)
-    };
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
     if rc != 0 || found.is_null() {
         return None;
     }
