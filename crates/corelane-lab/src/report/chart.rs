@@ -67,7 +67,7 @@ pub fn png(runs: &[(&str, &Figure)], path: &Path) -> Result<(), ChartError> {
         .map_err(|e| ChartError(format!("cannot write {}: {e}", path.display())))
 }
 
-/// The PNG file of [`png`], in memory.
+/// The PNG file of [`png()`], in memory.
 pub fn png_bytes(runs: &[(&str, &Figure)]) -> Result<Vec<u8>, ChartError> {
     load_font()?;
     let (width, height) = size(runs);
