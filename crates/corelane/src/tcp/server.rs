@@ -93,16 +93,20 @@ impl Server {
             if let Some(cpu) = sqpoll_cpu {
                 let list = crate::topology::CpuList::new(vec![cpu]);
                 crate::topology::Topology::read()?.check(&list)?;
-                if let Err(reason) = socket_ring::probe_sqpoll(cpu) {
-                    notes.push(format!("{reason}; lanes submit for themselves"));
-                    backend = Backend::Uring { sqpoll_cpu: None };
-                }
             }
         }
         let (listeners, addr) = bind_listeners(&config)?;
         // Root is given up here: after the bind, before any lane, ring or thread exists (an
         // io_uring keeps its creator's credentials for SQPOLL submissions).
         let identity = config.run_as.as_ref().map(|r| r.become_user()).transpose()?;
+        // Probed as the user the lanes run as, after the drop: the probe's SQPOLL thread
+        // outlives its ring for a moment, and must not do so with root's credentials.
+        if let Backend::Uring { sqpoll_cpu: Some(cpu) } = backend {
+            if let Err(reason) = socket_ring::probe_sqpoll(cpu) {
+                notes.push(format!("{reason}; lanes submit for themselves"));
+                backend = Backend::Uring { sqpoll_cpu: None };
+            }
+        }
         let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
         let content = Arc::new(config.content.clone());
         // Every lane is built before any starts, so a failure leaves nothing running.
