@@ -68,33 +68,29 @@ impl RunAs {
             let gid = rustix::process::getegid().as_raw();
             return Ok(Identity { user, uid, gid, root: uid == 0 });
         }
-        let failed =
-            |what| move |source| PrivilegeError::Drop { name: self.name.clone(), what, source };
         rustix::thread::set_no_new_privs(true)
-            .map_err(|e| failed("prctl(PR_SET_NO_NEW_PRIVS)")(e.into()))?;
-        sys::become_user(self.ids).map_err(failed("setgroups, setgid, setuid"))?;
+            .map_err(|e| self.failed("prctl(PR_SET_NO_NEW_PRIVS)")(e.into()))?;
+        sys::become_user(self.ids).map_err(self.failed("setgroups, setgid, setuid"))?;
         self.check_dropped()?;
         Ok(Identity { user: self.name.clone(), uid: self.ids.uid, gid: self.ids.gid, root: false })
+    }
+
+    /// A failed call, named, as the error.
+    fn failed(&self, what: &'static str) -> impl Fn(std::io::Error) -> PrivilegeError + '_ {
+        move |source| PrivilegeError::Drop { name: self.name.clone(), what, source }
     }
 
     fn check_dropped(&self) -> Result<(), PrivilegeError> {
         let incomplete =
             |what: String| PrivilegeError::Incomplete { name: self.name.clone(), what };
-        let (uids, gids, groups) = sys::current_ids().map_err(|e| PrivilegeError::Drop {
-            name: self.name.clone(),
-            what: "getresuid",
-            source: e,
-        })?;
+        let (uids, gids, groups) = sys::current_ids().map_err(self.failed("getresuid"))?;
         if uids != [self.ids.uid; 3] || gids != [self.ids.gid; 3] || groups != 0 {
             return Err(incomplete(format!(
                 "the ids are uid {uids:?} gid {gids:?} with {groups} groups"
             )));
         }
-        let caps = rustix::thread::capabilities(None).map_err(|e| PrivilegeError::Drop {
-            name: self.name.clone(),
-            what: "capget",
-            source: e.into(),
-        })?;
+        let caps =
+            rustix::thread::capabilities(None).map_err(|e| self.failed("capget")(e.into()))?;
         if !(caps.effective.is_empty() && caps.permitted.is_empty() && caps.inheritable.is_empty())
         {
             return Err(incomplete(format!("capabilities remain ({caps:?})")));
