@@ -13,7 +13,8 @@ use crate::args::outln;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A plan written by `corelane plan` (TOML or JSON).
+    /// A plan written by `corelane plan` (TOML or JSON). Only the interrupts of its interface
+    /// (and of the devices under it) as this machine shows them are moved; any other is refused.
     plan: PathBuf,
     /// Make the changes; without it, only show them (dry run).
     #[arg(long)]
@@ -29,7 +30,8 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct RevertArgs {
     /// The file `corelane apply --yes` saved. Every entry is checked before any is restored:
-    /// only the settings a plan may change, with values of their kind.
+    /// only the settings a plan may change, with values of their kind, and interrupts of a
+    /// network interface only.
     file: PathBuf,
     /// The directory `apply --root` was given (sysfs and procfs under it instead of /).
     #[arg(long, value_name = "DIR", default_value = "/")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use corelane::lane::Placement;
+use corelane::privilege::RunAs;
 use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
 use corelane::tcp::{
@@ -95,6 +96,11 @@ pub struct ServeArgs {
     /// Serve this long, then drain and exit (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Started as root: the user to become once the port is bound, before serving (its
+    /// groups, gid and uid; no capability kept), so a file only root may read is 403. `root`
+    /// keeps root, and says so.
+    #[arg(long, value_name = "NAME", default_value = "nobody")]
+    user: String,
     /// A JSON line when ready, one per second and a summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -169,21 +175,33 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
         max_connections: args.max_connections.max(1),
         ..Limits::default()
     };
+    config.run_as = Some(RunAs::lookup(&args.user)?);
     let stop = stop_on_signals()?;
     let server = Server::start(config, stop.clone())?;
     let addr = server.local_addr();
     for note in server.notes() {
         eprintln!("note: {note}");
     }
+    let identity = server.identity().context("the server did not say who it runs as")?;
+    let warning = identity.root.then(|| {
+        format!(
+            "serving as root (uid 0{}): any file root may read under --root is served; leave out --user root to serve as nobody",
+            if args.user == "root" { ", --user root" } else { "" }
+        )
+    });
+    if let Some(w) = &warning {
+        eprintln!("WARNING: {w}");
+    }
     if args.json {
         print_json(&serde_json::json!({
             "type": "ready", "addr": addr, "lanes": lanes, "backend": server.backend(),
-            "notes": server.notes(),
+            "notes": server.notes(), "user": identity, "warning": warning,
         }));
     } else {
         eprintln!(
-            "serving http://{addr}/ on {lanes} lane(s), {} backend, recycling {}, listen {} (Ctrl-C to stop)",
-            server.backend(), args.recycle, args.listen
+            "serving http://{addr}/ on {lanes} lane(s), {} backend, recycling {}, listen {}, as {} (uid {}){} (Ctrl-C to stop)",
+            server.backend(), args.recycle, args.listen, identity.user, identity.uid,
+            if identity.root { ", ROOT" } else { "" }
         );
     }
     let report = per_second(args.json, &stop, serve_line);

@@ -1,9 +1,8 @@
 //! `corelane udp echo` and `corelane udp ping`: round-trip latency, sockperf's way.
 
-use std::fs::File;
 use std::io::BufWriter;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
@@ -139,7 +138,8 @@ pub struct PingArgs {
     /// corelane's payload, or sockperf's header (to measure against `sockperf sr`).
     #[arg(long, value_enum, default_value_t = WireArg::Corelane)]
     wire: WireArg,
-    /// Write every second's histogram here in HdrHistogram's interval log format (ns).
+    /// Write every second's histogram here in HdrHistogram's interval log format (ns); a new
+    /// file: an existing file or symlink at FILE is refused, never written over.
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
     /// One JSON object per second and a summary, instead of text.
@@ -241,6 +241,18 @@ fn print_echo_summary(s: &EchoSummary) {
     }
 }
 
+/// Why the histogram log cannot be created, with what to do.
+fn histogram_error(path: &Path, e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::AlreadyExists {
+        anyhow::anyhow!(
+            "--histogram {}: already exists (remove it or choose a new name; the log is never written over an existing file or symlink)",
+            path.display()
+        )
+    } else {
+        anyhow::anyhow!("cannot create the histogram log {}: {e}", path.display())
+    }
+}
+
 pub fn ping(args: PingArgs) -> anyhow::Result<ExitCode> {
     let mode = match (args.mode, args.rate) {
         (ModeArg::PingPong, None) => PingMode::PingPong,
@@ -266,8 +278,9 @@ pub fn ping(args: PingArgs) -> anyhow::Result<ExitCode> {
     let ping = Ping::connect(config)?;
     let mut log = match &args.histogram {
         Some(path) => {
-            let file = File::create(path)
-                .with_context(|| format!("cannot write the histogram log {}", path.display()))?;
+            // Created new (never an existing file or a planted symlink) and streamed: a
+            // long run's log is not held in memory, and an interrupted run keeps its intervals.
+            let file = corelane::fs::create_new(path).map_err(|e| histogram_error(path, e))?;
             Some(IntervalLog::new(BufWriter::new(file), SystemTime::now())?)
         }
         None => None,

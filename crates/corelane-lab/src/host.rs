@@ -4,6 +4,7 @@
 //! experiments never build `ip netns exec` command lines themselves, and a remote machine
 //! can become one more kind of host without touching them.
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,7 +114,7 @@ impl Host {
     /// /sys/class/net).
     pub fn write_file(&self, path: &str, contents: &str) -> Result<(), LabError> {
         match self {
-            Host::Local => std::fs::write(path, contents)
+            Host::Local => write_local(Path::new(path), contents)
                 .map_err(|e| LabError::io(format!("cannot write {path}"), e)),
             Host::Namespace(_) | Host::Remote(_) => self
                 .run("sh", &["-c", "printf '%s' \"$1\" > \"$2\"", "sh", contents, path])
@@ -278,6 +279,21 @@ fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
         Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
     };
     Some((time(user), time(system)))
+}
+
+/// Writes a kernel setting that exists (truncated, never created, a symlink at the last
+/// component refused), or else creates a new file (O_EXCL|O_NOFOLLOW): no path is opened in
+/// a way that follows a planted symlink.
+fn write_local(path: &Path, contents: &str) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Write;
+    let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => corelane::fs::create_new(path)?,
+        Err(e) => return Err(e.into()),
+    };
+    file.write_all(contents.as_bytes())
 }
 
 #[cfg(test)]

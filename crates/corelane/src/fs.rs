@@ -26,6 +26,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Creates `path` as a new file for writing (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0644):
+/// whatever is already there, a file or a planted symlink, is an `AlreadyExists` error and
+/// is never opened.
+pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(path, flags, Mode::from_raw_mode(0o644))?.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

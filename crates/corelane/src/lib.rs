@@ -17,6 +17,7 @@
 //! * [`child_output`] reads what a child process prints within caps on bytes and time.
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
 //! * [`xdp`] is kernel bypass: corelane's own XDP program and AF_XDP lanes for UDP.
+//! * [`privilege`] gives up root once a server has bound its port.
 //! * [`units`] parses sizes, counts and durations as people type them.
 //! * [`stats`] turns counters into the per-second lines and the CPU accounting the lab reports.
 //!
@@ -28,6 +29,7 @@ pub mod child_output;
 pub mod copy;
 pub mod fs;
 pub mod lane;
+pub mod privilege;
 pub mod reuseport;
 pub mod sched;
 pub mod stats;

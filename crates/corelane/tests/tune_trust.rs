@@ -16,7 +16,15 @@ fn fake_root() -> tempfile::TempDir {
         fs::write(p, s).unwrap();
     };
     write(root.path().join("proc/irq/38/smp_affinity_list"), "0-1\n");
+    write(root.path().join("proc/irq/11/smp_affinity_list"), "0-1\n");
     write(root.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus"), "00000000\n");
+    // eth0's MSI interrupts (77 has no affinity file: a write to it fails), and a disk's.
+    write(root.path().join("sys/class/net/eth0/device/msi_irqs/38"), "msix\n");
+    write(root.path().join("sys/class/net/eth0/device/msi_irqs/77"), "msix\n");
+    write(
+        root.path().join("proc/interrupts"),
+        "           CPU0       CPU1\n 11:  5  0  IO-APIC  11-fasteoi  ata_piix\n 38:  9  1  PCI-MSIX-0000:00:03.0  1-edge  eth0-TxRx-0\n",
+    );
     root
 }
 
@@ -153,6 +161,90 @@ fn writes_never_create_or_follow() {
     }];
     assert!(matches!(apply(&missing, r), Err(ApplyError::Write { .. })));
     assert!(!Path::new(&r.join("proc/irq/77")).exists());
+}
+
+/// An edited plan for eth0 named a disk's interrupt, and `apply` moved it (its dry run
+/// listed the change). Every interrupt of a plan must now be its interface's, and every
+/// interrupt of a revert file some interface's: refused by name before anything is read.
+#[test]
+fn a_plan_or_revert_file_naming_a_foreign_interrupt_is_refused() {
+    let root = fake_root();
+    let r = root.path();
+    let mut p = plan("eth0");
+    p.irqs.push(IrqPlacement { irq: 11, name: "eth0-TxRx-1".into(), cpu: 0 });
+    let err = changes(&p, r).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("interrupt 11 (ata_piix) does not belong to eth0"), "{text}");
+    assert!(text.contains("38 (eth0-TxRx-0)"), "the interface's own are listed: {text}");
+    p.irqs.retain(|i| i.irq == 38);
+    assert_eq!(changes(&p, r).unwrap().len(), 2, "eth0's own interrupt is still moved");
+
+    let disk = r.join("proc/irq/11/smp_affinity_list");
+    let list = vec![Change { path: disk.clone(), from: "1".into(), to: "0-1".into() }];
+    let file = r.join("revert.json");
+    fs::write(&file, serde_json::to_vec(&list).unwrap()).unwrap();
+    let err = read_revert_file(&file, r).unwrap_err().to_string();
+    assert!(
+        err.contains("interrupt 11 (ata_piix) does not belong to a network interface"),
+        "{err}"
+    );
+    assert!(matches!(revert(&list, r), Err(ApplyError::Invalid(SettingError::ForeignIrq { .. }))));
+    assert!(matches!(apply(&list, r), Err(ApplyError::Invalid(SettingError::ForeignIrq { .. }))));
+    assert_eq!(fs::read_to_string(&disk).unwrap(), "0-1\n");
+}
+
+/// The same on this machine: a plan for a NIC naming an interrupt of another device here
+/// (a disk's, a console's) is refused and nothing changes; the NIC's own queue interrupt is
+/// moved, then put back.
+#[test]
+fn this_machines_nic_moves_only_its_own_interrupts() {
+    let root = Path::new("/");
+    let nics = corelane::topology::read_nics(root);
+    let Some(nic) = nics.iter().find(|n| !n.irqs.is_empty()) else {
+        eprintln!("skipped: no network interface with interrupts here (a NIC with a bus device)");
+        return;
+    };
+    let interrupts = fs::read_to_string("/proc/interrupts").unwrap();
+    let foreign = interrupts.lines().skip(1).find_map(|l| {
+        let irq: u32 = l.trim_start().split_once(':')?.0.parse().ok()?;
+        let owned = nics.iter().any(|n| n.irqs.iter().any(|i| i.irq == irq));
+        let movable = Path::new(&format!("/proc/irq/{irq}/smp_affinity_list")).exists();
+        (!owned && movable).then(|| (irq, l.split_whitespace().last().unwrap().to_string()))
+    });
+    let Some((foreign, name)) = foreign else {
+        eprintln!("skipped: every interrupt here belongs to a network interface");
+        return;
+    };
+    let affinity = |irq: u32| fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list"));
+    let before = affinity(foreign).unwrap();
+    let mut p = plan(&nic.name);
+    p.rps_cpus = "0".into();
+    p.irqs = vec![IrqPlacement { irq: foreign, name: "eth0-TxRx-0".into(), cpu: 0 }];
+    let err = changes(&p, root).unwrap_err().to_string();
+    let expected = format!("interrupt {foreign} ({name}) does not belong to {}", nic.name);
+    assert!(err.contains(&expected), "{err}");
+    assert_eq!(affinity(foreign).unwrap(), before);
+
+    let own = &nic.irqs[0];
+    let own_before = affinity(own.irq).unwrap();
+    let cpu = if own_before.trim() == "0" { 1 } else { 0 };
+    p.irqs = vec![IrqPlacement { irq: own.irq, name: own.name.clone(), cpu }];
+    let list: Vec<Change> = changes(&p, root)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.path.starts_with("/proc/irq"))
+        .collect();
+    assert_eq!(list.len(), 1, "{}'s own interrupt {} is moved: {list:?}", nic.name, own.irq);
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped the write half: apply needs root");
+        return;
+    }
+    let skipped = apply(&list, root).unwrap();
+    if skipped.is_empty() {
+        assert_eq!(affinity(own.irq).unwrap().trim(), cpu.to_string());
+    }
+    revert(&list, root).unwrap();
+    assert_eq!(affinity(own.irq).unwrap(), own_before);
 }
 
 mod properties {

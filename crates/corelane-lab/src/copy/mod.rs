@@ -175,7 +175,7 @@ fn describe(s: &Scratch) -> String {
 /// Writes `len` bytes of non-repeating content (a xorshift stream, written 1 MiB at a time).
 fn write_source(path: &Path, len: u64) -> Result<(), LabError> {
     use std::io::Write;
-    let mut file = std::fs::File::create(path)
+    let mut file = corelane::fs::create_new(path)
         .map_err(|e| LabError::io(format!("cannot create {}", path.display()), e))?;
     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ len;
     let mut block = vec![0u8; 1 << 20];
@@ -196,11 +196,14 @@ fn write_source(path: &Path, len: u64) -> Result<(), LabError> {
 }
 
 fn write_tree(root: &Path, files: usize, size: u64) -> Result<(), LabError> {
+    // Fresh directories only (the scratch is private): nothing already there is adopted.
+    std::fs::create_dir(root)
+        .map_err(|e| LabError::io(format!("cannot create {}", root.display()), e))?;
     // 1,000 files per directory, like a real tree, and so no single directory lock dominates.
     for i in 0..files {
         let dir = root.join(format!("d{}", i / 1000));
         if i % 1000 == 0 {
-            std::fs::create_dir_all(&dir)
+            std::fs::create_dir(&dir)
                 .map_err(|e| LabError::io(format!("cannot create {}", dir.display()), e))?;
         }
         write_source(&dir.join(format!("f{i}")), size)?;

@@ -20,12 +20,16 @@ pub struct Scratch {
     pub options: String,
 }
 
-/// Unmounts scratch mounts of killed runs (their PID is gone); returns their paths.
+/// Unmounts scratch mounts of killed runs (their PID is gone); returns their paths. Only
+/// mount points directly in `$TMPDIR`, where [`Scratch::mount`] makes them: a mount another
+/// user made elsewhere under a name like ours (a FUSE mount in their home) is left alone.
 pub fn remove_stale_mounts() -> Vec<String> {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let tmp = std::env::temp_dir();
     mounts
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|mp| Path::new(mp).parent() == Some(tmp.as_path()))
         .filter(|mp| {
             let Some(rest) = Path::new(mp)
                 .file_name()
@@ -98,6 +102,28 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mount named like a killed run's scratch but outside `$TMPDIR` (another user's FUSE
+    /// mount, say) was unmounted and its directory removed; it is now left alone.
+    #[test]
+    fn a_stale_looking_mount_outside_tmpdir_is_left_alone() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return;
+        }
+        let home = tempfile::tempdir_in("/dev/shm").unwrap();
+        let name = format!("{}999999999-planted", crate::workdir::prefix("copy"));
+        let mp = home.path().join(name);
+        std::fs::create_dir(&mp).unwrap();
+        let ok =
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "t"]).arg(&mp).status();
+        assert!(ok.unwrap().success());
+        let removed = remove_stale_mounts();
+        let still = std::fs::read_to_string("/proc/mounts").unwrap().contains(mp.to_str().unwrap());
+        let _ = Command::new("umount").arg(&mp).status();
+        assert!(!removed.iter().any(|r| Path::new(r) == mp), "{removed:?}");
+        assert!(still && mp.is_dir());
+    }
 
     #[test]
     fn mounts_and_removes_a_private_tmpfs() {

@@ -58,12 +58,32 @@ pub fn svg(runs: &[(&str, &Figure)]) -> Result<String, ChartError> {
     Ok(out)
 }
 
-/// The same drawing as [`svg`], written to `path` as a PNG.
+/// The same drawing as [`svg`], written to `path` as a PNG: drawn into memory, encoded, then
+/// written whole through [`corelane::fs::write_atomic`] (plotters' own file backend would
+/// create the file by name and follow a symlink planted at it).
 pub fn png(runs: &[(&str, &Figure)], path: &Path) -> Result<(), ChartError> {
+    let bytes = png_bytes(runs)?;
+    corelane::fs::write_atomic(path, &bytes)
+        .map_err(|e| ChartError(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The PNG file of [`png()`], in memory.
+pub fn png_bytes(runs: &[(&str, &Figure)]) -> Result<Vec<u8>, ChartError> {
     load_font()?;
-    let root = BitMapBackend::new(path, size(runs)).into_drawing_area();
-    draw(&root, runs)?;
-    root.present().map_err(|e| ChartError(format!("cannot write {}: {e:?}", path.display())))
+    let (width, height) = size(runs);
+    let mut rgb = vec![0u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        draw(&root, runs)?;
+        root.present().map_err(failed)?;
+    }
+    let mut out = Vec::new();
+    let mut encoder = ::png::Encoder::new(&mut out, width, height);
+    encoder.set_color(::png::ColorType::Rgb);
+    encoder.set_depth(::png::BitDepth::Eight);
+    let encoded = encoder.write_header().and_then(|mut w| w.write_image_data(&rgb));
+    encoded.map_err(|e| ChartError(format!("cannot encode a chart as PNG: {e}")))?;
+    Ok(out)
 }
 
 /// Pixels of a chart: bars and stacked bars grow with their rows.

@@ -374,8 +374,11 @@ fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
         })
 }
 
+/// Writes a new file in the run's private work directory (never over an existing one).
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, LabError> {
-    std::fs::write(&path, text)
+    use std::io::Write;
+    corelane::fs::create_new(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
     Ok(path)
 }
@@ -399,8 +402,7 @@ fn nginx_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
 /// lighttpd (one process) serving the body as a static file, keep-alive unlimited.
 fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
     let www = dir.join("www");
-    std::fs::create_dir_all(&www)
-        .map_err(|e| LabError::io("cannot create the lighttpd root", e))?;
+    std::fs::create_dir(&www).map_err(|e| LabError::io("cannot create the lighttpd root", e))?;
     write(www.join("index.txt"), BODY)?;
     let d = dir.display();
     write(

@@ -227,7 +227,14 @@ pub fn rows(measured: &[(Pair, Vec<Sample>)]) -> Vec<PeerRow> {
 fn build_c_loop(dir: &std::path::Path) -> Result<PathBuf, String> {
     let src = dir.join("recvmmsg_loop.c");
     let bin = dir.join("recvmmsg_loop");
-    std::fs::write(&src, include_str!("../../peers/recvmmsg_loop.c")).map_err(|e| e.to_string())?;
+    corelane::fs::create_new(&src)
+        .and_then(|mut f| {
+            std::io::Write::write_all(
+                &mut f,
+                include_str!("../../peers/recvmmsg_loop.c").as_bytes(),
+            )
+        })
+        .map_err(|e| e.to_string())?;
     let mut cc = std::process::Command::new("cc");
     cc.args(["-O2", "-o"]).arg(&bin).arg(&src);
     let out = corelane::child_output::run(&mut cc, None, &corelane::child_output::Limits::REPLY)

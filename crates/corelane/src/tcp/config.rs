@@ -107,6 +107,9 @@ pub struct ServerConfig {
     pub limits: Limits,
     pub backlog: i32,
     pub backend: Backend,
+    /// The user to become once the port is bound, before any lane (or io_uring) is made;
+    /// `None` keeps the process as it is.
+    pub run_as: Option<crate::privilege::RunAs>,
 }
 
 impl ServerConfig {
@@ -121,6 +124,7 @@ impl ServerConfig {
             limits: Limits::default(),
             backlog: 4096,
             backend: Backend::Epoll,
+            run_as: None,
         }
     }
 }

@@ -54,6 +54,8 @@ pub enum TcpError {
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error(transparent)]
+    Privilege(#[from] crate::privilege::PrivilegeError),
+    #[error(transparent)]
     Topology(#[from] crate::topology::TopologyError),
 }
 

@@ -55,6 +55,7 @@ pub struct Server {
     addr: SocketAddr,
     backend: Backend,
     notes: Vec<String>,
+    identity: Option<crate::privilege::Identity>,
 }
 
 /// A lane ready to run, on either backend.
@@ -92,13 +93,20 @@ impl Server {
             if let Some(cpu) = sqpoll_cpu {
                 let list = crate::topology::CpuList::new(vec![cpu]);
                 crate::topology::Topology::read()?.check(&list)?;
-                if let Err(reason) = socket_ring::probe_sqpoll(cpu) {
-                    notes.push(format!("{reason}; lanes submit for themselves"));
-                    backend = Backend::Uring { sqpoll_cpu: None };
-                }
             }
         }
         let (listeners, addr) = bind_listeners(&config)?;
+        // Root is given up here: after the bind, before any lane, ring or thread exists (an
+        // io_uring keeps its creator's credentials for SQPOLL submissions).
+        let identity = config.run_as.as_ref().map(|r| r.become_user()).transpose()?;
+        // Probed as the user the lanes run as, after the drop: the probe's SQPOLL thread
+        // outlives its ring for a moment, and must not do so with root's credentials.
+        if let Backend::Uring { sqpoll_cpu: Some(cpu) } = backend {
+            if let Err(reason) = socket_ring::probe_sqpoll(cpu) {
+                notes.push(format!("{reason}; lanes submit for themselves"));
+                backend = Backend::Uring { sqpoll_cpu: None };
+            }
+        }
         let max_per_lane = config.limits.max_connections.div_ceil(config.lanes).max(1);
         let content = Arc::new(config.content.clone());
         // Every lane is built before any starts, so a failure leaves nothing running.
@@ -153,7 +161,12 @@ impl Server {
                 .spawn(config.placement.cpu_of(index), move || lane.run(&lane_stop))
                 .map_err(|e| TcpError::io("cannot start a lane thread", e))?;
         }
-        Ok(Self { lanes, counters, addr, backend, notes })
+        Ok(Self { lanes, counters, addr, backend, notes, identity })
+    }
+
+    /// Who the server runs as, when [`ServerConfig::run_as`] was given.
+    pub fn identity(&self) -> Option<&crate::privilege::Identity> {
+        self.identity.as_ref()
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub use cpulist::{CpuList, CpuListError};
 pub use irqname::IrqRole;
+pub(crate) use net::interrupt_names;
 pub use net::{
     is_interface_name, queue_owners, read_net_softirqs, read_nic_settings, read_nics, Channels,
     Coalesce, NetSoftirqs, Nic, NicIrq, NicQueue, NicSettings, FLOW_TYPE_NAMES,

@@ -198,6 +198,12 @@ fn interrupts(text: &str) -> Vec<(u32, Vec<u64>, String)> {
         .collect()
 }
 
+/// Every interrupt of `root/proc/interrupts` with its name (the last column).
+pub(crate) fn interrupt_names(root: &Path) -> Vec<(u32, String)> {
+    let text = read(&root.join("proc/interrupts")).unwrap_or_default();
+    interrupts(&text).into_iter().map(|(irq, _, name)| (irq, name)).collect()
+}
+
 /// The last path component of the link at `path` (`driver` -> `ixgbe`, `device` -> `virtio2`).
 fn link_name(path: &Path, resolve: bool) -> Option<String> {
     let target = if resolve { fs::canonicalize(path).ok()? } else { fs::read_link(path).ok()? };

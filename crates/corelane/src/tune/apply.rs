@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::address;
+use super::ownership::Owned;
 use super::plan::DevicePlan;
 use super::refusal::{explain, refusal};
 use super::setting::{Ethtool, IfName, Setting, SettingError};
@@ -222,24 +223,34 @@ fn set(setting: &Setting, root: &Path, value: &str) -> io::Result<()> {
     }
 }
 
-/// Parses and checks every change (names and both values) before any is made.
+/// Parses and checks every change (names and both values) before any is made. A change
+/// names no interface, so an interrupt must belong to some network interface here.
 fn check_all(changes: &[Change], root: &Path) -> Result<Vec<Setting>, ApplyError> {
+    let mut owned = None;
     changes
         .iter()
         .map(|c| {
             let setting = Setting::from_path(&c.path, root)?;
             setting.check_value(&c.from, root)?;
             setting.check_value(&c.to, root)?;
+            if let Setting::IrqAffinity { irq } = setting {
+                owned.get_or_insert_with(|| Owned::by_any_interface(root)).check(irq)?;
+            }
             Ok(setting)
         })
         .collect()
 }
 
-/// Checks every device name and value of a plan before anything is read.
+/// Checks every device name and value of a plan before anything is read, and that every
+/// interrupt it moves is its interface's (or a lower device's).
 fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, ApplyError> {
     let mut out = Vec::new();
+    let owned = Owned::by_interface(IfName::existing(&plan.nic, root)?.as_str(), root);
     for device in plan.devices() {
         let nic = IfName::existing(&device.nic, root)?;
+        for irq in &device.irqs {
+            owned.check(irq.irq)?;
+        }
         Setting::RpsCpus { nic: nic.clone(), queue: 0 }.check_value(&device.rps_cpus, root)?;
         for mask in &device.xps_cpus {
             Setting::XpsCpus { nic: nic.clone(), queue: 0 }.check_value(mask, root)?;
@@ -402,6 +413,9 @@ mod tests {
         };
         write(root.join("proc/irq/38/smp_affinity_list"), "0-1");
         write(root.join("proc/irq/39/smp_affinity_list"), "0");
+        for irq in [38, 39, 40] {
+            write(root.join(format!("sys/class/net/eth0/device/msi_irqs/{irq}")), "msix");
+        }
         write(root.join("sys/class/net/eth0/queues/rx-0/rps_cpus"), "00000000");
         write(root.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "0,00000002");
         let plan = Plan {

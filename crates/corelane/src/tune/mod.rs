@@ -3,6 +3,7 @@
 
 mod address;
 mod apply;
+mod ownership;
 mod plan;
 mod refusal;
 mod setting;

@@ -18,6 +18,8 @@ pub enum SettingError {
     NoInterface { name: String },
     #[error("`{0}` is not a setting a plan may change: only /proc/irq/N/smp_affinity_list, /sys/class/net/IFACE/queues/rx-N/rps_cpus, .../tx-N/xps_cpus and ethtool:IFACE/{{queues,rx-usecs,rx-flow-hash/FLOW}}")]
     NotASetting(String),
+    #[error("interrupt {irq} ({name}) does not belong to {owner}: the interrupts of {owner} here are {owned}; make the plan again on this machine (`corelane plan`)")]
+    ForeignIrq { irq: u32, name: String, owner: String, owned: String },
     #[error("`{value}` is not a valid value for {setting}: {expected}")]
     BadValue { setting: String, value: String, expected: &'static str },
 }
