@@ -11,9 +11,11 @@
 //! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
 //! special files; what the destination cannot keep is counted per kind in [`NotKept`].
 
+mod dest_tree;
 mod destination;
 mod extents;
 mod file;
+mod finish;
 mod links;
 mod method;
 mod preserve;
@@ -137,18 +139,6 @@ pub enum CopyError {
     ReflinkRefused { src: PathBuf, dst: PathBuf, why: String },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
-}
-
-/// Refuses a destination that is a symlink to a directory unless the caller asked to follow it.
-fn refuse_symlinked_destination(
-    dst: &std::path::Path,
-    opts: &CopyOptions,
-) -> Result<(), CopyError> {
-    let link = std::fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink());
-    if link && dst.is_dir() && !opts.follow_destination_symlink {
-        return Err(CopyError::DestinationSymlink(dst.into()));
-    }
-    Ok(())
 }
 
 impl CopyError {

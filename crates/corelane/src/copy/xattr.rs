@@ -28,8 +28,9 @@ pub(crate) enum XattrSource<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum XattrTarget<'a> {
     Fd(BorrowedFd<'a>),
-    /// An entry this copy created, not followed if it is a symlink (lsetxattr).
-    Path(&'a Path),
+    /// An entry this copy created, by its name in a directory it holds, not followed if it is
+    /// a symlink (see `Dir::set_xattr_at`).
+    At(&'a crate::fs::Dir, &'a std::ffi::OsStr),
 }
 
 /// Opens `rel` beneath `root` as an `O_PATH` descriptor without following any symlink, the
@@ -137,10 +138,10 @@ pub(crate) fn copy_xattrs(
         let set = value(src, name).and_then(|v| {
             let name = os(name);
             let flags = XattrFlags::empty();
-            Ok(match dst {
-                XattrTarget::Fd(fd) => rustix::fs::fsetxattr(fd, name, &v, flags),
-                XattrTarget::Path(p) => rustix::fs::lsetxattr(p, name, &v, flags),
-            }?)
+            match dst {
+                XattrTarget::Fd(fd) => Ok(rustix::fs::fsetxattr(fd, name, &v, flags)?),
+                XattrTarget::At(dir, entry) => dir.set_xattr_at(entry, name, &v),
+            }
         });
         if let Err(e) = set {
             let shown_name = String::from_utf8_lossy(name).into_owned();
