@@ -285,3 +285,30 @@ fn a_user_given_the_destination_by_copy_a_cannot_redirect_the_next_copy_a() {
     eprintln!("{rounds} rounds, {raced} swapped mid-copy, {failed} failed, the victim untouched");
     assert!(raced > 0, "no swap came before a copy ended: the test proved nothing");
 }
+
+/// A tree deeper than the descriptors a process may hold: the copy keeps only a bounded stack
+/// of directories open (deeper parents are reopened from the root), so it still copies whole.
+#[test]
+fn a_deep_tree_copies_within_a_small_descriptor_limit() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        return eprintln!("skipped: prlimit (util-linux) is not installed");
+    }
+    let base = scratch("deep");
+    let src = base.path().join("src");
+    let mut deepest = src.clone();
+    for _ in 0..300 {
+        deepest.push("d");
+    }
+    std::fs::create_dir_all(&deepest).unwrap();
+    std::fs::write(deepest.join("f"), b"bottom").unwrap();
+    let dst = base.path().join("dst");
+    let out = Command::new("prlimit")
+        .arg("--nofile=40:40")
+        .arg(corelane_bin())
+        .args([Path::new("copy"), Path::new("-r"), &src, &dst])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copied = dst.join(deepest.strip_prefix(&src).unwrap()).join("f");
+    assert_eq!(std::fs::read(copied).unwrap(), b"bottom");
+}

@@ -16,7 +16,7 @@ use crate::fs::Dir;
 
 /// Descriptors the create pass keeps open down the current path; deeper, a parent is reopened
 /// from the root for each child, so a deep tree never runs out of descriptors.
-const MAX_HELD: usize = 64;
+const MAX_HELD: usize = 16;
 
 /// One directory of the tree: where it is below the root, its parent's index (itself for the
 /// root) and, once met, its (device, inode).
@@ -124,14 +124,33 @@ impl DestTree {
     /// replaced fails (EXDEV-like "replaced" error), whatever replaced it.
     pub(crate) fn open(&self, index: usize) -> io::Result<Dir> {
         let slot = &self.dirs[index];
-        let dir = self.root.open_path(&slot.rel)?;
-        if slot.id.is_none() || Some(id_of(&dir)?) != slot.id {
-            return Err(io::Error::other(format!(
-                "{} was replaced during the copy; nothing was written through it",
+        let replaced = || {
+            io::Error::other(format!(
+                "{} was replaced during the copy (moved away, or a symlink put in its place); \
+                 nothing was written through it",
                 self.path(&slot.rel).display()
-            )));
+            ))
+        };
+        let dir = self.root.open_path(&slot.rel).map_err(|e| match e.raw_os_error() {
+            // A symlink (ENOTDIR with O_DIRECTORY, ELOOP), a file, or a way out of the root.
+            Some(libc::ENOTDIR | libc::ELOOP | libc::EXDEV | libc::ENOENT) => replaced(),
+            _ => e,
+        })?;
+        if slot.id.is_none() || Some(id_of(&dir)?) != slot.id {
+            return Err(replaced());
         }
         Ok(dir)
+    }
+}
+
+impl DestTree {
+    /// The error for a directory `open` refused: a replaced one says so by itself.
+    pub(crate) fn open_error(&self, index: usize, e: io::Error) -> CopyError {
+        if e.kind() == io::ErrorKind::Other {
+            return CopyError::io("the copy stopped", e);
+        }
+        let shown = self.path(&self.dirs[index].rel);
+        CopyError::io(format!("cannot open {}", shown.display()), e)
     }
 }
 
@@ -146,10 +165,7 @@ impl HeldDir {
     pub(crate) fn get(&mut self, tree: &DestTree, index: usize) -> Result<&Dir, CopyError> {
         if self.held.as_ref().is_none_or(|(at, _)| *at != index) {
             self.held = None;
-            let dir = tree.open(index).map_err(|e| {
-                let shown = tree.path(&tree.dirs[index].rel);
-                CopyError::io(format!("cannot open {}", shown.display()), e)
-            })?;
+            let dir = tree.open(index).map_err(|e| tree.open_error(index, e))?;
             self.held = Some((index, dir));
         }
         Ok(&self.held.as_ref().expect("set above").1)

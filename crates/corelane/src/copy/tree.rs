@@ -437,9 +437,7 @@ fn make_specials(
         let (path, name) = (dest.path(rel), last_name(rel));
         if ctx.opts.preserve.links && meta.nlink() > 1 {
             if let Some(first) = firsts.get(&(meta.dev(), meta.ino())) {
-                let first_dir = dest
-                    .open(first.dir)
-                    .map_err(|e| CopyError::io(format!("cannot link {}", path.display()), e))?;
+                let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
                 let dir = held.get(dest, *index)?;
                 link_to(&first_dir, &first.name, dir, name)
                     .map_err(|e| CopyError::io(format!("cannot link {}", path.display()), e))?;
@@ -592,7 +590,7 @@ fn copy_files(
     for (first, to) in &second_names {
         let shown = dest.path(&dest.dirs[to.dir].rel).join(&to.name);
         let failed = |e| CopyError::io(format!("cannot link {}", shown.display()), e);
-        let first_dir = dest.open(first.dir).map_err(failed)?;
+        let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
         let dir = held.get(dest, to.dir)?;
         link_to(&first_dir, &first.name, dir, &to.name).map_err(failed)?;
     }
