@@ -57,6 +57,19 @@ fn id_of(dir: &Dir) -> io::Result<(u64, u64)> {
     Ok((stat.st_dev, stat.st_ino))
 }
 
+/// The (device, inode) of a directory just had by `create_or_open_dir`. One this call created
+/// must still be this process's own: a directory another user moved in between the mkdirat
+/// and the open would otherwise be handed to the source's owner at the end.
+fn id_of_had(dir: &Dir, created: bool, path: &Path) -> Result<(u64, u64), CopyError> {
+    let stat =
+        dir.stat().map_err(|e| CopyError::io(format!("cannot stat {}", path.display()), e))?;
+    if created && stat.st_uid != super::preserve::euid() {
+        let why = format!("{} was replaced as it was created", path.display());
+        return Err(CopyError::io("the copy stopped", io::Error::other(why)));
+    }
+    Ok((stat.st_dev, stat.st_ino))
+}
+
 impl DestTree {
     /// Creates (0700, private while they fill) or opens the tree's directories: the root as
     /// `name` in `parent`, every other one as one name in its parent's descriptor. `dirs[0]`
@@ -71,7 +84,7 @@ impl DestTree {
     ) -> Result<(DestTree, Result<(), CopyError>), CopyError> {
         let (root, created) =
             parent.create_or_open_dir(name, 0o700).map_err(|e| dir_error(root_path.clone(), e))?;
-        dirs[0].id = Some(id_of(&root).map_err(|e| CopyError::io("cannot stat", e))?);
+        dirs[0].id = Some(id_of_had(&root, created, &root_path)?);
         dirs[0].created = created;
         let mut tree = DestTree { root, root_path, dirs };
         let made = tree.create_below();
@@ -98,9 +111,10 @@ impl DestTree {
                     &reopened
                 }
             };
-            let (dir, created) =
-                parent_dir.create_or_open_dir(name, 0o700).map_err(|e| dir_error(path, e))?;
-            let id = id_of(&dir).map_err(|e| CopyError::io("cannot stat", e))?;
+            let (dir, created) = parent_dir
+                .create_or_open_dir(name, 0o700)
+                .map_err(|e| dir_error(path.clone(), e))?;
+            let id = id_of_had(&dir, created, &path)?;
             self.dirs[i].id = Some(id);
             self.dirs[i].created = created;
             if held.len() < MAX_HELD {

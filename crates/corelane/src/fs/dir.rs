@@ -340,6 +340,25 @@ mod tests {
         assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
     }
 
+    /// Attributes of a symlink go on the symlink itself, never on what it points to.
+    #[test]
+    fn attributes_set_by_name_stay_on_a_symlink() {
+        let t = tmp();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"x").unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join("link")).unwrap();
+        let dir = Dir::open(t.path(), false).unwrap();
+        let attr = OsStr::new("trusted.corelane");
+        if let Err(e) = dir.set_xattr_at(OsStr::new("link"), attr, b"v") {
+            return eprintln!("skipped: no trusted. attributes on symlinks here ({e})");
+        }
+        let mut got = [0u8; 8];
+        let n = rustix::fs::lgetxattr(t.path().join("link"), attr, &mut got[..]).unwrap();
+        assert_eq!(&got[..n], b"v");
+        assert!(rustix::fs::getxattr(&victim, attr, &mut got[..]).is_err(), "went through");
+        assert!(dir.set_xattr_at(OsStr::new("../link"), attr, b"v").is_err());
+    }
+
     #[test]
     fn unnamed_files_get_a_name_once_and_renames_stay_in_held_directories() {
         let t = tmp();
