@@ -43,7 +43,7 @@ pub(crate) struct DestTree {
     pub(crate) dirs: Vec<DirSlot>,
 }
 
-/// What the create pass did: every directory exists, or the first one that could not.
+/// Why the directory at `path` could not be had.
 fn dir_error(path: PathBuf, e: io::Error) -> CopyError {
     match e.raw_os_error() {
         // A symlink or a file where the tree has a directory.
@@ -135,7 +135,7 @@ impl DestTree {
 
     /// Reopens directory `index` from the root's descriptor, no symlink followed, and checks
     /// it is the directory the create pass made or met there: one that was renamed away and
-    /// replaced fails (EXDEV-like "replaced" error), whatever replaced it.
+    /// replaced, by a symlink or anything else, fails with an error saying so.
     pub(crate) fn open(&self, index: usize) -> io::Result<Dir> {
         let slot = &self.dirs[index];
         let replaced = || {

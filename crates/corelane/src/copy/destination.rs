@@ -7,6 +7,10 @@
 //! create and a rename, and nothing to clean up even after SIGKILL. When the destination
 //! already exists, linkat refuses, and the copy is linked under a temporary name and renamed
 //! over it, which replaces it atomically.
+//!
+//! All of it happens in the destination directory's descriptor (`fs::Dir`), opened once by
+//! `open_destination` or reached by the tree copy from the destination root: every create,
+//! link, rename and removal is one name in that descriptor, never a path looked up again.
 
 use std::ffi::{OsStr, OsString};
 use std::io;

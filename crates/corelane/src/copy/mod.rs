@@ -10,6 +10,12 @@
 //! lock, so parallelism belongs across files. With [`Preserve::ALL`] (`copy -a`) it keeps what
 //! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
 //! special files; what the destination cannot keep is counted per kind in [`NotKept`].
+//!
+//! The destination is written only through descriptors the copy holds (`crate::fs::Dir`):
+//! its path is resolved once, and every directory, file, link and attribute below it is made
+//! by one name in a held directory or through the entry's own descriptor, so a user who can
+//! write the destination and swaps a directory for a symlink mid-copy fails the copy instead
+//! of carrying it elsewhere (`dest_tree.rs`).
 
 mod dest_tree;
 mod destination;
