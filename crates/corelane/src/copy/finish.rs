@@ -66,7 +66,7 @@ impl Finish<'_> {
                 Place::Dir(dir) => XattrTarget::Fd(dir.as_fd()),
                 Place::At(dir, name) => XattrTarget::At(dir, name),
             };
-            match open_beneath(self.source_root, rel) {
+            match open_beneath(self.source_root, rel, false) {
                 Ok(fd) => {
                     copy_xattrs(XattrSource::Opened(fd.as_fd()), to, owner_kept, shown, self.losses)
                 }

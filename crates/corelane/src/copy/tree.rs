@@ -2,8 +2,9 @@
 //! lanes (largest first, so the lanes finish together), modes and times kept; with
 //! `Preserve::ALL`, owners, attributes, hard links and special files as `cp -a`.
 
-use std::ffi::OsStr;
-use std::os::fd::AsFd;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +19,7 @@ use super::file::{copy_checked, Copied, Keep, SourcePath, Target};
 use super::finish::{finish_dirs, Entry, Finish, Place};
 use super::links::{link_to, LinkMap, Made};
 use super::preserve::{Losses, NotKept, Preserve};
+use super::xattr::open_beneath;
 use super::{copy_file, CopyError, CopyOptions};
 use crate::fs::{random_name, Dir};
 use crate::lane::{pin_current_thread, StopSignal};
@@ -113,16 +115,23 @@ struct Walk {
     specials: Vec<(PathBuf, usize, std::fs::Metadata)>,
 }
 
-/// Walks the tree below `root`. `one_file_system`: list no
-/// directory on another file system than the root's (it is still created, empty, as cp -x).
-fn walk(root: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
+/// Walks the tree below the source root `root` (shown as `shown`), every directory opened
+/// beneath it with no symlink followed and its owner, mode and times read from its descriptor
+/// (a directory swapped for a symlink mid-walk fails the walk; it is never followed).
+/// `one_file_system`: list no directory on another file system than the root's (it is still
+/// created, empty, as cp -x). One directory is open at a time.
+fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
     let mut out = Walk::default();
     let mut pending = vec![(PathBuf::new(), 0)];
     let mut root_dev = None;
     while let Some((rel, parent)) = pending.pop() {
-        let dir = root.join(&rel);
-        let meta = std::fs::symlink_metadata(&dir)
-            .map_err(|e| CopyError::io(format!("cannot stat {}", dir.display()), e))?;
+        let path = shown.join(&rel);
+        let failed = |what: &str, e: std::io::Error| {
+            CopyError::io(format!("cannot {what} {}", path.display()), e)
+        };
+        let file =
+            std::fs::File::from(open_beneath(root, &rel, true).map_err(|e| failed("open", e))?);
+        let meta = file.metadata().map_err(|e| failed("stat", e))?;
         let foreign = *root_dev.get_or_insert(meta.dev()) != meta.dev();
         out.dirs.push(DirSlot::new(rel.clone(), parent));
         out.metas.push(meta);
@@ -131,27 +140,43 @@ fn walk(root: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
         }
         let dir_index = out.dirs.len() - 1;
         let mut nth_in_dir = 0;
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
-            let child = rel.join(entry.file_name());
-            let kind = entry
-                .file_type()
-                .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
-            if kind.is_dir() {
-                pending.push((child, dir_index));
-            } else if kind.is_symlink() {
-                out.links.push((child, dir_index));
-            } else if kind.is_file() {
-                out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
-                nth_in_dir += 1;
-            } else {
+        let mut entries =
+            rustix::fs::Dir::new(OwnedFd::from(file)).map_err(|e| failed("list", e.into()))?;
+        while let Some(entry) = entries.read() {
+            let entry = entry.map_err(|e| failed("list", e.into()))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let child = rel.join(name);
+            let kind = match entry.file_type() {
+                // DT_UNKNOWN: this file system's readdir does not say; ask (not followed).
+                rustix::fs::FileType::Unknown => {
+                    let nofollow = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
+                    let stat = entries
+                        .fd()
+                        .and_then(|fd| rustix::fs::statat(fd, name, nofollow))
+                        .map_err(|e| failed("stat an entry of", e.into()))?;
+                    rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                }
+                kind => kind,
+            };
+            match kind {
+                rustix::fs::FileType::Directory => pending.push((child, dir_index)),
+                rustix::fs::FileType::Symlink => out.links.push((child, dir_index)),
+                rustix::fs::FileType::RegularFile => {
+                    out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
+                    nth_in_dir += 1;
+                }
                 // FIFOs, sockets and devices: recreated or reported, never dropped silently.
-                let meta = std::fs::symlink_metadata(entry.path())
-                    .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
-                out.specials.push((child, dir_index, meta));
+                _ => {
+                    let entry = open_beneath(root, &child, false)
+                        .map_err(|e| failed("open an entry of", e))?;
+                    let meta = std::fs::File::from(entry)
+                        .metadata()
+                        .map_err(|e| failed("stat an entry of", e))?;
+                    out.specials.push((child, dir_index, meta));
+                }
             }
         }
     }
@@ -224,7 +249,7 @@ pub fn copy_tree(
     )
     .map_err(|e| CopyError::io(format!("cannot open {}", src.display()), e.into()))?;
     let started = Instant::now();
-    let mut tree = walk(src, opts.one_file_system)?;
+    let mut tree = walk(source_root.as_fd(), src, opts.one_file_system)?;
     let losses = Losses::default();
     let ctx = Finish { source_root: source_root.as_fd(), root: &root, opts, losses: &losses };
     let dirs = std::mem::take(&mut tree.dirs);
@@ -383,15 +408,20 @@ fn make_links(
     let mut held = HeldDir::default();
     for (rel, index) in links {
         let from = src.join(rel);
-        let target =
-            std::fs::read_link(&from).map_err(|e| CopyError::io("cannot read a symlink", e))?;
+        let failed = |e| CopyError::io(format!("cannot read the symlink {}", from.display()), e);
+        // The symlink itself, opened beneath the source root: its target and its own owner
+        // and times come from the descriptor, not from a path looked up again.
+        let link = open_beneath(ctx.source_root, rel, false).map_err(failed)?;
+        let target = rustix::fs::readlinkat(&link, "", Vec::new())
+            .map_err(|e| failed(e.into()))?
+            .into_bytes();
+        let target = PathBuf::from(OsString::from_vec(target));
         let dir = held.get(dest, *index)?;
         let name = last_name(rel);
         make_or_replace(dir, name, || dir.symlink(&target, name))
             .map_err(|e| CopyError::io(format!("cannot create {}", dest.path(rel).display()), e))?;
         if link_meta {
-            let meta = std::fs::symlink_metadata(&from)
-                .map_err(|e| CopyError::io(format!("cannot stat {}", from.display()), e))?;
+            let meta = std::fs::File::from(link).metadata().map_err(failed)?;
             ctx.entry(rel, Place::At(dir, name), &meta, Entry::Symlink);
         }
     }
