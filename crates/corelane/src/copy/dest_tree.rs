@@ -137,6 +137,16 @@ impl DestTree {
     /// it is the directory the create pass made or met there: one that was renamed away and
     /// replaced, by a symlink or anything else, fails with an error saying so.
     pub(crate) fn open(&self, index: usize) -> io::Result<Dir> {
+        self.open_as(index, false)
+    }
+
+    /// [`open`](Self::open), readable, for changing the directory's own owner, mode, times and
+    /// attributes (see `Dir::open_path_to_change`).
+    pub(crate) fn open_to_change(&self, index: usize) -> io::Result<Dir> {
+        self.open_as(index, true)
+    }
+
+    fn open_as(&self, index: usize, to_change: bool) -> io::Result<Dir> {
         let slot = &self.dirs[index];
         let replaced = || {
             io::Error::other(format!(
@@ -145,7 +155,12 @@ impl DestTree {
                 self.path(&slot.rel).display()
             ))
         };
-        let dir = self.root.open_path(&slot.rel).map_err(|e| match e.raw_os_error() {
+        let opened = if to_change {
+            self.root.open_path_to_change(&slot.rel)
+        } else {
+            self.root.open_path(&slot.rel)
+        };
+        let dir = opened.map_err(|e| match e.raw_os_error() {
             // A symlink (ENOTDIR with O_DIRECTORY, ELOOP), a file, or a way out of the root.
             Some(libc::ENOTDIR | libc::ELOOP | libc::EXDEV | libc::ENOENT) => replaced(),
             _ => e,

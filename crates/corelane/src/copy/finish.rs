@@ -25,7 +25,7 @@ pub(crate) enum Entry {
 /// Where the entry to finish is.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Place<'a> {
-    /// A directory, by its own descriptor.
+    /// A directory, by its own descriptor (readable: see `Dir::open_path_to_change`).
     Dir(&'a Dir),
     /// A symlink or special file, by its name in a held directory.
     At(&'a Dir, &'a OsStr),
@@ -118,7 +118,7 @@ pub(crate) fn finish_dirs(
         levels[depth].push(i);
     }
     let finish = |i: &usize| {
-        if let Ok(dir) = tree.open(*i) {
+        if let Ok(dir) = tree.open_to_change(*i) {
             ctx.entry(&tree.dirs[*i].rel, Place::Dir(&dir), &metas[*i], Entry::Directory);
         }
     };

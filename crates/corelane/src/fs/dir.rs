@@ -59,11 +59,17 @@ pub fn random_name(base: &OsStr) -> OsString {
     OsString::from_vec(name)
 }
 
+/// A held directory is an `O_PATH` descriptor: every `*at` call works through it, and it needs
+/// only search permission, as the same calls by path would (a directory one may write but not
+/// list, mode 0300, can still be written into). See [`Dir::open_path_to_change`] for the
+/// directory's own owner, mode, times and attributes.
+const HELD: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+
 impl Dir {
     /// Opens the directory `path` names: the one time a path is trusted. `follow`: whether its
     /// last component may be a symlink (the earlier ones resolve as the caller named them).
     pub fn open(path: &Path, follow: bool) -> io::Result<Dir> {
-        let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut flags = HELD;
         if !follow {
             flags |= OFlags::NOFOLLOW;
         }
@@ -74,7 +80,7 @@ impl Dir {
     /// Opens the child directory `name` (one name, not a symlink).
     pub fn open_dir(&self, name: &OsStr) -> io::Result<Dir> {
         check_name(name)?;
-        self.open_below(Path::new(name))
+        self.open_below(Path::new(name), HELD)
     }
 
     /// Opens the directory `rel` below this one, walked down by the kernel from this
@@ -82,17 +88,28 @@ impl Dir {
     /// plain name and a real directory; no symlink, `.` or `..` anywhere. An empty `rel` opens
     /// this directory again.
     pub fn open_path(&self, rel: &Path) -> io::Result<Dir> {
+        self.open_path_as(rel, HELD)
+    }
+
+    /// [`open_path`](Self::open_path), opened for reading so that the directory's own owner,
+    /// mode, times and attributes can be changed through it (`fchown`, `fchmod`, `futimens`,
+    /// `fsetxattr` refuse an `O_PATH` descriptor). Needs read permission on it.
+    pub fn open_path_to_change(&self, rel: &Path) -> io::Result<Dir> {
+        self.open_path_as(rel, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC)
+    }
+
+    fn open_path_as(&self, rel: &Path, flags: OFlags) -> io::Result<Dir> {
         if rel.as_os_str().is_empty() {
-            return self.open_below(Path::new("."));
+            return self.open_below(Path::new("."), flags);
         }
         for part in rel.as_os_str().as_bytes().split(|&b| b == b'/') {
             check_name(OsStr::from_bytes(part))?;
         }
-        self.open_below(rel)
+        self.open_below(rel, flags)
     }
 
-    fn open_below(&self, rel: &Path) -> io::Result<Dir> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    fn open_below(&self, rel: &Path, flags: OFlags) -> io::Result<Dir> {
+        let flags = flags | OFlags::NOFOLLOW;
         Ok(Dir { fd: rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), BENEATH)? })
     }
 
