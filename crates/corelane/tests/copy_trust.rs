@@ -216,3 +216,53 @@ fn a_destination_path_through_a_symlinked_parent_is_followed() {
         assert_eq!(fs::read(real.join("copy")).unwrap(), b"data", "{create:?}");
     }
 }
+
+/// The copy wrote each entry by path (`root.join(rel)`): a destination directory renamed away
+/// and replaced by a symlink between two files had root write the rest, and replace what was
+/// there, wherever the symlink pointed. Entries are now made through directory descriptors
+/// reopened from the destination root without following symlinks and checked to be the
+/// directory the copy made: the copy fails, and the victim directory is as it was.
+#[test]
+fn a_destination_directory_swapped_for_a_symlink_mid_copy_fails_the_copy() {
+    let dir = scratch();
+    let (src, dst, victim) =
+        (dir.path().join("src"), dir.path().join("dst"), dir.path().join("victim"));
+    for sub in ["a", "b"] {
+        fs::create_dir_all(src.join(sub)).unwrap();
+        for i in 0..100 {
+            fs::write(src.join(sub).join(format!("f{i}")), b"copied").unwrap();
+        }
+    }
+    fs::create_dir_all(&dst).unwrap();
+    fs::create_dir(&victim).unwrap();
+    fs::write(victim.join("f7"), b"precious").unwrap();
+    let victim_ino = fs::metadata(victim.join("f7")).unwrap().ino();
+    let swapped = std::sync::atomic::AtomicBool::new(false);
+    // After the first run of files (one directory's), both directories become symlinks to
+    // the victim: the next run goes to the other one.
+    let swap = |_, _| {
+        if !swapped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            for sub in ["a", "b"] {
+                let at = dst.join("src").join(sub);
+                fs::rename(&at, dir.path().join(format!("moved-{sub}"))).unwrap();
+                std::os::unix::fs::symlink(&victim, &at).unwrap();
+            }
+        }
+    };
+    for preserve in [corelane::copy::Preserve::DEFAULT, corelane::copy::Preserve::ALL] {
+        swapped.store(false, std::sync::atomic::Ordering::SeqCst);
+        let _ = fs::remove_dir_all(dst.join("src"));
+        for sub in ["a", "b"] {
+            let _ = fs::remove_dir_all(dir.path().join(format!("moved-{sub}")));
+        }
+        let opts = CopyOptions { preserve, ..CopyOptions::default() };
+        let result = copy_tree(&src, &dst, &opts, 1, &[], &swap, &StopSignal::new());
+        let names: Vec<_> =
+            fs::read_dir(&victim).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["f7"], "root wrote through the symlink ({preserve:?})");
+        assert_eq!(fs::read(victim.join("f7")).unwrap(), b"precious");
+        assert_eq!(fs::metadata(victim.join("f7")).unwrap().ino(), victim_ino);
+        let err = result.expect_err("the copy lost a directory and must say so");
+        assert!(err.to_string().contains("was replaced during the copy"), "{err}");
+    }
+}

@@ -7,40 +7,71 @@
 //! create and a rename, and nothing to clean up even after SIGKILL. When the destination
 //! already exists, linkat refuses, and the copy is linked under a temporary name and renamed
 //! over it, which replaces it atomically.
+//!
+//! All of it happens in the destination directory's descriptor (`fs::Dir`), opened once by
+//! `open_destination` or reached by the tree copy from the destination root: every create,
+//! link, rename and removal is one name in that descriptor, never a path looked up again.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
-use super::CreateCall;
+use super::{CopyError, CreateCall};
+use crate::fs::{random_name, Dir};
 
-/// A temporary file that becomes the destination on [`commit`](Self::commit) and is removed
-/// if dropped before.
+/// A temporary file that becomes the entry `name` of the held directory `dir` on
+/// [`commit`](Self::commit), and is removed if dropped before. Every name it creates, links,
+/// renames or removes is one name in `dir`: nothing it does goes through a path.
 #[derive(Debug)]
-pub(crate) struct TempDestination {
+pub(crate) struct TempDestination<'d> {
+    dir: &'d Dir,
+    name: &'d OsStr,
     /// The temporary name; `None` while the file is unnamed (O_TMPFILE) or fresh.
-    temp: Option<PathBuf>,
-    target: PathBuf,
+    temp: Option<OsString>,
     fd: OwnedFd,
     /// Created under the destination's own name, which did not exist (see `create`).
     fresh: bool,
     committed: bool,
 }
 
-pub(crate) fn temp_name(target: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    // std::process::id() is a getpid(2) per call; a tree copy names thousands of files.
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let pid = *PID.get_or_init(std::process::id);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // Unpredictable, so another user cannot squat the name in a shared directory (creation is
-    // O_EXCL|O_NOFOLLOW anyway: a planted name fails the copy, it never redirects it).
-    let salt = fastrand::u32(..);
-    target.with_file_name(format!(".{name}.corelane-{pid}-{n}-{salt:08x}"))
+/// Opens where a copy the user named goes: `dst` itself when it is an existing directory
+/// (the copy is `name` in it), else `dst`'s directory (the copy is `dst`'s last name). The one
+/// time the destination path is trusted: everything after goes through the returned
+/// descriptor. A `dst` that is a symlink to a directory is refused unless `follow`: a symlink
+/// where a directory is expected (say, planted in a shared directory) would carry a root copy
+/// anywhere on the system. Returns the directory, the name in it and the path shown.
+pub(crate) fn open_destination(
+    dst: &Path,
+    name: &OsStr,
+    follow: bool,
+) -> Result<(Dir, OsString, PathBuf), CopyError> {
+    match Dir::open(dst, follow) {
+        Ok(dir) => return Ok((dir, name.to_os_string(), dst.join(name))),
+        // O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR (or ELOOP).
+        Err(e)
+            if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR))
+                && std::fs::symlink_metadata(dst).is_ok_and(|m| m.is_symlink())
+                && dst.is_dir() =>
+        {
+            return Err(CopyError::DestinationSymlink(dst.into()))
+        }
+        // Not a directory (yet): the copy is the last name of `dst`.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => {}
+        Err(e) => return Err(CopyError::io(format!("cannot open {}", dst.display()), e)),
+    }
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let own = dst.file_name().ok_or_else(|| CopyError::DestinationNotDirectory(dst.into()))?;
+    let dir = Dir::open(parent, true).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR) => CopyError::DestinationDirMissing(parent.into()),
+        _ => CopyError::io(format!("cannot open {}", parent.display()), e),
+    })?;
+    Ok((dir, own.to_os_string(), dst.to_path_buf()))
 }
 
 /// The process's umask, read once from /proc/self/status (umask(2) can only be read by
@@ -69,8 +100,9 @@ pub(crate) fn creation_keeps(mode: u32) -> bool {
     mode & 0o7000 == 0 && umask().is_some_and(|u| mode & u == 0)
 }
 
-impl TempDestination {
-    /// Creates the temporary file with permission bits `mode` (subject to the umask).
+impl<'d> TempDestination<'d> {
+    /// Creates the temporary file for the entry `name` of `dir` with permission bits `mode`
+    /// (subject to the umask).
     ///
     /// `fresh_ok`: when the destination does not exist, write it under its own name
     /// (O_CREAT|O_EXCL) and remove it if the copy fails. Nothing that existed can be damaged
@@ -79,98 +111,64 @@ impl TempDestination {
     /// lanes, linking in thousands of unnamed files serialises on the directory and cost
     /// 0.19 s instead of 0.13 s for 20,000 files of 4 KiB (`cp -r`: 0.25 s).
     pub(crate) fn create(
-        target: &Path,
+        dir: &'d Dir,
+        name: &'d OsStr,
         create: CreateCall,
         direct: bool,
         mode: u32,
         fresh_ok: bool,
     ) -> io::Result<Self> {
-        let target_buf = target.to_path_buf();
-        // Every create is O_EXCL|O_NOFOLLOW: nothing that exists, and no symlink planted at
-        // the name, is ever opened for writing.
-        let mut flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        // Every create is O_EXCL|O_NOFOLLOW in the held directory: nothing that exists, and
+        // no symlink planted at the name, is ever opened for writing.
+        let mut flags = OFlags::WRONLY;
         if direct {
             flags |= OFlags::DIRECT;
         }
+        let made = |temp, fd, fresh| Self { dir, name, temp, fd, fresh, committed: false };
         if fresh_ok {
-            match rustix::fs::open(
-                target,
-                flags | OFlags::CREATE | OFlags::EXCL,
-                Mode::from_raw_mode(mode),
-            ) {
-                Ok(fd) => {
-                    return Ok(Self {
-                        temp: None,
-                        target: target_buf,
-                        fd,
-                        fresh: true,
-                        committed: false,
-                    })
-                }
+            match dir.create_file(name, flags, mode) {
+                Ok(fd) => return Ok(made(None, fd, true)),
                 // It exists: replace it atomically below.
-                Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
             }
         }
         if create == CreateCall::Open {
-            let dir = match target.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            // O_NOFOLLOW would apply to the directory itself: a destination path the user
-            // named through a symlinked directory is followed, as cp does (the file created
-            // there has no name to plant anything at).
-            let unnamed = (flags - OFlags::NOFOLLOW) | OFlags::TMPFILE;
-            match rustix::fs::open(dir, unnamed, Mode::from_raw_mode(mode)) {
-                Ok(fd) => {
-                    return Ok(Self {
-                        temp: None,
-                        target: target_buf,
-                        fd,
-                        fresh: false,
-                        committed: false,
-                    })
-                }
+            match dir.create_unnamed(flags, mode) {
+                Ok(fd) => return Ok(made(None, fd, false)),
                 // EOPNOTSUPP/EISDIR/EINVAL: no O_TMPFILE here; use a named temporary file.
-                Err(
-                    rustix::io::Errno::OPNOTSUPP
-                    | rustix::io::Errno::ISDIR
-                    | rustix::io::Errno::INVAL,
-                ) => {}
-                Err(e) => return Err(e.into()),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+                    ) => {}
+                Err(e) => return Err(e),
             }
         }
-        let temp = temp_name(target);
         // creat(2) is open(O_CREAT|O_WRONLY|O_TRUNC) with no way to add O_EXCL or
         // O_NOFOLLOW, so it would follow a symlink planted at the name and truncate its target
-        // as root. `--create creat` therefore makes creat's call through open(2) with those
+        // as root. `--create creat` therefore makes creat's call through openat(2) with those
         // two flags added: the same file creation, without the hole.
         if create == CreateCall::Creat {
             flags |= OFlags::TRUNC;
         }
-        let fd = rustix::fs::open(
-            &temp,
-            flags | OFlags::CREATE | OFlags::EXCL,
-            Mode::from_raw_mode(mode),
-        )?;
-        Ok(Self { temp: Some(temp), target: target_buf, fd, fresh: false, committed: false })
+        let temp = random_name(name);
+        let fd = dir.create_file(&temp, flags, mode)?;
+        Ok(made(Some(temp), fd, false))
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
-    /// A path that reads the temporary file (for --verify), named or not.
+    /// A path that reads the temporary file (for --verify): its own descriptor's
+    /// /proc/self/fd entry, named or not, so it is the file written whatever its name holds.
     pub(crate) fn read_path(&self) -> PathBuf {
-        use std::os::fd::AsRawFd;
-        match &self.temp {
-            Some(temp) => temp.clone(),
-            None if self.fresh => self.target.clone(),
-            None => PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd())),
-        }
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
 
-    /// Makes the file durable when asked, then puts it in place under the destination's name.
+    /// Makes the file durable when asked, then puts it in place under the destination's name,
+    /// in the same held directory (linkat, or renameat over an existing entry).
     pub(crate) fn commit(mut self, fsync: bool) -> io::Result<()> {
         if fsync {
             rustix::fs::fsync(&self.fd)?;
@@ -180,55 +178,40 @@ impl TempDestination {
             return Ok(());
         }
         if self.temp.is_none() {
-            // AT_EMPTY_PATH links the descriptor itself but needs CAP_DAC_READ_SEARCH;
-            // without it, linkat through /proc/self/fd with AT_SYMLINK_FOLLOW (linkat(2)).
-            let fd_path = self.read_path();
-            let cwd = rustix::fs::CWD;
-            let follow = rustix::fs::AtFlags::SYMLINK_FOLLOW;
-            let linked = match rustix::fs::linkat(
-                &self.fd,
-                "",
-                cwd,
-                &self.target,
-                rustix::fs::AtFlags::EMPTY_PATH,
-            ) {
-                Err(rustix::io::Errno::NOENT | rustix::io::Errno::PERM) => {
-                    rustix::fs::linkat(cwd, &fd_path, cwd, &self.target, follow)
-                }
-                other => other,
-            };
-            match linked {
+            match self.dir.link_unnamed(self.fd.as_fd(), self.name) {
                 Ok(()) => {
                     self.committed = true;
                     return Ok(());
                 }
                 // The destination exists: link under a temporary name and rename over it.
-                Err(rustix::io::Errno::EXIST) => {
-                    let temp = temp_name(&self.target);
-                    rustix::fs::linkat(cwd, &fd_path, cwd, &temp, follow)?;
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let temp = random_name(self.name);
+                    self.dir.link_unnamed(self.fd.as_fd(), &temp)?;
                     self.temp = Some(temp);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         if let Some(temp) = &self.temp {
-            std::fs::rename(temp, &self.target)?;
+            self.dir.rename(temp, self.dir, self.name)?;
         }
         self.committed = true;
         Ok(())
     }
 }
 
-impl Drop for TempDestination {
+impl Drop for TempDestination<'_> {
     fn drop(&mut self) {
         if self.committed {
             return;
         }
+        // Only while the name still holds the file this copy made: a name another user put in
+        // its place meanwhile is theirs.
         if let Some(temp) = &self.temp {
-            let _ = std::fs::remove_file(temp);
+            let _ = self.dir.remove_if_same(temp, self.fd.as_fd());
         } else if self.fresh {
             // Created exclusively by this copy a moment ago: a partial copy must not stay.
-            let _ = std::fs::remove_file(&self.target);
+            let _ = self.dir.remove_if_same(self.name, self.fd.as_fd());
         }
     }
 }
@@ -243,14 +226,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let target = dir.join("out");
         std::fs::write(&target, b"old").unwrap();
+        let held = Dir::open(&dir, false).unwrap();
+        let out = OsStr::new("out");
         for create in [CreateCall::Creat, CreateCall::Open] {
-            let temp = TempDestination::create(&target, create, false, 0o600, false).unwrap();
+            let temp = TempDestination::create(&held, out, create, false, 0o600, false).unwrap();
             rustix::io::write(temp.fd(), b"new data").unwrap();
             drop(temp);
         }
         assert_eq!(std::fs::read(&target).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let temp = TempDestination::create(&target, CreateCall::Open, false, 0o600, false).unwrap();
+        let temp =
+            TempDestination::create(&held, out, CreateCall::Open, false, 0o600, false).unwrap();
         rustix::io::write(temp.fd(), b"new").unwrap();
         temp.commit(true).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
@@ -262,17 +248,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap().keep();
         std::fs::create_dir_all(&dir).unwrap();
         let new = dir.join("new");
-        let temp = TempDestination::create(&new, CreateCall::Open, false, 0o600, true).unwrap();
+        let held = Dir::open(&dir, false).unwrap();
+        let (new_name, old_name) = (OsStr::new("new"), OsStr::new("old"));
+        let temp =
+            TempDestination::create(&held, new_name, CreateCall::Open, false, 0o600, true).unwrap();
         rustix::io::write(temp.fd(), b"partial").unwrap();
         drop(temp);
         assert!(!new.exists(), "a failed fresh copy must not stay");
         let old = dir.join("old");
         std::fs::write(&old, b"old").unwrap();
-        let temp = TempDestination::create(&old, CreateCall::Open, false, 0o600, true).unwrap();
+        let temp =
+            TempDestination::create(&held, old_name, CreateCall::Open, false, 0o600, true).unwrap();
         rustix::io::write(temp.fd(), b"partial").unwrap();
         drop(temp);
         assert_eq!(std::fs::read(&old).unwrap(), b"old", "an existing file goes the atomic way");
-        let temp = TempDestination::create(&new, CreateCall::Open, false, 0o600, true).unwrap();
+        let temp =
+            TempDestination::create(&held, new_name, CreateCall::Open, false, 0o600, true).unwrap();
         rustix::io::write(temp.fd(), b"done").unwrap();
         temp.commit(false).unwrap();
         assert_eq!(std::fs::read(&new).unwrap(), b"done");

@@ -1,6 +1,7 @@
 //! One file: check, plan the method, copy extent by extent into a temporary file, keep mode
 //! and times, verify when asked, rename into place.
 
+use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -10,13 +11,14 @@ use std::time::Instant;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
-use super::destination::{creation_keeps, granted_mode, TempDestination};
+use super::destination::{creation_keeps, granted_mode, open_destination, TempDestination};
 use super::extents::data_extents;
-use super::links::LinkMap;
+use super::links::{LinkMap, Made};
 use super::method::{transfer, CopyMethod, SPLICE_PIPE};
 use super::preserve::{keep_owner, kept_mode, Losses, OwnerTarget, Reflink};
 use super::xattr::{copy_xattrs, XattrSource, XattrTarget};
 use super::{CopyError, CopyOptions, CopyReport};
+use crate::fs::Dir;
 use crate::lane::StopSignal;
 
 /// O_DIRECT transfers must be block-aligned in memory, offset and length.
@@ -47,23 +49,6 @@ impl AlignedBuffer {
     fn as_mut(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
     }
-}
-
-/// The file `dst` names: itself, or `dst/<source name>` when `dst` is a directory.
-fn resolve_destination(src: &Path, dst: &Path, opts: &CopyOptions) -> Result<PathBuf, CopyError> {
-    super::refuse_symlinked_destination(dst, opts)?;
-    if dst.is_dir() {
-        let name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
-        return Ok(dst.join(name));
-    }
-    let parent = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(CopyError::DestinationDirMissing(parent.into()));
-    }
-    Ok(dst.into())
 }
 
 fn source_metadata(src: &Path) -> Result<Metadata, CopyError> {
@@ -176,18 +161,14 @@ const OFFLOADING_FS: [i64; 7] = [
     0x2FC1_2FC1, // zfs
 ];
 
-/// Whether copy_file_range between this source and `dst`'s directory shares or offloads the
-/// data: same file system, one of `OFFLOADING_FS`.
-fn offloads(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> bool {
-    let dir = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    // The source is already open and stat'ed: ask its descriptor, not its path again.
+/// Whether copy_file_range between this source and the destination directory `dir` shares or
+/// offloads the data: same file system, one of `OFFLOADING_FS`.
+fn offloads(src: BorrowedFd<'_>, info: &SourceInfo, dir: &Dir) -> bool {
+    // Both are open: ask their descriptors, not their paths again.
     // f_type is a c_long on 64-bit Linux and an i32 on some 32-bit targets.
     #[allow(clippy::useless_conversion)]
     let fs_type = rustix::fs::fstatfs(src).ok().map(|s| i64::from(s.f_type));
-    let same_fs = std::fs::metadata(dir).is_ok_and(|d| d.dev() == info.dev);
+    let same_fs = dir.stat().is_ok_and(|d| d.st_dev == info.dev);
     same_fs && fs_type.is_some_and(|t| OFFLOADING_FS.contains(&t))
 }
 
@@ -200,7 +181,7 @@ fn offloads(src: BorrowedFd<'_>, info: &SourceInfo, dst: &Path) -> bool {
 fn auto_candidates(
     src: BorrowedFd<'_>,
     info: &SourceInfo,
-    dst: &Path,
+    dst: &Dir,
     reflink: Reflink,
 ) -> Vec<CopyMethod> {
     // A file that fits one pipe is one copy_file_range call; a splice would need a pipe and
@@ -235,15 +216,18 @@ pub fn copy_file(
     stop: &StopSignal,
 ) -> Result<CopyReport, CopyError> {
     let meta = source_metadata(src)?;
-    let dst = resolve_destination(src, dst, opts)?;
-    if let Ok(existing) = std::fs::metadata(&dst) {
-        if existing.dev() == meta.dev() && existing.ino() == meta.ino() {
-            return Err(CopyError::SameFile { src: src.into(), dst });
+    let own_name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
+    let (dir, name, path) = open_destination(dst, own_name, opts.follow_destination_symlink)?;
+    let flags = rustix::fs::AtFlags::empty();
+    if let Ok(existing) = rustix::fs::statat(&dir, &name, flags) {
+        if existing.st_dev == meta.dev() && existing.st_ino == meta.ino() {
+            return Err(CopyError::SameFile { src: src.into(), dst: path });
         }
     }
     let losses = Losses::default();
     let keep = Keep { losses: &losses, links: None };
-    match copy_checked(SourcePath::Named(src), src, dst, opts, &keep, progress, stop)? {
+    let to = Target { dir: &dir, index: 0, name: &name, path };
+    match copy_checked(SourcePath::Named(src), src, to, opts, &keep, progress, stop)? {
         Copied::Data(mut report) => {
             report.not_kept = losses.report();
             Ok(report)
@@ -266,7 +250,17 @@ pub(crate) enum Copied {
     Data(CopyReport),
     /// Another name of an inode claimed by an earlier name, copied to this destination: link
     /// to it once every lane is done.
-    SecondName(PathBuf),
+    SecondName(Made),
+}
+
+/// Where one copy goes: the entry `name` of the held directory `dir` (the tree walk's
+/// directory number `index`, for hard links), shown as `path`.
+#[derive(Debug)]
+pub(crate) struct Target<'a> {
+    pub(crate) dir: &'a Dir,
+    pub(crate) index: usize,
+    pub(crate) name: &'a OsStr,
+    pub(crate) path: PathBuf,
 }
 
 /// What a copy needs to know of its source, from fstat(2) of the opened file.
@@ -293,21 +287,23 @@ impl From<&rustix::fs::Stat> for SourceInfo {
     }
 }
 
-/// The copy itself, once the caller has checked the destination path (its directory exists,
-/// it is not the source). `shown` names the source in reports and errors.
+/// The copy itself, once the caller has opened the destination's directory and checked it is
+/// not the source. `shown` names the source in reports and errors.
 pub(crate) fn copy_checked(
     src: SourcePath<'_>,
     shown: &Path,
-    dst: PathBuf,
+    to: Target<'_>,
     opts: &CopyOptions,
     keep: &Keep<'_>,
     progress: &mut dyn FnMut(u64, u64),
     stop: &StopSignal,
 ) -> Result<Copied, CopyError> {
     let (plain, stat) = open_source(src, shown)?;
+    let dst = to.path;
     if let Some(links) = keep.links {
         if stat.st_nlink > 1 {
-            if let Some(first) = links.claim(stat.st_dev, stat.st_ino, &dst) {
+            let made = Made { dir: to.index, name: to.name.to_os_string() };
+            if let Some(first) = links.claim(stat.st_dev, stat.st_ino, &made) {
                 return Ok(Copied::SecondName(first));
             }
         }
@@ -320,7 +316,7 @@ pub(crate) fn copy_checked(
         (_, Some(CopyMethod::Direct)) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
         (_, Some(CopyMethod::IoUring)) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
         (_, Some(m)) => vec![m],
-        (reflink, None) => auto_candidates(plain.as_fd(), &info, &dst, reflink),
+        (reflink, None) => auto_candidates(plain.as_fd(), &info, to.dir, reflink),
     };
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {
@@ -346,7 +342,8 @@ pub(crate) fn copy_checked(
         // that the source did not allow them to read.
         let keeps = creation_keeps(mode);
         let temp = match TempDestination::create(
-            &dst,
+            to.dir,
+            to.name,
             opts.create,
             direct,
             if keeps { mode } else { 0o600 },

@@ -8,17 +8,27 @@
 //! above one enter it, so its memory is bounded by the tree's multiply-linked files.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::fs::{random_name, Dir};
 
 /// Shards of the map (a power of two, well above any lane count).
 const SHARDS: usize = 64;
 
+/// Where a copy was made: its directory (an index into the tree walk's directories) and its
+/// name there. Never a path: the directory is reopened from the destination root's descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Made {
+    pub(crate) dir: usize,
+    pub(crate) name: OsString,
+}
+
 /// Inodes with more than one name, by (device, inode), to the destination of their first name.
 #[derive(Debug)]
 pub(crate) struct LinkMap {
-    shards: Vec<Mutex<HashMap<(u64, u64), PathBuf>>>,
+    shards: Vec<Mutex<HashMap<(u64, u64), Made>>>,
 }
 
 impl Default for LinkMap {
@@ -30,34 +40,32 @@ impl Default for LinkMap {
 impl LinkMap {
     /// Claims the inode for the name copied to `dst`: `None` when this is its first name (copy
     /// it), else the destination of the first name (link to it later).
-    pub(crate) fn claim(&self, dev: u64, ino: u64, dst: &Path) -> Option<PathBuf> {
+    pub(crate) fn claim(&self, dev: u64, ino: u64, dst: &Made) -> Option<Made> {
         let shard = &self.shards[(ino as usize ^ dev as usize) % SHARDS];
         let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(&(dev, ino)) {
             Some(first) => Some(first.clone()),
             None => {
-                map.insert((dev, ino), dst.to_path_buf());
+                map.insert((dev, ino), dst.clone());
                 None
             }
         }
     }
 }
 
-/// Makes `dst` another name of `first`. An existing `dst` is replaced atomically (a link
-/// under a temporary name, renamed over it), as a copied file would be.
-pub(crate) fn link_to(first: &Path, dst: &Path) -> io::Result<()> {
-    let cwd = rustix::fs::CWD;
-    let flags = rustix::fs::AtFlags::empty();
-    match rustix::fs::linkat(cwd, first, cwd, dst, flags) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::EXIST) => {
-            let temp = super::destination::temp_name(dst);
-            rustix::fs::linkat(cwd, first, cwd, &temp, flags)?;
-            std::fs::rename(&temp, dst).inspect_err(|_| {
-                let _ = std::fs::remove_file(&temp);
+/// Makes `name` in `dir` another name of the entry `first` in `first_dir`, both directories
+/// held by this run. An existing `name` is replaced atomically (a link under a temporary name
+/// in `dir`, renamed over it), as a copied file would be.
+pub(crate) fn link_to(first_dir: &Dir, first: &OsStr, dir: &Dir, name: &OsStr) -> io::Result<()> {
+    match first_dir.hard_link(first, dir, name) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let temp = random_name(name);
+            first_dir.hard_link(first, dir, &temp)?;
+            dir.rename(&temp, dir, name).inspect_err(|_| {
+                let _ = dir.remove_file(&temp);
             })
         }
-        Err(e) => Err(e.into()),
+        other => other,
     }
 }
 
@@ -68,9 +76,10 @@ mod tests {
     #[test]
     fn the_first_name_claims_and_later_names_get_it() {
         let map = LinkMap::default();
-        assert_eq!(map.claim(1, 7, Path::new("a")), None);
-        assert_eq!(map.claim(1, 7, Path::new("b")), Some(PathBuf::from("a")));
-        assert_eq!(map.claim(2, 7, Path::new("c")), None, "another device, another inode");
+        let made = |name: &str| Made { dir: 0, name: name.into() };
+        assert_eq!(map.claim(1, 7, &made("a")), None);
+        assert_eq!(map.claim(1, 7, &made("b")), Some(made("a")));
+        assert_eq!(map.claim(2, 7, &made("c")), None, "another device, another inode");
     }
 
     #[test]
@@ -82,7 +91,7 @@ mod tests {
                 let (map, firsts) = (&map, &firsts);
                 s.spawn(move || {
                     for ino in 0..1000 {
-                        let name = PathBuf::from(format!("{t}-{ino}"));
+                        let name = Made { dir: t, name: format!("{ino}").into() };
                         if map.claim(1, ino, &name).is_none() {
                             firsts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }

@@ -10,10 +10,18 @@
 //! lock, so parallelism belongs across files. With [`Preserve::ALL`] (`copy -a`) it keeps what
 //! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
 //! special files; what the destination cannot keep is counted per kind in [`NotKept`].
+//!
+//! The destination is written only through descriptors the copy holds (`crate::fs::Dir`):
+//! its path is resolved once, and every directory, file, link and attribute below it is made
+//! by one name in a held directory or through the entry's own descriptor, so a user who can
+//! write the destination and swaps a directory for a symlink mid-copy fails the copy instead
+//! of carrying it elsewhere (`dest_tree.rs`).
 
+mod dest_tree;
 mod destination;
 mod extents;
 mod file;
+mod finish;
 mod links;
 mod method;
 mod preserve;
@@ -137,18 +145,6 @@ pub enum CopyError {
     ReflinkRefused { src: PathBuf, dst: PathBuf, why: String },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
-}
-
-/// Refuses a destination that is a symlink to a directory unless the caller asked to follow it.
-fn refuse_symlinked_destination(
-    dst: &std::path::Path,
-    opts: &CopyOptions,
-) -> Result<(), CopyError> {
-    let link = std::fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink());
-    if link && dst.is_dir() && !opts.follow_destination_symlink {
-        return Err(CopyError::DestinationSymlink(dst.into()));
-    }
-    Ok(())
 }
 
 impl CopyError {

@@ -215,11 +215,12 @@ pub(crate) fn not_root_why() -> String {
         .into()
 }
 
-/// Where to give an owner: a file this copy holds open, or an entry it created (not followed).
+/// Where to give an owner: a file this copy holds open, or an entry it created, by its name
+/// in a directory it holds (not followed).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum OwnerTarget<'a> {
     Fd(std::os::fd::BorrowedFd<'a>),
-    Path(&'a Path),
+    At(&'a crate::fs::Dir, &'a std::ffi::OsStr),
 }
 
 /// Gives the copy the source's owner and group where this process may; counts a loss where it
@@ -244,14 +245,8 @@ pub(crate) fn keep_owner(
     let (owner, group) =
         (Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)));
     let done = match target {
-        OwnerTarget::Fd(fd) => rustix::fs::fchown(fd, owner, group),
-        OwnerTarget::Path(path) => rustix::fs::chownat(
-            rustix::fs::CWD,
-            path,
-            owner,
-            group,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        ),
+        OwnerTarget::Fd(fd) => rustix::fs::fchown(fd, owner, group).map_err(Into::into),
+        OwnerTarget::At(dir, name) => dir.chown_at(name, uid, gid),
     };
     match done {
         Ok(()) => true,

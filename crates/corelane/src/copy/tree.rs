@@ -2,7 +2,9 @@
 //! lanes (largest first, so the lanes finish together), modes and times kept; with
 //! `Preserve::ALL`, owners, attributes, hard links and special files as `cp -a`.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,11 +13,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::file::{copy_checked, Copied, Keep, SourcePath};
-use super::links::{link_to, LinkMap};
-use super::preserve::{keep_owner, kept_mode, Losses, NotKept, OwnerTarget, Preserve};
-use super::xattr::{copy_xattrs, open_beneath, XattrSource, XattrTarget};
+use super::dest_tree::{DestTree, DirSlot, HeldDir};
+use super::destination::open_destination;
+use super::file::{copy_checked, Copied, Keep, SourcePath, Target};
+use super::finish::{finish_dirs, Entry, Finish, Place};
+use super::links::{link_to, LinkMap, Made};
+use super::preserve::{Losses, NotKept, Preserve};
+use super::xattr::open_beneath;
 use super::{copy_file, CopyError, CopyOptions};
+use crate::fs::{random_name, Dir};
 use crate::lane::{pin_current_thread, StopSignal};
 
 /// What a tree copy did.
@@ -94,56 +100,83 @@ struct FileJob {
     nth_in_dir: usize,
 }
 
-/// The tree below the source, in creation order (parents before children).
+/// The tree below the source, in creation order (parents before children, depth first). Every
+/// entry knows its directory's index in `dirs`, where the copy reopens it.
 #[derive(Default)]
 struct Walk {
-    dirs: Vec<(PathBuf, std::fs::Metadata)>,
+    dirs: Vec<DirSlot>,
+    /// The source directories' lstat, by the same index.
+    metas: Vec<std::fs::Metadata>,
     files: Vec<FileJob>,
-    /// Symlinks (read and, when their owner, times or attributes are kept, lstat-ed by the
-    /// thread that makes them, beside the file lanes).
-    links: Vec<PathBuf>,
-    /// FIFOs, sockets and device nodes, with their lstat.
-    specials: Vec<(PathBuf, std::fs::Metadata)>,
+    /// Symlinks and their directory (read and, when their owner, times or attributes are kept,
+    /// lstat-ed by the thread that makes them, beside the file lanes).
+    links: Vec<(PathBuf, usize)>,
+    /// FIFOs, sockets and device nodes, their directory and their lstat.
+    specials: Vec<(PathBuf, usize, std::fs::Metadata)>,
 }
 
-/// Walks the tree below `root`. `one_file_system`: list no
-/// directory on another file system than the root's (it is still created, empty, as cp -x).
-fn walk(root: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
+/// Walks the tree below the source root `root` (shown as `shown`), every directory opened
+/// beneath it with no symlink followed and its owner, mode and times read from its descriptor
+/// (a directory swapped for a symlink mid-walk fails the walk; it is never followed).
+/// `one_file_system`: list no directory on another file system than the root's (it is still
+/// created, empty, as cp -x). One directory is open at a time.
+fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
     let mut out = Walk::default();
-    let mut pending = vec![PathBuf::new()];
+    let mut pending = vec![(PathBuf::new(), 0)];
     let mut root_dev = None;
-    while let Some(rel) = pending.pop() {
-        let dir = root.join(&rel);
-        let meta = std::fs::symlink_metadata(&dir)
-            .map_err(|e| CopyError::io(format!("cannot stat {}", dir.display()), e))?;
+    while let Some((rel, parent)) = pending.pop() {
+        let path = shown.join(&rel);
+        let failed = |what: &str, e: std::io::Error| {
+            CopyError::io(format!("cannot {what} {}", path.display()), e)
+        };
+        let file =
+            std::fs::File::from(open_beneath(root, &rel, true).map_err(|e| failed("open", e))?);
+        let meta = file.metadata().map_err(|e| failed("stat", e))?;
         let foreign = *root_dev.get_or_insert(meta.dev()) != meta.dev();
-        out.dirs.push((rel.clone(), meta));
+        out.dirs.push(DirSlot::new(rel.clone(), parent));
+        out.metas.push(meta);
         if foreign && one_file_system {
             continue;
         }
         let dir_index = out.dirs.len() - 1;
         let mut nth_in_dir = 0;
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| CopyError::io(format!("cannot list {}", dir.display()), e))?;
-            let child = rel.join(entry.file_name());
-            let kind = entry
-                .file_type()
-                .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
-            if kind.is_dir() {
-                pending.push(child);
-            } else if kind.is_symlink() {
-                out.links.push(child);
-            } else if kind.is_file() {
-                out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
-                nth_in_dir += 1;
-            } else {
+        let mut entries =
+            rustix::fs::Dir::new(OwnedFd::from(file)).map_err(|e| failed("list", e.into()))?;
+        while let Some(entry) = entries.read() {
+            let entry = entry.map_err(|e| failed("list", e.into()))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let child = rel.join(name);
+            let kind = match entry.file_type() {
+                // DT_UNKNOWN: this file system's readdir does not say; ask (not followed).
+                rustix::fs::FileType::Unknown => {
+                    let nofollow = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
+                    let stat = entries
+                        .fd()
+                        .and_then(|fd| rustix::fs::statat(fd, name, nofollow))
+                        .map_err(|e| failed("stat an entry of", e.into()))?;
+                    rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                }
+                kind => kind,
+            };
+            match kind {
+                rustix::fs::FileType::Directory => pending.push((child, dir_index)),
+                rustix::fs::FileType::Symlink => out.links.push((child, dir_index)),
+                rustix::fs::FileType::RegularFile => {
+                    out.files.push(FileJob { rel: child, dir: dir_index, nth_in_dir });
+                    nth_in_dir += 1;
+                }
                 // FIFOs, sockets and devices: recreated or reported, never dropped silently.
-                let meta = std::fs::symlink_metadata(entry.path())
-                    .map_err(|e| CopyError::io(format!("cannot stat {}", child.display()), e))?;
-                out.specials.push((child, meta));
+                _ => {
+                    let entry = open_beneath(root, &child, false)
+                        .map_err(|e| failed("open an entry of", e))?;
+                    let meta = std::fs::File::from(entry)
+                        .metadata()
+                        .map_err(|e| failed("stat an entry of", e))?;
+                    out.specials.push((child, dir_index, meta));
+                }
             }
         }
     }
@@ -157,6 +190,9 @@ fn walk(root: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
 /// Directories are created 0700 and get their source's mode (without set-id bits) last, on
 /// every path out, failure and Ctrl-C included: no directory is ever wider than its source.
 /// Files are opened beneath the source's root with no symlink followed (see `SourcePath`).
+/// The destination path is trusted once, when its directory is opened: every entry is then
+/// made by one name in a directory reached from that descriptor (see `DestTree`), so a
+/// destination directory swapped for a symlink mid-copy fails the copy instead of carrying it.
 pub fn copy_tree(
     src: &Path,
     dst: &Path,
@@ -196,19 +232,10 @@ pub fn copy_tree(
             not_kept: r.not_kept,
         });
     }
-    super::refuse_symlinked_destination(dst, opts)?;
-    let root = if dst.is_dir() {
-        // `copy -r . backup/` copies into backup/<this directory's name>.
-        let named = std::fs::canonicalize(src).unwrap_or_else(|_| src.to_path_buf());
-        dst.join(named.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?)
-    } else {
-        match dst.parent() {
-            Some(p) if !p.as_os_str().is_empty() && !p.is_dir() => {
-                return Err(CopyError::DestinationDirMissing(p.into()))
-            }
-            _ => dst.to_path_buf(),
-        }
-    };
+    // `copy -r . backup/` copies into backup/<this directory's name>.
+    let named = std::fs::canonicalize(src).unwrap_or_else(|_| src.to_path_buf());
+    let own = named.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
+    let (parent, root_name, root) = open_destination(dst, own, opts.follow_destination_symlink)?;
     if root.starts_with(src)
         || std::fs::canonicalize(dst)
             .is_ok_and(|d| d.starts_with(std::fs::canonicalize(src).unwrap_or_default()))
@@ -222,38 +249,25 @@ pub fn copy_tree(
     )
     .map_err(|e| CopyError::io(format!("cannot open {}", src.display()), e.into()))?;
     let started = Instant::now();
-    let p = opts.preserve;
-    let link_meta = p.ownership || p.timestamps || p.xattr;
-    let mut tree = walk(src, opts.one_file_system)?;
+    let mut tree = walk(source_root.as_fd(), src, opts.one_file_system)?;
     let losses = Losses::default();
     let ctx = Finish { source_root: source_root.as_fd(), root: &root, opts, losses: &losses };
-    let mut created = Vec::with_capacity(tree.dirs.len());
-    let copied = create_dirs(&root, &tree.dirs, &mut created).and_then(|()| {
-        let (special_files, special_links, skipped) = make_specials(&ctx, &tree.specials)?;
-        let runs = plan_runs(std::mem::take(&mut tree.files));
-        // Symlinks are made beside the file lanes, not before them: the directories exist,
-        // and nothing else touches a symlink's name.
-        let (links, files) = std::thread::scope(|scope| {
-            let links = scope.spawn(|| make_links(&ctx, src, &tree.links, link_meta));
-            let files = copy_files(&ctx, src, runs, lanes, cpus, progress, stop);
-            let links = links.join().unwrap_or_else(|_| {
-                Err(CopyError::io("making symlinks", std::io::Error::other("the thread panicked")))
-            });
-            (links, files)
-        });
-        Ok((links?, special_files, special_links, skipped, files?))
-    });
+    let dirs = std::mem::take(&mut tree.dirs);
+    let (dest, made) = DestTree::create(&parent, &root_name, root.clone(), dirs)?;
+    drop(parent);
+    let copied =
+        made.and_then(|()| copy_entries(&ctx, &dest, src, &mut tree, lanes, cpus, progress, stop));
     // Final owners, attributes, modes and times on every path out, deepest first (creating
     // entries changes a directory's mtime; a default ACL set early would be inherited by the
     // copies), for the directories this copy created.
-    finish_dirs(&ctx, &tree.dirs, &created, lanes);
+    finish_dirs(&ctx, &dest, &tree.metas, lanes);
     let (symlinks, special_files, special_links, skipped, files) = copied?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(TreeReport {
         source: src.into(),
-        destination: root.clone(),
+        destination: root,
         files: files.files,
-        directories: tree.dirs.len() as u64,
+        directories: tree.metas.len() as u64,
         symlinks,
         special_files,
         skipped,
@@ -268,85 +282,43 @@ pub fn copy_tree(
     })
 }
 
-/// What finishing an entry needs: where its source is (for its attributes), where the copy
-/// goes, what to keep and where to count what could not be kept.
-struct Finish<'a> {
-    source_root: BorrowedFd<'a>,
-    root: &'a Path,
-    opts: &'a CopyOptions,
-    losses: &'a Losses,
-}
+/// What the tree's entries came to: symlinks, special files made, special files linked,
+/// skipped entries, and the files.
+type EntriesCopied = (u64, u64, u64, Vec<Skipped>, FilesCopied);
 
-impl Finish<'_> {
-    /// Gives the entry `rel` the copy made at `path` its source's owner and attributes, then
-    /// (except for symlinks, which have none of their own) its mode, then its times.
-    fn entry(&self, rel: &Path, path: &Path, meta: &std::fs::Metadata, kind: Entry) {
-        let keep = self.opts.preserve;
-        let shown = if rel.as_os_str().is_empty() { self.root } else { rel };
-        let owner_kept = keep.ownership
-            && keep_owner(OwnerTarget::Path(path), meta.uid(), meta.gid(), shown, self.losses);
-        if keep.xattr {
-            match open_beneath(self.source_root, rel) {
-                Ok(fd) => copy_xattrs(
-                    XattrSource::Opened(fd.as_fd()),
-                    XattrTarget::Path(path),
-                    owner_kept,
-                    shown,
-                    self.losses,
-                ),
-                Err(e) => self.losses.record(super::LossKind::Xattr, shown, || {
-                    format!("cannot open the source to read its attributes ({e})")
-                }),
-            }
-        }
-        if kind != Entry::Symlink {
-            let mode = kept_mode(meta.mode(), kind == Entry::Directory, keep.mode, owner_kept);
-            let _ = chmod_nofollow(path, mode);
-        }
-        if keep.timestamps {
-            let times = rustix::fs::Timestamps {
-                last_access: rustix::fs::Timespec {
-                    tv_sec: meta.atime(),
-                    tv_nsec: meta.atime_nsec() as _,
-                },
-                last_modification: rustix::fs::Timespec {
-                    tv_sec: meta.mtime(),
-                    tv_nsec: meta.mtime_nsec() as _,
-                },
-            };
-            let nofollow = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
-            let _ = rustix::fs::utimensat(rustix::fs::CWD, path, &times, nofollow);
-        }
-    }
-}
-
-/// chmod(2) that never follows a symlink at `path` (fchmodat's AT_SYMLINK_NOFOLLOW needs
-/// fchmodat2, Linux 6.6): the entry is opened `O_PATH|O_NOFOLLOW`, checked not to be a
-/// symlink, and changed through its /proc/self/fd name, so a FIFO swapped for a symlink to
-/// /etc/shadow in a destination directory another user can write never has root chmod it.
-fn chmod_nofollow(path: &Path, mode: u32) -> std::io::Result<()> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    use std::os::fd::AsRawFd;
-    let fd =
-        rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    let stat = rustix::fs::fstat(&fd)?;
-    if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
-        return Err(rustix::io::Errno::LOOP.into());
-    }
-    let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    Ok(rustix::fs::chmod(by_fd.as_str(), Mode::from_raw_mode(mode))?)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
-    Directory,
-    Symlink,
-    Special,
+/// Makes everything below the directories: special files, then symlinks beside the file lanes.
+#[allow(clippy::too_many_arguments)]
+fn copy_entries(
+    ctx: &Finish<'_>,
+    dest: &DestTree,
+    src: &Path,
+    tree: &mut Walk,
+    lanes: usize,
+    cpus: &[usize],
+    progress: &(dyn Fn(u64, u64) + Sync),
+    stop: &StopSignal,
+) -> Result<EntriesCopied, CopyError> {
+    let p = ctx.opts.preserve;
+    let link_meta = p.ownership || p.timestamps || p.xattr;
+    let (special_files, special_links, skipped) = make_specials(ctx, dest, &tree.specials)?;
+    let runs = plan_runs(std::mem::take(&mut tree.files));
+    // Symlinks are made beside the file lanes, not before them: the directories exist,
+    // and nothing else touches a symlink's name.
+    let (links, files) = std::thread::scope(|scope| {
+        let links = scope.spawn(|| make_links(ctx, dest, src, &tree.links, link_meta));
+        let files = copy_files(ctx, dest, src, runs, lanes, cpus, progress, stop);
+        let links = links.join().unwrap_or_else(|_| {
+            Err(CopyError::io("making symlinks", std::io::Error::other("the thread panicked")))
+        });
+        (links, files)
+    });
+    Ok((links?, special_files, special_links, skipped, files?))
 }
 
 /// `cp -a LINK DST`: the symlink named as the source is copied as a symlink (cp's `-d`), with
 /// its owner, attributes and times, under a temporary name renamed over `dst` (a file or
-/// symlink there is replaced atomically; a directory is copied into).
+/// symlink there is replaced atomically; a directory is copied into), all in the destination
+/// directory's descriptor.
 fn copy_named_symlink(
     src: &Path,
     dst: &Path,
@@ -354,17 +326,16 @@ fn copy_named_symlink(
     opts: &CopyOptions,
 ) -> Result<TreeReport, CopyError> {
     let started = Instant::now();
-    super::refuse_symlinked_destination(dst, opts)?;
     let name = src.file_name().ok_or_else(|| CopyError::SourceUnsupported(src.into()))?;
-    let to = if dst.is_dir() { dst.join(name) } else { dst.to_path_buf() };
+    let (dir, to_name, to) = open_destination(dst, name, opts.follow_destination_symlink)?;
     let parent = match src.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let target = std::fs::read_link(src)
         .map_err(|e| CopyError::io(format!("cannot read {}", src.display()), e))?;
-    let temp = super::destination::temp_name(&to);
-    std::os::unix::fs::symlink(&target, &temp).map_err(|e| {
+    let temp = random_name(&to_name);
+    dir.symlink(&target, &temp).map_err(|e| {
         CopyError::io(format!("cannot create a symlink beside {}", to.display()), e)
     })?;
     let source_dir = rustix::fs::open(
@@ -374,14 +345,14 @@ fn copy_named_symlink(
     )
     .map_err(|e| CopyError::io(format!("cannot open {}", parent.display()), e.into()));
     let losses = Losses::default();
-    let finished = source_dir.and_then(|dir| {
-        let ctx = Finish { source_root: dir.as_fd(), root: &to, opts, losses: &losses };
-        ctx.entry(Path::new(name), &temp, meta, Entry::Symlink);
-        std::fs::rename(&temp, &to)
+    let finished = source_dir.and_then(|source| {
+        let ctx = Finish { source_root: source.as_fd(), root: &to, opts, losses: &losses };
+        ctx.entry(Path::new(name), Place::At(&dir, &temp), meta, Entry::Symlink);
+        dir.rename(&temp, &dir, &to_name)
             .map_err(|e| CopyError::io(format!("cannot put {} in place", to.display()), e))
     });
     if let Err(e) = finished {
-        let _ = std::fs::remove_file(&temp);
+        let _ = dir.remove_file(&temp);
         return Err(e);
     }
     Ok(TreeReport {
@@ -403,98 +374,77 @@ fn copy_named_symlink(
     })
 }
 
-/// Creates the tree's directories 0700 (private while they fill), parents first; `created`
-/// says, per directory, whether this copy made it. An existing entry is used only if it is a
-/// real directory: a symlink planted where a directory goes would carry the copy elsewhere.
-fn create_dirs(
-    root: &Path,
-    dirs: &[(PathBuf, std::fs::Metadata)],
-    created: &mut Vec<bool>,
-) -> Result<(), CopyError> {
-    use std::os::unix::fs::DirBuilderExt;
-    for (rel, _) in dirs {
-        let path = root.join(rel);
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => created.push(true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                    return Err(CopyError::DestinationNotDirectory(path));
-                }
-                created.push(false);
-            }
-            Err(e) => return Err(CopyError::io(format!("cannot create {}", path.display()), e)),
-        }
-    }
-    Ok(())
+/// The last name of a walked entry (every entry below the root has one).
+fn last_name(rel: &Path) -> &OsStr {
+    rel.file_name().unwrap_or_default()
 }
 
-/// Gives the directories this copy created their source's owner, attributes, mode (set-id
-/// bits only with the owner) and times, deepest first: level by level from the deepest, each
-/// level spread over `lanes` threads (a directory's children are all finished before it).
-/// Best effort: it runs on failure paths too.
-fn finish_dirs(
-    ctx: &Finish<'_>,
-    dirs: &[(PathBuf, std::fs::Metadata)],
-    created: &[bool],
-    lanes: usize,
-) {
-    let mut levels: Vec<Vec<usize>> = Vec::new();
-    for (i, ((rel, _), _)) in dirs.iter().zip(created).enumerate().filter(|(_, (_, &m))| m) {
-        let depth = rel.components().count();
-        if levels.len() <= depth {
-            levels.resize_with(depth + 1, Vec::new);
+/// Replaces what is at `name` in `dir` by what `make` creates there: only when something is
+/// (one unlink fewer per entry of a fresh copy), and only a non-directory (unlinkat).
+fn make_or_replace(
+    dir: &Dir,
+    name: &OsStr,
+    make: impl Fn() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    match make() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = dir.remove_file(name);
+            make()
         }
-        levels[depth].push(i);
-    }
-    let finish = |i: &usize| {
-        let (rel, meta) = &dirs[*i];
-        ctx.entry(rel, &ctx.root.join(rel), meta, Entry::Directory);
-    };
-    let finish = &finish;
-    for level in levels.iter().rev() {
-        // Threads pay off only for a level with many directories.
-        if lanes < 2 || level.len() < 64 {
-            level.iter().for_each(finish);
-            continue;
-        }
-        std::thread::scope(|scope| {
-            for part in level.chunks(level.len().div_ceil(lanes)) {
-                scope.spawn(move || part.iter().for_each(finish));
-            }
-        });
+        other => other,
     }
 }
 
-/// Recreates the symlinks `links` (paths below `src`), each with its own owner, attributes
-/// and times when `link_meta` (read here, by this thread, beside the file lanes).
+/// Recreates the symlinks `links` (paths below `src`, with their directory), each with its
+/// own owner, attributes and times when `link_meta` (read here, by this thread, beside the
+/// file lanes).
 fn make_links(
     ctx: &Finish<'_>,
+    dest: &DestTree,
     src: &Path,
-    links: &[PathBuf],
+    links: &[(PathBuf, usize)],
     link_meta: bool,
 ) -> Result<u64, CopyError> {
-    for rel in links {
+    let mut held = HeldDir::default();
+    for (rel, index) in links {
         let from = src.join(rel);
-        let target =
-            std::fs::read_link(&from).map_err(|e| CopyError::io("cannot read a symlink", e))?;
-        let path = ctx.root.join(rel);
-        // Replace what is there only when something is (one unlink fewer per symlink of a
-        // fresh copy).
-        let made = match std::os::unix::fs::symlink(&target, &path) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let _ = std::fs::remove_file(&path);
-                std::os::unix::fs::symlink(&target, &path)
-            }
-            other => other,
-        };
-        made.map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
+        let failed = |e| CopyError::io(format!("cannot read the symlink {}", from.display()), e);
+        // The symlink itself, opened beneath the source root: its target and its own owner
+        // and times come from the descriptor, not from a path looked up again.
+        let link = open_beneath(ctx.source_root, rel, false).map_err(failed)?;
+        let target = rustix::fs::readlinkat(&link, "", Vec::new())
+            .map_err(|e| failed(e.into()))?
+            .into_bytes();
+        let target = PathBuf::from(OsString::from_vec(target));
+        let dir = held.get(dest, *index)?;
+        let name = last_name(rel);
+        make_or_replace(dir, name, || dir.symlink(&target, name))
+            .map_err(|e| CopyError::io(format!("cannot create {}", dest.path(rel).display()), e))?;
         if link_meta {
-            let meta = std::fs::symlink_metadata(&from)
-                .map_err(|e| CopyError::io(format!("cannot stat {}", from.display()), e))?;
-            ctx.entry(rel, &path, &meta, Entry::Symlink);
+            let meta = std::fs::File::from(link).metadata().map_err(failed)?;
+            ctx.entry(rel, Place::At(dir, name), &meta, Entry::Symlink);
         }
     }
     Ok(links.len() as u64)
+}
+
+/// Why a special file of this kind is not copied, if it is not.
+fn special_skip(kind: rustix::fs::FileType, sockets: bool) -> Option<&'static str> {
+    use rustix::fs::FileType;
+    match kind {
+        FileType::Socket if !sockets => {
+            Some("a socket: only a listening process can make one (-a recreates its name)")
+        }
+        FileType::CharacterDevice | FileType::BlockDevice
+            if !rustix::process::geteuid().is_root() =>
+        {
+            Some("a device node: only root can create one")
+        }
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => {
+            None
+        }
+        _ => Some("an unknown file type"),
+    }
 }
 
 /// Recreates FIFOs, sockets (with `sockets`, as `cp -a` does) and, as root, device nodes;
@@ -502,53 +452,36 @@ fn make_links(
 /// file is linked to the first one's copy. Returns (made, linked, skipped).
 fn make_specials(
     ctx: &Finish<'_>,
-    specials: &[(PathBuf, std::fs::Metadata)],
+    dest: &DestTree,
+    specials: &[(PathBuf, usize, std::fs::Metadata)],
 ) -> Result<(u64, u64, Vec<Skipped>), CopyError> {
-    use rustix::fs::FileType;
-    let root_user = rustix::process::geteuid().is_root();
     let (mut made, mut linked, mut skipped) = (0, 0, Vec::new());
-    let mut firsts: std::collections::HashMap<(u64, u64), PathBuf> = Default::default();
-    for (rel, meta) in specials {
-        let kind = FileType::from_raw_mode(meta.mode());
-        let why = match kind {
-            FileType::Socket if !ctx.opts.sockets => {
-                Some("a socket: only a listening process can make one (-a recreates its name)")
-            }
-            FileType::CharacterDevice | FileType::BlockDevice if !root_user => {
-                Some("a device node: only root can create one")
-            }
-            FileType::Fifo
-            | FileType::Socket
-            | FileType::CharacterDevice
-            | FileType::BlockDevice => None,
-            _ => Some("an unknown file type"),
-        };
-        if let Some(why) = why {
+    let mut firsts: std::collections::HashMap<(u64, u64), Made> = Default::default();
+    let mut held = HeldDir::default();
+    for (rel, index, meta) in specials {
+        let kind = rustix::fs::FileType::from_raw_mode(meta.mode());
+        if let Some(why) = special_skip(kind, ctx.opts.sockets) {
             skipped.push(Skipped { path: rel.clone(), why: why.into() });
             continue;
         }
-        let path = ctx.root.join(rel);
+        let (path, name) = (dest.path(rel), last_name(rel));
         if ctx.opts.preserve.links && meta.nlink() > 1 {
             if let Some(first) = firsts.get(&(meta.dev(), meta.ino())) {
-                link_to(first, &path)
+                let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
+                let dir = held.get(dest, *index)?;
+                link_to(&first_dir, &first.name, dir, name)
                     .map_err(|e| CopyError::io(format!("cannot link {}", path.display()), e))?;
                 linked += 1;
                 continue;
             }
-            firsts.insert((meta.dev(), meta.ino()), path.clone());
+            firsts.insert((meta.dev(), meta.ino()), Made { dir: *index, name: name.into() });
         }
+        let dir = held.get(dest, *index)?;
         // Created without set-id bits and under the umask; `entry` sets the exact mode.
-        let mode = rustix::fs::Mode::from_raw_mode(meta.mode() & 0o777);
-        let make = || rustix::fs::mknodat(rustix::fs::CWD, &path, kind, mode, meta.rdev());
-        match make() {
-            Err(rustix::io::Errno::EXIST) => {
-                let _ = std::fs::remove_file(&path);
-                make()
-            }
-            other => other,
-        }
-        .map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e.into()))?;
-        ctx.entry(rel, &path, meta, Entry::Special);
+        let mode = meta.mode() & 0o777;
+        make_or_replace(dir, name, || dir.mknod(name, kind, mode, meta.rdev()))
+            .map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
+        ctx.entry(rel, Place::At(dir, name), meta, Entry::Special);
         made += 1;
     }
     Ok((made, linked, skipped))
@@ -563,10 +496,86 @@ struct FilesCopied {
     hard_links: u64,
 }
 
+/// What the lanes share: the runs to claim, how far they got, the first error.
+struct Lanes<'a> {
+    runs: &'a [Vec<FileJob>],
+    next: AtomicUsize,
+    files_done: AtomicU64,
+    bytes_done: AtomicU64,
+    calls: AtomicU64,
+    first_error: Mutex<Option<CopyError>>,
+    failed: StopSignal,
+    /// Second names of hard-linked files: (first name's copy, this name), linked at the end.
+    second_names: Mutex<Vec<(Made, Made)>>,
+}
+
+impl Lanes<'_> {
+    fn fail(&self, e: CopyError) {
+        self.failed.stop();
+        self.first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+    }
+}
+
+/// One lane: claims runs of files (all in one directory), holds that directory open while it
+/// copies them into it, and records second names of hard-linked files for later.
+fn lane_loop(
+    ctx: &Finish<'_>,
+    dest: &DestTree,
+    src: &Path,
+    shared: &Lanes<'_>,
+    keep: &Keep<'_>,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    stop: &StopSignal,
+) {
+    let mut held = HeldDir::default();
+    loop {
+        if stop.is_stopped() || shared.failed.is_stopped() {
+            break;
+        }
+        let Some(run) = shared.runs.get(shared.next.fetch_add(1, Ordering::Relaxed)) else {
+            break;
+        };
+        let (mut run_bytes, mut run_calls) = (0, 0);
+        // Second names met in this run, handed over once per run (rarely any).
+        let mut later = Vec::new();
+        for job in run {
+            let dir = match held.get(dest, job.dir) {
+                Ok(dir) => dir,
+                Err(e) => return shared.fail(e),
+            };
+            let entry = SourcePath::Beneath { root: ctx.source_root, rel: &job.rel };
+            let name = last_name(&job.rel);
+            let to = Target { dir, index: job.dir, name, path: dest.path(&job.rel) };
+            match copy_checked(entry, &src.join(&job.rel), to, ctx.opts, keep, &mut |_, _| {}, stop)
+            {
+                Ok(Copied::Data(report)) => {
+                    run_bytes += report.bytes;
+                    run_calls += report.syscalls;
+                }
+                Ok(Copied::SecondName(first)) => {
+                    later.push((first, Made { dir: job.dir, name: name.into() }))
+                }
+                Err(e) => return shared.fail(e),
+            }
+        }
+        if !later.is_empty() {
+            shared.second_names.lock().unwrap_or_else(|p| p.into_inner()).append(&mut later);
+        }
+        shared.calls.fetch_add(run_calls, Ordering::Relaxed);
+        let n = run.len() as u64;
+        let files = shared.files_done.fetch_add(n, Ordering::Relaxed) + n;
+        let bytes = shared.bytes_done.fetch_add(run_bytes, Ordering::Relaxed) + run_bytes;
+        progress(files, bytes);
+    }
+}
+
 /// Copies the regular files over lanes, each opened beneath `source_root`; with
-/// `--preserve=links`, second names are linked once the lanes are done (see `links`).
+/// `--preserve=links`, second names are linked once the lanes are done (see `links`), between
+/// directories reopened from the destination root.
+#[allow(clippy::too_many_arguments)]
 fn copy_files(
     ctx: &Finish<'_>,
+    dest: &DestTree,
     src: &Path,
     runs: Vec<Vec<FileJob>>,
     lanes: usize,
@@ -574,109 +583,53 @@ fn copy_files(
     progress: &(dyn Fn(u64, u64) + Sync),
     stop: &StopSignal,
 ) -> Result<FilesCopied, CopyError> {
-    let next = AtomicUsize::new(0);
-    let (files_done, bytes_done, calls) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let first_error: Mutex<Option<CopyError>> = Mutex::new(None);
-    let failed = StopSignal::new();
     let lanes = lanes.clamp(1, runs.len().max(1));
-    let (source_root, root, opts) = (ctx.source_root, ctx.root, ctx.opts);
-    let link_map = opts.preserve.links.then(LinkMap::default);
+    let link_map = ctx.opts.preserve.links.then(LinkMap::default);
     let keep = Keep { losses: ctx.losses, links: link_map.as_ref() };
-    let second_names: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::default();
+    let shared = Lanes {
+        runs: &runs,
+        next: AtomicUsize::new(0),
+        files_done: AtomicU64::new(0),
+        bytes_done: AtomicU64::new(0),
+        calls: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        failed: StopSignal::new(),
+        second_names: Mutex::default(),
+    };
     std::thread::scope(|scope| {
         for lane in 0..lanes {
-            let (runs, next, failed, first_error) = (&runs, &next, &failed, &first_error);
-            let (keep, second_names) = (&keep, &second_names);
-            let (files_done, bytes_done, calls) = (&files_done, &bytes_done, &calls);
+            let (shared, keep) = (&shared, &keep);
             let cpu = (!cpus.is_empty()).then(|| cpus[lane % cpus.len()]);
             scope.spawn(move || {
                 if let Some(cpu) = cpu {
                     let _ = pin_current_thread(cpu);
                 }
-                loop {
-                    if stop.is_stopped() || failed.is_stopped() {
-                        break;
-                    }
-                    let Some(run) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
-                    let (mut run_bytes, mut run_calls) = (0, 0);
-                    // Second names met in this run, handed over once per run (rarely any).
-                    let mut later = Vec::new();
-                    for job in run {
-                        let entry = SourcePath::Beneath { root: source_root, rel: &job.rel };
-                        let (shown, to) = (src.join(&job.rel), root.join(&job.rel));
-                        match copy_checked(
-                            entry,
-                            &shown,
-                            to.clone(),
-                            opts,
-                            keep,
-                            &mut |_, _| {},
-                            stop,
-                        ) {
-                            Ok(Copied::Data(report)) => {
-                                run_bytes += report.bytes;
-                                run_calls += report.syscalls;
-                            }
-                            Ok(Copied::SecondName(first)) => later.push((first, to)),
-                            Err(e) => {
-                                failed.stop();
-                                let mut slot =
-                                    first_error.lock().unwrap_or_else(|p| p.into_inner());
-                                slot.get_or_insert(e);
-                                return;
-                            }
-                        }
-                    }
-                    if !later.is_empty() {
-                        second_names.lock().unwrap_or_else(|p| p.into_inner()).append(&mut later);
-                    }
-                    calls.fetch_add(run_calls, Ordering::Relaxed);
-                    let files = files_done.fetch_add(run.len() as u64, Ordering::Relaxed)
-                        + run.len() as u64;
-                    let bytes = bytes_done.fetch_add(run_bytes, Ordering::Relaxed) + run_bytes;
-                    progress(files, bytes);
-                }
+                lane_loop(ctx, dest, src, shared, keep, progress, stop);
             });
         }
     });
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some(e) = shared.first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
     if stop.is_stopped() {
-        return Err(CopyError::Interrupted(root.into()));
+        return Err(CopyError::Interrupted(ctx.root.into()));
     }
     // Every first name is in place now: link the others to it.
-    let second_names = second_names.into_inner().unwrap_or_else(|p| p.into_inner());
+    let second_names = shared.second_names.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut held = HeldDir::default();
     for (first, to) in &second_names {
-        link_to(first, to)
-            .map_err(|e| CopyError::io(format!("cannot link {}", to.display()), e))?;
+        let shown = dest.path(&dest.dirs[to.dir].rel).join(&to.name);
+        let failed = |e| CopyError::io(format!("cannot link {}", shown.display()), e);
+        let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
+        let dir = held.get(dest, to.dir)?;
+        link_to(&first_dir, &first.name, dir, &to.name).map_err(failed)?;
     }
     let hard_links = second_names.len() as u64;
     Ok(FilesCopied {
-        files: files_done.load(Ordering::Relaxed) - hard_links,
-        bytes: bytes_done.load(Ordering::Relaxed),
-        syscalls: calls.load(Ordering::Relaxed),
+        files: shared.files_done.load(Ordering::Relaxed) - hard_links,
+        bytes: shared.bytes_done.load(Ordering::Relaxed),
+        syscalls: shared.calls.load(Ordering::Relaxed),
         lanes,
         hard_links,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn chmod_nofollow_refuses_a_symlink_and_leaves_its_target() {
-        let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, b"x").unwrap();
-        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let planted = dir.path().join("fifo");
-        std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        assert!(chmod_nofollow(&planted, 0o666).is_err());
-        assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o777, 0o600);
-        chmod_nofollow(&victim, 0o640).unwrap();
-        assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o777, 0o640);
-    }
 }

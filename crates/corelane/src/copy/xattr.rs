@@ -28,19 +28,25 @@ pub(crate) enum XattrSource<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum XattrTarget<'a> {
     Fd(BorrowedFd<'a>),
-    /// An entry this copy created, not followed if it is a symlink (lsetxattr).
-    Path(&'a Path),
+    /// An entry this copy created, by its name in a directory it holds, not followed if it is
+    /// a symlink (see `Dir::set_xattr_at`).
+    At(&'a crate::fs::Dir, &'a std::ffi::OsStr),
 }
 
-/// Opens `rel` beneath `root` as an `O_PATH` descriptor without following any symlink, the
-/// last component included (openat2(2): `O_PATH|O_NOFOLLOW` with `RESOLVE_NO_SYMLINKS`
-/// returns the symlink itself).
-pub(crate) fn open_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+/// Opens `rel` beneath `root` without following any symlink, the last component included
+/// (openat2(2): `O_NOFOLLOW` with `RESOLVE_NO_SYMLINKS` returns the symlink itself): as an
+/// `O_PATH` descriptor, or with `directory`, a readable directory (a symlink fails).
+pub(crate) fn open_beneath(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    directory: bool,
+) -> io::Result<OwnedFd> {
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let how = if directory { OFlags::RDONLY | OFlags::DIRECTORY } else { OFlags::PATH };
     Ok(rustix::fs::openat2(
         root,
         rel,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        how | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )?)
@@ -137,10 +143,10 @@ pub(crate) fn copy_xattrs(
         let set = value(src, name).and_then(|v| {
             let name = os(name);
             let flags = XattrFlags::empty();
-            Ok(match dst {
-                XattrTarget::Fd(fd) => rustix::fs::fsetxattr(fd, name, &v, flags),
-                XattrTarget::Path(p) => rustix::fs::lsetxattr(p, name, &v, flags),
-            }?)
+            match dst {
+                XattrTarget::Fd(fd) => Ok(rustix::fs::fsetxattr(fd, name, &v, flags)?),
+                XattrTarget::At(dir, entry) => dir.set_xattr_at(entry, name, &v),
+            }
         });
         if let Err(e) = set {
             let shown_name = String::from_utf8_lossy(name).into_owned();
@@ -180,16 +186,16 @@ mod tests {
         std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
         let fd = std::fs::File::open(&root).unwrap();
         // The symlink itself is opened (its own attributes), never what it points to.
-        let link = open_beneath(fd.as_fd(), Path::new("out")).unwrap();
+        let link = open_beneath(fd.as_fd(), Path::new("out"), false).unwrap();
         let stat = rustix::fs::fstat(&link).unwrap();
         assert_eq!(
             rustix::fs::FileType::from_raw_mode(stat.st_mode),
             rustix::fs::FileType::Symlink
         );
         // Through it, or by `..`, nothing outside the root opens.
-        assert!(open_beneath(fd.as_fd(), Path::new("out/passwd")).is_err());
-        assert!(open_beneath(fd.as_fd(), Path::new("../root")).is_err());
-        assert!(open_beneath(fd.as_fd(), Path::new("")).is_ok(), "the root itself");
+        assert!(open_beneath(fd.as_fd(), Path::new("out/passwd"), false).is_err());
+        assert!(open_beneath(fd.as_fd(), Path::new("../root"), false).is_err());
+        assert!(open_beneath(fd.as_fd(), Path::new(""), false).is_ok(), "the root itself");
     }
 
     #[test]

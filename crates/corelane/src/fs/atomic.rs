@@ -1,0 +1,118 @@
+//! Files corelane writes for the user (plans, revert files, reports, results): whole or not
+//! at all, through names that cannot be turned against the writer.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
+
+use super::{random_name, Dir};
+
+/// Writes `bytes` to `path` atomically. The path is trusted once: its directory is opened
+/// (`O_DIRECTORY`), and from then on everything happens through that descriptor: a fresh
+/// temporary under a random name (`O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing planted at a
+/// guessable name is ever opened), written, synced, then renamed over the name with the same
+/// descriptor (renameat). A directory swapped for a symlink meanwhile changes nothing: the
+/// file lands in the directory first opened, or nowhere. On any failure the temporary is
+/// removed and `path` is as it was. The file gets mode 0644 (under the umask).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (parent, name) = split(path)?;
+    let dir = Dir::open(parent, true)?;
+    let temp = random_name(name);
+    let file = File::from(dir.create_file(&temp, OFlags::WRONLY, 0o644)?);
+    let written = io::Write::write_all(&mut &file, bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| dir.rename(&temp, &dir, name));
+    if written.is_err() {
+        let _ = dir.remove_if_same(&temp, file.as_fd());
+    }
+    written
+}
+
+/// Creates the new file `path` for a streaming output: `O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`,
+/// mode 0644 (under the umask). Anything already at the name, a symlink included, fails with
+/// `AlreadyExists`: an existing file is never truncated or followed.
+pub fn create_new(path: &Path) -> io::Result<File> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::open(path, flags, Mode::from_raw_mode(0o644))?))
+}
+
+/// The directory holding `path` (`.` for a bare name) and the name in it.
+fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display()))
+    })?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.toml");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// The old writer created `.<name>.corelane-tmp-<pid>` with File::create (no O_EXCL,
+    /// following symlinks): a symlink planted at that name had root truncate and write its
+    /// target. Planted names are now never opened.
+    #[test]
+    fn a_planted_symlink_at_the_old_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let path = dir.path().join("revert.json");
+        let planted = dir.path().join(format!(".revert.json.corelane-tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_atomic(&path, b"[]").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&path).unwrap(), b"[]");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_atomic(&dir.path().join("missing/dir/file"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_symlink_at_the_name_is_replaced_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(victim.join("f"), t.path().join("f")).unwrap();
+        write_atomic(&t.path().join("f"), b"x").unwrap();
+        assert!(!victim.join("f").exists());
+        assert!(!std::fs::symlink_metadata(t.path().join("f")).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn create_new_refuses_anything_already_there() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let link = t.path().join("out.csv");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert_eq!(create_new(&link).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(create_new(&victim).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let fresh = t.path().join("fresh.csv");
+        io::Write::write_all(&mut create_new(&fresh).unwrap(), b"a,b").unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"a,b");
+    }
+}

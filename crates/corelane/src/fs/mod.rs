@@ -1,0 +1,15 @@
+//! The file system as root may touch it: through descriptors corelane holds, never through a
+//! path trusted twice.
+//!
+//! - [`Dir`]: a directory handle you can only go down from. Every child is reached by one
+//!   name (no `/`, `.` or `..`) with no symlink followed, and every change (create, rename,
+//!   link, symlink, mknod, owner, times, attributes, unlink) is made relative to a held
+//!   directory descriptor or through the changed file's own descriptor.
+//! - [`write_atomic`] and [`create_new`]: the files corelane writes for the user (plans,
+//!   revert files, reports, results), whole or not at all, never through a planted name.
+
+mod atomic;
+mod dir;
+
+pub use atomic::{create_new, write_atomic};
+pub use dir::{check_name, random_name, Dir};
