@@ -1,7 +1,7 @@
 //! Files corelane writes for the user (plans, revert files, reports, results): whole or not
 //! at all, through names that cannot be turned against the writer.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -19,17 +19,44 @@ use super::{random_name, Dir};
 /// file lands in the directory first opened, or nowhere. On any failure the temporary is
 /// removed and `path` is as it was. The file gets mode 0644 (under the umask).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let (parent, name) = split(path)?;
-    let dir = Dir::open(parent, true)?;
-    let temp = random_name(name);
-    let file = File::from(dir.create_file(&temp, OFlags::WRONLY, 0o644)?);
-    let written = io::Write::write_all(&mut &file, bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| dir.rename(&temp, &dir, name));
-    if written.is_err() {
-        let _ = dir.remove_if_same(&temp, file.as_fd());
+    OutputFile::open(path)?.write(bytes)
+}
+
+/// A file corelane writes whole, perhaps more than once, and may take back: its directory
+/// opened once, every later write and the removal made through that descriptor and the one
+/// name, so a run that writes a revert file and later removes it never trusts the path twice.
+#[derive(Debug)]
+pub struct OutputFile {
+    dir: Dir,
+    name: OsString,
+}
+
+impl OutputFile {
+    /// Opens the directory of `path` (following symlinks in the path the user named, as a
+    /// shell would) and keeps it for every write.
+    pub fn open(path: &Path) -> io::Result<OutputFile> {
+        let (parent, name) = split(path)?;
+        Ok(OutputFile { dir: Dir::open(parent, true)?, name: name.to_owned() })
     }
-    written
+
+    /// Writes `bytes` atomically over the name, as [`write_atomic`] says.
+    pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
+        let temp = random_name(&self.name);
+        let file = File::from(self.dir.create_file(&temp, OFlags::WRONLY, 0o644)?);
+        let written = io::Write::write_all(&mut &file, bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| self.dir.rename(&temp, &self.dir, &self.name));
+        if written.is_err() {
+            let _ = self.dir.remove_if_same(&temp, file.as_fd());
+        }
+        written
+    }
+
+    /// Removes the name from the directory first opened (unlinkat: a symlink is removed,
+    /// never followed).
+    pub fn remove(&self) -> io::Result<()> {
+        self.dir.remove_file(&self.name)
+    }
 }
 
 /// Creates the new file `path` for a streaming output: `O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`,
@@ -114,5 +141,25 @@ mod tests {
         let fresh = t.path().join("fresh.csv");
         io::Write::write_all(&mut create_new(&fresh).unwrap(), b"a,b").unwrap();
         assert_eq!(std::fs::read(&fresh).unwrap(), b"a,b");
+    }
+
+    /// A revert file is written before `apply` changes anything and removed if the changes
+    /// fail. Between the two, the directory's path may be swapped for a symlink to another
+    /// directory holding a file of the same name: the removal goes through the directory
+    /// first opened, so the other file stays.
+    #[test]
+    fn an_output_is_removed_from_the_directory_first_opened() {
+        let top = tempfile::tempdir().unwrap();
+        let (dir, elsewhere) = (top.path().join("out"), top.path().join("elsewhere"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("revert.json"), b"precious").unwrap();
+        let out = OutputFile::open(&dir.join("revert.json")).unwrap();
+        out.write(b"[]").unwrap();
+        std::fs::rename(&dir, top.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        out.remove().unwrap();
+        assert_eq!(std::fs::read(elsewhere.join("revert.json")).unwrap(), b"precious");
+        assert!(!top.path().join("moved/revert.json").exists());
     }
 }

@@ -11,5 +11,5 @@
 mod atomic;
 mod dir;
 
-pub use atomic::{create_new, write_atomic};
+pub use atomic::{create_new, write_atomic, OutputFile};
 pub use dir::{check_name, random_name, Dir};

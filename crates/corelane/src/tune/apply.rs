@@ -342,13 +342,16 @@ pub fn apply(changes: &[Change], root: &Path) -> Result<Vec<Skipped>, ApplyError
     Ok(skipped)
 }
 
-fn save_revert(changes: &[Change], revert_file: &Path) -> Result<(), ApplyError> {
+fn save_revert(
+    changes: &[Change],
+    out: &crate::fs::OutputFile,
+    revert_file: &Path,
+) -> Result<(), ApplyError> {
     let json = serde_json::to_vec_pretty(changes).map_err(|e| ApplyError::SaveRevert {
         path: revert_file.into(),
         source: io::Error::other(e),
     })?;
-    crate::fs::write_atomic(revert_file, &json)
-        .map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })
+    out.write(&json).map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })
 }
 
 /// Applies `changes` with their undo saved first: the revert file is written (atomically)
@@ -363,14 +366,18 @@ pub fn apply_saving_revert(
     if !rustix::process::geteuid().is_root() {
         return Err(ApplyError::NotRoot);
     }
-    save_revert(changes, revert_file)?;
+    // The revert file's directory is opened once: both writes and the removal after a
+    // rolled-back failure go through that descriptor, never the path again.
+    let out = crate::fs::OutputFile::open(revert_file)
+        .map_err(|source| ApplyError::SaveRevert { path: revert_file.into(), source })?;
+    save_revert(changes, &out, revert_file)?;
     let skipped = apply(changes, root).inspect_err(|_| {
-        let _ = fs::remove_file(revert_file);
+        let _ = out.remove();
     })?;
     if !skipped.is_empty() {
         let made: Vec<Change> =
             changes.iter().filter(|c| !skipped.iter().any(|s| s.path == c.path)).cloned().collect();
-        save_revert(&made, revert_file)?;
+        save_revert(&made, &out, revert_file)?;
     }
     Ok(skipped)
 }
