@@ -2,7 +2,6 @@
 //! file the copy made: through the directory's own descriptor, or through the held directory
 //! and the entry's one name with the no-follow calls. Never through a path.
 
-use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -13,7 +12,7 @@ use super::dest_tree::DestTree;
 use super::preserve::{keep_owner, kept_mode, Losses, OwnerTarget};
 use super::xattr::{copy_xattrs, open_beneath, XattrSource, XattrTarget};
 use super::CopyOptions;
-use crate::fs::Dir;
+use crate::fs::{Dir, Node};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Entry {
@@ -27,8 +26,8 @@ pub(crate) enum Entry {
 pub(crate) enum Place<'a> {
     /// A directory, by its own descriptor (readable: see `Dir::open_path_to_change`).
     Dir(&'a Dir),
-    /// A symlink or special file, by its name in a held directory.
-    At(&'a Dir, &'a OsStr),
+    /// A symlink or special file this copy made, held (see `Dir::take_made`).
+    Node(&'a Node),
 }
 
 /// What finishing an entry needs: where its source is (for its attributes), what to keep and
@@ -57,14 +56,14 @@ impl Finish<'_> {
         let shown = if rel.as_os_str().is_empty() { self.root } else { rel };
         let owner_at = match at {
             Place::Dir(dir) => OwnerTarget::Fd(dir.as_fd()),
-            Place::At(dir, name) => OwnerTarget::At(dir, name),
+            Place::Node(node) => OwnerTarget::Node(node),
         };
         let owner_kept =
             keep.ownership && keep_owner(owner_at, meta.uid(), meta.gid(), shown, self.losses);
         if keep.xattr {
             let to = match at {
                 Place::Dir(dir) => XattrTarget::Fd(dir.as_fd()),
-                Place::At(dir, name) => XattrTarget::At(dir, name),
+                Place::Node(node) => XattrTarget::Node(node),
             };
             match open_beneath(self.source_root, rel, false) {
                 Ok(fd) => {
@@ -84,12 +83,12 @@ impl Finish<'_> {
                     let _ = rustix::fs::futimens(dir, &times);
                 }
             }
-            Place::At(dir, name) => {
+            Place::Node(node) => {
                 if kind != Entry::Symlink {
-                    let _ = dir.chmod_at(name, mode);
+                    let _ = node.chmod(mode);
                 }
                 if keep.timestamps {
-                    let _ = dir.set_times_at(name, &times);
+                    let _ = node.set_times(&times);
                 }
             }
         }

@@ -220,7 +220,7 @@ pub(crate) fn not_root_why() -> String {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum OwnerTarget<'a> {
     Fd(std::os::fd::BorrowedFd<'a>),
-    At(&'a crate::fs::Dir, &'a std::ffi::OsStr),
+    Node(&'a crate::fs::Node),
 }
 
 /// Gives the copy the source's owner and group where this process may; counts a loss where it
@@ -246,7 +246,7 @@ pub(crate) fn keep_owner(
         (Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)));
     let done = match target {
         OwnerTarget::Fd(fd) => rustix::fs::fchown(fd, owner, group).map_err(Into::into),
-        OwnerTarget::At(dir, name) => dir.chown_at(name, uid, gid),
+        OwnerTarget::Node(node) => node.chown(uid, gid),
     };
     match done {
         Ok(()) => true,

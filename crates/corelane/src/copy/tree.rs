@@ -347,7 +347,10 @@ fn copy_named_symlink(
     let losses = Losses::default();
     let finished = source_dir.and_then(|source| {
         let ctx = Finish { source_root: source.as_fd(), root: &to, opts, losses: &losses };
-        ctx.entry(Path::new(name), Place::At(&dir, &temp), meta, Entry::Symlink);
+        let node = dir
+            .take_made(&temp, rustix::fs::FileType::Symlink)
+            .map_err(|e| CopyError::io(format!("cannot finish {}", to.display()), e))?;
+        ctx.entry(Path::new(name), Place::Node(&node), meta, Entry::Symlink);
         dir.rename(&temp, &dir, &to_name)
             .map_err(|e| CopyError::io(format!("cannot put {} in place", to.display()), e))
     });
@@ -422,7 +425,10 @@ fn make_links(
             .map_err(|e| CopyError::io(format!("cannot create {}", dest.path(rel).display()), e))?;
         if link_meta {
             let meta = std::fs::File::from(link).metadata().map_err(failed)?;
-            ctx.entry(rel, Place::At(dir, name), &meta, Entry::Symlink);
+            let node = dir.take_made(name, rustix::fs::FileType::Symlink).map_err(|e| {
+                CopyError::io(format!("cannot finish {}", dest.path(rel).display()), e)
+            })?;
+            ctx.entry(rel, Place::Node(&node), &meta, Entry::Symlink);
         }
     }
     Ok(links.len() as u64)
@@ -481,7 +487,10 @@ fn make_specials(
         let mode = meta.mode() & 0o777;
         make_or_replace(dir, name, || dir.mknod(name, kind, mode, meta.rdev()))
             .map_err(|e| CopyError::io(format!("cannot create {}", path.display()), e))?;
-        ctx.entry(rel, Place::At(dir, name), meta, Entry::Special);
+        let node = dir
+            .take_made(name, kind)
+            .map_err(|e| CopyError::io(format!("cannot finish {}", path.display()), e))?;
+        ctx.entry(rel, Place::Node(&node), meta, Entry::Special);
         made += 1;
     }
     Ok((made, linked, skipped))

@@ -28,9 +28,9 @@ pub(crate) enum XattrSource<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum XattrTarget<'a> {
     Fd(BorrowedFd<'a>),
-    /// An entry this copy created, by its name in a directory it holds, not followed if it is
-    /// a symlink (see `Dir::set_xattr_at`).
-    At(&'a crate::fs::Dir, &'a std::ffi::OsStr),
+    /// A symlink or special file this copy made, held by its descriptor (see
+    /// `Dir::take_made`).
+    Node(&'a crate::fs::Node),
 }
 
 /// Opens `rel` beneath `root` without following any symlink, the last component included
@@ -145,7 +145,7 @@ pub(crate) fn copy_xattrs(
             let flags = XattrFlags::empty();
             match dst {
                 XattrTarget::Fd(fd) => Ok(rustix::fs::fsetxattr(fd, name, &v, flags)?),
-                XattrTarget::At(dir, entry) => dir.set_xattr_at(entry, name, &v),
+                XattrTarget::Node(node) => node.set_xattr(name, &v),
             }
         });
         if let Err(e) = set {

@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, ResolveFlags, Stat, Timestamps, Uid};
@@ -199,45 +199,27 @@ impl Dir {
         Ok(rustix::fs::mknodat(&self.fd, name, kind, Mode::from_raw_mode(mode), dev)?)
     }
 
-    /// Gives the entry `name` (not followed if it is a symlink) an owner and group.
-    pub fn chown_at(&self, name: &OsStr, uid: u32, gid: u32) -> io::Result<()> {
-        check_name(name)?;
-        let (uid, gid) = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
-        Ok(rustix::fs::chownat(&self.fd, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW)?)
-    }
-
-    /// Sets the permission bits of the entry `name`, refusing a symlink (ELOOP). fchmodat
-    /// cannot refuse one without fchmodat2 (Linux 6.6), which rustix does not call, and a
-    /// FIFO or device cannot be opened for fchmod without side effects: the entry is opened
-    /// `O_PATH|O_NOFOLLOW`, checked on its descriptor, and changed through that descriptor's
-    /// /proc/self/fd name, which is the held inode whatever the name holds by then.
-    pub fn chmod_at(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+    /// Takes hold of the symlink or special file `name` this process has just made here
+    /// (symlinkat, mknodat), before giving it an owner, mode, times or attributes. The name
+    /// is looked up once, without following it, and the entry must still be what was made:
+    /// of type `kind`, owned by this process's effective user and with one name only. A user
+    /// who can write this directory and renames a hard link to some other file over the name
+    /// in between gets a refusal, never a chown or chmod of that file. Every change after
+    /// this goes through the [`Node`]'s descriptor.
+    pub fn take_made(&self, name: &OsStr, kind: FileType) -> io::Result<Node> {
         let fd = self.open_entry(name)?;
         let stat = rustix::fs::fstat(&fd)?;
-        if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
-            return Err(rustix::io::Errno::LOOP.into());
+        let euid = rustix::process::geteuid().as_raw();
+        if FileType::from_raw_mode(stat.st_mode) != kind
+            || stat.st_uid != euid
+            || stat.st_nlink != 1
+        {
+            return Err(io::Error::other(format!(
+                "{} was replaced by another file before its attributes were set",
+                Path::new(name).display()
+            )));
         }
-        let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        Ok(rustix::fs::chmod(by_fd.as_str(), Mode::from_raw_mode(mode))?)
-    }
-
-    /// Sets the times of the entry `name`, not followed if it is a symlink.
-    pub fn set_times_at(&self, name: &OsStr, times: &Timestamps) -> io::Result<()> {
-        check_name(name)?;
-        Ok(rustix::fs::utimensat(&self.fd, name, times, AtFlags::SYMLINK_NOFOLLOW)?)
-    }
-
-    /// Sets the extended attribute `attr` of the entry `name`, not followed if it is a
-    /// symlink. There is no `lsetxattr` relative to a descriptor before setxattrat (Linux
-    /// 6.13, not in rustix), and a symlink cannot be opened for fsetxattr: the path is this
-    /// descriptor's /proc/self/fd entry (the held directory, whatever its path is now) and
-    /// the one name, looked up there without following it.
-    pub fn set_xattr_at(&self, name: &OsStr, attr: &OsStr, value: &[u8]) -> io::Result<()> {
-        check_name(name)?;
-        let mut path = PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()));
-        path.push(name);
-        let flags = rustix::fs::XattrFlags::empty();
-        Ok(rustix::fs::lsetxattr(&path, attr, value, flags)?)
+        Ok(Node { fd })
     }
 
     /// Opens the entry `name` itself as an `O_PATH` descriptor, a symlink included (not
@@ -266,6 +248,60 @@ impl Dir {
 }
 
 impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A symlink or special file this process made, held by an `O_PATH|O_NOFOLLOW` descriptor
+/// (see [`Dir::take_made`]): its owner, mode, times and attributes are changed through the
+/// descriptor, so whatever its name holds by then is never touched.
+#[derive(Debug)]
+pub struct Node {
+    fd: OwnedFd,
+}
+
+impl Node {
+    /// The descriptor's /proc/self/fd name: the held inode itself (a magic link, so a
+    /// symlink held is the symlink, not its target).
+    fn by_fd(&self) -> String {
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
+    }
+
+    /// Gives the entry an owner and group (fchownat with `AT_EMPTY_PATH`: the entry itself).
+    pub fn chown(&self, uid: u32, gid: u32) -> io::Result<()> {
+        let (uid, gid) = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
+        let flags = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+        Ok(rustix::fs::chownat(&self.fd, "", uid, gid, flags)?)
+    }
+
+    /// Sets the permission bits, refusing a symlink (ELOOP; Linux has no modes for them). An
+    /// `O_PATH` descriptor cannot be fchmod'ed, and a FIFO or device cannot be opened for it
+    /// without side effects: chmod goes through the descriptor's /proc/self/fd name.
+    pub fn chmod(&self, mode: u32) -> io::Result<()> {
+        let stat = rustix::fs::fstat(&self.fd)?;
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+            return Err(rustix::io::Errno::LOOP.into());
+        }
+        Ok(rustix::fs::chmod(self.by_fd().as_str(), Mode::from_raw_mode(mode))?)
+    }
+
+    /// Sets the times of the entry itself (utimensat with `AT_EMPTY_PATH`, not followed).
+    pub fn set_times(&self, times: &Timestamps) -> io::Result<()> {
+        let flags = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+        Ok(rustix::fs::utimensat(&self.fd, "", times, flags)?)
+    }
+
+    /// Sets the extended attribute `attr` of the entry itself. A symlink cannot be opened for
+    /// fsetxattr and rustix has no setxattrat (Linux 6.13): setxattr on the descriptor's
+    /// /proc/self/fd name, whose magic link resolves to the held inode and no further.
+    pub fn set_xattr(&self, attr: &OsStr, value: &[u8]) -> io::Result<()> {
+        let flags = rustix::fs::XattrFlags::empty();
+        Ok(rustix::fs::setxattr(self.by_fd().as_str(), attr, value, flags)?)
+    }
+}
+
+impl AsFd for Node {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
@@ -313,15 +349,13 @@ mod tests {
         assert!(dir.open_path(Path::new("real/link")).is_err());
         assert!(dir.create_file(link, OFlags::WRONLY, 0o600).is_err());
         assert!(dir.create_or_open_dir(link, 0o700).is_err());
-        assert!(dir.chmod_at(link, 0o777).is_err());
-        dir.chown_at(link, 65534, 65534).unwrap();
-        dir.set_times_at(
-            link,
-            &Timestamps {
-                last_access: rustix::fs::Timespec { tv_sec: 1, tv_nsec: 0 },
-                last_modification: rustix::fs::Timespec { tv_sec: 1, tv_nsec: 0 },
-            },
-        )
+        let node = dir.take_made(link, FileType::Symlink).unwrap();
+        assert!(node.chmod(0o777).is_err());
+        node.chown(65534, 65534).unwrap();
+        node.set_times(&Timestamps {
+            last_access: rustix::fs::Timespec { tv_sec: 1, tv_nsec: 0 },
+            last_modification: rustix::fs::Timespec { tv_sec: 1, tv_nsec: 0 },
+        })
         .unwrap();
         let meta = std::fs::metadata(&victim).unwrap();
         use std::os::unix::fs::MetadataExt;
@@ -359,21 +393,59 @@ mod tests {
 
     /// Attributes of a symlink go on the symlink itself, never on what it points to.
     #[test]
-    fn attributes_set_by_name_stay_on_a_symlink() {
+    fn attributes_of_a_held_symlink_stay_on_it() {
         let t = tmp();
         let victim = t.path().join("victim");
         std::fs::write(&victim, b"x").unwrap();
         std::os::unix::fs::symlink(&victim, t.path().join("link")).unwrap();
         let dir = Dir::open(t.path(), false).unwrap();
         let attr = OsStr::new("trusted.corelane");
-        if let Err(e) = dir.set_xattr_at(OsStr::new("link"), attr, b"v") {
+        let node = dir.take_made(OsStr::new("link"), FileType::Symlink).unwrap();
+        if let Err(e) = node.set_xattr(attr, b"v") {
             return eprintln!("skipped: no trusted. attributes on symlinks here ({e})");
         }
         let mut got = [0u8; 8];
         let n = rustix::fs::lgetxattr(t.path().join("link"), attr, &mut got[..]).unwrap();
         assert_eq!(&got[..n], b"v");
         assert!(rustix::fs::getxattr(&victim, attr, &mut got[..]).is_err(), "went through");
-        assert!(dir.set_xattr_at(OsStr::new("../link"), attr, b"v").is_err());
+        assert!(dir.take_made(OsStr::new("../link"), FileType::Symlink).is_err());
+    }
+
+    /// The attack on name-based attribute calls: a user who can write the directory renames a
+    /// hard link to some other file over the FIFO or symlink just made, before its owner and
+    /// mode are set. Taking hold of the entry refuses what is not the entry made; once held,
+    /// a swap of the name changes nothing but the name.
+    #[test]
+    fn a_hard_link_swapped_over_a_made_entry_is_never_changed() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let t = tmp();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"secret").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let dir = Dir::open(t.path(), false).unwrap();
+        let fifo = OsStr::new("p");
+        // Swapped before the entry is taken hold of.
+        dir.mknod(fifo, FileType::Fifo, 0o600, 0).unwrap();
+        std::fs::hard_link(&victim, t.path().join("h")).unwrap();
+        std::fs::rename(t.path().join("h"), t.path().join("p")).unwrap();
+        assert!(dir.take_made(fifo, FileType::Fifo).is_err(), "a second name of another file");
+        assert!(dir.take_made(fifo, FileType::RegularFile).is_err(), "nlink is 2");
+        // Swapped after: every change lands on the FIFO held, none on the victim.
+        let fifo2 = OsStr::new("q");
+        dir.mknod(fifo2, FileType::Fifo, 0o600, 0).unwrap();
+        let node = dir.take_made(fifo2, FileType::Fifo).unwrap();
+        std::fs::hard_link(&victim, t.path().join("h2")).unwrap();
+        std::fs::rename(t.path().join("h2"), t.path().join("q")).unwrap();
+        node.chmod(0o777).unwrap();
+        node.chown(65534, 65534).unwrap();
+        let zero = rustix::fs::Timespec { tv_sec: 1, tv_nsec: 0 };
+        node.set_times(&Timestamps { last_access: zero, last_modification: zero }).unwrap();
+        let meta = std::fs::metadata(&victim).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_ne!(meta.uid(), 65534);
+        assert_ne!(meta.mtime(), 1);
+        let held = rustix::fs::fstat(&node).unwrap();
+        assert_eq!((held.st_mode & 0o777, held.st_uid), (0o777, 65534));
     }
 
     #[test]

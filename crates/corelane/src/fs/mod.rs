@@ -12,4 +12,4 @@ mod atomic;
 mod dir;
 
 pub use atomic::{create_new, write_atomic, OutputFile};
-pub use dir::{check_name, random_name, Dir};
+pub use dir::{check_name, random_name, Dir, Node};
