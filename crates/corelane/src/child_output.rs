@@ -216,15 +216,16 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> io::Result<Line> {
 }
 
 /// `text` as one line fit for an error message: trimmed, cut at `max` bytes (on a character
-/// boundary, marked `…`), and every control character but the newline escaped, so a hostile
-/// program cannot send escape sequences to the user's terminal through an error.
+/// boundary, marked `…`), and every control character escaped, newlines too, so a hostile
+/// program can neither send escape sequences to the terminal nor add lines of its own.
 pub fn printable(text: &str, max: usize) -> String {
     let text = text.trim();
     let cut = (0..=max.min(text.len())).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
     let mut shown: String = text[..cut]
         .chars()
         .flat_map(|c| {
-            let plain = c == '\n' || !c.is_control();
+            // A newline too: what a child or a remote host printed never starts a line of ours.
+            let plain = !c.is_control();
             let escaped: Vec<char> = if plain { vec![c] } else { c.escape_default().collect() };
             escaped
         })
@@ -302,6 +303,7 @@ mod tests {
     fn printable_text_has_no_escape_sequences_and_a_bound() {
         assert_eq!(printable("  \x1b[31mred\x07 ok\n", 100), "\\u{1b}[31mred\\u{7} ok");
         assert_eq!(printable("ééé", 3), "é…");
+        assert_eq!(printable("failed\ncorelane: all good", 100), "failed\\ncorelane: all good");
         assert_eq!(printable(&"x".repeat(10_000), 10).len(), 10 + '…'.len_utf8());
     }
 }
