@@ -107,6 +107,17 @@ impl Pair {
         let dev = self.rx_dev.clone();
         self.in_rx(move || xdp::programs_on(&dev).unwrap())
     }
+
+    /// Waits (3 s at most) until no program is on the receiving interface. Closing a bpf_link's
+    /// last descriptor detaches it, but the kernel releases the last reference in deferred
+    /// work, so the program may still be listed for a moment after the receiver returned.
+    fn assert_no_program_left(&self, what: &str) {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !self.programs_on_rx().is_empty() {
+            assert!(std::time::Instant::now() < end, "still attached 3 s after {what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Pair {
@@ -200,7 +211,7 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
     // veth has no XSK buffer pool: zero-copy is tried, refused, and said so.
     assert_eq!(x.mode, "native copy", "{x:?}");
     assert!(x.why.contains("zero-copy refused"), "{}", x.why);
-    assert!(pair.programs_on_rx().is_empty(), "no program left after the run");
+    pair.assert_no_program_left("the run");
 }
 
 #[test]
@@ -357,7 +368,7 @@ fn bad_input_is_one_clear_error() {
     assert!(errors[0].contains("no network interface named \"nope0\""), "{}", errors[0]);
     assert!(errors[1].contains("10.99.99.99"), "{}", errors[1]);
     assert!(errors[2].contains("--xdp-dev"), "{}", errors[2]);
-    assert!(pair.programs_on_rx().is_empty(), "nothing left behind");
+    pair.assert_no_program_left("a refused start");
 }
 
 /// The AF_XDP sender (frames built once per flow, rewritten per sequence number, through the
@@ -426,13 +437,7 @@ fn a_panic_detaches_the_program() {
     })
     .join();
     assert!(outcome.is_err());
-    // The unwind closed the link's descriptor; the kernel's release of the last reference may
-    // finish a moment later (deferred work), so give it a bounded while.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    while !pair.programs_on_rx().is_empty() {
-        assert!(std::time::Instant::now() < end, "still attached 3 s after the panic");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    pair.assert_no_program_left("the panic");
 }
 
 /// IPv6 (the program's other branch), generic XDP, and busy polling: every numbered datagram
@@ -459,6 +464,6 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
         assert_eq!(s.datagrams, N, "{addr} {mode:?}");
         assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
-        assert!(pair.programs_on_rx().is_empty());
+        pair.assert_no_program_left("the run");
     }
 }
