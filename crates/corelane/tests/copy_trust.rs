@@ -266,3 +266,41 @@ fn a_destination_directory_swapped_for_a_symlink_mid_copy_fails_the_copy() {
         assert!(err.to_string().contains("was replaced during the copy"), "{err}");
     }
 }
+
+/// The second name of a hard-linked file is linked to the first name's copy once the lanes
+/// are done. A user who can write the destination renames a hard link to another file over
+/// that first name in between: root must not give that file a name of its own making.
+#[test]
+fn a_first_name_swapped_before_its_second_is_linked_is_refused() {
+    let dir = scratch();
+    let (src, dst, victim) =
+        (dir.path().join("src"), dir.path().join("dst"), dir.path().join("victim"));
+    for sub in ["a", "b"] {
+        fs::create_dir_all(src.join(sub)).unwrap();
+    }
+    fs::write(src.join("a/one"), b"copied").unwrap();
+    fs::hard_link(src.join("a/one"), src.join("b/two")).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    fs::write(&victim, b"precious").unwrap();
+    let victim_ino = fs::metadata(&victim).unwrap().ino();
+    let swapped = std::sync::atomic::AtomicBool::new(false);
+    // Both names are counted once the lanes are done (the second before it is linked).
+    let swap = |files: u64, _| {
+        if files == 2 && !swapped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let planted = dst.join("src/a/.planted");
+            fs::hard_link(&victim, &planted).unwrap();
+            fs::rename(&planted, dst.join("src/a/one")).unwrap();
+        }
+    };
+    let opts = CopyOptions { preserve: corelane::copy::Preserve::ALL, ..CopyOptions::default() };
+    let result = copy_tree(&src, &dst, &opts, 1, &[], &swap, &StopSignal::new());
+    assert!(swapped.load(std::sync::atomic::Ordering::SeqCst), "the swap never ran");
+    let err = result.expect_err("the first name was replaced and the copy must say so");
+    assert!(err.to_string().contains("no longer the copy this run made"), "{err}");
+    let second = dst.join("src/b/two");
+    assert!(
+        fs::symlink_metadata(&second).map_or(true, |m| m.ino() != victim_ino),
+        "root linked the victim into the destination"
+    );
+    assert_eq!(fs::metadata(&victim).unwrap().nlink(), 2, "the victim and the planted name only");
+}

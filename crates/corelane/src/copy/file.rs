@@ -232,7 +232,7 @@ pub fn copy_file(
             report.not_kept = losses.report();
             Ok(report)
         }
-        Copied::SecondName(_) => unreachable!("no link map for a single file"),
+        Copied::SecondName { .. } => unreachable!("no link map for a single file"),
     }
 }
 
@@ -250,7 +250,10 @@ pub(crate) enum Copied {
     Data(CopyReport),
     /// Another name of an inode claimed by an earlier name, copied to this destination: link
     /// to it once every lane is done.
-    SecondName(Made),
+    SecondName {
+        first: Made,
+        source: (u64, u64),
+    },
 }
 
 /// Where one copy goes: the entry `name` of the held directory `dir` (the tree walk's
@@ -304,7 +307,7 @@ pub(crate) fn copy_checked(
         if stat.st_nlink > 1 {
             let made = Made { dir: to.index, name: to.name.to_os_string() };
             if let Some(first) = links.claim(stat.st_dev, stat.st_ino, &made) {
-                return Ok(Copied::SecondName(first));
+                return Ok(Copied::SecondName { first, source: (stat.st_dev, stat.st_ino) });
             }
         }
     }
@@ -452,7 +455,11 @@ pub(crate) fn copy_checked(
         } else {
             false
         };
+        let copy = rustix::fs::fstat(temp.fd()).map(|s| (s.st_dev, s.st_ino));
         temp.commit(opts.fsync).map_err(|e| map_failure(e, &dst, "cannot put in place"))?;
+        if let (Some(links), Ok(copy)) = (keep.links.filter(|_| stat.st_nlink > 1), copy) {
+            links.copied(stat.st_dev, stat.st_ino, copy);
+        }
         let seconds = started.elapsed().as_secs_f64();
         return Ok(Copied::Data(CopyReport {
             source: shown.into(),

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 
 use crate::fs::{random_name, Dir};
@@ -25,10 +26,18 @@ pub(crate) struct Made {
     pub(crate) name: OsString,
 }
 
+/// A source inode's first name in the destination and, once it is copied and in place, the
+/// (device, inode) of that copy.
+#[derive(Debug)]
+struct First {
+    made: Made,
+    copy: Option<(u64, u64)>,
+}
+
 /// Inodes with more than one name, by (device, inode), to the destination of their first name.
 #[derive(Debug)]
 pub(crate) struct LinkMap {
-    shards: Vec<Mutex<HashMap<(u64, u64), Made>>>,
+    shards: Vec<Mutex<HashMap<(u64, u64), First>>>,
 }
 
 impl Default for LinkMap {
@@ -41,26 +50,60 @@ impl LinkMap {
     /// Claims the inode for the name copied to `dst`: `None` when this is its first name (copy
     /// it), else the destination of the first name (link to it later).
     pub(crate) fn claim(&self, dev: u64, ino: u64, dst: &Made) -> Option<Made> {
-        let shard = &self.shards[(ino as usize ^ dev as usize) % SHARDS];
-        let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.shard(dev, ino);
         match map.get(&(dev, ino)) {
-            Some(first) => Some(first.clone()),
+            Some(first) => Some(first.made.clone()),
             None => {
-                map.insert((dev, ino), dst.clone());
+                map.insert((dev, ino), First { made: dst.clone(), copy: None });
                 None
             }
         }
     }
+
+    /// Records that the first name of source inode (`dev`, `ino`) is copied, as `copy`.
+    pub(crate) fn copied(&self, dev: u64, ino: u64, copy: (u64, u64)) {
+        if let Some(first) = self.shard(dev, ino).get_mut(&(dev, ino)) {
+            first.copy = Some(copy);
+        }
+    }
+
+    /// The (device, inode) of the copy of source inode (`dev`, `ino`), once made.
+    pub(crate) fn copy_of(&self, dev: u64, ino: u64) -> Option<(u64, u64)> {
+        self.shard(dev, ino).get(&(dev, ino)).and_then(|first| first.copy)
+    }
+
+    fn shard(&self, dev: u64, ino: u64) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), First>> {
+        let shard = &self.shards[(ino as usize ^ dev as usize) % SHARDS];
+        shard.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
-/// Makes `name` in `dir` another name of the entry `first` in `first_dir`, both directories
-/// held by this run. An existing `name` is replaced atomically (a link under a temporary name
-/// in `dir`, renamed over it), as a copied file would be.
-pub(crate) fn link_to(first_dir: &Dir, first: &OsStr, dir: &Dir, name: &OsStr) -> io::Result<()> {
-    match first_dir.hard_link(first, dir, name) {
+/// Makes `name` in `dir` another name of `copy`, the (device, inode) this run made under the
+/// name `first` in `first_dir`, both directories held by this run. The first name is taken
+/// hold of (O_PATH, not followed) and checked to still be that copy, and the link is made
+/// from the descriptor: a user who can write `first_dir` and renames a hard link to some
+/// other file over the first name gets a refusal, never a root-made name for that file. An
+/// existing `name` is replaced atomically (a link under a temporary name in `dir`, renamed
+/// over it), as a copied file would be.
+pub(crate) fn link_to(
+    first_dir: &Dir,
+    first: &OsStr,
+    copy: Option<(u64, u64)>,
+    dir: &Dir,
+    name: &OsStr,
+) -> io::Result<()> {
+    let held = first_dir.open_entry(first)?;
+    let now = rustix::fs::fstat(&held)?;
+    if copy != Some((now.st_dev, now.st_ino)) {
+        return Err(io::Error::other(format!(
+            "{} is no longer the copy this run made (replaced during the copy?)",
+            std::path::Path::new(first).display()
+        )));
+    }
+    match dir.link_unnamed(held.as_fd(), name) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let temp = random_name(name);
-            first_dir.hard_link(first, dir, &temp)?;
+            dir.link_unnamed(held.as_fd(), &temp)?;
             dir.rename(&temp, dir, name).inspect_err(|_| {
                 let _ = dir.remove_file(&temp);
             })

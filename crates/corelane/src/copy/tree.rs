@@ -462,7 +462,8 @@ fn make_specials(
     specials: &[(PathBuf, usize, std::fs::Metadata)],
 ) -> Result<(u64, u64, Vec<Skipped>), CopyError> {
     let (mut made, mut linked, mut skipped) = (0, 0, Vec::new());
-    let mut firsts: std::collections::HashMap<(u64, u64), Made> = Default::default();
+    // Each multiply-linked source inode's first copy: where, and its (device, inode).
+    let mut firsts: std::collections::HashMap<(u64, u64), (Made, (u64, u64))> = Default::default();
     let mut held = HeldDir::default();
     for (rel, index, meta) in specials {
         let kind = rustix::fs::FileType::from_raw_mode(meta.mode());
@@ -471,16 +472,16 @@ fn make_specials(
             continue;
         }
         let (path, name) = (dest.path(rel), last_name(rel));
-        if ctx.opts.preserve.links && meta.nlink() > 1 {
-            if let Some(first) = firsts.get(&(meta.dev(), meta.ino())) {
+        let linked_source = ctx.opts.preserve.links && meta.nlink() > 1;
+        if linked_source {
+            if let Some((first, copy)) = firsts.get(&(meta.dev(), meta.ino())) {
                 let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
                 let dir = held.get(dest, *index)?;
-                link_to(&first_dir, &first.name, dir, name)
+                link_to(&first_dir, &first.name, Some(*copy), dir, name)
                     .map_err(|e| CopyError::io(format!("cannot link {}", path.display()), e))?;
                 linked += 1;
                 continue;
             }
-            firsts.insert((meta.dev(), meta.ino()), Made { dir: *index, name: name.into() });
         }
         let dir = held.get(dest, *index)?;
         // Created without set-id bits and under the umask; `entry` sets the exact mode.
@@ -491,9 +492,24 @@ fn make_specials(
             .take_made(name, kind)
             .map_err(|e| CopyError::io(format!("cannot finish {}", path.display()), e))?;
         ctx.entry(rel, Place::Node(&node), meta, Entry::Special);
+        if linked_source {
+            let copy = rustix::fs::fstat(&node).map_err(|e| {
+                CopyError::io(format!("cannot read back {}", path.display()), e.into())
+            })?;
+            let first = Made { dir: *index, name: name.into() };
+            firsts.insert((meta.dev(), meta.ino()), (first, (copy.st_dev, copy.st_ino)));
+        }
         made += 1;
     }
     Ok((made, linked, skipped))
+}
+
+/// A later name of a hard-linked source file, linked once the lanes are done: to its first
+/// name's copy, found by the source inode.
+struct SecondName {
+    first: Made,
+    source: (u64, u64),
+    to: Made,
 }
 
 /// What the lanes copied.
@@ -515,7 +531,7 @@ struct Lanes<'a> {
     first_error: Mutex<Option<CopyError>>,
     failed: StopSignal,
     /// Second names of hard-linked files: (first name's copy, this name), linked at the end.
-    second_names: Mutex<Vec<(Made, Made)>>,
+    second_names: Mutex<Vec<SecondName>>,
 }
 
 impl Lanes<'_> {
@@ -561,9 +577,11 @@ fn lane_loop(
                     run_bytes += report.bytes;
                     run_calls += report.syscalls;
                 }
-                Ok(Copied::SecondName(first)) => {
-                    later.push((first, Made { dir: job.dir, name: name.into() }))
-                }
+                Ok(Copied::SecondName { first, source }) => later.push(SecondName {
+                    first,
+                    source,
+                    to: Made { dir: job.dir, name: name.into() },
+                }),
                 Err(e) => return shared.fail(e),
             }
         }
@@ -626,12 +644,13 @@ fn copy_files(
     // Every first name is in place now: link the others to it.
     let second_names = shared.second_names.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut held = HeldDir::default();
-    for (first, to) in &second_names {
+    for SecondName { first, source: (dev, ino), to } in &second_names {
         let shown = dest.path(&dest.dirs[to.dir].rel).join(&to.name);
         let failed = |e| CopyError::io(format!("cannot link {}", shown.display()), e);
         let first_dir = dest.open(first.dir).map_err(|e| dest.open_error(first.dir, e))?;
         let dir = held.get(dest, to.dir)?;
-        link_to(&first_dir, &first.name, dir, &to.name).map_err(failed)?;
+        let copy = link_map.as_ref().and_then(|map| map.copy_of(*dev, *ino));
+        link_to(&first_dir, &first.name, copy, dir, &to.name).map_err(failed)?;
     }
     let hard_links = second_names.len() as u64;
     Ok(FilesCopied {
