@@ -237,14 +237,14 @@ fn change(value: f64, base: f64) -> Option<f64> {
     (base > 0.0).then(|| (value / base - 1.0) * 100.0)
 }
 
-/// Each row against its program and placement without a lane (that row against itself: 0).
+/// Each lane row against its program and placement without a lane.
 fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
     let bases: Vec<(String, String, f64, f64)> = rows
         .iter()
         .filter(|r| r.lane == "none")
         .map(|r| (r.app.clone(), r.placement.clone(), r.median_rps, r.cpu_us_per_request))
         .collect();
-    for r in rows.iter_mut() {
+    for r in rows.iter_mut().filter(|r| r.lane != "none") {
         if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
             r.rps_change_pct = change(r.median_rps, b.2);
             r.cpu_change_pct = change(r.cpu_us_per_request, b.3);
@@ -252,7 +252,7 @@ fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
     }
     let base = ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us, p.cpu_us_per_round_trip));
     if let Some((p50, cpu)) = base {
-        for p in ping.iter_mut() {
+        for p in ping.iter_mut().filter(|p| p.lane != "none") {
             p.p50_change_pct = change(p.p50_us, p50);
             p.cpu_change_pct = change(p.cpu_us_per_round_trip, cpu);
         }

@@ -265,3 +265,33 @@ pub fn ping(at: &PingStage<'_>, placed: &Placed<'_>) -> Result<PingTrial, LabErr
         run,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program whose child outlives it (SIGINT ignored, as a daemon's worker might): ending
+    /// the program must end the child too, by PID, and nothing of the tree may be left.
+    #[test]
+    fn a_stopped_program_leaves_no_process_of_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let launcher = Launcher::Taskset;
+        let placed = Placed {
+            launcher: &launcher,
+            app_cpus: CpuList::new(vec![0]),
+            syscall_cpus: CpuList::new(vec![0]),
+            lane: Lane::None,
+            tag: "orphan".into(),
+        };
+        // The background child ignores SIGINT and SIGTERM; the shell dies of SIGINT.
+        let script = "(trap '' INT TERM; exec sleep 300) & echo started; wait";
+        let args = ["-c".to_string(), script.into()];
+        let running = start(&Host::Local, "sh", &placed, dir.path(), "sh", &args).unwrap();
+        assert_eq!(running.child.next_line(Duration::from_secs(10)).as_deref(), Some("started"));
+        let tree = threads::processes_of(running.child.pid());
+        assert!(tree.len() >= 2, "the shell and its child: {tree:?}");
+        assert_eq!(running.stop().unwrap().map(|r| r.corelane_run_summary), None);
+        let left: Vec<_> = tree.iter().filter(|p| p.alive()).collect();
+        assert!(left.is_empty(), "left running: {left:?}");
+    }
+}
