@@ -23,7 +23,8 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     apps.dedup();
     for app in apps {
         let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
-        let bars = rows.iter().map(|row| Bar::new(label(row), role(row), row.median_rps, &row.trials_rps));
+        let bars =
+            rows.iter().map(|row| Bar::new(label(row), role(row), row.median_rps, &row.trials_rps));
         out.push(Figure::Bars(Bars {
             id: format!("rate-{app}"),
             title: format!("{app}: requests/s by placement and syscall lane"),
@@ -50,7 +51,8 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
         });
         out.push(Figure::Bars(Bars {
             id: "ping-pong".into(),
-            title: "Side-effect check: UDP ping-pong round trip through the lane and without".into(),
+            title: "Side-effect check: UDP ping-pong round trip through the lane and without"
+                .into(),
             unit: "µs round trip, p50 (median over trials; whiskers: min–max)".into(),
             bars: bars.collect(),
             ceiling: None,

@@ -58,7 +58,8 @@ pub struct AppsArgs {
     /// Placements: NS, NC, NZ (default all three; NC alone with --quick).
     #[arg(long, value_delimiter = ',', value_name = "PLACEMENTS")]
     pub placements: Option<Vec<String>>,
-    /// Syscall lanes: none, threads, uring (default all three).
+    /// Syscall lanes: none (the program makes its own calls), threads, uring (default all
+    /// three).
     #[arg(long, value_delimiter = ',', value_name = "LANES")]
     pub lanes: Option<Vec<String>>,
     /// Load-generator connections.
@@ -86,15 +87,19 @@ impl Options for AppsArgs {
 impl AppsArgs {
     /// The options these arguments describe.
     pub fn options(self) -> Result<AppsLabOptions, LabError> {
-        let mut opts = if self.run.quick { AppsLabOptions::quick() } else { AppsLabOptions::full() };
+        let mut opts =
+            if self.run.quick { AppsLabOptions::quick() } else { AppsLabOptions::full() };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
         opts.duration = Duration::from_secs(opts.duration.as_secs().max(1));
-        opts.apps = crate::parse_names(self.apps.as_deref(), &App::ALL.map(|a| (a.id(), a)), "program")?;
+        opts.apps =
+            crate::parse_names(self.apps.as_deref(), &App::ALL.map(|a| (a.id(), a)), "program")?;
         if self.placements.is_some() {
             let known = Placement::ALL.map(|p| (p.id(), p));
             opts.placements = crate::parse_names(self.placements.as_deref(), &known, "placement")?;
         }
-        opts.lanes = crate::parse_names(self.lanes.as_deref(), &Lane::ALL.map(|l| (l.id(), l)), "lane")?;
+        if let Some(names) = &self.lanes {
+            opts.lanes = names.iter().map(|n| Lane::named(n)).collect::<Result<_, _>>()?;
+        }
         if self.connections == 0 {
             return Err(LabError::Options("--connections must be above 0".into()));
         }
@@ -160,9 +165,15 @@ pub fn run(
 /// One configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Case {
-    Serve { app: App, placement: Placement, lane: Lane },
+    Serve {
+        app: App,
+        placement: Placement,
+        lane: Lane,
+    },
     /// The side-effect check, placed NC.
-    Ping { lane: Lane },
+    Ping {
+        lane: Lane,
+    },
 }
 
 /// What one trial of a [`Case`] measured.
@@ -280,7 +291,8 @@ impl<'a> AppsLab<'a> {
             load_cpu: placement.load_cpu(&self.cpus),
         };
         // memccapable takes seconds: once per lane variant, on the first placement's first trial.
-        let suite = app == App::Memcached && index == 0 && self.opts.placements.first() == Some(&placement);
+        let suite =
+            app == App::Memcached && index == 0 && self.opts.placements.first() == Some(&placement);
         let tag = format!("{}-{}-{}-{index}", app.id(), placement.id(), lane.id());
         trial::serve(app, &stage, &self.placed(placement, lane, tag), suite, index)
     }
@@ -313,10 +325,16 @@ impl Experiment for AppsLab<'_> {
 
     fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
         let lanes: Vec<Lane> = self.opts.lanes.clone();
-        let runnable: Vec<Lane> = lanes.iter().copied().filter(|l| self.launcher.runs(*l).is_ok()).collect();
-        let refused: Vec<&str> = lanes.iter().filter(|l| !runnable.contains(l)).map(|l| l.id()).collect();
+        let runnable: Vec<Lane> =
+            lanes.iter().copied().filter(|l| self.launcher.runs(*l).is_ok()).collect();
+        let refused: Vec<&str> =
+            lanes.iter().filter(|l| !runnable.contains(l)).map(|l| l.id()).collect();
         if !refused.is_empty() {
-            self.skipped.push(format!("{} lane rows: {}", refused.join(" and "), placement::NO_RUN));
+            self.skipped.push(format!(
+                "{} lane rows: {}",
+                refused.join(" and "),
+                placement::NO_RUN
+            ));
         }
         let mut cases = Vec::new();
         for app in self.opts.apps.clone() {
@@ -375,10 +393,9 @@ impl Experiment for AppsLab<'_> {
         let _ = self.testbed.steer_receive_where_possible(&CpuList::new(Vec::new()));
         let placements = self.opts.placements.iter().map(|p| p.meaning(&self.cpus)).collect();
         Ok(report::build(report::Inputs {
-            testbed: self.testbed.report(Some(format!(
-                "RPS steering receive work to CPU {}",
-                self.cpus.softirq
-            ))),
+            testbed: self
+                .testbed
+                .report(Some(format!("RPS steering receive work to CPU {}", self.cpus.softirq))),
             cpus: self.cpus.clone(),
             launcher: self.launcher.name().into(),
             placements,

@@ -38,13 +38,17 @@ pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
         if nc_measured && base.placement != "NC" {
             continue;
         }
-        if !nc_measured && rows.iter().find(|r| r.app == base.app).map(|r| &r.placement) != Some(&base.placement) {
+        if !nc_measured
+            && rows.iter().find(|r| r.app == base.app).map(|r| &r.placement)
+                != Some(&base.placement)
+        {
             continue;
         }
-        let lanes = rows.iter().filter(|r| {
-            r.app == base.app && r.placement == base.placement && r.lane != "none"
-        });
-        for lane in lanes.filter(|r| r.program_us_per_request > 0.0 && r.lane_us_per_request > 0.0) {
+        let lanes = rows
+            .iter()
+            .filter(|r| r.app == base.app && r.placement == base.placement && r.lane != "none");
+        for lane in lanes.filter(|r| r.program_us_per_request > 0.0 && r.lane_us_per_request > 0.0)
+        {
             let one_core_rps = 1e6 / base.cpu_us_per_request;
             let app_core_rps = 1e6 / lane.program_us_per_request;
             let syscall_core_rps = 1e6 / lane.lane_us_per_request;
@@ -73,12 +77,19 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
         let of_app: Vec<&AppRow> = rows.iter().filter(|r| r.app == *app).collect();
         out.push(format!(
             "{app}: every row's answers checked ({}).",
-            of_app.iter().flat_map(|r| r.checked.iter().map(String::as_str)).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join("; ")
+            of_app
+                .iter()
+                .flat_map(|r| r.checked.iter().map(String::as_str))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
         let plain: Vec<&&AppRow> = of_app.iter().filter(|r| r.lane == "none").collect();
         if plain.len() > 1 {
             let best = plain.iter().max_by(|a, b| a.median_rps.total_cmp(&b.median_rps));
-            let cheapest = plain.iter().min_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
+            let cheapest =
+                plain.iter().min_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
             if let (Some(best), Some(cheapest)) = (best, cheapest) {
                 out.push(format!(
                     "{app} without a lane: most requests/s placed {} ({:.0}), least server CPU per request placed {} ({:.2} us); the seed found NC best and NS worst.",
@@ -112,7 +123,9 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
 fn lane_sentence(r: &AppRow) -> String {
     let calls: u64 = r.delegated.as_ref().map_or(0, |d| d.values().sum());
     let fell_back = match &r.lane_ran {
-        Some(ran) if *ran != r.lane => format!(" (corelane run ran lane {ran}: {})", r.lane_notes.join("; ")),
+        Some(ran) if *ran != r.lane => {
+            format!(" (corelane run ran lane {ran}: {})", r.lane_notes.join("; "))
+        }
         _ => String::new(),
     };
     format!(
@@ -203,6 +216,9 @@ mod tests {
         let ns_only = [row("NS", "none", 5.0, 5.0, 0.0), row("NS", "uring", 6.0, 2.0, 4.0)];
         let m = spare_core(&ns_only);
         assert_eq!((m.len(), m[0].placement.as_str()), (1, "NS"));
-        assert!(spare_core(&[row("NC", "threads", 9.0, 3.0, 0.0)]).is_empty(), "no base, no lane CPU");
+        assert!(
+            spare_core(&[row("NC", "threads", 9.0, 3.0, 0.0)]).is_empty(),
+            "no base, no lane CPU"
+        );
     }
 }

@@ -99,6 +99,16 @@ impl Placement {
 impl Lane {
     pub const ALL: [Lane; 3] = [Lane::None, Lane::Threads, Lane::Uring];
 
+    /// The lane `name`s (`none` is the row without a lane, not "no rows"), or an error
+    /// listing the choices.
+    pub fn named(name: &str) -> Result<Lane, crate::LabError> {
+        Self::ALL.into_iter().find(|l| l.id() == name).ok_or_else(|| {
+            crate::LabError::Options(format!(
+                "unknown lane `{name}`: choose from none, threads, uring"
+            ))
+        })
+    }
+
     pub fn id(&self) -> &'static str {
         match self {
             Self::None => "none",
@@ -221,10 +231,25 @@ mod tests {
         assert_eq!(argv.join(" "), want);
         let (_, plain) = run.command(&c.online, Lane::None, &c.online, json, "redis-server", &[]);
         assert_eq!(plain.join(" "), "run --app-cpus 0-1 --json /d/run.json -- redis-server");
-        let (exe, argv) =
-            Launcher::Taskset.command(&CpuList::new(vec![1]), Lane::None, &c.online, json, "a", &[]);
+        let (exe, argv) = Launcher::Taskset.command(
+            &CpuList::new(vec![1]),
+            Lane::None,
+            &c.online,
+            json,
+            "a",
+            &[],
+        );
         assert_eq!((exe.as_str(), argv.join(" ").as_str()), ("taskset", "-c 1 a"));
         assert_eq!(Launcher::Taskset.runs(Lane::Uring), Err(NO_RUN));
         assert!(Launcher::Taskset.runs(Lane::None).is_ok());
+    }
+
+    /// `--lanes none` is the row without a lane (the lab's other `none`s mean "no rows").
+    #[test]
+    fn lane_names_include_none_as_a_row() {
+        assert_eq!(Lane::named("none").unwrap(), Lane::None);
+        assert_eq!(Lane::named("uring").unwrap(), Lane::Uring);
+        let err = Lane::named("sqpoll").unwrap_err().to_string();
+        assert!(err.contains("unknown lane `sqpoll`: choose from none, threads, uring"), "{err}");
     }
 }

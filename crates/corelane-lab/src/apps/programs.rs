@@ -256,7 +256,8 @@ pub fn parse_wrk(lines: &[String]) -> Result<Load, LabError> {
         } else if words.first() == Some(&"99%") {
             load.p99_us = words.get(1).and_then(|w| wrk_duration_us(w));
         } else if let Some(rest) = line.strip_prefix("Socket errors:") {
-            let counts = rest.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok());
+            let counts =
+                rest.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok());
             if counts.sum::<u64>() > 0 {
                 errors.push(line.to_string());
             }
@@ -303,10 +304,12 @@ pub fn parse_memcaslap(lines: &[String]) -> Result<Load, LabError> {
 /// redis-benchmark's CSV: the SET and GET rates and p99s; both tests must be there. The
 /// row's rate is both tests' requests over both tests' time, its p99 the larger of the two.
 pub fn parse_redis_benchmark(lines: &[String]) -> Result<Load, LabError> {
-    let missing = |what: &str| bad_output("redis-benchmark", format!("printed no {what}: {lines:?}"));
+    let missing =
+        |what: &str| bad_output("redis-benchmark", format!("printed no {what}: {lines:?}"));
     let mut tests = Vec::new();
     for line in lines {
-        let fields: Vec<String> = line.split(',').map(|f| f.trim_matches('"').to_string()).collect();
+        let fields: Vec<String> =
+            line.split(',').map(|f| f.trim_matches('"').to_string()).collect();
         if fields.len() >= 7 && (fields[0] == "SET" || fields[0] == "GET") {
             let rps: f64 = fields[1].parse().map_err(|_| missing("rps"))?;
             let p99_ms: f64 = fields[6].parse().map_err(|_| missing("p99"))?;
@@ -332,12 +335,16 @@ pub fn check(app: App, stage: &Stage<'_>, suite: bool, trial: usize) -> Result<S
             let exe = locate(stage.tx, "memccapable", "libmemcached-tools")?;
             let args = ["-h", &stage.addr.to_string(), "-p", &stage.port.to_string(), "-t", "5"];
             let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            let lines = stage.tx.spawn("memccapable", &exe, &args)?.finish(Duration::from_secs(120))?;
+            let lines =
+                stage.tx.spawn("memccapable", &exe, &args)?.finish(Duration::from_secs(120))?;
             let failed: Vec<&String> = lines.iter().filter(|l| l.contains("[FAIL]")).collect();
             if !failed.is_empty() || !lines.iter().any(|l| l.contains("All tests passed")) {
                 return Err(bad_output("memccapable", format!("did not pass: {failed:?}")));
             }
-            Ok(format!("memccapable passed ({} tests)", lines.iter().filter(|l| l.contains("[pass]")).count()))
+            Ok(format!(
+                "memccapable passed ({} tests)",
+                lines.iter().filter(|l| l.contains("[pass]")).count()
+            ))
         }
         App::Memcached => Ok("memcaslap verified 10% of gets".into()),
     }
@@ -351,7 +358,8 @@ fn check_file(app: App, stage: &Stage<'_>, trial: usize) -> Result<String, LabEr
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     args.extend([out.display().to_string(), stage.url()]);
     stage.tx.spawn("curl", &exe, &args)?.finish(Duration::from_secs(20))?;
-    let got = std::fs::read(&out).map_err(|e| LabError::io(format!("cannot read {}", out.display()), e));
+    let got =
+        std::fs::read(&out).map_err(|e| LabError::io(format!("cannot read {}", out.display()), e));
     let _ = std::fs::remove_file(&out);
     let got = got?;
     if got != stage.file {
@@ -377,7 +385,8 @@ fn check_redis(stage: &Stage<'_>, trial: usize) -> Result<String, LabError> {
     let (key, value) = (format!("corelane:{trial}"), format!("v{nanos:x}-{}", std::process::id()));
     let (host, port) = (stage.addr.to_string(), stage.port.to_string());
     let cli = |words: &[&str]| -> Result<Vec<String>, LabError> {
-        let mut args: Vec<String> = ["-h", &host, "-p", &port].iter().map(|s| s.to_string()).collect();
+        let mut args: Vec<String> =
+            ["-h", &host, "-p", &port].iter().map(|s| s.to_string()).collect();
         args.extend(words.iter().map(|s| s.to_string()));
         stage.tx.spawn("redis-cli", &exe, &args)?.finish(Duration::from_secs(10))
     };

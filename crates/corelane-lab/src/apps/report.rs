@@ -114,7 +114,8 @@ pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
                 row.app = app.id().into();
                 row.placement = placement.id().into();
                 row.app_cpus = placement.app_cpus(cpus).to_string();
-                row.syscall_cpus = (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string());
+                row.syscall_cpus =
+                    (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string());
                 row.load_cpu = placement.load_cpu(cpus);
                 row.load_generator = app.load_generator().into();
                 rows.push(row);
@@ -176,7 +177,9 @@ fn delegated<'a>(runs: impl Iterator<Item = &'a RunSummary>) -> Option<BTreeMap<
 }
 
 /// The lane the runs reported and their notes, each distinct note once.
-fn lane_ran<'a>(runs: impl Iterator<Item = &'a RunSummary> + Clone) -> (Option<String>, Vec<String>) {
+fn lane_ran<'a>(
+    runs: impl Iterator<Item = &'a RunSummary> + Clone,
+) -> (Option<String>, Vec<String>) {
     let ran = runs.clone().map(|r| r.syscall_lane.clone()).last();
     let mut notes: Vec<String> = runs.filter_map(|r| r.lane_note.clone()).collect();
     notes.dedup();
@@ -203,7 +206,9 @@ fn app_row(t: &[&ServeTrial], lane: Lane) -> AppRow {
         trials_rps: t.iter().map(|x| x.rps).collect(),
         median_rps: median_of(t.iter().map(|x| x.rps)),
         p99_us: (!p99s.is_empty()).then(|| median_of(p99s)),
-        cpu_us_per_request: median_of(t.iter().map(|x| x.program_us_per_request + x.lane_us_per_request)),
+        cpu_us_per_request: median_of(
+            t.iter().map(|x| x.program_us_per_request + x.lane_us_per_request),
+        ),
         program_us_per_request: median_of(t.iter().map(|x| x.program_us_per_request)),
         lane_us_per_request: median_of(t.iter().map(|x| x.lane_us_per_request)),
         rps_change_pct: None,

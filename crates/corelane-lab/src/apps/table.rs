@@ -24,8 +24,16 @@ impl Report for AppsLabReport {
         out.push('\n');
         let mut table = report::table();
         table.set_header([
-            "program", "place", "lane", "req/s", "vs no lane", "p99 us", "CPU us/req",
-            "lane us/req", "CPU change", "checked",
+            "program",
+            "place",
+            "lane",
+            "req/s",
+            "vs no lane",
+            "p99 us",
+            "CPU us/req",
+            "lane us/req",
+            "CPU change",
+            "checked",
         ]);
         for row in &r.rows {
             table.add_row(vec![
@@ -45,7 +53,14 @@ impl Report for AppsLabReport {
         out.push('\n');
         if !r.ping.is_empty() {
             let mut ping = report::table();
-            ping.set_header(["side-effect check", "p50 us", "p99 us", "vs no lane", "CPU us/round trip", "CPU change"]);
+            ping.set_header([
+                "side-effect check",
+                "p50 us",
+                "p99 us",
+                "vs no lane",
+                "CPU us/round trip",
+                "CPU change",
+            ]);
             for p in &r.ping {
                 ping.add_row(vec![
                     Cell::new(format!("UDP ping-pong, lane {}", p.lane)),
@@ -62,7 +77,15 @@ impl Report for AppsLabReport {
         if !r.model.is_empty() {
             out.push_str("\nMODEL, not a measurement — one core for the program, a spare core near the NIC for its syscall threads, the load generator elsewhere; this run's CPU per request, no cache effects:\n");
             let mut model = report::table();
-            model.set_header(["program", "lane", "program core req/s", "syscall core req/s", "predicted", "one core, no lane", "gain"]);
+            model.set_header([
+                "program",
+                "lane",
+                "program core req/s",
+                "syscall core req/s",
+                "predicted",
+                "one core, no lane",
+                "gain",
+            ]);
             for m in &r.model {
                 model.add_row(vec![
                     Cell::new(&m.app),
@@ -104,7 +127,9 @@ impl Report for AppsLabReport {
                     format!("{:.3}", row.lane_us_per_request),
                     opt(row.cpu_change_pct),
                     row.lane_threads.to_string(),
-                    row.delegated.as_ref().map_or(String::new(), |d| d.values().sum::<u64>().to_string()),
+                    row.delegated
+                        .as_ref()
+                        .map_or(String::new(), |d| d.values().sum::<u64>().to_string()),
                     row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
                     String::new(),
                     String::new(),

@@ -115,7 +115,11 @@ pub fn times(threads: &[Thread]) -> Times {
 
 /// Checks that the program's threads may run only on `app` and the syscall threads only
 /// on `syscall`; returns the syscall threads counted, or what was placed wrong.
-pub fn check_placement(threads: &[Thread], app: &CpuList, syscall: &CpuList) -> Result<usize, String> {
+pub fn check_placement(
+    threads: &[Thread],
+    app: &CpuList,
+    syscall: &CpuList,
+) -> Result<usize, String> {
     let within = |allowed: &Option<CpuList>, cpus: &CpuList| {
         allowed.as_ref().is_some_and(|a| a.cpus().iter().all(|c| cpus.contains(*c)))
     };
@@ -161,7 +165,8 @@ pub fn processes_of(root: u32) -> Vec<Process> {
     while i < pids.len() && pids.len() < 4096 {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", pids[i])).into_iter().flatten();
         for task in tasks.flatten() {
-            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
             pids.extend(children.split_ascii_whitespace().filter_map(|c| c.parse::<u32>().ok()));
         }
         i += 1;
@@ -215,7 +220,10 @@ mod tests {
         let (app, sys) = (CpuList::new(vec![0]), CpuList::new(vec![1]));
         let good = [thread("redis-server", "0", 5), thread("cl-sys-0", "1", 3)];
         assert_eq!(check_placement(&good, &app, &sys), Ok(1));
-        assert_eq!(times(&good), Times { program: Duration::from_millis(5), lane: Duration::from_millis(3) });
+        assert_eq!(
+            times(&good),
+            Times { program: Duration::from_millis(5), lane: Duration::from_millis(3) }
+        );
         let stray = [thread("redis-server", "0-1", 5)];
         let err = check_placement(&stray, &app, &sys).unwrap_err();
         assert!(err.contains("\"redis-server\"") && err.contains("0-1"), "{err}");
