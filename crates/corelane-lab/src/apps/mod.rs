@@ -325,16 +325,19 @@ impl Experiment for AppsLab<'_> {
 
     fn configurations(&mut self) -> Result<Vec<Case>, LabError> {
         let lanes: Vec<Lane> = self.opts.lanes.clone();
-        let runnable: Vec<Lane> =
-            lanes.iter().copied().filter(|l| self.launcher.runs(*l).is_ok()).collect();
-        let refused: Vec<&str> =
-            lanes.iter().filter(|l| !runnable.contains(l)).map(|l| l.id()).collect();
-        if !refused.is_empty() {
-            self.skipped.push(format!(
-                "{} lane rows: {}",
-                refused.join(" and "),
-                placement::NO_RUN
-            ));
+        let mut runnable = Vec::new();
+        let mut refused: Vec<(&str, &str)> = Vec::new();
+        for lane in lanes {
+            match self.launcher.runs(lane) {
+                Ok(()) => runnable.push(lane),
+                Err(why) => refused.push((lane.id(), why)),
+            }
+        }
+        for why in [placement::NO_RUN, placement::NO_URING] {
+            let ids: Vec<&str> = refused.iter().filter(|r| r.1 == why).map(|r| r.0).collect();
+            if !ids.is_empty() {
+                self.skipped.push(format!("{} lane rows: {why}", ids.join(" and ")));
+            }
         }
         let mut cases = Vec::new();
         for app in self.opts.apps.clone() {

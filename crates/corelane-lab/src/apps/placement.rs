@@ -121,28 +121,33 @@ impl Lane {
 /// How programs are started placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Launcher {
-    /// `corelane run` of this build.
-    Run { exe: String },
+    /// `corelane run` of this build, and whether its help offers the uring lane.
+    Run { exe: String, uring: bool },
     /// `taskset -c` (this build has no `corelane run`): placement only, rows without a lane.
     Taskset,
 }
 
 /// Why lane rows are skipped when this build has no `corelane run`.
 pub const NO_RUN: &str = "corelane run is not available in this build";
+/// Why uring rows are skipped when its `corelane run` offers no uring lane.
+pub const NO_URING: &str = "this build's corelane run offers no uring lane";
 
 impl Launcher {
-    /// `corelane run` if `exe run --help` works, `taskset` otherwise.
+    /// `corelane run` if `exe run --help` works (with the uring lane if its help names
+    /// it), `taskset` otherwise.
     pub fn detect(exe: &str) -> Self {
-        let works = std::process::Command::new(exe)
+        let help = std::process::Command::new(exe)
             .args(["run", "--help"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if works {
-            Self::Run { exe: exe.to_string() }
-        } else {
-            Self::Taskset
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|out| out.status.success());
+        match help {
+            Some(out) => {
+                let uring = String::from_utf8_lossy(&out.stdout).contains("uring");
+                Self::Run { exe: exe.to_string(), uring }
+            }
+            None => Self::Taskset,
         }
     }
 
@@ -157,6 +162,7 @@ impl Launcher {
     pub fn runs(&self, lane: Lane) -> Result<(), &'static str> {
         match (self, lane) {
             (Self::Taskset, Lane::Threads | Lane::Uring) => Err(NO_RUN),
+            (Self::Run { uring: false, .. }, Lane::Uring) => Err(NO_URING),
             _ => Ok(()),
         }
     }
@@ -173,7 +179,7 @@ impl Launcher {
         args: &[String],
     ) -> (String, Vec<String>) {
         match self {
-            Self::Run { exe } => {
+            Self::Run { exe, .. } => {
                 let mut argv = vec!["run".to_string(), "--app-cpus".into(), app.to_string()];
                 if lane != Lane::None {
                     argv.extend(["--syscall-cpus".into(), syscall.to_string()]);
@@ -216,7 +222,7 @@ mod tests {
     #[test]
     fn commands_place_the_program_as_asked() {
         let c = cpus();
-        let run = Launcher::Run { exe: "/x/corelane".into() };
+        let run = Launcher::Run { exe: "/x/corelane".into(), uring: false };
         let json = std::path::Path::new("/d/run.json");
         let (exe, argv) = run.command(
             &Placement::Nc.app_cpus(&c),
@@ -242,6 +248,8 @@ mod tests {
         assert_eq!((exe.as_str(), argv.join(" ").as_str()), ("taskset", "-c 1 a"));
         assert_eq!(Launcher::Taskset.runs(Lane::Uring), Err(NO_RUN));
         assert!(Launcher::Taskset.runs(Lane::None).is_ok());
+        assert_eq!(run.runs(Lane::Uring), Err(NO_URING));
+        assert!(run.runs(Lane::Threads).is_ok());
     }
 
     /// `--lanes none` is the row without a lane (the lab's other `none`s mean "no rows").
