@@ -2,7 +2,8 @@
 //! lane, and the server's CPU per request split into the program's threads and the lane's;
 //! then the side-effect check's round trips.
 
-use super::{AppRow, AppsLabReport};
+use super::rows::AppRow;
+use super::AppsLabReport;
 use crate::report::figure::{Bar, Bars, Figure, Role, Stacked, StackedBar};
 
 fn label(row: &AppRow) -> String {

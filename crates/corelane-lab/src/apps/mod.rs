@@ -15,6 +15,7 @@ mod model;
 pub mod placement;
 pub mod programs;
 mod report;
+mod rows;
 mod scratch;
 mod table;
 pub mod threads;
@@ -29,7 +30,8 @@ use corelane::topology::CpuList;
 
 use placement::{Cpus, Lane, Launcher, Placement};
 use programs::App;
-pub use report::{AppRow, AppsLabReport, PingRow};
+pub use report::AppsLabReport;
+pub use rows::{AppRow, PingRow};
 use trial::{PingTrial, Placed, ServeTrial};
 
 use crate::experiment::{self, Experiment, Measured, Options};

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::placement::Cpus;
-use super::report::{AppRow, PingRow};
+use super::rows::{AppRow, PingRow};
 
 /// One program's lane on a machine with one core for the program and one spare core near
 /// the NIC for its syscall threads.
