@@ -270,6 +270,19 @@ pub fn ping(at: &PingStage<'_>, placed: &Placed<'_>) -> Result<PingTrial, LabErr
 mod tests {
     use super::*;
 
+    /// The summary `corelane run --json` writes, as its contract gives it; a summary without
+    /// a field the lab reads is an error, never a zero.
+    #[test]
+    fn run_summaries_are_read_and_a_missing_field_refused() {
+        let text = r#"{"corelane_run_summary":1,"command":["redis-server"],"exit_status":0,"signal":2,"app_cpus":"0","syscall_cpus":"1","syscall_lane":"threads","lane_note":null,"delegated":{"send":5,"recv":7,"read":0,"write":0,"accept":1,"connect":0,"poll":3,"epoll_wait":9,"sendfile":0,"close":1,"other":0},"syscall_threads":{"count":1,"cpu_ns":12345},"program":{"cpu_ns":999,"processes":1},"wall_ns":100}"#;
+        let s: RunSummary = serde_json::from_str(text).unwrap();
+        assert_eq!((s.corelane_run_summary, s.syscall_lane.as_str()), (1, "threads"));
+        assert_eq!(s.delegated.values().sum::<u64>(), 26);
+        let without = text.replace("\"delegated\"", "\"moved\"");
+        let err = serde_json::from_str::<RunSummary>(&without).unwrap_err().to_string();
+        assert!(err.contains("delegated"), "{err}");
+    }
+
     /// A program whose child outlives it (SIGINT ignored, as a daemon's worker might): ending
     /// the program must end the child too, by PID, and nothing of the tree may be left.
     #[test]
