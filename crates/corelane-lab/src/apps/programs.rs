@@ -187,39 +187,63 @@ pub struct Load {
     pub p99_us: Option<f64>,
 }
 
-/// Runs `app`'s load generator on the stage and checks what it reports: errors, failed
-/// verifications and missing answers are an error naming them.
-pub fn load(app: App, stage: &Stage<'_>) -> Result<Load, LabError> {
+/// redis-benchmark runs a count of requests, not a duration: a short run first measures
+/// the rate, so the measured run lasts about the stage's duration (half of it per test).
+/// Other load generators run for a time and need nothing (`None`). Run before the CPU
+/// window opens.
+pub fn requests_for(app: App, stage: &Stage<'_>) -> Result<Option<u64>, LabError> {
+    if app != App::Redis {
+        return Ok(None);
+    }
+    let probe = redis_benchmark(stage, 2_000)?;
+    let per_test = probe.rps * stage.duration.as_secs_f64() / 2.0;
+    Ok(Some((per_test as u64).clamp(1_000, 5_000_000)))
+}
+
+fn redis_benchmark(stage: &Stage<'_>, per_test: u64) -> Result<Load, LabError> {
+    let (host, port) = (stage.addr.to_string(), stage.port.to_string());
+    let (n, conns) = (per_test.to_string(), stage.connections.to_string());
+    let args = ["-h", &host, "-p", &port, "-t", "set,get", "-n", &n, "-c", &conns, "--csv"];
+    let args = args.iter().map(|s| s.to_string()).collect();
+    // A rate far below the probe's takes longer than the duration: allow three times it.
+    let lines = run_load(stage, "redis-benchmark", "redis-tools", args, stage.duration * 3)?;
+    Ok(Load { requests: 2 * per_test, ..parse_redis_benchmark(&lines)? })
+}
+
+/// Runs a load generator pinned to the stage's load CPU; its lines once it exits cleanly.
+fn run_load(
+    stage: &Stage<'_>,
+    program: &str,
+    package: &str,
+    args: Vec<String>,
+    takes: Duration,
+) -> Result<Vec<String>, LabError> {
+    let exe = locate(stage.tx, program, package)?;
+    let child = stage.tx.spawn_pinned(program, stage.load_cpu, &exe, &args)?;
+    child.finish(takes + Duration::from_secs(30))
+}
+
+/// Runs `app`'s load generator on the stage (`requests`: from [`requests_for`]) and checks
+/// what it reports: errors, failed verifications and missing answers are an error naming
+/// them.
+pub fn load(app: App, stage: &Stage<'_>, requests: Option<u64>) -> Result<Load, LabError> {
     let secs = stage.duration.as_secs().max(1).to_string();
     let conns = stage.connections.to_string();
     let target = format!("{}:{}", stage.addr, stage.port);
-    let budget = stage.duration + Duration::from_secs(30);
-    let run = |program: &str, package: &str, args: Vec<String>| -> Result<Vec<String>, LabError> {
-        let exe = locate(stage.tx, program, package)?;
-        let child = stage.tx.spawn_pinned(program, stage.load_cpu, &exe, &args)?;
-        child.finish(budget)
-    };
+    let takes = stage.duration;
     match app {
         App::Nginx | App::Apache => {
             let args = ["-t1", &format!("-c{conns}"), &format!("-d{secs}s"), "--latency"];
             let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             args.extend(["--timeout".into(), "5s".into(), stage.url()]);
-            parse_wrk(&run("wrk", "wrk", args)?)
+            parse_wrk(&run_load(stage, "wrk", "wrk", args, takes)?)
         }
         App::Memcached => {
             let args = ["-s", &target, "-T", "1", "-c", &conns, "-t", &format!("{secs}s")];
             let args = args.iter().chain(&["-v", "0.1"]).map(|s| s.to_string()).collect();
-            parse_memcaslap(&run("memcaslap", "libmemcached-tools", args)?)
+            parse_memcaslap(&run_load(stage, "memcaslap", "libmemcached-tools", args, takes)?)
         }
-        App::Redis => {
-            let n = (stage.duration.as_secs().max(1) * 20_000).to_string();
-            let host = stage.addr.to_string();
-            let port = stage.port.to_string();
-            let args = ["-h", &host, "-p", &port, "-t", "set,get", "-n", &n, "-c", &conns];
-            let args = args.iter().chain(&["--csv"]).map(|s| s.to_string()).collect();
-            let load = parse_redis_benchmark(&run("redis-benchmark", "redis-tools", args)?)?;
-            Ok(Load { requests: 2 * stage.duration.as_secs().max(1) * 20_000, ..load })
-        }
+        App::Redis => redis_benchmark(stage, requests.unwrap_or(20_000)),
     }
 }
 

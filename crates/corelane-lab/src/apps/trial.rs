@@ -175,8 +175,9 @@ pub fn serve(
     let mut running = start(stage.rx, app.id(), placed, stage.dir, &program, &args)?;
     let (rx, port) = (stage.rx, stage.port);
     running.wait_until(|| rx.tcp_listening(port))?;
+    let requests = programs::requests_for(app, stage)?;
     let before = threads::times(&running.threads());
-    let load = programs::load(app, stage)?;
+    let load = programs::load(app, stage, requests)?;
     let seen = running.threads();
     let used = threads::times(&seen).since(&before);
     let lane_threads = threads::check_placement(&seen, &placed.app_cpus, &placed.syscall_cpus)
