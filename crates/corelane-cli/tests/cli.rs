@@ -40,13 +40,21 @@ fn every_subcommand_has_help() {
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
     }
+    for e in corelane_lab::EXPERIMENTS {
+        let out = corelane(&["lab", e.name, "--help"]);
+        assert!(out.status.success(), "lab {}: {}", e.name, stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("--quick"), "lab {}", e.name);
+    }
 }
 
 #[test]
 fn lab_alone_lists_the_experiments() {
     let out = corelane(&["lab"]);
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("udp"));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    for e in corelane_lab::EXPERIMENTS {
+        assert!(listed.contains(&format!("  {:<8} seed {}", e.name, e.seed)), "{listed}");
+    }
 }
 
 #[test]

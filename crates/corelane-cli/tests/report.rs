@@ -8,7 +8,10 @@ use std::process::{Command, Output};
 
 use scraper::{Html, Selector};
 
-const EXPERIMENTS: [&str; 6] = ["udp", "tcp", "affinity", "sched", "copy", "latency"];
+/// Every experiment of the lab's one list: a new one needs its fixture here.
+fn experiments() -> Vec<&'static str> {
+    corelane_lab::EXPERIMENTS.iter().map(|e| e.name).collect()
+}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/runs/{name}.json"))
@@ -109,7 +112,7 @@ fn every_experiment_renders_in_chromium() {
     }
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("report.html");
-    let runs: Vec<PathBuf> = EXPERIMENTS.iter().map(|e| fixture(e)).collect();
+    let runs: Vec<PathBuf> = experiments().iter().map(|e| fixture(e)).collect();
     let out = report(&runs, &page, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let Some(chromium) = chromium() else { return };
@@ -119,8 +122,8 @@ fn every_experiment_renders_in_chromium() {
     let dom = Html::parse_document(&String::from_utf8_lossy(&dumped.stdout));
     assert_eq!(dom.select(&sel("script")).count(), 0);
     let sections: Vec<_> = dom.select(&sel("section.experiment")).collect();
-    assert_eq!(sections.len(), EXPERIMENTS.len(), "a section per experiment");
-    for (section, name) in sections.iter().zip(EXPERIMENTS) {
+    assert_eq!(sections.len(), experiments().len(), "a section per experiment");
+    for (section, name) in sections.iter().zip(experiments()) {
         assert_eq!(section.value().attr("data-experiment"), Some(name));
         assert_eq!(section.select(&sel("table.results")).count(), 1, "{name}: its table");
         let rows = section.select(&sel("table.results tbody tr")).count();
@@ -328,7 +331,7 @@ fn foreign_json_is_refused_in_one_line_and_writes_nothing() {
 /// The fixtures are what the lab writes now: each reads back, and names its experiment.
 #[test]
 fn the_fixtures_are_current_runs() {
-    for name in EXPERIMENTS {
+    for name in experiments() {
         let run = corelane_lab::report::run::load(&fixture(name)).unwrap();
         assert_eq!(run.info.experiment, name);
         assert!(run.info.command.iter().any(|w| w == "--quick"));

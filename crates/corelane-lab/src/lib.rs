@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod affinity;
+pub mod apps;
 pub mod copy;
 pub mod experiment;
 pub mod host;
@@ -26,8 +27,15 @@ pub use experiment::Entry;
 /// Every experiment, in the order `corelane lab all` runs them: the CLI's `lab`
 /// subcommands, `lab all` and CI's quick runs are all derived from this list, so adding an
 /// experiment is its module and one line here.
-pub const EXPERIMENTS: &[Entry] =
-    &[udp::ENTRY, tcp::ENTRY, affinity::ENTRY, sched::ENTRY, copy::ENTRY, latency::ENTRY];
+pub const EXPERIMENTS: &[Entry] = &[
+    udp::ENTRY,
+    tcp::ENTRY,
+    affinity::ENTRY,
+    sched::ENTRY,
+    copy::ENTRY,
+    latency::ENTRY,
+    apps::ENTRY,
+];
 
 /// The corelane binary the lab runs as receiver, sender, server and load generator: the
 /// one running now.

@@ -1,0 +1,63 @@
+//! What `corelane report` draws of `lab apps`, per program: requests/s by placement and
+//! lane, and the server's CPU per request split into the program's threads and the lane's;
+//! then the side-effect check's round trips.
+
+use super::rows::AppRow;
+use super::AppsLabReport;
+use crate::report::figure::{Bar, Bars, Figure, Role, Stacked, StackedBar};
+
+fn label(row: &AppRow) -> String {
+    format!("{} {}", row.placement, row.lane)
+}
+
+fn role(row: &AppRow) -> Role {
+    if row.lane == "none" {
+        Role::Default
+    } else {
+        Role::Config
+    }
+}
+
+pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let mut apps: Vec<&str> = r.rows.iter().map(|row| row.app.as_str()).collect();
+    apps.dedup();
+    for app in apps {
+        let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
+        let bars =
+            rows.iter().map(|row| Bar::new(label(row), role(row), row.median_rps, &row.trials_rps));
+        out.push(Figure::Bars(Bars {
+            id: format!("rate-{app}"),
+            title: format!("{app}: requests/s by placement and syscall lane"),
+            unit: "requests/s (median over trials; whiskers: min–max)".into(),
+            bars: bars.collect(),
+            ceiling: None,
+        }));
+        let parts = rows.iter().map(|row| StackedBar {
+            label: label(row),
+            values: vec![row.program_us_per_request, row.lane_us_per_request],
+        });
+        out.push(Figure::Stacked(Stacked {
+            id: format!("cpu-{app}"),
+            title: format!("{app}: server CPU per request (exact, schedstat), program and lane"),
+            unit: "µs per request".into(),
+            parts: vec!["program's threads".into(), "syscall lane's threads".into()],
+            bars: parts.collect(),
+        }));
+    }
+    if !r.ping.is_empty() {
+        let bars = r.ping.iter().map(|p| {
+            let role = if p.lane == "none" { Role::Default } else { Role::Config };
+            Bar::new(format!("lane {}", p.lane), role, p.p50_us, &p.trials_p50_us)
+        });
+        out.push(Figure::Bars(Bars {
+            id: "ping-pong".into(),
+            title: "Side-effect check: UDP ping-pong round trip through the lane and without"
+                .into(),
+            unit: "µs round trip, p50 (median over trials; whiskers: min–max)".into(),
+            bars: bars.collect(),
+            ceiling: None,
+        }));
+    }
+    out
+}

@@ -1,0 +1,212 @@
+//! `lab apps`'s rows, built from its trials: medians, each lane row against the same
+//! program and placement without a lane, what `corelane run` delegated.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::model::{self, ModelRow};
+use super::placement::{Cpus, Lane};
+use super::rows::{AppRow, PingRow};
+use super::trial::{PingTrial, RunSummary, ServeTrial};
+use super::{AppsLabOptions, Case, CaseTrial};
+use crate::experiment::Measured;
+use crate::median_of;
+use crate::testbed::TestbedReport;
+
+/// Everything `corelane lab apps` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppsLabReport {
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
+    pub machine: String,
+    pub softirq_cpu: usize,
+    pub other_cpu: usize,
+    /// `corelane run` or `taskset` (a build without `corelane run`: no lane rows).
+    pub launcher: String,
+    /// What each placement means on this machine.
+    pub placements: Vec<String>,
+    pub connections: usize,
+    pub file_bytes: usize,
+    pub trials: usize,
+    pub duration_secs: f64,
+    pub rows: Vec<AppRow>,
+    pub ping: Vec<PingRow>,
+    /// A machine with a spare core near the NIC, from the per-request CPU measured here.
+    pub model: Vec<ModelRow>,
+    pub skipped: Vec<String>,
+    pub findings: Vec<String>,
+}
+
+/// What the report is built from.
+pub(super) struct Inputs<'a> {
+    pub testbed: TestbedReport,
+    pub cpus: Cpus,
+    pub launcher: String,
+    pub placements: Vec<String>,
+    pub opts: &'a AppsLabOptions,
+    pub skipped: Vec<String>,
+    pub measured: Vec<Measured<Case, CaseTrial>>,
+}
+
+pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
+    let cpus = &i.cpus;
+    let mut rows = Vec::new();
+    let mut ping = Vec::new();
+    for m in &i.measured {
+        match m.config {
+            Case::Serve { app, placement, lane } => {
+                let t: Vec<&ServeTrial> = m.trials.iter().filter_map(serve_of).collect();
+                let mut row = app_row(&t, lane);
+                row.app = app.id().into();
+                row.placement = placement.id().into();
+                row.app_cpus = placement.app_cpus(cpus).to_string();
+                row.syscall_cpus =
+                    (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string());
+                row.load_cpu = placement.load_cpu(cpus);
+                row.load_generator = app.load_generator().into();
+                rows.push(row);
+            }
+            Case::Ping { lane } => {
+                let t: Vec<&PingTrial> = m.trials.iter().filter_map(ping_of).collect();
+                ping.push(ping_row(&t, lane));
+            }
+        }
+    }
+    changes_against_no_lane(&mut rows, &mut ping);
+    let model = model::spare_core(&rows);
+    let findings = model::findings(&rows, &ping, &model, cpus);
+    AppsLabReport {
+        testbed: i.testbed,
+        machine: crate::machine(),
+        softirq_cpu: cpus.softirq,
+        other_cpu: cpus.other,
+        launcher: i.launcher,
+        placements: i.placements,
+        connections: i.opts.connections,
+        file_bytes: i.opts.file_size,
+        trials: i.opts.trials,
+        duration_secs: i.opts.duration.as_secs_f64(),
+        rows,
+        ping,
+        model,
+        skipped: i.skipped,
+        findings,
+    }
+}
+
+fn serve_of(t: &CaseTrial) -> Option<&ServeTrial> {
+    if let CaseTrial::Serve(s) = t {
+        Some(s)
+    } else {
+        None
+    }
+}
+
+fn ping_of(t: &CaseTrial) -> Option<&PingTrial> {
+    if let CaseTrial::Ping(p) = t {
+        Some(p)
+    } else {
+        None
+    }
+}
+
+/// The calls delegated, summed over the trials' run summaries; `None` without any.
+fn delegated<'a>(runs: impl Iterator<Item = &'a RunSummary>) -> Option<BTreeMap<String, u64>> {
+    let mut sum: Option<BTreeMap<String, u64>> = None;
+    for run in runs {
+        let total = sum.get_or_insert_with(BTreeMap::new);
+        for (kind, n) in &run.delegated {
+            *total.entry(kind.clone()).or_default() += n;
+        }
+    }
+    sum
+}
+
+/// The lane the runs reported and their notes, each distinct note once.
+fn lane_ran<'a>(
+    runs: impl Iterator<Item = &'a RunSummary> + Clone,
+) -> (Option<String>, Vec<String>) {
+    let ran = runs.clone().map(|r| r.syscall_lane.clone()).last();
+    let mut notes: Vec<String> = runs.filter_map(|r| r.lane_note.clone()).collect();
+    notes.dedup();
+    (ran, notes)
+}
+
+fn app_row(t: &[&ServeTrial], lane: Lane) -> AppRow {
+    let runs = t.iter().filter_map(|x| x.run.as_ref());
+    let (lane_ran, lane_notes) = lane_ran(runs.clone());
+    let p99s: Vec<f64> = t.iter().filter_map(|x| x.p99_us).collect();
+    let mut checked: Vec<String> = t.iter().map(|x| x.checked.clone()).collect();
+    checked.sort();
+    checked.dedup();
+    AppRow {
+        app: String::new(),
+        placement: String::new(),
+        lane: lane.id().into(),
+        lane_ran,
+        lane_notes,
+        app_cpus: String::new(),
+        syscall_cpus: None,
+        load_cpu: 0,
+        load_generator: String::new(),
+        trials_rps: t.iter().map(|x| x.rps).collect(),
+        median_rps: median_of(t.iter().map(|x| x.rps)),
+        p99_us: (!p99s.is_empty()).then(|| median_of(p99s)),
+        cpu_us_per_request: median_of(
+            t.iter().map(|x| x.program_us_per_request + x.lane_us_per_request),
+        ),
+        program_us_per_request: median_of(t.iter().map(|x| x.program_us_per_request)),
+        lane_us_per_request: median_of(t.iter().map(|x| x.lane_us_per_request)),
+        rps_change_pct: None,
+        cpu_change_pct: None,
+        lane_threads: t.iter().map(|x| x.lane_threads).max().unwrap_or(0),
+        checked,
+        delegated: delegated(runs),
+    }
+}
+
+fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
+    let runs = t.iter().filter_map(|x| x.run.as_ref());
+    PingRow {
+        lane: lane.id().into(),
+        lane_ran: lane_ran(runs.clone()).0,
+        trials_p50_us: t.iter().map(|x| x.p50_us).collect(),
+        p50_us: median_of(t.iter().map(|x| x.p50_us)),
+        p99_us: median_of(t.iter().map(|x| x.p99_us)),
+        cpu_us_per_round_trip: median_of(
+            t.iter().map(|x| x.program_us_per_round_trip + x.lane_us_per_round_trip),
+        ),
+        lane_us_per_round_trip: median_of(t.iter().map(|x| x.lane_us_per_round_trip)),
+        p50_change_pct: None,
+        cpu_change_pct: None,
+        round_trips: t.iter().map(|x| x.round_trips).sum(),
+        delegated: delegated(runs),
+    }
+}
+
+fn change(value: f64, base: f64) -> Option<f64> {
+    (base > 0.0).then(|| (value / base - 1.0) * 100.0)
+}
+
+/// Each lane row against its program and placement without a lane.
+fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
+    let bases: Vec<(String, String, f64, f64)> = rows
+        .iter()
+        .filter(|r| r.lane == "none")
+        .map(|r| (r.app.clone(), r.placement.clone(), r.median_rps, r.cpu_us_per_request))
+        .collect();
+    for r in rows.iter_mut().filter(|r| r.lane != "none") {
+        if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
+            r.rps_change_pct = change(r.median_rps, b.2);
+            r.cpu_change_pct = change(r.cpu_us_per_request, b.3);
+        }
+    }
+    let base = ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us, p.cpu_us_per_round_trip));
+    if let Some((p50, cpu)) = base {
+        for p in ping.iter_mut().filter(|p| p.lane != "none") {
+            p.p50_change_pct = change(p.p50_us, p50);
+            p.cpu_change_pct = change(p.cpu_us_per_round_trip, cpu);
+        }
+    }
+}

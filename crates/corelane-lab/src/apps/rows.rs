@@ -1,0 +1,60 @@
+//! The rows of `lab apps`: one per program, placement and lane, and one per lane of the
+//! side-effect check.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// One program under one placement and lane, over all trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppRow {
+    pub app: String,
+    /// `NS`, `NC` or `NZ`.
+    pub placement: String,
+    /// `none`, `threads` or `uring`, as asked.
+    pub lane: String,
+    /// The lane `corelane run` reported running (it may fall back, with `lane_notes`).
+    pub lane_ran: Option<String>,
+    pub lane_notes: Vec<String>,
+    pub app_cpus: String,
+    pub syscall_cpus: Option<String>,
+    pub load_cpu: usize,
+    pub load_generator: String,
+    pub trials_rps: Vec<f64>,
+    pub median_rps: f64,
+    /// Median over trials of the load generator's p99, in µs (memcaslap reports none).
+    pub p99_us: Option<f64>,
+    /// Exact server CPU per request (schedstat, every thread of its process tree), µs.
+    pub cpu_us_per_request: f64,
+    /// Of which the program's own threads.
+    pub program_us_per_request: f64,
+    /// Of which the syscall lane's threads (`cl-sys-N`, io_uring's).
+    pub lane_us_per_request: f64,
+    /// Against the same program and placement without a lane, in %.
+    pub rps_change_pct: Option<f64>,
+    pub cpu_change_pct: Option<f64>,
+    /// Syscall threads found in the program's processes (most in one trial).
+    pub lane_threads: usize,
+    /// What was checked, every trial (each distinct text once).
+    pub checked: Vec<String>,
+    /// Calls the lane carried, by kind, summed over trials (`corelane run`'s summary).
+    pub delegated: Option<BTreeMap<String, u64>>,
+}
+
+/// The side-effect check under one lane.
+#[derive(Debug, Clone, Serialize)]
+pub struct PingRow {
+    pub lane: String,
+    pub lane_ran: Option<String>,
+    pub trials_p50_us: Vec<f64>,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// The echo's exact CPU per round trip (program and lane threads), µs.
+    pub cpu_us_per_round_trip: f64,
+    pub lane_us_per_round_trip: f64,
+    /// Round-trip time (p50) and CPU per round trip against no lane, in %.
+    pub p50_change_pct: Option<f64>,
+    pub cpu_change_pct: Option<f64>,
+    pub round_trips: u64,
+    pub delegated: Option<BTreeMap<String, u64>>,
+}
