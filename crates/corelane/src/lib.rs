@@ -14,6 +14,8 @@
 //!   spray, DSW, Diffuser), measured for reordering, balance and latency.
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
+//! * [`run`] puts an unmodified program into that partition, its network calls on syscall
+//!   threads (the preloaded library's private copy, environment and counters).
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
 //! * [`xdp`] is kernel bypass: corelane's own XDP program and AF_XDP lanes for UDP.
 //! * [`units`] parses sizes, counts and durations as people type them.
@@ -27,6 +29,7 @@ pub mod copy;
 pub mod fs;
 pub mod lane;
 pub mod reuseport;
+pub mod run;
 pub mod sched;
 pub mod stats;
 pub mod tcp;

@@ -18,4 +18,6 @@ pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};
 pub use snmp::UdpCounters;
 pub use ticker::{Tick, Ticker};
 
-pub use crate::sys::usage::{process as process_cpu, thread as thread_cpu, CpuUsage};
+pub use crate::sys::usage::{
+    children as children_cpu, process as process_cpu, thread as thread_cpu, CpuUsage,
+};
