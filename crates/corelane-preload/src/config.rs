@@ -101,3 +101,20 @@ extern "C" fn init() {
     }
     LANE.store(LANE_IDLE, SeqCst);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_and_hostile_ones_do_not() {
+        let mut out = [0u32; MAX_THREADS];
+        assert_eq!(parse_cpus(b"1,3-4", &mut out), Some(3));
+        assert_eq!(&out[..3], &[1, 3, 4]);
+        for bad in [&b""[..], b"x", b"4-1", b"1024", b"0-4096", b"1,,2", b"\xff"] {
+            assert_eq!(parse_cpus(bad, &mut out), None, "{bad:?}");
+        }
+        // More CPUs than syscall threads allowed: refused, not truncated.
+        assert_eq!(parse_cpus(b"0-16", &mut out), None);
+    }
+}

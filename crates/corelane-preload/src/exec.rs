@@ -55,7 +55,7 @@ pub fn execute(op: u32, a: [u64; 6]) -> Outcome {
     }
     let dontwait = MSG_DONTWAIT;
     let nosignal = MSG_DONTWAIT | MSG_NOSIGNAL;
-    // SAFETY (every call below): the real libc function, called with the caller's own
+    // SAFETY: every call below is the real libc function, called with the caller's own
     // arguments, which point into memory the caller keeps alive until we answer.
     let ret: i64 = unsafe {
         match op {

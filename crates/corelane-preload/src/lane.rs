@@ -274,14 +274,14 @@ fn ensure_started() -> bool {
     // signal blocked and no signal meant for the program ever runs on a syscall thread.
     unsafe { pthread_sigmask(SIG_SETMASK, &all, &mut old) };
     let mut started = 0;
-    for n in 0..count {
+    for (n, worker) in WORKERS.iter().enumerate().take(count) {
         let mut thread: PthreadT = 0;
         // SAFETY: `serve` has the start routine's signature; its argument is an integer.
         let rc = unsafe { pthread_create(&mut thread, core::ptr::null(), serve, n as *mut c_void) };
         if rc != 0 {
             break;
         }
-        WORKERS[n].thread.store(thread, Release);
+        worker.thread.store(thread, Release);
         // SAFETY: the thread was just created and is never joined.
         unsafe { pthread_detach(thread) };
         started += 1;

@@ -12,7 +12,7 @@
 /// The real libc function `name` (dlsym RTLD_NEXT, resolved once), or None with errno ENOSYS
 /// when this libc has no such symbol. Must be used inside an `unsafe` block.
 macro_rules! real {
-    ($name:ident ( $($t:ty),* ) -> $r:ty) => {{
+    ($name:ident ( $($t:ty),* $(,)? ) -> $r:ty) => {{
         static P: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         let mut p = P.load(core::sync::atomic::Ordering::Relaxed);
         if p == 0 {

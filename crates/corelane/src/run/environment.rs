@@ -34,9 +34,8 @@ pub fn program_environment(
     let mut env = Vec::new();
     for (name, value) in inherited {
         let text = name.to_string_lossy();
-        if text.starts_with("CORELANE_") {
-            dropped.push(text.into_owned());
-        } else if root && LOADER_VARIABLES.contains(&text.as_ref()) {
+        let loader = root && LOADER_VARIABLES.contains(&text.as_ref());
+        if text.starts_with("CORELANE_") || loader {
             dropped.push(text.into_owned());
         } else if text == "LD_PRELOAD" && lane.is_some() {
             their_preload = Some(value);
