@@ -101,7 +101,8 @@ pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A plan's NIC settings applied for the length of a `corelane run`. A keeper (`corelane guard
+/// A plan's NIC settings applied for the length of a `corelane run` (at most 24 hours, the
+/// keeper's longest life). A keeper (`corelane guard
 /// --revert-on-close FILE`, started before anything changes, in its own process group so a
 /// Ctrl-C meant for the program does not end it) restores them when its stdin closes: when
 /// this is dropped, or when corelane run dies in any way. Spawned from a thread of its own so
@@ -129,7 +130,7 @@ fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let thread = std::thread::spawn(move || {
         let spawned = std::process::Command::new(exe)
-            .args(["guard", "--life", "100000d", "--revert-on-close"])
+            .args(["guard", "--life", "86400s", "--revert-on-close"])
             .arg(&revert_file)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -175,10 +176,11 @@ pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
         .prefix("corelane-nic.")
         .rand_bytes(8)
         .tempdir_in("/tmp")
-        .context("cannot make a private directory for the revert file")?
-        .keep();
-    let revert_file = dir.join("revert.json");
+        .context("cannot make a private directory for the revert file")?;
+    let revert_file = dir.path().join("revert.json");
     let keeper = start_keeper(revert_file.clone())?;
+    // From here the keeper removes the directory when it lets go.
+    let _ = dir.keep();
     let skipped = apply_saving_revert(&review.changes, root, &revert_file)?;
     show_skipped_to_stderr(&skipped);
     eprintln!(

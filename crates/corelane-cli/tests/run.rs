@@ -359,3 +359,82 @@ fn a_plan_gives_the_cpus_and_a_malformed_one_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a plan written by `corelane plan`"), "{err}");
 }
+
+/// A network namespace of this test's own (removed on drop), for changing its `lo`.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Option<Self> {
+        let name = format!("corelane-run-{tag}-{}", std::process::id());
+        let made = Command::new("ip").args(["netns", "add", &name]).status();
+        made.is_ok_and(|s| s.success()).then_some(Self(name))
+    }
+
+    fn sh(&self, script: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.0, "sh", "-c", script]);
+        cmd
+    }
+
+    fn rps(&self) -> String {
+        let out = self.sh("cat /sys/class/net/lo/queues/rx-0/rps_cpus").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn apply_changes_the_nic_for_the_run_and_a_kill_still_reverts_it() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (--apply changes a NIC)");
+        return;
+    }
+    let Some(ns) = Netns::new("apply") else {
+        eprintln!("skipped: cannot make a network namespace (ip netns add)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let text =
+        "nic = \"lo\"\npolicy = \"custom\"\nnuma_node = 0\nirq_cpus = \"0\"\nsyscall_cpus = \"\"\n\
+                app_cpus = \"0\"\nrps_cpus = \"1\"\nirqs = []\n";
+    std::fs::write(&plan, text).unwrap();
+    let before = ns.rps();
+    let exe = env!("CARGO_BIN_EXE_corelane");
+    let script = format!(
+        "exec {exe} run --plan {} --apply -- cat /sys/class/net/lo/queues/rx-0/rps_cpus",
+        plan.display()
+    );
+    let out = ns.sh(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "changed for the run");
+    assert_eq!(ns.rps(), before, "reverted when the program exited");
+    // SIGKILL to corelane run: the keeper still restores the NIC.
+    let script = format!("exec {exe} run --plan {} --apply -- sleep 30", plan.display());
+    let mut run = ns.sh(&script).stderr(Stdio::null()).spawn().unwrap();
+    let start = Instant::now();
+    while ns.rps() != "1" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the plan was never applied");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = run.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    run.kill().unwrap();
+    run.wait().unwrap();
+    for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+        if let Some(p) = rustix::process::Pid::from_raw(child) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
+    let start = Instant::now();
+    while ns.rps() != before {
+        assert!(start.elapsed() < Duration::from_secs(10), "a killed run left the NIC changed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
