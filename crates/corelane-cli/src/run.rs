@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::Args;
 use corelane::run::{preloadable, program_environment, LaneReport, LaneSetting, PrivateLibrary};
-use corelane::run::{Delegated, SharedStats};
+use corelane::run::{Delegated, LaneMode, SharedStats};
 use corelane::topology::CpuList;
 use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::CpuSet;
@@ -57,6 +57,38 @@ pub struct RunArgs {
 enum LaneKind {
     /// Syscall threads of the library's own, one per syscall CPU (seed 003's design).
     Threads,
+    /// An io_uring per process whose SQPOLL thread is pinned to the first syscall CPU.
+    Uring,
+}
+
+impl LaneKind {
+    fn name(self) -> &'static str {
+        match self {
+            LaneKind::Threads => "threads",
+            LaneKind::Uring => "uring",
+        }
+    }
+}
+
+/// What the processes' lanes became, when it is not what was asked.
+fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
+    let count = |mode: LaneMode| report.lane_modes[mode as usize];
+    let mut notes = Vec::new();
+    if matches!(kind, LaneKind::Uring) {
+        if count(LaneMode::UringPlain) > 0 {
+            notes.push(format!(
+                "the kernel refused SQPOLL in {} process(es): a plain io_uring, entered by the program's own threads",
+                count(LaneMode::UringPlain)
+            ));
+        }
+        if count(LaneMode::UringUnavailable) > 0 {
+            notes.push(format!(
+                "no io_uring in {} process(es): the threads lane ran instead",
+                count(LaneMode::UringUnavailable)
+            ));
+        }
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 #[derive(Debug, Serialize)]
@@ -244,6 +276,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (Some(lib), Some(cpus)) => Some(LaneSetting {
             library: lib.path(),
             syscall_cpus: cpus,
+            lane: args.syscall_lane.name(),
             stats_fd: stats.as_ref().map(SharedStats::raw_fd),
             follow_exec: !args.no_follow_exec,
         }),
@@ -306,8 +339,8 @@ fn summarize(
         signal,
         app_cpus: app.to_string(),
         syscall_cpus: syscall.map(ToString::to_string).unwrap_or_default(),
-        syscall_lane: if syscall.is_some() { "threads" } else { "none" },
-        lane_note: None,
+        syscall_lane: if syscall.is_some() { args.syscall_lane.name() } else { "none" },
+        lane_note: syscall.and_then(|_| lane_note(args.syscall_lane, report)),
         delegated: report.delegated.clone(),
         syscall_threads: SyscallThreads {
             count: report.syscall_threads,
@@ -340,6 +373,9 @@ fn print_summary(s: &Summary) {
     if s.syscall_lane == "none" {
         eprintln!("  no syscall lane (no --syscall-cpus): every call ran in the program's threads");
         return;
+    }
+    if let Some(note) = &s.lane_note {
+        eprintln!("  {note}");
     }
     let d = &s.delegated;
     eprintln!(

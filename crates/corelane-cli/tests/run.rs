@@ -438,3 +438,39 @@ fn apply_changes_the_nic_for_the_run_and_a_kill_still_reverts_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_uring_lane_runs_the_calls_on_its_sqpoll_thread_with_the_same_semantics() {
+    let prog = program_or_skip!().to_str().unwrap();
+    let mut args = placement_args();
+    args.extend(["--syscall-lane".to_string(), "uring".to_string()]);
+    let (out, summary) = run_with(&args, &[prog, "placement"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(summary["syscall_lane"], "uring");
+    if summary["lane_note"].is_string() {
+        eprintln!("skipped the SQPOLL checks: {}", summary["lane_note"]);
+    } else {
+        let sqpoll: Vec<&str> = stdout.lines().filter(|l| l.starts_with("task iou-sqp-")).collect();
+        assert_eq!(sqpoll.len(), 1, "{stdout}");
+        assert!(sqpoll[0].ends_with(&format!("cpus {}", placement_args()[3])), "{stdout}");
+        assert!(!stdout.contains("cl-sys-"), "no syscall threads of ours: {stdout}");
+    }
+    // (In "placement" another thread's first call starts the ring; calls meanwhile go direct.)
+    let (_, summary) = run_with(&args, &[prog, "echo"], &[]);
+    assert_eq!((delegated(&summary, "read"), delegated(&summary, "write")), (1, 1));
+    for (mode, expected) in [
+        (&["errors"][..], "empty recv -1 errno 11"),
+        (&["eintr"][..], "recv -1 errno 4 data -"),
+        (&["restart"][..], "recv 4 errno 0 data late"),
+        (&["sigpipe", "ignore"][..], "write -1 errno 32"),
+    ] {
+        let mut command = vec![prog];
+        command.extend_from_slice(mode);
+        let (out, _) = run_with(&args, &command, &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.lines().any(|l| l == expected), "{mode:?}: {stdout}");
+    }
+    let (out, summary) = run_with(&args, &[prog, "sigpipe", "default"], &[]);
+    assert_eq!((out.status.code(), summary["signal"].as_i64()), (Some(141), Some(13)));
+}

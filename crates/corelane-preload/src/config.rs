@@ -70,8 +70,10 @@ extern "C" fn init() {
     if env(c"CORELANE_NO_FOLLOW_EXEC") == Some(b"1") {
         drop_from_ld_preload();
     }
-    if env(c"CORELANE_SYSCALL_LANE") != Some(b"threads") {
-        return;
+    match env(c"CORELANE_SYSCALL_LANE") {
+        Some(b"threads") => {}
+        Some(b"uring") => lane::WANT_URING.store(true, SeqCst),
+        _ => return,
     }
     let mut cpus = [0u32; MAX_THREADS];
     let Some(count) = env(c"CORELANE_SYSCALL_CPUS").and_then(|t| parse_cpus(t, &mut cpus)) else {

@@ -68,6 +68,9 @@ pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 pub static CPUS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static CALLER_SPINS: AtomicBool = AtomicBool::new(true);
+/// The lane asked for: the library's syscall threads, or io_uring (falls back to threads).
+pub static WANT_URING: AtomicBool = AtomicBool::new(false);
+static URING_RUNNING: AtomicBool = AtomicBool::new(false);
 static GENERATION: AtomicU32 = AtomicU32::new(1);
 static USED: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
@@ -143,6 +146,8 @@ pub extern "C" fn after_fork_in_child() {
     // SAFETY: getpid has no preconditions.
     OWNER_PID.store(unsafe { getpid() } as u32, SeqCst);
     BUSY.with(|b| b.set(false));
+    crate::uring::forget_after_fork();
+    URING_RUNNING.store(false, SeqCst);
     if LANE.load(SeqCst) != LANE_OFF {
         LANE.store(LANE_IDLE, SeqCst);
     }
@@ -191,9 +196,44 @@ pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
     }
     let index = my_slot()?;
     BUSY.with(|b| b.set(true));
-    let outcome = post_and_wait(index, op, args);
+    let outcome = if URING_RUNNING.load(Acquire) {
+        through_uring(index, op, args)
+    } else {
+        post_and_wait(index, op, args)
+    };
     BUSY.with(|b| b.set(false));
     outcome
+}
+
+/// The uring lane: the slot only carries the completion (whichever waiting thread drains the
+/// ring delivers it); the blocking mode is looked up here, and only when it matters.
+fn through_uring(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
+    let deliver = |user_data: u64, res: i32| {
+        if let Some(slot) = (user_data as usize).checked_sub(1).and_then(|i| SLOTS.get(i)) {
+            slot.ret.store(if res < 0 { -1 } else { i64::from(res) }, Relaxed);
+            slot.err.store(if res < 0 { res.unsigned_abs() } else { 0 }, Relaxed);
+            slot.flags.store(0, Relaxed);
+            slot.state.store(DONE, Release);
+        }
+    };
+    let slot = &SLOTS[index];
+    let done = || (slot.state.load(Acquire) == DONE).then(|| take(slot));
+    slot.state.store(POSTED, Release);
+    let Some(mut outcome) = crate::uring::run(index, op, args, &deliver, &done) else {
+        slot.state.store(FREE, Release);
+        return None;
+    };
+    let would_block = outcome.ret < 0 && outcome.err == EAGAIN;
+    let short_send = matches!(op, crate::exec::SEND | crate::exec::WRITE)
+        && outcome.ret >= 0
+        && (outcome.ret as u64) < args[2];
+    if would_block || short_send {
+        // SAFETY: F_GETFL takes no pointer argument.
+        let flags = unsafe { fcntl(args[0] as c_int, F_GETFL) };
+        outcome.blocking = flags >= 0 && flags & O_NONBLOCK == 0;
+    }
+    stats::count(op, &outcome);
+    Some(outcome)
 }
 
 fn post_and_wait(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
@@ -266,6 +306,18 @@ fn ensure_started() -> bool {
     match LANE.compare_exchange(LANE_IDLE, LANE_STARTING, SeqCst, Acquire) {
         Ok(_) => {}
         Err(state) => return state == LANE_RUNNING,
+    }
+    if WANT_URING.load(Relaxed) {
+        let mode = crate::uring::start(CPUS[0].load(Relaxed));
+        stats::set_lane(mode);
+        if mode != crate::uring::MODE_UNAVAILABLE {
+            stats::set_threads(usize::from(mode == crate::uring::MODE_SQPOLL));
+            URING_RUNNING.store(true, SeqCst);
+            LANE.store(LANE_RUNNING, SeqCst);
+            return true;
+        }
+    } else {
+        stats::set_lane(1);
     }
     let count = THREADS.load(Relaxed);
     let all = Bits1024([u64::MAX; 16]);

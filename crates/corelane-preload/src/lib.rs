@@ -38,3 +38,4 @@ mod ffi;
 mod lane;
 mod sockets;
 mod stats;
+mod uring;

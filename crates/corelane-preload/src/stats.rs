@@ -29,6 +29,9 @@ struct Record {
     threads: AtomicU64,
     counts: [AtomicU64; KINDS],
     cpu_ns: [AtomicU64; MAX_THREADS],
+    /// 1 threads; 2 io_uring with SQPOLL; 3 io_uring without (refused); 4 no io_uring
+    /// (threads ran instead).
+    lane: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<Record>() <= RECORD);
@@ -84,6 +87,12 @@ fn mine() -> Option<&'static Record> {
     (!record.is_null()).then(|| unsafe { &*record })
 }
 
+pub fn set_lane(mode: u64) {
+    if let Some(r) = mine() {
+        r.lane.store(mode, Relaxed);
+    }
+}
+
 pub fn set_threads(count: usize) {
     if let Some(r) = mine() {
         r.threads.store(count as u64, Relaxed);
@@ -131,6 +140,11 @@ fn store_cpu(n: usize, ts: &Timespec) {
 
 /// At exit (exit(3), return from main): every syscall thread's CPU time, exact to this moment.
 pub extern "C" fn record_at_exit() {
+    if let Some(ns) = crate::uring::sqpoll_cpu_ns() {
+        if let Some(r) = mine() {
+            r.cpu_ns[0].store(ns, Relaxed);
+        }
+    }
     for (n, thread) in lane::thread_ids() {
         let mut clock: c_int = 0;
         let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };

@@ -15,6 +15,8 @@ pub const LOADER_VARIABLES: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AU
 pub struct LaneSetting<'a> {
     pub library: &'a Path,
     pub syscall_cpus: &'a CpuList,
+    /// `threads` or `uring`.
+    pub lane: &'static str,
     pub stats_fd: Option<i32>,
     pub follow_exec: bool,
 }
@@ -50,7 +52,7 @@ pub fn program_environment(
             preload.push(theirs);
         }
         env.push(("LD_PRELOAD".into(), preload));
-        env.push(("CORELANE_SYSCALL_LANE".into(), "threads".into()));
+        env.push(("CORELANE_SYSCALL_LANE".into(), lane.lane.into()));
         env.push(("CORELANE_SYSCALL_CPUS".into(), lane.syscall_cpus.to_string().into()));
         if let Some(fd) = lane.stats_fd {
             env.push(("CORELANE_STATS_FD".into(), fd.to_string().into()));
@@ -88,6 +90,7 @@ mod tests {
         let lane = LaneSetting {
             library: lib,
             syscall_cpus: &cpus,
+            lane: "uring",
             stats_fd: Some(5),
             follow_exec: false,
         };
@@ -104,6 +107,7 @@ mod tests {
         assert_eq!(get(&out, "CORELANE_SYSCALL_CPUS"), Some(OsStr::new("1")));
         assert_eq!(get(&out, "CORELANE_LIBRARY"), None);
         assert_eq!(get(&out, "CORELANE_NO_FOLLOW_EXEC"), Some(OsStr::new("1")));
+        assert_eq!(get(&out, "CORELANE_SYSCALL_LANE"), Some(OsStr::new("uring")));
         assert_eq!(get(&out, "PATH"), Some(OsStr::new("/usr/bin")));
         assert_eq!(dropped.len(), 4);
         let (user, _) = program_environment(inherited, false, Some(&lane));

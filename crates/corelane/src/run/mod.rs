@@ -9,4 +9,4 @@ mod stats;
 
 pub use environment::{preloadable, program_environment, LaneSetting, LOADER_VARIABLES};
 pub use library::{PrivateLibrary, FILE_NAME as LIBRARY_FILE_NAME};
-pub use stats::{parse as parse_stats, Delegated, LaneReport, SharedStats, MAX_RECORDS};
+pub use stats::{parse as parse_stats, Delegated, LaneMode, LaneReport, SharedStats, MAX_RECORDS};

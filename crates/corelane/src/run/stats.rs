@@ -93,8 +93,22 @@ pub struct LaneReport {
     /// Processes that loaded the library (each claimed a record; at most [`MAX_RECORDS`]).
     pub processes: u64,
     pub syscall_threads: u64,
-    /// The syscall threads' CPU time (CLOCK_THREAD_CPUTIME_ID), as last recorded.
+    /// The syscall threads' CPU time (CLOCK_THREAD_CPUTIME_ID; the SQPOLL thread's
+    /// schedstat runtime in the uring lane), as last recorded.
     pub syscall_thread_cpu_ns: u64,
+    /// Processes whose lane came up as each [`LaneMode`] (indexed by its number).
+    pub lane_modes: [u64; 5],
+}
+
+/// How a process's lane came up, as the library records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneMode {
+    Threads = 1,
+    UringSqpoll = 2,
+    /// The kernel refused SQPOLL: a plain io_uring, entered by the program's threads.
+    UringPlain = 3,
+    /// No io_uring: the threads lane ran instead.
+    UringUnavailable = 4,
 }
 
 /// The shared area: created before the program starts, read after it ends.
@@ -155,6 +169,10 @@ pub fn parse(bytes: &[u8]) -> LaneReport {
         for kind in 0..KINDS.len() {
             report.delegated.add(kind, word(bytes, base + 16 + kind * 8));
         }
+        let mode = word(bytes, base + 16 + (KINDS.len() + MAX_THREADS) * 8);
+        if let Some(n) = report.lane_modes.get_mut(mode as usize) {
+            *n += 1;
+        }
         for t in 0..threads as usize {
             let ns = word(bytes, base + 16 + KINDS.len() * 8 + t * 8);
             report.syscall_thread_cpu_ns = report.syscall_thread_cpu_ns.saturating_add(ns);
@@ -180,6 +198,7 @@ mod tests {
         assert_eq!(report.syscall_threads, (MAX_RECORDS * MAX_THREADS) as u64);
         assert_eq!(report.delegated.send, u64::MAX);
         assert_eq!(report.syscall_thread_cpu_ns, u64::MAX);
+        assert_eq!(report.lane_modes, [0; 5], "an unknown lane word counts nowhere");
         // Short, empty, or foreign areas read as nothing.
         assert_eq!(parse(&bytes[..10]).processes, 0);
         assert_eq!(parse(&[]), LaneReport::default());
@@ -198,7 +217,9 @@ mod tests {
         put(&mut bytes, HEADER + 16 + 11 * 8, 100);
         put(&mut bytes, HEADER + 16 + 12 * 8, 50);
         put(&mut bytes, HEADER + 16 + 13 * 8, 999); // a third thread's, not counted
+        put(&mut bytes, HEADER + 16 + 27 * 8, LaneMode::UringPlain as u64);
         let r = parse(&bytes);
+        assert_eq!(r.lane_modes, [0, 0, 0, 1, 0]);
         assert_eq!((r.delegated.send, r.delegated.close, r.delegated.total()), (5, 3, 8));
         assert_eq!((r.processes, r.syscall_threads, r.syscall_thread_cpu_ns), (1, 2, 150));
     }
