@@ -67,7 +67,8 @@ fn drop_from_ld_preload() {
 }
 
 extern "C" fn init() {
-    if env(c"CORELANE_NO_FOLLOW_EXEC") == Some(b"1") {
+    let follow_exec = env(c"CORELANE_NO_FOLLOW_EXEC") != Some(b"1");
+    if !follow_exec {
         drop_from_ld_preload();
     }
     match env(c"CORELANE_SYSCALL_LANE") {
@@ -94,6 +95,11 @@ extern "C" fn init() {
         .and_then(|t| t.parse::<c_int>().ok())
     {
         stats::map(fd);
+        if !follow_exec {
+            // Programs started without the library need not hold the counters open.
+            // SAFETY: F_SETFD takes an integer argument.
+            unsafe { fcntl(fd, F_SETFD, FD_CLOEXEC) };
+        }
     }
     lane::init_key();
     // SAFETY: getpid has no preconditions; the handler is a plain extern "C" fn.

@@ -25,6 +25,8 @@ pub const SO_LINGER: c_int = 13;
 pub const SOCK_STREAM: c_int = 1;
 
 pub const F_GETFL: c_int = 3;
+pub const F_SETFD: c_int = 2;
+pub const FD_CLOEXEC: c_int = 1;
 pub const O_NONBLOCK: c_int = 0o4000;
 pub const SIGPIPE: c_int = 13;
 pub const SIG_SETMASK: c_int = 2;
