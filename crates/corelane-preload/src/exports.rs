@@ -430,7 +430,8 @@ pub extern "C" fn poll(fds: *mut c_void, count: u64, timeout: c_int) -> c_int {
 
 /// A timespec pointer that asks not to wait at all.
 fn zero(ts: *const Timespec) -> bool {
-    // SAFETY: ppoll and epoll_pwait2 take a valid timespec or NULL (NULL: wait forever).
+    // SAFETY: ppoll and epoll_pwait2 take a valid timespec or NULL (NULL: wait forever);
+    // glibc's own ppoll reads it too (to convert it), so this adds no fault of its own.
     !ts.is_null() && unsafe { (*ts).tv_sec == 0 && (*ts).tv_nsec == 0 }
 }
 

@@ -18,6 +18,8 @@ const RECORD: usize = 256;
 pub const MAX_RECORDS: usize = 256;
 const SIZE: usize = HEADER + RECORD * MAX_RECORDS;
 const MAX_THREADS: usize = 16;
+/// The lowest fd number the counters are moved to.
+const HIGH_FD: i32 = 100;
 /// The kinds, in the library's order.
 const KINDS: [&str; 11] = [
     "send",
@@ -126,6 +128,10 @@ impl SharedStats {
         header.copy_from_slice(&MAGIC.to_le_bytes());
         rustix::io::pwrite(&fd, &header, 0)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        // Out of the way of the low fds programs expect to be theirs (socket activation
+        // passes listeners from fd 3 on); inherited by the program, so not close-on-exec.
+        let fd = rustix::io::fcntl_dupfd_cloexec(&fd, HIGH_FD)?;
+        rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty())?;
         Ok(Self { fd })
     }
 
