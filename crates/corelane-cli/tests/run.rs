@@ -14,8 +14,8 @@ fn program() -> Result<&'static Path, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = tempfile::tempdir().map_err(|e| e.to_string())?.keep();
-            let out = dir.join("sem");
+            // Under cargo's scratch directory for tests, not /tmp: nothing is left behind.
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-semantics");
             let status = Command::new("cc")
                 .args(["-O1", "-w", "-pthread", "-o"])
                 .arg(&out)
