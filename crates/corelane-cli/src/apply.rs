@@ -38,7 +38,7 @@ pub struct RevertArgs {
     root: PathBuf,
 }
 
-fn read_plan(path: &Path) -> anyhow::Result<Plan> {
+pub fn read_plan(path: &Path) -> anyhow::Result<Plan> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the plan {}", path.display()))?;
     toml::from_str(&text)
@@ -101,4 +101,100 @@ pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
     }
     show_skipped(&skipped);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A plan's NIC settings applied for the length of a `corelane run` (at most 24 hours, the
+/// keeper's longest life). A keeper (`corelane guard
+/// --revert-on-close FILE`, started before anything changes, in its own process group so a
+/// Ctrl-C meant for the program does not end it) restores them when its stdin closes: when
+/// this is dropped, or when corelane run dies in any way. Spawned from a thread of its own so
+/// that `corelane run`, waiting only for its main thread's children, never waits for it.
+#[derive(Debug)]
+pub struct RunKeeper {
+    release: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for RunKeeper {
+    fn drop(&mut self) {
+        drop(self.release.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find the corelane binary for the keeper")?;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let spawned = std::process::Command::new(exe)
+            .args(["guard", "--life", "86400s", "--revert-on-close"])
+            .arg(&revert_file)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let _ =
+                    ready_tx.send(Err(anyhow::Error::new(e).context("cannot start the keeper")));
+                return;
+            }
+        };
+        let mut line = String::new();
+        let stdout = child.stdout.take().map(std::io::BufReader::new);
+        let read = stdout.map(|mut out| out.read_line(&mut line));
+        let ok = matches!(read, Some(Ok(n)) if n > 0);
+        let _ = ready_tx.send(if ok {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("the keeper did not start"))
+        });
+        let _ = released.recv();
+        drop(child.stdin.take());
+        let _ = child.wait();
+    });
+    ready_rx.recv().context("the keeper thread ended")??;
+    Ok(RunKeeper { release: Some(release), thread: Some(thread) })
+}
+
+/// Applies the plan's NIC settings for a run; `None` when there is nothing to change.
+pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
+    let plan = read_plan(plan_path)?;
+    let root = Path::new("/");
+    let review = review(&plan, root)?;
+    show_skipped_to_stderr(&review.skipped);
+    if review.changes.is_empty() {
+        eprintln!("corelane run: {} is already set as the plan says", plan.nic);
+        return Ok(None);
+    }
+    // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
+    let dir = tempfile::Builder::new()
+        .prefix("corelane-nic.")
+        .rand_bytes(8)
+        .tempdir_in("/tmp")
+        .context("cannot make a private directory for the revert file")?;
+    let revert_file = dir.path().join("revert.json");
+    let keeper = start_keeper(revert_file.clone())?;
+    // From here the keeper removes the directory when it lets go.
+    let _ = dir.keep();
+    let skipped = apply_saving_revert(&review.changes, root, &revert_file)?;
+    show_skipped_to_stderr(&skipped);
+    eprintln!(
+        "corelane run: applied {} change(s) to {} for the run (undone when it ends)",
+        review.changes.len() - skipped.len(),
+        plan.nic
+    );
+    Ok(Some(keeper))
+}
+
+fn show_skipped_to_stderr(skipped: &[Skipped]) {
+    for s in skipped {
+        eprintln!("corelane run: {}: {} skipped: {}", s.path.display(), s.to, s.reason);
+    }
 }

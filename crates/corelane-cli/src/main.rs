@@ -10,6 +10,7 @@ mod lab;
 mod plan;
 mod progress;
 mod report;
+mod run;
 mod topo;
 mod udp;
 mod udp_latency;
@@ -51,6 +52,9 @@ enum Command {
     Apply(apply::ApplyArgs),
     /// Restore the settings saved by `corelane apply --yes`.
     Revert(apply::RevertArgs),
+    /// Run an unmodified program on the application CPUs, its network system calls on
+    /// syscall threads pinned to the syscall CPUs (seed 003); returns its exit status.
+    Run(run::RunArgs),
     /// Run a program for the lab on a remote host, ending it when stdin closes.
     #[command(hide = true)]
     Guard(guard::GuardArgs),
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Apply(args) => apply::run_apply(args),
         Command::Revert(args) => apply::run_revert(args),
+        Command::Run(args) => run::run(args),
         Command::Guard(args) => guard::run(args),
     };
     match result {

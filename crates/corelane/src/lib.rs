@@ -15,6 +15,8 @@
 //! * [`copy`] is seed 002's path: file and tree duplication that picks its method and loses nothing.
 //! * [`tune`] is seed 003's core partition: interrupt, syscall and application CPUs.
 //! * [`child_output`] reads what a child process prints within caps on bytes and time.
+//! * [`run`] puts an unmodified program into that partition, its network calls on syscall
+//!   threads (the preloaded library's private copy, environment and counters).
 //! * [`fs`] writes the files corelane makes for the user (plans, revert files, reports) atomically.
 //! * [`xdp`] is kernel bypass: corelane's own XDP program and AF_XDP lanes for UDP.
 //! * [`privilege`] gives up root once a server has bound its port.
@@ -31,6 +33,7 @@ pub mod fs;
 pub mod lane;
 pub mod privilege;
 pub mod reuseport;
+pub mod run;
 pub mod sched;
 pub mod stats;
 pub mod tcp;

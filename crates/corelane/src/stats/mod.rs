@@ -20,4 +20,6 @@ pub use snmp::UdpCounters;
 pub use task::{schedstat_runtime, stat_cpu_ticks};
 pub use ticker::{Tick, Ticker};
 
-pub use crate::sys::usage::{process as process_cpu, thread as thread_cpu, CpuUsage};
+pub use crate::sys::usage::{
+    children as children_cpu, process as process_cpu, thread as thread_cpu, CpuUsage,
+};

@@ -34,6 +34,11 @@ pub fn thread() -> CpuUsage {
     rusage(libc::RUSAGE_THREAD)
 }
 
+/// CPU time of every child waited for, and of their waited-for descendants (RUSAGE_CHILDREN).
+pub fn children() -> CpuUsage {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
 /// CPU time of the whole process, all threads (RUSAGE_SELF).
 pub fn process() -> CpuUsage {
     rusage(libc::RUSAGE_SELF)

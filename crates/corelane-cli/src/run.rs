@@ -1,0 +1,401 @@
+//! `corelane run`: an unmodified program placed on the application CPUs, its network system
+//! calls carried by syscall threads on the syscall CPUs (the preloaded library), its exit
+//! status returned, and a summary of what moved where.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use corelane::run::{preloadable, program_environment, LaneReport, LaneSetting, PrivateLibrary};
+use corelane::run::{Delegated, LaneMode, SharedStats};
+use corelane::topology::CpuList;
+use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::thread::CpuSet;
+use serde::Serialize;
+
+/// The system-call library, built from crates/corelane-preload by build.rs.
+static PRELOAD_LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcorelane_preload.so"));
+
+/// At most this many syscall threads per process (the library's bound).
+const MAX_SYSCALL_CPUS: usize = 16;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Take the application and syscall CPUs from a plan written by `corelane plan`.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// CPUs for the program's threads and children, e.g. 0 or 2-7 (default: as inherited).
+    #[arg(long, value_name = "LIST")]
+    app_cpus: Option<CpuList>,
+    /// CPUs for the syscall threads; without it (or a plan) no library is preloaded.
+    #[arg(long, value_name = "LIST")]
+    syscall_cpus: Option<CpuList>,
+    /// How the network calls reach the syscall CPUs.
+    #[arg(long, value_enum, default_value = "threads")]
+    syscall_lane: LaneKind,
+    /// With --plan: also apply its NIC settings for the run, reverted when the program exits.
+    #[arg(long, requires = "plan")]
+    apply: bool,
+    /// Programs this one executes run without the library (it follows exec by default).
+    #[arg(long)]
+    no_follow_exec: bool,
+    /// Also write the summary as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LaneKind {
+    /// Syscall threads of the library's own, one per syscall CPU (seed 003's design).
+    Threads,
+    /// An io_uring per process whose SQPOLL thread is pinned to the first syscall CPU.
+    Uring,
+}
+
+impl LaneKind {
+    fn name(self) -> &'static str {
+        match self {
+            LaneKind::Threads => "threads",
+            LaneKind::Uring => "uring",
+        }
+    }
+}
+
+/// What the processes' lanes became, when it is not what was asked.
+fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
+    let count = |mode: LaneMode| report.lane_modes[mode as usize];
+    let mut notes = Vec::new();
+    if matches!(kind, LaneKind::Uring) {
+        if count(LaneMode::UringPlain) > 0 {
+            notes.push(format!(
+                "the kernel refused SQPOLL in {} process(es): a plain io_uring, entered by the program's own threads",
+                count(LaneMode::UringPlain)
+            ));
+        }
+        if count(LaneMode::UringUnavailable) > 0 {
+            notes.push(format!(
+                "no io_uring in {} process(es): the threads lane ran instead",
+                count(LaneMode::UringUnavailable)
+            ));
+        }
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    corelane_run_summary: u32,
+    command: Vec<String>,
+    exit_status: i32,
+    signal: Option<i32>,
+    app_cpus: String,
+    syscall_cpus: String,
+    syscall_lane: &'static str,
+    lane_note: Option<String>,
+    delegated: Delegated,
+    syscall_threads: SyscallThreads,
+    program: ProgramCpu,
+    wall_ns: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct SyscallThreads {
+    count: u64,
+    cpu_ns: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ProgramCpu {
+    cpu_ns: u64,
+    processes: u64,
+}
+
+/// The CPUs this process may use, as a list.
+fn allowed_cpus() -> anyhow::Result<CpuList> {
+    let set = rustix::thread::sched_getaffinity(None).context("cannot read the CPU affinity")?;
+    Ok(CpuList::new((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()))
+}
+
+fn check_cpus(what: &str, list: &CpuList, allowed: &CpuList) -> anyhow::Result<()> {
+    if let Some(cpu) = list.cpus().iter().find(|&&c| !allowed.contains(c)) {
+        bail!("{what} CPU {cpu} is not available here (this process may use {allowed}); pick from those");
+    }
+    Ok(())
+}
+
+/// The application and syscall CPUs: from the flags, else from the plan.
+fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>)> {
+    let plan = args.plan.as_deref().map(crate::apply::read_plan).transpose()?;
+    let from_plan = |text: Option<&String>, what: &str| -> anyhow::Result<Option<CpuList>> {
+        text.filter(|t| !t.trim().is_empty())
+            .map(|t| {
+                t.parse()
+                    .with_context(|| format!("the plan's {what} CPUs `{t}` are not a CPU list"))
+            })
+            .transpose()
+    };
+    let app = match &args.app_cpus {
+        Some(list) => Some(list.clone()),
+        None => from_plan(plan.as_ref().map(|p| &p.app_cpus), "application")?,
+    };
+    let syscall = match &args.syscall_cpus {
+        Some(list) => Some(list.clone()),
+        None => from_plan(plan.as_ref().map(|p| &p.syscall_cpus), "syscall")?,
+    };
+    let allowed = allowed_cpus()?;
+    if let Some(app) = &app {
+        check_cpus("application", app, &allowed)?;
+    }
+    if let Some(sys) = &syscall {
+        check_cpus("syscall", sys, &allowed)?;
+        if sys.len() > MAX_SYSCALL_CPUS {
+            bail!("--syscall-cpus names {} CPUs; at most {MAX_SYSCALL_CPUS} syscall threads are supported", sys.len());
+        }
+    }
+    Ok((app, syscall))
+}
+
+fn cpu_set(list: &CpuList) -> CpuSet {
+    let mut set = CpuSet::new();
+    for &cpu in list.cpus() {
+        set.set(cpu);
+    }
+    set
+}
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program's process group.
+struct Forwarder {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Forwarder {
+    fn start(group: Arc<AtomicI32>) -> anyhow::Result<Self> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+            .context("cannot install the signal handlers")?;
+        let handle = signals.handle();
+        let thread = std::thread::spawn(move || {
+            for sig in signals.forever() {
+                let pid = Pid::from_raw(group.load(Ordering::SeqCst));
+                if let (Some(pid), Some(sig)) = (pid, Signal::from_named_raw(sig)) {
+                    let _ = rustix::process::kill_process_group(pid, sig);
+                }
+            }
+        });
+        Ok(Self { handle, thread })
+    }
+
+    fn stop(self) {
+        self.handle.close();
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the program on the application CPUs, in its own process group.
+fn spawn(
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    app: Option<&CpuList>,
+) -> anyhow::Result<std::process::Child> {
+    let (program, rest) = command.split_first().context("no program given")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest).env_clear().envs(env).process_group(0);
+    // The child inherits the spawning thread's affinity: set it for the spawn, then restore.
+    let saved = rustix::thread::sched_getaffinity(None).context("cannot read the CPU affinity")?;
+    if let Some(app) = app {
+        rustix::thread::sched_setaffinity(None, &cpu_set(app))
+            .with_context(|| format!("cannot place on application CPUs {app}"))?;
+    }
+    let child = cmd.spawn();
+    let _ = rustix::thread::sched_setaffinity(None, &saved);
+    child.with_context(|| format!("cannot run {}", program.to_string_lossy()))
+}
+
+/// `__WNOTHREAD`: wait only for the main thread's children (the program and the orphans
+/// reparented to us), not the NIC keeper a thread of ours started.
+const WAIT_MAIN_THREAD_CHILDREN: u32 = 0x2000_0000;
+
+/// Waits for the program and every descendant left to us (we are their subreaper); returns
+/// the program's status (a shell's: 128+N when killed by signal N), the signal, and how many
+/// processes we reaped.
+fn reap(child: u32) -> (i32, Option<i32>, u64) {
+    let mut status = (1, None);
+    let mut reaped = 0;
+    loop {
+        match rustix::process::wait(WaitOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN)) {
+            Ok(Some((pid, st))) => {
+                reaped += 1;
+                if pid.as_raw_nonzero().get() as u32 == child {
+                    status = match (st.exit_status(), st.terminating_signal()) {
+                        (Some(code), _) => (code, None),
+                        (None, Some(sig)) => (128 + sig, Some(sig)),
+                        _ => (1, None),
+                    };
+                }
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    (status.0, status.1, reaped)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (app, syscall) = placement(&args)?;
+    let _applied = match (&args.plan, args.apply) {
+        (Some(plan), true) => Some(crate::apply::apply_for_run(plan)?),
+        _ => None,
+    };
+    let stats = syscall
+        .as_ref()
+        .map(|_| SharedStats::create())
+        .transpose()
+        .context("cannot create the counters")?;
+    let library = match &syscall {
+        Some(_) => Some(
+            PrivateLibrary::write(PRELOAD_LIBRARY).context("cannot write the syscall library")?,
+        ),
+        None => None,
+    };
+    if let Some(lib) = &library {
+        if !preloadable(lib.path()) {
+            bail!("the library path {} cannot go into LD_PRELOAD", lib.path().display());
+        }
+    }
+    let lane = match (&library, &syscall) {
+        (Some(lib), Some(cpus)) => Some(LaneSetting {
+            library: lib.path(),
+            syscall_cpus: cpus,
+            lane: args.syscall_lane.name(),
+            stats_fd: stats.as_ref().map(SharedStats::raw_fd),
+            follow_exec: !args.no_follow_exec,
+        }),
+        _ => None,
+    };
+    let root = rustix::process::geteuid().is_root();
+    let (env, dropped) = program_environment(std::env::vars_os(), root, lane.as_ref());
+    let loaders: Vec<&String> = dropped.iter().filter(|d| !d.starts_with("CORELANE_")).collect();
+    if !loaders.is_empty() {
+        eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
+    }
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .context("cannot become the child subreaper")?;
+    let group = Arc::new(AtomicI32::new(0));
+    let forwarder = Forwarder::start(group.clone())?;
+    let started = Instant::now();
+    let child = match spawn(&args.command, env, app.as_ref()) {
+        Ok(child) => child,
+        Err(e) => {
+            forwarder.stop();
+            return Err(e);
+        }
+    };
+    group.store(child.id() as i32, Ordering::SeqCst);
+    let (exit_status, signal, reaped) = reap(child.id());
+    let wall_ns = started.elapsed().as_nanos() as u64;
+    forwarder.stop();
+    let report = stats.as_ref().map(SharedStats::read).transpose()?.unwrap_or_default();
+    drop(library);
+    let summary =
+        summarize(&args, app, syscall.as_ref(), (exit_status, signal), &report, reaped, wall_ns)?;
+    print_summary(&summary);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_vec_pretty(&summary)?;
+        corelane::fs::write_atomic(path, &text)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::from(exit_status.clamp(0, 255) as u8))
+}
+
+fn summarize(
+    args: &RunArgs,
+    app: Option<CpuList>,
+    syscall: Option<&CpuList>,
+    (exit_status, signal): (i32, Option<i32>),
+    report: &LaneReport,
+    reaped: u64,
+    wall_ns: u64,
+) -> anyhow::Result<Summary> {
+    let children = corelane::stats::children_cpu();
+    let program_ns = (children.user + children.system).as_nanos() as u64;
+    let app = match app {
+        Some(list) => list,
+        None => allowed_cpus()?,
+    };
+    Ok(Summary {
+        corelane_run_summary: 1,
+        command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        exit_status,
+        signal,
+        app_cpus: app.to_string(),
+        syscall_cpus: syscall.map(ToString::to_string).unwrap_or_default(),
+        syscall_lane: if syscall.is_some() { args.syscall_lane.name() } else { "none" },
+        lane_note: syscall.and_then(|_| lane_note(args.syscall_lane, report)),
+        delegated: report.delegated.clone(),
+        syscall_threads: SyscallThreads {
+            count: report.syscall_threads,
+            cpu_ns: report.syscall_thread_cpu_ns,
+        },
+        program: ProgramCpu {
+            cpu_ns: program_ns.saturating_sub(report.syscall_thread_cpu_ns),
+            processes: reaped.max(report.processes),
+        },
+        wall_ns,
+    })
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn print_summary(s: &Summary) {
+    let how = match s.signal {
+        Some(sig) => format!("killed by signal {sig} (status {})", s.exit_status),
+        None => format!("exited with status {}", s.exit_status),
+    };
+    eprintln!("corelane run: {} {how} after {:.1} ms", s.command.join(" "), ms(s.wall_ns));
+    eprintln!(
+        "  program on CPUs {}: {:.3} ms CPU over {} process(es)",
+        s.app_cpus,
+        ms(s.program.cpu_ns),
+        s.program.processes
+    );
+    if s.syscall_lane == "none" {
+        eprintln!("  no syscall lane (no --syscall-cpus): every call ran in the program's threads");
+        return;
+    }
+    if let Some(note) = &s.lane_note {
+        eprintln!("  {note}");
+    }
+    let d = &s.delegated;
+    eprintln!(
+        "  {} syscall thread(s) on CPUs {} ({}): {:.3} ms CPU, {} calls: send {} recv {} read {} \
+         write {} accept {} connect {} poll {} epoll_wait {} sendfile {} close {} other {}",
+        s.syscall_threads.count,
+        s.syscall_cpus,
+        s.syscall_lane,
+        ms(s.syscall_threads.cpu_ns),
+        d.total(),
+        d.send,
+        d.recv,
+        d.read,
+        d.write,
+        d.accept,
+        d.connect,
+        d.poll,
+        d.epoll_wait,
+        d.sendfile,
+        d.close,
+        d.other
+    );
+}

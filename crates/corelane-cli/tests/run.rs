@@ -1,0 +1,476 @@
+//! `corelane run` with small C programs (tests/run/semantics.c, compiled here with `cc`):
+//! the semantics a program relies on through the syscall lane, placement read back from
+//! /proc, exit status and signals, nothing left behind, and a hostile environment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run/semantics.c");
+
+/// The compiled test program, or why there is none (printed by the skipping test).
+fn program() -> Result<&'static Path, String> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // Under cargo's scratch directory for tests, not /tmp: nothing is left behind.
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-semantics");
+            let status = Command::new("cc")
+                .args(["-O1", "-w", "-pthread", "-o"])
+                .arg(&out)
+                .arg(SOURCE)
+                .status()
+                .map_err(|e| format!("no C compiler (cc: {e})"))?;
+            status.success().then_some(out).ok_or_else(|| format!("cc failed: {status}"))
+        })
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+macro_rules! program_or_skip {
+    () => {
+        match program() {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        }
+    };
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Two CPUs: the program on 0, the syscall thread on 1 (one CPU: both on 0).
+fn placement_args() -> Vec<String> {
+    let sys = if cpus() >= 2 { "1" } else { "0" };
+    ["--app-cpus", "0", "--syscall-cpus", sys].map(String::from).to_vec()
+}
+
+/// Runs `corelane run ARGS -- PROGRAM…`, failing the test if it takes more than 30 s.
+fn run_with(
+    args: &[String],
+    command: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, serde_json::Value) {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corelane"));
+    cmd.arg("run").args(args).arg("--json").arg(json.path()).arg("--").args(command);
+    // cargo sets LD_LIBRARY_PATH for tests; a root run would note that it drops it.
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("corelane run {args:?} -- {command:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(json.path()).unwrap_or_default();
+    let summary = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    (out, summary)
+}
+
+fn run_mode(mode: &[&str]) -> (String, i32, serde_json::Value) {
+    let prog = program().unwrap().to_str().unwrap().to_string();
+    let mut command = vec![prog.as_str()];
+    command.extend_from_slice(mode);
+    let (out, summary) = run_with(&placement_args(), &command, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    (stdout, out.status.code().unwrap_or(-1), summary)
+}
+
+fn delegated(summary: &serde_json::Value, kind: &str) -> u64 {
+    summary["delegated"][kind].as_u64().unwrap()
+}
+
+#[test]
+fn socket_calls_go_to_the_syscall_thread_and_the_summary_says_so() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["echo"]);
+    assert_eq!((stdout.trim(), code), ("echo ok", 0));
+    assert_eq!(summary["corelane_run_summary"], 1);
+    assert_eq!(summary["syscall_lane"], "threads");
+    assert_eq!(summary["exit_status"], 0);
+    assert_eq!(summary["signal"], serde_json::Value::Null);
+    assert_eq!((delegated(&summary, "read"), delegated(&summary, "write")), (1, 1));
+    assert_eq!(delegated(&summary, "close"), 2);
+    assert_eq!(summary["syscall_threads"]["count"], 1);
+    assert!(summary["syscall_threads"]["cpu_ns"].as_u64().unwrap() > 0);
+    assert!(summary["program"]["cpu_ns"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn blocking_accept_in_one_thread_while_another_closes_the_listener() {
+    program_or_skip!();
+    // The kernel leaves the accept waiting; close and every other call must not wait for it.
+    let (stdout, code, summary) = run_mode(&["accept-close"]);
+    assert_eq!(code, 0);
+    let line = stdout.lines().find(|l| l.starts_with("close ")).unwrap();
+    let secs: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(line.starts_with("close 0") && secs < 0.5, "{line}");
+    assert!(stdout.contains("other calls ok"));
+    assert!(delegated(&summary, "close") >= 1);
+}
+
+#[test]
+fn a_signal_interrupts_a_blocking_recv_as_the_kernel_would() {
+    program_or_skip!();
+    let (stdout, _, _) = run_mode(&["eintr"]);
+    assert_eq!(stdout.trim(), "recv -1 errno 4 data -", "no SA_RESTART: EINTR");
+    let (stdout, _, _) = run_mode(&["restart"]);
+    assert_eq!(stdout.trim(), "recv 4 errno 0 data late", "SA_RESTART: restarted");
+}
+
+#[test]
+fn sigpipe_is_raised_in_the_writer_unless_ignored_or_declined() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["sigpipe", "default"]);
+    assert_eq!((stdout.as_str(), code), ("", 141), "killed by SIGPIPE, as a shell reports it");
+    assert_eq!(summary["signal"], 13);
+    assert_eq!(delegated(&summary, "write"), 1);
+    let (stdout, code, _) = run_mode(&["sigpipe", "ignore"]);
+    assert_eq!((stdout.trim(), code), ("write -1 errno 32", 0));
+    let (stdout, code, _) = run_mode(&["sigpipe", "nosignal"]);
+    assert_eq!((stdout.trim(), code), ("send -1 errno 32", 0));
+}
+
+#[test]
+fn errno_failing_calls_and_nonblocking_sockets_answer_at_once() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["errors"]);
+    assert_eq!(code, 0);
+    for expected in [
+        "send 1 errno 1234",        // success leaves errno alone
+        "empty recv -1 errno 11",   // EAGAIN on a non-blocking socket
+        "empty accept -1 errno 11", // and a non-blocking listener
+        "bad fd recv -1 errno 9",
+        "bad fd read -1 errno 9",
+        "bad buffer send -1 errno 14",
+        "bad poll -1 errno 14",
+        "bad close -1 errno 9",
+    ] {
+        assert!(stdout.lines().any(|l| l == expected), "missing {expected:?} in {stdout}");
+    }
+    let elapsed: f64 =
+        stdout.lines().last().unwrap().trim_start_matches("elapsed ").parse().unwrap();
+    assert!(elapsed < 0.9, "a failing call took {elapsed} s (the lane's give-up time is 1 s)");
+    assert!(delegated(&summary, "recv") >= 2 && delegated(&summary, "accept") == 1);
+}
+
+#[test]
+fn pipes_and_files_are_untouched() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["files"]);
+    assert_eq!((stdout.trim(), code), ("errno after file io 4321", 0));
+    let total: u64 =
+        summary["delegated"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(total, 0, "no call on a pipe or a file was delegated: {summary}");
+    assert_eq!(summary["syscall_threads"]["count"], 0, "no call needed a syscall thread");
+}
+
+#[test]
+fn a_forked_child_of_a_threaded_program_gets_its_own_syscall_thread() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["fork"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("child echo ok"));
+    // The child has its main thread and a fresh cl-sys-0, nothing inherited.
+    let tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("task ")).collect();
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    assert!(tasks.iter().any(|t| t.starts_with("task cl-sys-0 ")), "{tasks:?}");
+    assert_eq!(summary["program"]["processes"], 2);
+    assert_eq!(summary["syscall_threads"]["count"], 2);
+}
+
+#[test]
+fn posix_spawn_works_and_the_library_follows_exec_unless_told_not_to() {
+    program_or_skip!();
+    let (stdout, code, _) = run_mode(&["spawn"]);
+    assert_eq!(
+        (stdout.trim(), code),
+        ("spawned grep status 0", 0),
+        "the spawned grep has the library"
+    );
+    let sh = ["sh", "-c", "grep -q libcorelane_preload /proc/self/maps"];
+    let (out, _) = run_with(&placement_args(), &sh, &[]);
+    assert_eq!(out.status.code(), Some(0), "followed into exec");
+    let mut args = placement_args();
+    args.push("--no-follow-exec".into());
+    let (out, _) = run_with(&args, &sh, &[]);
+    assert_eq!(out.status.code(), Some(1), "dropped at exec");
+}
+
+#[test]
+fn threads_on_the_application_cpus_syscall_threads_on_the_syscall_cpus() {
+    program_or_skip!();
+    if cpus() < 2 {
+        eprintln!("skipped: one CPU, nothing to tell apart");
+        return;
+    }
+    let (stdout, code, summary) = run_mode(&["placement"]);
+    assert_eq!(code, 0);
+    let tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("task ")).collect();
+    assert_eq!(tasks.len(), 3, "{tasks:?}");
+    for task in tasks {
+        let expected = if task.starts_with("task cl-sys-") { "1" } else { "0" };
+        assert!(task.ends_with(&format!("cpus {expected}")), "{task}");
+    }
+    assert_eq!(
+        (summary["app_cpus"].as_str(), summary["syscall_cpus"].as_str()),
+        (Some("0"), Some("1"))
+    );
+}
+
+#[test]
+fn exit_status_is_returned_and_sigterm_reaches_the_program() {
+    let (out, summary) = run_with(&[], &["sh", "-c", "exit 7"], &[]);
+    assert_eq!((out.status.code(), summary["exit_status"].as_i64()), (Some(7), Some(7)));
+    assert_eq!(summary["syscall_lane"], "none");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["run", "--", "sleep", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "SIGTERM did not reach sleep");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
+}
+
+#[test]
+fn nothing_is_left_behind_and_daemonized_children_are_waited_for() {
+    program_or_skip!();
+    let (stdout, code, _) = run_mode(&["env"]);
+    assert_eq!(code, 0);
+    let library = stdout.trim().strip_prefix("LD_PRELOAD=").unwrap();
+    assert!(
+        library.starts_with("/tmp/corelane-run-") && library.ends_with("/libcorelane_preload.so")
+    );
+    assert!(!Path::new(library).exists(), "{library} was left behind");
+    assert!(!Path::new(library).parent().unwrap().exists());
+    // A grandchild that left the session still counts: corelane run returns after it.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("daemon-done");
+    let (_, code, summary) = run_mode(&["daemon", marker.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(marker.exists(), "corelane run returned before the daemonized grandchild ended");
+    assert_eq!(summary["program"]["processes"], 3);
+}
+
+/// A library whose constructor leaves a mark when it runs inside the test program.
+const EVIL: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+    char comm[32] = {0};
+    int fd = open("/proc/self/comm", O_RDONLY);
+    if (fd < 0 || read(fd, comm, sizeof comm - 1) <= 0 || strncmp(comm, "sem", 3)) return;
+    const char *mark = getenv("EVIL_MARK");
+    if (mark) close(open(mark, O_CREAT | O_WRONLY, 0600));
+}
+"#;
+
+#[test]
+fn a_crafted_environment_cannot_make_root_load_another_library() {
+    let prog = program_or_skip!();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (only root's run drops LD_PRELOAD)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("evil.c");
+    std::fs::write(&source, EVIL).unwrap();
+    let evil = dir.path().join("evil.so");
+    let built =
+        Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&evil).arg(&source).status();
+    assert!(built.unwrap().success());
+    let mark = dir.path().join("mark");
+    let env = [
+        ("LD_PRELOAD", evil.to_str().unwrap()),
+        ("LD_LIBRARY_PATH", dir.path().to_str().unwrap()),
+        ("EVIL_MARK", mark.to_str().unwrap()),
+        ("CORELANE_SYSCALL_CPUS", "0-63"),
+        ("CORELANE_SYSCALL_LANE", "bogus"),
+        ("CORELANE_STATS_FD", "0"),
+    ];
+    let (out, summary) = run_with(&placement_args(), &[prog.to_str().unwrap(), "env"], &env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!mark.exists(), "the planted library ran in the program");
+    assert!(
+        stdout.trim().ends_with("/libcorelane_preload.so") && !stdout.contains(':'),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not passing"));
+    assert_eq!(summary["syscall_cpus"], placement_args()[3].as_str());
+    assert!(delegated(&summary, "write") >= 1, "ours still runs: {summary}");
+}
+
+#[test]
+fn bad_arguments_fail_with_one_clear_line() {
+    let (out, _) = run_with(&["--syscall-cpus".into(), "4000".into()], &["true"], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    let (out, _) = run_with(&["--app-cpus".into(), "1023".into()], &["true"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("application CPU 1023 is not available here"), "{err}");
+    let (out, _) = run_with(&["--syscall-cpus".into(), "0".into()], &["/nonexistent/program"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot run /nonexistent/program"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_plan_gives_the_cpus_and_a_malformed_one_is_named() {
+    program_or_skip!();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let sys = placement_args()[3].clone();
+    let text = format!(
+        "nic = \"lo\"\npolicy = \"custom\"\nnuma_node = 0\nirq_cpus = \"0\"\nsyscall_cpus = \"{sys}\"\n\
+         app_cpus = \"0\"\nrps_cpus = \"\"\nirqs = []\n"
+    );
+    std::fs::write(&plan, text).unwrap();
+    let prog = program().unwrap().to_str().unwrap();
+    let args = ["--plan".to_string(), plan.to_str().unwrap().to_string()];
+    let (out, summary) = run_with(&args, &[prog, "echo"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        (summary["app_cpus"].as_str(), summary["syscall_cpus"].as_str()),
+        (Some("0"), Some(sys.as_str()))
+    );
+    assert_eq!(delegated(&summary, "write"), 1);
+    std::fs::write(&plan, "nic = 3").unwrap();
+    let (out, _) = run_with(&args, &[prog, "echo"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a plan written by `corelane plan`"), "{err}");
+}
+
+/// A network namespace of this test's own (removed on drop), for changing its `lo`.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Option<Self> {
+        let name = format!("corelane-run-{tag}-{}", std::process::id());
+        let made = Command::new("ip").args(["netns", "add", &name]).status();
+        made.is_ok_and(|s| s.success()).then_some(Self(name))
+    }
+
+    fn sh(&self, script: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.0, "sh", "-c", script]);
+        cmd
+    }
+
+    fn rps(&self) -> String {
+        let out = self.sh("cat /sys/class/net/lo/queues/rx-0/rps_cpus").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn apply_changes_the_nic_for_the_run_and_a_kill_still_reverts_it() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (--apply changes a NIC)");
+        return;
+    }
+    let Some(ns) = Netns::new("apply") else {
+        eprintln!("skipped: cannot make a network namespace (ip netns add)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let text =
+        "nic = \"lo\"\npolicy = \"custom\"\nnuma_node = 0\nirq_cpus = \"0\"\nsyscall_cpus = \"\"\n\
+                app_cpus = \"0\"\nrps_cpus = \"1\"\nirqs = []\n";
+    std::fs::write(&plan, text).unwrap();
+    let before = ns.rps();
+    let exe = env!("CARGO_BIN_EXE_corelane");
+    let script = format!(
+        "exec {exe} run --plan {} --apply -- cat /sys/class/net/lo/queues/rx-0/rps_cpus",
+        plan.display()
+    );
+    let out = ns.sh(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "changed for the run");
+    assert_eq!(ns.rps(), before, "reverted when the program exited");
+    // SIGKILL to corelane run: the keeper still restores the NIC.
+    let script = format!("exec {exe} run --plan {} --apply -- sleep 30", plan.display());
+    let mut run = ns.sh(&script).stderr(Stdio::null()).spawn().unwrap();
+    let start = Instant::now();
+    while ns.rps() != "1" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the plan was never applied");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = run.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    run.kill().unwrap();
+    run.wait().unwrap();
+    for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+        if let Some(p) = rustix::process::Pid::from_raw(child) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
+    let start = Instant::now();
+    while ns.rps() != before {
+        assert!(start.elapsed() < Duration::from_secs(10), "a killed run left the NIC changed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_uring_lane_runs_the_calls_on_its_sqpoll_thread_with_the_same_semantics() {
+    let prog = program_or_skip!().to_str().unwrap();
+    let mut args = placement_args();
+    args.extend(["--syscall-lane".to_string(), "uring".to_string()]);
+    let (out, summary) = run_with(&args, &[prog, "placement"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(summary["syscall_lane"], "uring");
+    if summary["lane_note"].is_string() {
+        eprintln!("skipped the SQPOLL checks: {}", summary["lane_note"]);
+    } else {
+        let sqpoll: Vec<&str> = stdout.lines().filter(|l| l.starts_with("task iou-sqp-")).collect();
+        assert_eq!(sqpoll.len(), 1, "{stdout}");
+        assert!(sqpoll[0].ends_with(&format!("cpus {}", placement_args()[3])), "{stdout}");
+        assert!(!stdout.contains("cl-sys-"), "no syscall threads of ours: {stdout}");
+    }
+    // (In "placement" another thread's first call starts the ring; calls meanwhile go direct.)
+    let (_, summary) = run_with(&args, &[prog, "echo"], &[]);
+    assert_eq!((delegated(&summary, "read"), delegated(&summary, "write")), (1, 1));
+    for (mode, expected) in [
+        (&["errors"][..], "empty recv -1 errno 11"),
+        (&["eintr"][..], "recv -1 errno 4 data -"),
+        (&["restart"][..], "recv 4 errno 0 data late"),
+        (&["sigpipe", "ignore"][..], "write -1 errno 32"),
+    ] {
+        let mut command = vec![prog];
+        command.extend_from_slice(mode);
+        let (out, _) = run_with(&args, &command, &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.lines().any(|l| l == expected), "{mode:?}: {stdout}");
+    }
+    let (out, summary) = run_with(&args, &[prog, "sigpipe", "default"], &[]);
+    assert_eq!((out.status.code(), summary["signal"].as_i64()), (Some(141), Some(13)));
+}

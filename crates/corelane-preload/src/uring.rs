@@ -1,0 +1,314 @@
+//! The uring lane: the same non-blocking calls submitted to one io_uring per process whose
+//! SQPOLL thread (the kernel's own syscall thread, `iou-sqp-PID`) is pinned to the first
+//! syscall CPU (IORING_SETUP_SQPOLL|SQ_AFF). Fallbacks, each recorded for `corelane run`: the
+//! kernel refuses SQPOLL → a plain ring, each submission an io_uring_enter from the caller;
+//! no io_uring at all → the threads lane. Only what io_uring runs without blocking its poller
+//! goes there (send, recv, recvmsg; read, readv, write on sockets); the rest of the lane's
+//! calls go direct in this lane. Threads submit under a spin lock (a few stores); whichever
+//! waiting thread gets the completion lock hands every completion to its slot.
+
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
+
+use crate::exec::*;
+use crate::ffi::*;
+use crate::lane::Outcome;
+
+const SYS_IO_URING_SETUP: c_long = 425;
+const SYS_IO_URING_ENTER: c_long = 426;
+const SETUP_SQPOLL: u32 = 2;
+const SETUP_SQ_AFF: u32 = 4;
+const FEAT_SINGLE_MMAP: u32 = 1;
+const ENTER_GETEVENTS: u32 = 1;
+const ENTER_SQ_WAKEUP: u32 = 2;
+const ENTER_EXT_ARG: u32 = 8;
+const SQ_NEED_WAKEUP: u32 = 1;
+const OFF_SQES: i64 = 0x1000_0000;
+const OP_RECVMSG: u8 = 10;
+const OP_SEND: u8 = 26;
+const OP_RECV: u8 = 27;
+const ENTRIES: u32 = 256;
+
+/// How the ring was set up (recorded in the process's counters record).
+pub const MODE_SQPOLL: u64 = 2;
+pub const MODE_PLAIN: u64 = 3;
+pub const MODE_UNAVAILABLE: u64 = 4;
+
+#[repr(C)]
+#[derive(Default)]
+struct Params {
+    sq_entries: u32,
+    cq_entries: u32,
+    flags: u32,
+    sq_thread_cpu: u32,
+    sq_thread_idle: u32,
+    features: u32,
+    wq_fd: u32,
+    resv: [u32; 3],
+    sq_off: [u32; 10],
+    cq_off: [u32; 10],
+}
+
+#[repr(C)]
+struct Sqe {
+    opcode: u8,
+    flags: u8,
+    ioprio: u16,
+    fd: i32,
+    off: u64,
+    addr: u64,
+    len: u32,
+    op_flags: u32,
+    user_data: u64,
+    tail: [u64; 3],
+}
+
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+/// The mapped ring: raw addresses of its fields (all inside the mapping, kept for the
+/// process's life).
+struct Ring {
+    fd: c_int,
+    sqpoll: bool,
+    sq_head: *const AtomicU32,
+    sq_tail: *const AtomicU32,
+    sq_mask: u32,
+    sq_flags: *const AtomicU32,
+    sq_array: *mut u32,
+    sqes: *mut Sqe,
+    cq_head: *const AtomicU32,
+    cq_tail: *const AtomicU32,
+    cq_mask: u32,
+    cqes: *const [u64; 2],
+}
+
+static RING: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
+static SQ_LOCK: AtomicBool = AtomicBool::new(false);
+static CQ_LOCK: AtomicBool = AtomicBool::new(false);
+static SQPOLL_TID: AtomicU64 = AtomicU64::new(0);
+
+fn enter(fd: c_int, submit: u32, wait: u32, flags: u32, arg: *const GeteventsArg) -> c_long {
+    let size = if arg.is_null() { 0usize } else { core::mem::size_of::<GeteventsArg>() };
+    // SAFETY: `arg` is NULL or a live getevents argument of the size given.
+    unsafe { syscall(SYS_IO_URING_ENTER, fd, submit, wait, flags, arg, size) }
+}
+
+/// Sets the ring up; returns the mode, or MODE_UNAVAILABLE (the caller starts threads).
+pub fn start(cpu: u32) -> u64 {
+    let mut params = Params {
+        flags: SETUP_SQPOLL | SETUP_SQ_AFF,
+        sq_thread_cpu: cpu,
+        sq_thread_idle: 10,
+        ..Params::default()
+    };
+    // SAFETY: `params` is a valid io_uring_params the kernel fills in.
+    let mut fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    let mut sqpoll = true;
+    if fd < 0 {
+        params = Params::default();
+        sqpoll = false;
+        // SAFETY: as above, without SQPOLL.
+        fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    }
+    if fd < 0 || params.features & FEAT_SINGLE_MMAP == 0 {
+        return MODE_UNAVAILABLE;
+    }
+    let (sq, cq) = (&params.sq_off, &params.cq_off);
+    let ring_len = (sq[6] + params.sq_entries * 4).max(cq[5] + params.cq_entries * 16) as usize;
+    // SAFETY: mapping the rings of the fd just created, at the offsets the kernel gave.
+    let base = unsafe { mmap(core::ptr::null_mut(), ring_len, PROT_READ_WRITE, MAP_SHARED, fd, 0) };
+    let sqe_len = params.sq_entries as usize * core::mem::size_of::<Sqe>();
+    // SAFETY: as above, the SQE array.
+    let sqes =
+        unsafe { mmap(core::ptr::null_mut(), sqe_len, PROT_READ_WRITE, MAP_SHARED, fd, OFF_SQES) };
+    if base == MAP_FAILED || sqes == MAP_FAILED {
+        return MODE_UNAVAILABLE;
+    }
+    let at = |off: u32| (base as usize + off as usize) as *mut u32;
+    // SAFETY: the masks lie inside the ring mapping, at the kernel's offsets.
+    let (sq_mask, cq_mask) = unsafe { (*at(sq[2]), *at(cq[2])) };
+    let ring = Box::new(Ring {
+        fd,
+        sqpoll,
+        sq_head: at(sq[0]).cast(),
+        sq_tail: at(sq[1]).cast(),
+        sq_mask,
+        sq_flags: at(sq[4]).cast(),
+        sq_array: at(sq[6]),
+        sqes: sqes.cast(),
+        cq_head: at(cq[0]).cast(),
+        cq_tail: at(cq[1]).cast(),
+        cq_mask,
+        cqes: at(cq[5]).cast(),
+    });
+    RING.store(Box::into_raw(ring), Release);
+    if sqpoll {
+        MODE_SQPOLL
+    } else {
+        MODE_PLAIN
+    }
+}
+
+/// In a forked child: the parent's ring is not ours (its memory is shared with the parent).
+pub fn forget_after_fork() {
+    RING.store(core::ptr::null_mut(), SeqCst);
+    SQ_LOCK.store(false, SeqCst);
+    CQ_LOCK.store(false, SeqCst);
+    SQPOLL_TID.store(0, SeqCst);
+}
+
+fn ring() -> Option<&'static Ring> {
+    let ring = RING.load(Acquire);
+    // SAFETY: non-null only after `start` leaked a fully built Ring.
+    (!ring.is_null()).then(|| unsafe { &*ring })
+}
+
+/// The SQE for a call this lane runs, or None (the caller makes the call itself).
+fn sqe_for(op: u32, a: [u64; 6], user_data: u64) -> Option<Sqe> {
+    let flags = a[3] as u32 as c_int;
+    let (opcode, addr, len, op_flags) = match op {
+        SEND | WRITE if a[4] == 0 => (OP_SEND, a[1], a[2], flags | MSG_DONTWAIT | MSG_NOSIGNAL),
+        RECV | READ if a[4] == 0 && flags & MSG_WAITALL == 0 => {
+            (OP_RECV, a[1], a[2], flags | MSG_DONTWAIT)
+        }
+        RECVMSG | READV if flags & MSG_WAITALL == 0 => (OP_RECVMSG, a[1], 1, flags | MSG_DONTWAIT),
+        _ => return None,
+    };
+    let len = u32::try_from(len).ok()?;
+    Some(Sqe {
+        opcode,
+        flags: 0,
+        ioprio: 0,
+        fd: a[0] as i32,
+        off: 0,
+        addr,
+        len,
+        op_flags: op_flags as u32,
+        user_data,
+        tail: [0; 3],
+    })
+}
+
+fn lock(flag: &AtomicBool) {
+    while flag.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
+        core::hint::spin_loop();
+    }
+}
+
+fn submit(ring: &Ring, sqe: Sqe) -> bool {
+    lock(&SQ_LOCK);
+    // SAFETY: the ring's fields point into its mapping; the SQ tail and the SQE array are
+    // written only under SQ_LOCK, and entry `index` is free (tail - head < entries).
+    let queued = unsafe {
+        let tail = (*ring.sq_tail).load(Relaxed);
+        let head = (*ring.sq_head).load(Acquire);
+        if tail.wrapping_sub(head) > ring.sq_mask {
+            false
+        } else {
+            let index = tail & ring.sq_mask;
+            ring.sqes.add(index as usize).write(sqe);
+            ring.sq_array.add(index as usize).write(index);
+            (*ring.sq_tail).store(tail.wrapping_add(1), Release);
+            true
+        }
+    };
+    SQ_LOCK.store(false, Release);
+    if !queued {
+        return false;
+    }
+    fence(SeqCst);
+    // SAFETY: the SQ flags word lies inside the ring mapping.
+    let asleep = unsafe { (*ring.sq_flags).load(Relaxed) } & SQ_NEED_WAKEUP != 0;
+    if !ring.sqpoll {
+        enter(ring.fd, 1, 0, 0, core::ptr::null());
+    } else if asleep {
+        enter(ring.fd, 0, 0, ENTER_SQ_WAKEUP, core::ptr::null());
+    }
+    true
+}
+
+/// Hands every completion waiting in the CQ to its slot.
+fn drain(ring: &Ring, deliver: &dyn Fn(u64, i32)) {
+    if CQ_LOCK.compare_exchange(false, true, Acquire, Relaxed).is_err() {
+        return;
+    }
+    // SAFETY: CQ head is written only under CQ_LOCK; entries between head and tail are
+    // complete (tail read with Acquire).
+    unsafe {
+        let mut head = (*ring.cq_head).load(Relaxed);
+        let tail = (*ring.cq_tail).load(Acquire);
+        while head != tail {
+            let [user_data, res_flags] = *ring.cqes.add((head & ring.cq_mask) as usize);
+            deliver(user_data, res_flags as u32 as i32);
+            head = head.wrapping_add(1);
+        }
+        (*ring.cq_head).store(head, Release);
+    }
+    CQ_LOCK.store(false, Release);
+}
+
+/// Runs `op` for the caller holding slot `index` through the ring. `deliver(user_data, res)`
+/// completes a slot; `done()` says whether ours is.
+pub fn run(
+    index: usize,
+    op: u32,
+    args: [u64; 6],
+    deliver: &dyn Fn(u64, i32),
+    done: &dyn Fn() -> Option<Outcome>,
+) -> Option<Outcome> {
+    let ring = ring()?;
+    let sqe = sqe_for(op, args, index as u64 + 1)?;
+    if !submit(ring, sqe) {
+        return None;
+    }
+    let wait = GeteventsArg { sigmask: 0, sigmask_sz: 8, min_wait_usec: 0, ts: 0 };
+    let ts = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+    let wait = GeteventsArg { ts: &ts as *const Timespec as u64, ..wait };
+    let mut spins = 0u32;
+    loop {
+        drain(ring, deliver);
+        if let Some(outcome) = done() {
+            return Some(outcome);
+        }
+        spins += 1;
+        if spins < 2000 {
+            core::hint::spin_loop();
+        } else {
+            // Sleeps until a completion (anyone's) or 1 ms, whichever first: a completion
+            // another thread drains for us is never waited for longer than that.
+            enter(ring.fd, 0, 1, ENTER_GETEVENTS | ENTER_EXT_ARG, &wait);
+        }
+    }
+}
+
+/// The SQPOLL thread's id, found once in /proc/self/task by its name (iou-sqp-PID).
+pub fn sqpoll_tid() -> Option<u64> {
+    let known = SQPOLL_TID.load(Relaxed);
+    if known != 0 {
+        return Some(known);
+    }
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    for task in tasks.flatten() {
+        let comm = std::fs::read(task.path().join("comm")).unwrap_or_default();
+        if comm.starts_with(b"iou-sqp") {
+            let tid = task.file_name().to_str()?.parse().ok()?;
+            SQPOLL_TID.store(tid, Relaxed);
+            return Some(tid);
+        }
+    }
+    None
+}
+
+/// The SQPOLL thread's CPU time (its sum_exec_runtime, from schedstat), in ns.
+pub fn sqpoll_cpu_ns() -> Option<u64> {
+    ring().filter(|r| r.sqpoll)?;
+    let tid = sqpoll_tid()?;
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}

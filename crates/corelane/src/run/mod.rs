@@ -1,0 +1,12 @@
+//! `corelane run`'s library side (seed 003 for unmodified programs): the private copy of the
+//! preloaded system-call library, the environment the program gets, and the counters the
+//! library shares with `corelane run`. The program is placed by CPU affinity; the library
+//! (crate `corelane-preload`) carries its network calls to syscall threads.
+
+mod environment;
+mod library;
+mod stats;
+
+pub use environment::{preloadable, program_environment, LaneSetting, LOADER_VARIABLES};
+pub use library::{PrivateLibrary, FILE_NAME as LIBRARY_FILE_NAME};
+pub use stats::{parse as parse_stats, Delegated, LaneMode, LaneReport, SharedStats, MAX_RECORDS};
