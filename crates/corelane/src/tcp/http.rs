@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The most headers a request may carry before it is answered 431.
-const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 
 /// What protects a server from its clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -58,13 +58,18 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
+    PartialContent,
+    MovedPermanently,
+    NotModified,
     BadRequest,
     Forbidden,
     NotFound,
     MethodNotAllowed,
     RequestTimeout,
+    PreconditionFailed,
     PayloadTooLarge,
     UriTooLong,
+    RangeNotSatisfiable,
     HeaderFieldsTooLarge,
     NotImplemented,
     ServiceUnavailable,
@@ -75,13 +80,18 @@ impl Status {
     pub fn code(self) -> u16 {
         match self {
             Self::Ok => 200,
+            Self::PartialContent => 206,
+            Self::MovedPermanently => 301,
+            Self::NotModified => 304,
             Self::BadRequest => 400,
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::RequestTimeout => 408,
+            Self::PreconditionFailed => 412,
             Self::PayloadTooLarge => 413,
             Self::UriTooLong => 414,
+            Self::RangeNotSatisfiable => 416,
             Self::HeaderFieldsTooLarge => 431,
             Self::NotImplemented => 501,
             Self::ServiceUnavailable => 503,
@@ -92,13 +102,18 @@ impl Status {
     pub fn reason(self) -> &'static str {
         match self {
             Self::Ok => "OK",
+            Self::PartialContent => "Partial Content",
+            Self::MovedPermanently => "Moved Permanently",
+            Self::NotModified => "Not Modified",
             Self::BadRequest => "Bad Request",
             Self::Forbidden => "Forbidden",
             Self::NotFound => "Not Found",
             Self::MethodNotAllowed => "Method Not Allowed",
             Self::RequestTimeout => "Request Timeout",
+            Self::PreconditionFailed => "Precondition Failed",
             Self::PayloadTooLarge => "Payload Too Large",
             Self::UriTooLong => "URI Too Long",
+            Self::RangeNotSatisfiable => "Range Not Satisfiable",
             Self::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             Self::NotImplemented => "Not Implemented",
             Self::ServiceUnavailable => "Service Unavailable",
@@ -127,6 +142,10 @@ pub struct Request {
     pub head_len: usize,
     /// Body bytes that follow the head (Content-Length), to be skipped.
     pub body_len: u64,
+    /// It carries a header a static file answers to (Range or a condition): the file's
+    /// answer reads the head again for them (see [`super::static_file`]); a plain request is
+    /// spared the second look.
+    pub conditional: bool,
 }
 
 /// What one look at a connection's input found.
@@ -184,6 +203,7 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
     let mut keep_alive = http11;
     let mut body_len = None;
     let mut hosts = 0;
+    let mut conditional = false;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',') {
@@ -213,6 +233,8 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
             return Parsed::Reject(Status::NotImplemented);
         } else if h.name.eq_ignore_ascii_case("host") {
             hosts += 1;
+        } else if !conditional {
+            conditional = super::static_file::is_file_header(h.name);
         }
     }
     // RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host; more than one is refused
@@ -226,6 +248,7 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
         keep_alive,
         head_len,
         body_len: body_len.unwrap_or(0),
+        conditional,
     })
 }
 
@@ -299,25 +322,74 @@ pub fn write_head(
     keep_alive: bool,
     date: &str,
 ) {
-    use std::io::Write;
-    let connection = if keep_alive { "keep-alive" } else { "close" };
-    // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        "HTTP/1.1 {} {}\r\nServer: corelane\r\nDate: {date}\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\nConnection: {connection}\r\n",
-        status.code(),
-        status.reason(),
-    );
-    if status == Status::MethodNotAllowed {
-        out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+    let head =
+        Head { status, content_type: Some(content_type), content_length: Some(content_length) };
+    head.write(out, keep_alive, date, &[]);
+}
+
+/// A response head's fixed part; other fields go in [`Head::write`]'s `fields`.
+#[derive(Debug, Clone, Copy)]
+pub struct Head<'a> {
+    pub status: Status,
+    /// Left out of a 304, which describes no body.
+    pub content_type: Option<&'a str>,
+    pub content_length: Option<u64>,
+}
+
+impl Head<'_> {
+    /// Appends the head with `fields` (name, value) after the fixed ones.
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        keep_alive: bool,
+        date: &str,
+        fields: &[(&str, &dyn std::fmt::Display)],
+    ) {
+        use std::io::Write;
+        let status = self.status;
+        let connection = if keep_alive { "keep-alive" } else { "close" };
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nServer: corelane\r\nDate: {date}\r\n",
+            status.code(),
+            status.reason()
+        );
+        if let Some(content_type) = self.content_type {
+            let _ = write!(out, "Content-Type: {content_type}\r\n");
+        }
+        if let Some(len) = self.content_length {
+            let _ = write!(out, "Content-Length: {len}\r\n");
+        }
+        let _ = write!(out, "Connection: {connection}\r\n");
+        if status == Status::MethodNotAllowed {
+            out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+        }
+        for (name, value) in fields {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends a complete error response (a one-line text body, left out for HEAD) to `out`.
 pub fn write_error(out: &mut Vec<u8>, status: Status, keep_alive: bool, head: bool, date: &str) {
+    write_error_with(out, status, keep_alive, head, date, &[]);
+}
+
+/// [`write_error`] with more fields in the head (a 416's Content-Range, a 301's Location).
+pub fn write_error_with(
+    out: &mut Vec<u8>,
+    status: Status,
+    keep_alive: bool,
+    head: bool,
+    date: &str,
+    fields: &[(&str, &dyn std::fmt::Display)],
+) {
     let body = format!("{} {}\n", status.code(), status.reason());
-    write_head(out, status, "text/plain", body.len() as u64, keep_alive, date);
+    let fixed =
+        Head { status, content_type: Some("text/plain"), content_length: Some(body.len() as u64) };
+    fixed.write(out, keep_alive, date, fields);
     if !head {
         out.extend_from_slice(body.as_bytes());
     }
@@ -329,12 +401,25 @@ pub struct StaticRoot {
     dir: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
-/// An opened static file: the file, its length and its Content-Type.
+/// An opened static file: the file, its length, its Content-Type and its validators, all
+/// from the descriptor that is sent from (never a second look at the path).
 #[derive(Debug)]
 pub struct StaticFile {
     pub file: std::fs::File,
     pub len: u64,
     pub content_type: &'static str,
+    pub validators: super::static_file::Validators,
+}
+
+/// What a request target names under the root.
+#[derive(Debug)]
+pub enum Found {
+    File(StaticFile),
+    /// A directory named without its trailing slash: redirected (301) to this path, so that
+    /// its page's relative links resolve under it.
+    Directory {
+        location: String,
+    },
 }
 
 impl StaticRoot {
@@ -363,7 +448,9 @@ impl StaticRoot {
     /// symlink or /proc link leads out of the root (403), index.html of a directory included.
     /// O_NONBLOCK, and only regular files are served: a FIFO or device under the root is
     /// answered 404 at once instead of blocking the lane.
-    pub fn open(&self, target: &[u8]) -> Result<StaticFile, Status> {
+    /// A directory named without its trailing slash is not opened but redirected (see
+    /// [`Found::Directory`]).
+    pub fn open(&self, target: &[u8]) -> Result<Found, Status> {
         let path = target.split(|&b| b == b'?' || b == b'#').next().unwrap_or(b"/");
         let decoded = percent_decode(path).ok_or(Status::BadRequest)?;
         let text = std::str::from_utf8(&decoded).map_err(|_| Status::BadRequest)?;
@@ -381,11 +468,15 @@ impl StaticRoot {
         let rel = if rel.as_os_str().is_empty() { PathBuf::from(".") } else { rel };
         let (fd, stat) = open_beneath(self.dir.as_fd(), &rel)?;
         match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
-            rustix::fs::FileType::RegularFile => Ok(StaticFile {
+            rustix::fs::FileType::RegularFile => Ok(Found::File(StaticFile {
                 file: fd.into(),
                 len: stat.st_size as u64,
                 content_type: content_type(&rel),
-            }),
+                validators: super::static_file::Validators::of(&stat),
+            })),
+            rustix::fs::FileType::Directory if !path.ends_with(b"/") => {
+                Ok(Found::Directory { location: super::static_file::directory_location(path) })
+            }
             rustix::fs::FileType::Directory => {
                 let (index, stat) = open_beneath(fd.as_fd(), Path::new("index.html"))?;
                 if rustix::fs::FileType::from_raw_mode(stat.st_mode)
@@ -393,11 +484,12 @@ impl StaticRoot {
                 {
                     return Err(Status::NotFound);
                 }
-                Ok(StaticFile {
+                Ok(Found::File(StaticFile {
                     file: index.into(),
                     len: stat.st_size as u64,
                     content_type: content_type(Path::new("index.html")),
-                })
+                    validators: super::static_file::Validators::of(&stat),
+                }))
             }
             _ => Err(Status::NotFound),
         }
@@ -533,13 +625,19 @@ mod tests {
         std::fs::write(dir.join("sub/a b.txt"), "x").unwrap();
         std::fs::write(dir.join("index.html"), "i").unwrap();
         let root = StaticRoot::new(dir).unwrap();
-        let opened = |t: &[u8]| root.open(t).map(|f| (f.len, f.content_type));
+        let opened = |t: &[u8]| match root.open(t)? {
+            Found::File(f) => Ok::<_, Status>((f.len, f.content_type)),
+            Found::Directory { location } => panic!("redirected to {location}"),
+        };
         assert_eq!(opened(b"/sub/a%20b.txt?q").unwrap(), (1, "text/plain; charset=utf-8"));
         assert_eq!(opened(b"/").unwrap(), (1, "text/html; charset=utf-8"));
         assert_eq!(opened(b"/../etc/passwd").unwrap_err(), Status::Forbidden);
         assert_eq!(opened(b"/sub/%2e%2e/%2e%2e/etc/passwd").unwrap_err(), Status::Forbidden);
         assert_eq!(opened(b"/missing").unwrap_err(), Status::NotFound);
-        assert_eq!(opened(b"/sub").unwrap_err(), Status::NotFound);
+        assert_eq!(opened(b"/sub/").unwrap_err(), Status::NotFound);
+        assert!(
+            matches!(root.open(b"/sub?x"), Ok(Found::Directory { location }) if location == "/sub/")
+        );
         assert_eq!(opened(b"/%zz").unwrap_err(), Status::BadRequest);
     }
 

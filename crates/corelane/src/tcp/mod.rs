@@ -18,6 +18,7 @@ pub mod http;
 pub mod load;
 pub mod recycle;
 pub mod server;
+pub mod static_file;
 mod uring;
 
 use std::io;
