@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use corelane::lane::Placement;
 use corelane::privilege::RunAs;
-use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
+use corelane::tcp::static_file::StaticRoot;
 use corelane::tcp::{
     Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, ServeInterval, Server,
     ServerConfig,

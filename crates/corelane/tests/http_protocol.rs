@@ -10,7 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
-use corelane::tcp::http::{parse_request, Limits, Parsed, StaticRoot};
+use corelane::tcp::http::{parse_request, Limits, Parsed};
+use corelane::tcp::static_file::StaticRoot;
 use corelane::tcp::{Backend, Content, Server, ServerConfig};
 
 const PYTHON: &str = "/usr/bin/python3";

@@ -1,7 +1,7 @@
 //! A static file's answer, the same for every backend: its validators (a strong ETag and
 //! Last-Modified) from the opened descriptor's fstat, conditional requests in RFC 9110
 //! §13.2.2's order, one byte range (206) or the whole file, and the 301 that adds a
-//! directory's trailing slash.
+//! directory's trailing slash; the files themselves opened beneath the root's descriptor.
 //!
 //! Several ranges in one request get the whole file (200): the simplest correct answer (RFC
 //! 9110 §14.2 lets a server ignore Range), as many servers give when ranges are many, and one
@@ -11,16 +11,12 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::time::{Duration, SystemTime};
 
-use super::http::{self, Found, Head, Method, StaticRoot, Status};
+use std::os::fd::AsFd;
+use std::path::{Component, Path, PathBuf};
 
-/// The request headers a static file answers to.
-const FILE_HEADERS: [&str; 6] =
-    ["range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since"];
-
-/// Whether `name` is one of the headers a static file answers to.
-pub fn is_file_header(name: &str) -> bool {
-    FILE_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h))
-}
+#[cfg(test)]
+use super::http::FILE_HEADERS;
+use super::http::{self, Head, Method, Status};
 
 /// The latest second an HTTP-date can name (9999-12-31T23:59:59Z): a file time outside
 /// 1970..=9999 has no Last-Modified (httpdate cannot format it, and must not be asked to).
@@ -398,10 +394,196 @@ pub fn directory_location(raw_path: &[u8]) -> String {
     location
 }
 
+/// Static files under one directory, opened through a descriptor held for it.
+#[derive(Debug, Clone)]
+pub struct StaticRoot {
+    dir: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+/// An opened static file: the file, its length, its Content-Type and its validators, all
+/// from the descriptor that is sent from (never a second look at the path).
+#[derive(Debug)]
+pub struct StaticFile {
+    pub file: std::fs::File,
+    pub len: u64,
+    pub content_type: &'static str,
+    pub validators: Validators,
+}
+
+/// What a request target names under the root.
+#[derive(Debug)]
+pub enum Found {
+    File(StaticFile),
+    /// A directory named without its trailing slash: redirected (301) to this path, so that
+    /// its page's relative links resolve under it.
+    Directory {
+        location: String,
+    },
+}
+
+impl StaticRoot {
+    /// `dir` must be an existing directory; it is opened once here and every file is opened
+    /// beneath that descriptor, so renaming or replacing the path later changes nothing.
+    pub fn new(dir: &Path) -> std::io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::NOTDIR => std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ),
+            e => e.into(),
+        })?;
+        Ok(Self { dir: std::sync::Arc::new(fd) })
+    }
+
+    /// Opens the file a request target names, or gives the status that refuses it.
+    /// Percent-escapes are decoded and `..` segments refused (403). The open itself is
+    /// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from the root's descriptor: no path,
+    /// symlink or /proc link leads out of the root (403), index.html of a directory included.
+    /// O_NONBLOCK, and only regular files are served: a FIFO or device under the root is
+    /// answered 404 at once instead of blocking the lane.
+    /// A directory named without its trailing slash is not opened but redirected (see
+    /// [`Found::Directory`]).
+    pub fn open(&self, target: &[u8]) -> Result<Found, Status> {
+        let path = target.split(|&b| b == b'?' || b == b'#').next().unwrap_or(b"/");
+        let decoded = percent_decode(path).ok_or(Status::BadRequest)?;
+        let text = std::str::from_utf8(&decoded).map_err(|_| Status::BadRequest)?;
+        if text.contains('\0') {
+            return Err(Status::BadRequest);
+        }
+        let mut rel = PathBuf::new();
+        for component in Path::new(text).components() {
+            match component {
+                Component::Normal(part) => rel.push(part),
+                Component::RootDir | Component::CurDir => {}
+                Component::ParentDir | Component::Prefix(_) => return Err(Status::Forbidden),
+            }
+        }
+        let rel = if rel.as_os_str().is_empty() { PathBuf::from(".") } else { rel };
+        let (fd, stat) = open_beneath(self.dir.as_fd(), &rel)?;
+        match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+            rustix::fs::FileType::RegularFile => Ok(Found::File(StaticFile {
+                file: fd.into(),
+                len: stat.st_size as u64,
+                content_type: content_type(&rel),
+                validators: Validators::of(&stat),
+            })),
+            rustix::fs::FileType::Directory if !path.ends_with(b"/") => {
+                Ok(Found::Directory { location: directory_location(path) })
+            }
+            rustix::fs::FileType::Directory => {
+                let (index, stat) = open_beneath(fd.as_fd(), Path::new("index.html"))?;
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    != rustix::fs::FileType::RegularFile
+                {
+                    return Err(Status::NotFound);
+                }
+                Ok(Found::File(StaticFile {
+                    file: index.into(),
+                    len: stat.st_size as u64,
+                    content_type: content_type(Path::new("index.html")),
+                    validators: Validators::of(&stat),
+                }))
+            }
+            _ => Err(Status::NotFound),
+        }
+    }
+}
+
+/// openat2 beneath `dir` (see [`StaticRoot::open`]) and fstat of what it opened.
+fn open_beneath(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &Path,
+) -> Result<(std::os::fd::OwnedFd, rustix::fs::Stat), Status> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        dir,
+        rel,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::XDEV | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+            Status::Forbidden
+        }
+        _ => Status::NotFound,
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|_| Status::NotFound)?;
+    Ok((fd, stat))
+}
+
+fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The Content-Type of a file, by its extension.
+pub fn content_type(path: &Path) -> &'static str {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" | "md" => "text/plain; charset=utf-8",
+        "css" => "text/css",
+        "js" | "mjs" => "text/javascript",
+        "json" => "application/json",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "ico" => "image/x-icon",
+        "wasm" => "application/wasm",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn static_paths_stay_under_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a b.txt"), "x").unwrap();
+        std::fs::write(dir.join("index.html"), "i").unwrap();
+        let root = StaticRoot::new(dir).unwrap();
+        let opened = |t: &[u8]| match root.open(t)? {
+            Found::File(f) => Ok::<_, Status>((f.len, f.content_type)),
+            Found::Directory { location } => panic!("redirected to {location}"),
+        };
+        assert_eq!(opened(b"/sub/a%20b.txt?q").unwrap(), (1, "text/plain; charset=utf-8"));
+        assert_eq!(opened(b"/").unwrap(), (1, "text/html; charset=utf-8"));
+        assert_eq!(opened(b"/../etc/passwd").unwrap_err(), Status::Forbidden);
+        assert_eq!(opened(b"/sub/%2e%2e/%2e%2e/etc/passwd").unwrap_err(), Status::Forbidden);
+        assert_eq!(opened(b"/missing").unwrap_err(), Status::NotFound);
+        assert_eq!(opened(b"/sub/").unwrap_err(), Status::NotFound);
+        assert!(
+            matches!(root.open(b"/sub?x"), Ok(Found::Directory { location }) if location == "/sub/")
+        );
+        assert_eq!(opened(b"/%zz").unwrap_err(), Status::BadRequest);
+    }
 
     fn validators() -> Validators {
         Validators { etag: "\"1-2-3.4\"".into(), modified: Some(1_000_000_000) }
