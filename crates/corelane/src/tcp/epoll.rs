@@ -412,10 +412,13 @@ fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
     }
     conn.exchange.output.clear();
     conn.sent = 0;
-    if let Some((file, offset, end)) = &mut conn.exchange.file {
-        while *offset < *end {
-            let chunk = (*end - *offset).min(1 << 30) as usize;
-            match rustix::fs::sendfile(&conn.stream, &*file, Some(offset), chunk) {
+    if let Some(body) = &mut conn.exchange.file {
+        if !body.unchanged() {
+            return Flushed::Failed; // written while sent: end short, never a mix
+        }
+        while body.offset < body.end {
+            let chunk = (body.end - body.offset).min(1 << 30) as usize;
+            match rustix::fs::sendfile(&conn.stream, &body.file, Some(&mut body.offset), chunk) {
                 Ok(0) => return Flushed::Failed, // the file shrank under us
                 Ok(n) => {
                     conn.last_active = now;

@@ -276,14 +276,50 @@ fn evaluate(asked: &Asked<'_>, file: &Validators, len: u64, method: Method) -> V
     }
 }
 
-/// A file body to send: the file and the byte range of it.
-pub type Body = (File, u64, u64);
+/// A file body to send: the file, the next offset and the end, and the version the head
+/// named.
+#[derive(Debug)]
+pub struct FileBody {
+    pub file: File,
+    pub offset: u64,
+    pub end: u64,
+    version: Version,
+    started: bool,
+}
+
+/// What changes when a file's bytes change: its size and modification time (to the ns). Not
+/// the change time: a rename over the file's name or a new link changes it, not the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    size: i64,
+    modified: (i64, u64),
+}
+
+impl Version {
+    pub fn of(stat: &rustix::fs::Stat) -> Self {
+        Self { size: stat.st_size, modified: (stat.st_mtime, stat.st_mtime_nsec as u64) }
+    }
+}
+
+impl FileBody {
+    /// Whether the file is still the version the head named: true for the first transfer
+    /// (taken right after the open that gave the validators), then an fstat before each
+    /// later one. A file written while it is sent ends the connection short (an incomplete
+    /// response, which clients discard) instead of completing a mix of versions.
+    pub fn unchanged(&mut self) -> bool {
+        if !self.started {
+            self.started = true;
+            return true;
+        }
+        rustix::fs::fstat(&self.file).is_ok_and(|s| Version::of(&s) == self.version)
+    }
+}
 
 /// How a file request was answered: its status, and the body to send after the head.
 #[derive(Debug)]
 pub struct Answered {
     pub status: Status,
-    pub body: Option<Body>,
+    pub body: Option<FileBody>,
 }
 
 /// A GET or HEAD of a static file, as received.
@@ -364,11 +400,13 @@ pub fn answer(out: &mut Vec<u8>, root: &StaticRoot, req: &FileRequest<'_>, date:
         content_length: Some(range.end - range.start),
     };
     head.write(out, keep, date, &fields);
-    let body = (method == Method::Get && !range.is_empty()).then_some((
-        found.file,
-        range.start,
-        range.end,
-    ));
+    let body = (method == Method::Get && !range.is_empty()).then_some(FileBody {
+        file: found.file,
+        offset: range.start,
+        end: range.end,
+        version: found.version,
+        started: false,
+    });
     Answered { status, body }
 }
 
@@ -408,6 +446,7 @@ pub struct StaticFile {
     pub len: u64,
     pub content_type: &'static str,
     pub validators: Validators,
+    pub version: Version,
 }
 
 /// What a request target names under the root.
@@ -472,6 +511,7 @@ impl StaticRoot {
                 len: stat.st_size as u64,
                 content_type: content_type(&rel),
                 validators: Validators::of(&stat),
+                version: Version::of(&stat),
             })),
             rustix::fs::FileType::Directory if !path.ends_with(b"/") => {
                 Ok(Found::Directory { location: directory_location(path) })
@@ -488,6 +528,7 @@ impl StaticRoot {
                     len: stat.st_size as u64,
                     content_type: content_type(Path::new("index.html")),
                     validators: Validators::of(&stat),
+                    version: Version::of(&stat),
                 }))
             }
             _ => Err(Status::NotFound),

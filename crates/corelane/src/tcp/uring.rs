@@ -424,24 +424,27 @@ impl UringLane {
 }
 
 /// Appends the file body's next bytes to the output, up to [`FILE_CHUNK`] in all; false if the
-/// file ended before the length its head announced.
+/// file ended before the length its head announced, or was written while it was sent.
 ///
 /// A read into the send buffer, then an io_uring send: the simplest correct way to send a file
 /// through the ring (a splice needs a pipe per connection, two more descriptors each). The
 /// read is from the page cache on the lane, as sendfile's is on the epoll lane.
 fn fill_from_file(exchange: &mut Exchange) -> bool {
     use std::os::unix::fs::FileExt;
-    let Some((file, offset, end)) = &mut exchange.file else { return true };
+    let Some(body) = &mut exchange.file else { return true };
     let room = FILE_CHUNK.saturating_sub(exchange.output.len());
-    let want = (*end - *offset).min(room as u64) as usize;
+    let want = (body.end - body.offset).min(room as u64) as usize;
     if want == 0 {
         return true;
+    }
+    if !body.unchanged() {
+        return false;
     }
     let start = exchange.output.len();
     exchange.output.resize(start + want, 0);
     let mut got = 0;
     while got < want {
-        match file.read_at(&mut exchange.output[start + got..], *offset + got as u64) {
+        match body.file.read_at(&mut exchange.output[start + got..], body.offset + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -449,11 +452,11 @@ fn fill_from_file(exchange: &mut Exchange) -> bool {
         }
     }
     exchange.output.truncate(start + got);
-    *offset += got as u64;
+    body.offset += got as u64;
     if got < want {
         return false;
     }
-    if *offset == *end {
+    if body.offset == body.end {
         exchange.file = None;
     }
     true
