@@ -202,6 +202,7 @@ impl EpollLane {
         for token in self.table.tokens() {
             self.close(token);
         }
+        self.counters.held_bytes.store(0, Ordering::Relaxed);
         Ok(())
     }
 

@@ -132,6 +132,7 @@ impl UringLane {
                 self.sweep(now)?;
             }
         }
+        self.counters.held_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
