@@ -91,11 +91,9 @@ impl Server {
             return Err(TcpError::SteeringNeedsPins);
         }
         let (mut notes, mut backend) = (Vec::new(), config.backend);
-        if let Backend::Uring { sqpoll_cpu } = backend {
-            if let Some(cpu) = sqpoll_cpu {
-                let list = crate::topology::CpuList::new(vec![cpu]);
-                crate::topology::Topology::read()?.check(&list)?;
-            }
+        if let Backend::Uring { sqpoll_cpu: Some(cpu) } = backend {
+            let list = crate::topology::CpuList::new(vec![cpu]);
+            crate::topology::Topology::read()?.check(&list)?;
         }
         let (listeners, addr) = bind_listeners(&config)?;
         // Root is given up here: after the bind, before any lane, ring or thread exists (an

@@ -296,6 +296,8 @@ pub struct Version {
 }
 
 impl Version {
+    // st_mtime_nsec is u64 on this target, i64 on others.
+    #[allow(clippy::unnecessary_cast)]
     pub fn of(stat: &rustix::fs::Stat) -> Self {
         Self { size: stat.st_size, modified: (stat.st_mtime, stat.st_mtime_nsec as u64) }
     }
