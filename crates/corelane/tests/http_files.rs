@@ -418,3 +418,60 @@ fn curl_ranges_resumes_and_conditions() {
         server.wait().unwrap();
     }
 }
+
+/// Headless Chromium opens `/docs` (no slash): after the 301, the page's relative script loads
+/// from `/docs/`, and its range fetch gets 206 with the asked bytes.
+#[test]
+fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
+    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        eprintln!("skipped: no chromium (apt-get install chromium; .ci/run installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    std::fs::write(
+        dir.path().join("docs/index.html"),
+        "<!doctype html><p id=out>not run</p><script src=\"app.js\"></script>",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("docs/app.js"),
+        "document.getElementById('out').textContent = 'relative script ran';\n\
+         fetch('data.txt', { headers: { Range: 'bytes=4-8' } }).then(async r => {\n\
+           const p = document.createElement('p'); p.id = 'range';\n\
+           p.textContent = r.status + ' ' + r.headers.get('content-range') + ' ' + await r.text();\n\
+           document.body.appendChild(p);\n\
+         });\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("docs/data.txt"), "0123456789abcdef").unwrap();
+    for backend in BACKENDS {
+        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let profile = tempfile::tempdir().unwrap();
+        let out = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("http://{}/docs", server.local_addr()))
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(dom.contains("relative script ran"), "{backend}: {dom}");
+        assert!(dom.contains("206 bytes 4-8/16 45678"), "{backend}: {dom}");
+        stop.stop();
+        server.wait().unwrap();
+    }
+}
