@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use corelane::lane::Placement;
 use corelane::privilege::RunAs;
-use corelane::tcp::http::StaticRoot;
 use corelane::tcp::load::LoadInterval;
+use corelane::tcp::static_file::StaticRoot;
 use corelane::tcp::{
     Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, ServeInterval, Server,
     ServerConfig,
@@ -61,7 +61,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "reuseport")]
     listen: Listen,
     /// How lanes talk to the kernel: epoll, or uring (multishot accept into registered
-    /// files, provided buffers, one submission per loop; --body only).
+    /// files, provided buffers, one submission per loop).
     #[arg(long, default_value = "epoll")]
     backend: Backend,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every
@@ -223,8 +223,9 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn serve_line(i: &ServeInterval) -> String {
+    let held = i.bytes_per_connection.map_or(String::new(), |b| format!("  {b:.0} B/connection"));
     format!(
-        "{:>10.0} req/s  open {:>6}  4xx {}  5xx {}  CPU {:.2} us/request",
+        "{:>10.0} req/s  open {:>6}  4xx {}  5xx {}  CPU {:.2} us/request{held}",
         i.requests_per_sec, i.open, i.client_errors, i.server_errors, i.cpu_us_per_request
     )
 }

@@ -592,3 +592,53 @@ fn crafted_plan_and_revert_files_are_refused_with_the_reason() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is not an interface name"), "{}", stderr(&out));
 }
+
+/// `serve http --root --backend uring --json` serves files and reports what each open
+/// connection holds: idle keep-alive connections hold no buffers, so well under a KiB each.
+#[test]
+fn serve_reports_bytes_per_connection_for_files_on_io_uring() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "file body").unwrap();
+    let mut perms = std::fs::metadata(dir.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(dir.path(), perms).unwrap();
+    let root = dir.path().to_str().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "1"])
+        .args(["--backend", "uring", "--root", root, "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let addr = ready["addr"].as_str().unwrap().to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut buf = [0u8; 1024];
+        let n = s.read(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("file body"), "{text}");
+        idle.push(s);
+    }
+    let interval = lines
+        .by_ref()
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .find(|v| v["type"] == "interval" && v["interval"]["open"] == 20)
+        .expect("a second with the connections open");
+    let held = interval["interval"]["bytes_per_connection"].as_f64().expect("a number");
+    assert!(held > 0.0 && held < 1024.0, "{held} B per idle connection");
+    let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let served = lines
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .find(|v| v["type"] == "summary")
+        .expect("a final summary");
+    assert!(server.wait().unwrap().success());
+    assert_eq!(served["summary"]["requests"], 20);
+    assert!(served["summary"]["bytes_per_connection"].as_f64().is_some_and(|b| b < 1024.0));
+    drop(idle);
+}

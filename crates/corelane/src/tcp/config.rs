@@ -4,8 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::http::{Limits, StaticRoot};
+use super::http::Limits;
 use super::recycle::Recycle;
+use super::static_file::StaticRoot;
 use crate::lane::Placement;
 
 /// How often a lane looks for timed-out connections and checks its stop signal when idle.

@@ -2,11 +2,11 @@
 //! epoll and io_uring lanes: when a request has taken too long (answered 408, then closed),
 //! when an idle or lingering connection is closed, and which connections a drain closes at once.
 
-use std::fs::File;
 use std::time::Instant;
 
 use super::counters::{bump, ServerCounters};
 use super::http::{self, Limits, Status};
+use super::static_file::FileBody;
 
 /// The HTTP side of one connection, whatever carries its bytes: received bytes, the
 /// responses not yet handed to the socket, a file body, and the request's timing.
@@ -17,8 +17,8 @@ pub(crate) struct Exchange {
     pub filled: usize,
     /// Responses not yet handed to the socket.
     pub output: Vec<u8>,
-    /// A file body to send after `output`: the file, the next offset and the end.
-    pub file: Option<(File, u64, u64)>,
+    /// A file body to send after `output`.
+    pub file: Option<FileBody>,
     /// Request body bytes still to be skipped.
     pub skip_body: u64,
     /// Close once `output` and `file` are sent.

@@ -16,6 +16,8 @@ pub struct ServerCounters {
     pub(crate) refused: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
+    /// What the open connections hold, state and lent buffers, at the lane's last sweep.
+    pub(crate) held_bytes: AtomicU64,
 }
 
 /// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).
@@ -39,9 +41,17 @@ pub struct ServerTotals {
     /// Connections closed by the header timeout (408).
     pub timeouts: u64,
     pub bytes_out: u64,
+    /// Bytes the open connections hold (their state and the buffers lent to them), as the
+    /// lanes last counted them (every sweep, 50 ms).
+    pub held_bytes: u64,
 }
 
 impl ServerTotals {
+    /// Bytes held per open connection, when any is open.
+    pub fn bytes_per_connection(&self) -> Option<f64> {
+        (self.open > 0).then(|| self.held_bytes as f64 / self.open as f64)
+    }
+
     pub fn of(counters: &[Arc<ServerCounters>]) -> Self {
         let mut t = Self::default();
         for c in counters {
@@ -54,6 +64,7 @@ impl ServerTotals {
             t.refused += get(&c.refused);
             t.timeouts += get(&c.timeouts);
             t.bytes_out += get(&c.bytes_out);
+            t.held_bytes += get(&c.held_bytes);
         }
         t
     }

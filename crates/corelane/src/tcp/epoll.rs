@@ -44,6 +44,15 @@ struct Conn {
     last_active: Instant,
 }
 
+impl Conn {
+    /// Its slot in the lane's table and the buffers lent to it.
+    fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Option<Conn>>()
+            + self.exchange.input.capacity()
+            + self.exchange.output.capacity()
+    }
+}
+
 /// How far a flush got.
 enum Flushed {
     Done,
@@ -51,19 +60,31 @@ enum Flushed {
     Failed,
 }
 
-/// A lane's input and output buffers.
+/// A lane's input and output buffers, lent to a connection only while it has bytes in flight.
 #[derive(Debug)]
 struct Buffers {
     inputs: BufferPool,
     outputs: BufferPool,
-    recycle: bool,
 }
 
 impl Buffers {
-    /// Without recycling, an idle connection holds no buffers: the next request allocates
-    /// fresh ones, as a server that allocates per request does (the sk_buff analog).
-    fn release_if_idle(&mut self, conn: &mut Conn) {
-        if !self.recycle && conn.exchange.is_idle() {
+    /// Lends a connection what it needs to read and answer.
+    fn lend(&mut self, conn: &mut Conn) {
+        if conn.exchange.input.is_empty() {
+            conn.exchange.input = self.inputs.take();
+        }
+        if conn.exchange.output.capacity() == 0 {
+            let mut output = self.outputs.take();
+            output.reserve(OUTPUT_BYTES);
+            conn.exchange.output = output;
+        }
+    }
+
+    /// An idle connection (nothing received, nothing to send) gives its buffers back: what
+    /// stays per idle connection is its [`Conn`] alone. Recycling on, the lane's pools keep
+    /// them for the next connection that reads; off, they are freed.
+    fn reclaim_if_idle(&mut self, conn: &mut Conn) {
+        if conn.exchange.is_idle() {
             self.inputs.give(std::mem::take(&mut conn.exchange.input));
             self.outputs.give(std::mem::take(&mut conn.exchange.output));
         }
@@ -106,7 +127,6 @@ impl EpollLane {
             buffers: Buffers {
                 inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
                 outputs: BufferPool::new(0, recycle.buffers, 1024),
-                recycle: recycle.buffers,
             },
             responder: Responder::new(content, limits),
             recycle,
@@ -182,6 +202,7 @@ impl EpollLane {
         for token in self.table.tokens() {
             self.close(token);
         }
+        self.counters.held_bytes.store(0, Ordering::Relaxed);
         Ok(())
     }
 
@@ -224,21 +245,12 @@ impl EpollLane {
             bump(&self.counters.refused, 1);
             return;
         }
-        // Recycling: the connection keeps pooled buffers for its life. Without it, buffers
-        // are allocated per request (in `drive`) and freed when the connection goes idle.
-        let (input, output) = if self.buffers.recycle {
-            let mut output = self.buffers.outputs.take();
-            output.clear();
-            output.reserve(OUTPUT_BYTES);
-            (self.buffers.inputs.take(), output)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        // Buffers are lent when bytes arrive (in `drive`), not held from accept.
         let conn = Conn {
             stream,
             // The header timeout runs from accept: a connection that never sends a byte is
             // closed at it.
-            exchange: Exchange { input, output, request_since: Some(now), ..Exchange::default() },
+            exchange: Exchange { request_since: Some(now), ..Exchange::default() },
             sent: 0,
             nodelay: false,
             last_active: now,
@@ -282,8 +294,10 @@ impl EpollLane {
             }
         }
         let limits = self.responder.limits;
+        let mut held = 0;
         for token in self.table.tokens() {
             let Some(conn) = self.table.get_mut(token) else { continue };
+            held += conn.held_bytes();
             match conn.exchange.verdict(conn.last_active, false, now, &limits) {
                 Verdict::Keep => {}
                 Verdict::TimedOut => {
@@ -295,6 +309,7 @@ impl EpollLane {
                 Verdict::Close => self.close(token),
             }
         }
+        self.counters.held_bytes.store(held as u64, Ordering::Relaxed);
     }
 
     /// Stops accepting and closes the connections with nothing in flight; the rest finish
@@ -323,9 +338,7 @@ fn drive(
     draining: bool,
     now: Instant,
 ) -> bool {
-    if conn.exchange.input.is_empty() {
-        conn.exchange.input = buffers.inputs.take();
-    }
+    buffers.lend(conn);
     let cap = responder.limits.max_pending_output;
     loop {
         // Read until the socket is drained, until a file body must go out first, or until the
@@ -375,7 +388,7 @@ fn drive(
             return true;
         }
         if !paused_for_file && !paused_for_output {
-            buffers.release_if_idle(conn);
+            buffers.reclaim_if_idle(conn);
             return false;
         }
         // Reading or parsing paused and the output is out: requests may wait in the buffer
@@ -400,10 +413,13 @@ fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
     }
     conn.exchange.output.clear();
     conn.sent = 0;
-    if let Some((file, offset, end)) = &mut conn.exchange.file {
-        while *offset < *end {
-            let chunk = (*end - *offset).min(1 << 30) as usize;
-            match rustix::fs::sendfile(&conn.stream, &*file, Some(offset), chunk) {
+    if let Some(body) = &mut conn.exchange.file {
+        if !body.unchanged() {
+            return Flushed::Failed; // written while sent: end short, never a mix
+        }
+        while body.offset < body.end {
+            let chunk = (body.end - body.offset).min(1 << 30) as usize;
+            match rustix::fs::sendfile(&conn.stream, &body.file, Some(&mut body.offset), chunk) {
                 Ok(0) => return Flushed::Failed, // the file shrank under us
                 Ok(n) => {
                     conn.last_active = now;

@@ -9,6 +9,7 @@ use super::config::Content;
 pub(crate) use super::conn::Exchange;
 use super::counters::{bump, ServerCounters};
 use super::http::{self, DateCache, Limits, Method, Parsed, Request, Status};
+use super::static_file::{self, FileRequest};
 
 /// Ready-made responses for a fixed body, rebuilt when the Date header changes.
 #[derive(Debug)]
@@ -56,7 +57,13 @@ impl Responder {
     }
 
     /// Appends the response to `req` to the connection; a file body is left in `exchange.file`.
-    fn respond(&mut self, exchange: &mut Exchange, req: &Request, keep: bool) -> Status {
+    fn respond(
+        &mut self,
+        exchange: &mut Exchange,
+        req: &Request,
+        head_start: usize,
+        keep: bool,
+    ) -> Status {
         let k = usize::from(!keep);
         match (&*self.content, req.method) {
             (_, Method::Other) => {
@@ -74,27 +81,19 @@ impl Responder {
                 exchange.output.extend_from_slice(&self.cached[k][m]);
                 Status::Ok
             }
-            (Content::Root(root), method) => match root.open(&exchange.input[req.target.clone()]) {
-                Ok(found) => {
-                    http::write_head(
-                        &mut exchange.output,
-                        Status::Ok,
-                        found.content_type,
-                        found.len,
-                        keep,
-                        &self.cached_date,
-                    );
-                    if method == Method::Get && found.len > 0 {
-                        exchange.file = Some((found.file, 0, found.len));
-                    }
-                    Status::Ok
-                }
-                Err(status) => {
-                    let head = method == Method::Head;
-                    http::write_error(&mut exchange.output, status, keep, head, &self.cached_date);
-                    status
-                }
-            },
+            (Content::Root(root), method) => {
+                let file = FileRequest {
+                    target: &exchange.input[req.target.clone()],
+                    head: &exchange.input[head_start..head_start + req.head_len],
+                    conditional: req.conditional,
+                    method,
+                    keep,
+                };
+                let answered =
+                    static_file::answer(&mut exchange.output, root, &file, &self.cached_date);
+                exchange.file = answered.body;
+                answered.status
+            }
         }
     }
 }
@@ -161,7 +160,7 @@ fn answer_from(
             Parsed::Request(mut req) => {
                 req.target = req.target.start + *at..req.target.end + *at;
                 let keep = req.keep_alive && !draining;
-                let status = responder.respond(exchange, &req, keep);
+                let status = responder.respond(exchange, &req, *at, keep);
                 count_status(counters, status);
                 *at += req.head_len;
                 exchange.skip_body = req.body_len;

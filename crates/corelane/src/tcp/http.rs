@@ -1,13 +1,11 @@
-//! HTTP/1.1 in and out: request heads parsed by httparse under limits, response heads written
-//! into a lane's buffer, and static paths resolved under a root without escaping it.
+//! HTTP/1.1 in and out: request heads parsed by httparse under limits, and response heads
+//! written into a lane's buffer.
 
 use std::ops::Range;
-use std::os::fd::AsFd;
-use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The most headers a request may carry before it is answered 431.
-const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 
 /// What protects a server from its clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -58,13 +56,18 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
+    PartialContent,
+    MovedPermanently,
+    NotModified,
     BadRequest,
     Forbidden,
     NotFound,
     MethodNotAllowed,
     RequestTimeout,
+    PreconditionFailed,
     PayloadTooLarge,
     UriTooLong,
+    RangeNotSatisfiable,
     HeaderFieldsTooLarge,
     NotImplemented,
     ServiceUnavailable,
@@ -75,13 +78,18 @@ impl Status {
     pub fn code(self) -> u16 {
         match self {
             Self::Ok => 200,
+            Self::PartialContent => 206,
+            Self::MovedPermanently => 301,
+            Self::NotModified => 304,
             Self::BadRequest => 400,
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::RequestTimeout => 408,
+            Self::PreconditionFailed => 412,
             Self::PayloadTooLarge => 413,
             Self::UriTooLong => 414,
+            Self::RangeNotSatisfiable => 416,
             Self::HeaderFieldsTooLarge => 431,
             Self::NotImplemented => 501,
             Self::ServiceUnavailable => 503,
@@ -92,13 +100,18 @@ impl Status {
     pub fn reason(self) -> &'static str {
         match self {
             Self::Ok => "OK",
+            Self::PartialContent => "Partial Content",
+            Self::MovedPermanently => "Moved Permanently",
+            Self::NotModified => "Not Modified",
             Self::BadRequest => "Bad Request",
             Self::Forbidden => "Forbidden",
             Self::NotFound => "Not Found",
             Self::MethodNotAllowed => "Method Not Allowed",
             Self::RequestTimeout => "Request Timeout",
+            Self::PreconditionFailed => "Precondition Failed",
             Self::PayloadTooLarge => "Payload Too Large",
             Self::UriTooLong => "URI Too Long",
+            Self::RangeNotSatisfiable => "Range Not Satisfiable",
             Self::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             Self::NotImplemented => "Not Implemented",
             Self::ServiceUnavailable => "Service Unavailable",
@@ -127,6 +140,10 @@ pub struct Request {
     pub head_len: usize,
     /// Body bytes that follow the head (Content-Length), to be skipped.
     pub body_len: u64,
+    /// It carries a header a static file answers to (Range or a condition): the file's
+    /// answer reads the head again for them (the static-file module); a plain request is
+    /// spared the second look.
+    pub conditional: bool,
 }
 
 /// What one look at a connection's input found.
@@ -137,6 +154,15 @@ pub enum Parsed {
     Request(Request),
     /// The request is refused with this status and the connection closes.
     Reject(Status),
+}
+
+/// The request headers a static file answers to.
+pub(crate) const FILE_HEADERS: [&str; 6] =
+    ["range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since"];
+
+/// Whether `name` is one of the headers a static file answers to.
+pub fn is_file_header(name: &str) -> bool {
+    FILE_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
 /// Parses the request head at the start of `input`.
@@ -184,6 +210,7 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
     let mut keep_alive = http11;
     let mut body_len = None;
     let mut hosts = 0;
+    let mut conditional = false;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',') {
@@ -213,6 +240,8 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
             return Parsed::Reject(Status::NotImplemented);
         } else if h.name.eq_ignore_ascii_case("host") {
             hosts += 1;
+        } else if !conditional {
+            conditional = is_file_header(h.name);
         }
     }
     // RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host; more than one is refused
@@ -226,6 +255,7 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Parsed {
         keep_alive,
         head_len,
         body_len: body_len.unwrap_or(0),
+        conditional,
     })
 }
 
@@ -299,169 +329,76 @@ pub fn write_head(
     keep_alive: bool,
     date: &str,
 ) {
-    use std::io::Write;
-    let connection = if keep_alive { "keep-alive" } else { "close" };
-    // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        "HTTP/1.1 {} {}\r\nServer: corelane\r\nDate: {date}\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\nConnection: {connection}\r\n",
-        status.code(),
-        status.reason(),
-    );
-    if status == Status::MethodNotAllowed {
-        out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+    let head =
+        Head { status, content_type: Some(content_type), content_length: Some(content_length) };
+    head.write(out, keep_alive, date, &[]);
+}
+
+/// A response head's fixed part; other fields go in [`Head::write`]'s `fields`.
+#[derive(Debug, Clone, Copy)]
+pub struct Head<'a> {
+    pub status: Status,
+    /// Left out of a 304, which describes no body.
+    pub content_type: Option<&'a str>,
+    pub content_length: Option<u64>,
+}
+
+impl Head<'_> {
+    /// Appends the head with `fields` (name, value) after the fixed ones.
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        keep_alive: bool,
+        date: &str,
+        fields: &[(&str, &dyn std::fmt::Display)],
+    ) {
+        use std::io::Write;
+        let status = self.status;
+        let connection = if keep_alive { "keep-alive" } else { "close" };
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nServer: corelane\r\nDate: {date}\r\n",
+            status.code(),
+            status.reason()
+        );
+        if let Some(content_type) = self.content_type {
+            let _ = write!(out, "Content-Type: {content_type}\r\n");
+        }
+        if let Some(len) = self.content_length {
+            let _ = write!(out, "Content-Length: {len}\r\n");
+        }
+        let _ = write!(out, "Connection: {connection}\r\n");
+        if status == Status::MethodNotAllowed {
+            out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+        }
+        for (name, value) in fields {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends a complete error response (a one-line text body, left out for HEAD) to `out`.
 pub fn write_error(out: &mut Vec<u8>, status: Status, keep_alive: bool, head: bool, date: &str) {
+    write_error_with(out, status, keep_alive, head, date, &[]);
+}
+
+/// [`write_error`] with more fields in the head (a 416's Content-Range, a 301's Location).
+pub fn write_error_with(
+    out: &mut Vec<u8>,
+    status: Status,
+    keep_alive: bool,
+    head: bool,
+    date: &str,
+    fields: &[(&str, &dyn std::fmt::Display)],
+) {
     let body = format!("{} {}\n", status.code(), status.reason());
-    write_head(out, status, "text/plain", body.len() as u64, keep_alive, date);
+    let fixed =
+        Head { status, content_type: Some("text/plain"), content_length: Some(body.len() as u64) };
+    fixed.write(out, keep_alive, date, fields);
     if !head {
         out.extend_from_slice(body.as_bytes());
-    }
-}
-
-/// Static files under one directory, opened through a descriptor held for it.
-#[derive(Debug, Clone)]
-pub struct StaticRoot {
-    dir: std::sync::Arc<std::os::fd::OwnedFd>,
-}
-
-/// An opened static file: the file, its length and its Content-Type.
-#[derive(Debug)]
-pub struct StaticFile {
-    pub file: std::fs::File,
-    pub len: u64,
-    pub content_type: &'static str,
-}
-
-impl StaticRoot {
-    /// `dir` must be an existing directory; it is opened once here and every file is opened
-    /// beneath that descriptor, so renaming or replacing the path later changes nothing.
-    pub fn new(dir: &Path) -> std::io::Result<Self> {
-        use rustix::fs::{Mode, OFlags};
-        let fd = rustix::fs::open(
-            dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
-            rustix::io::Errno::NOTDIR => std::io::Error::new(
-                std::io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", dir.display()),
-            ),
-            e => e.into(),
-        })?;
-        Ok(Self { dir: std::sync::Arc::new(fd) })
-    }
-
-    /// Opens the file a request target names, or gives the status that refuses it.
-    /// Percent-escapes are decoded and `..` segments refused (403). The open itself is
-    /// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from the root's descriptor: no path,
-    /// symlink or /proc link leads out of the root (403), index.html of a directory included.
-    /// O_NONBLOCK, and only regular files are served: a FIFO or device under the root is
-    /// answered 404 at once instead of blocking the lane.
-    pub fn open(&self, target: &[u8]) -> Result<StaticFile, Status> {
-        let path = target.split(|&b| b == b'?' || b == b'#').next().unwrap_or(b"/");
-        let decoded = percent_decode(path).ok_or(Status::BadRequest)?;
-        let text = std::str::from_utf8(&decoded).map_err(|_| Status::BadRequest)?;
-        if text.contains('\0') {
-            return Err(Status::BadRequest);
-        }
-        let mut rel = PathBuf::new();
-        for component in Path::new(text).components() {
-            match component {
-                Component::Normal(part) => rel.push(part),
-                Component::RootDir | Component::CurDir => {}
-                Component::ParentDir | Component::Prefix(_) => return Err(Status::Forbidden),
-            }
-        }
-        let rel = if rel.as_os_str().is_empty() { PathBuf::from(".") } else { rel };
-        let (fd, stat) = open_beneath(self.dir.as_fd(), &rel)?;
-        match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
-            rustix::fs::FileType::RegularFile => Ok(StaticFile {
-                file: fd.into(),
-                len: stat.st_size as u64,
-                content_type: content_type(&rel),
-            }),
-            rustix::fs::FileType::Directory => {
-                let (index, stat) = open_beneath(fd.as_fd(), Path::new("index.html"))?;
-                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                    != rustix::fs::FileType::RegularFile
-                {
-                    return Err(Status::NotFound);
-                }
-                Ok(StaticFile {
-                    file: index.into(),
-                    len: stat.st_size as u64,
-                    content_type: content_type(Path::new("index.html")),
-                })
-            }
-            _ => Err(Status::NotFound),
-        }
-    }
-}
-
-/// openat2 beneath `dir` (see [`StaticRoot::open`]) and fstat of what it opened.
-fn open_beneath(
-    dir: std::os::fd::BorrowedFd<'_>,
-    rel: &Path,
-) -> Result<(std::os::fd::OwnedFd, rustix::fs::Stat), Status> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let fd = rustix::fs::openat2(
-        dir,
-        rel,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(|e| match e {
-        rustix::io::Errno::XDEV | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
-            Status::Forbidden
-        }
-        _ => Status::NotFound,
-    })?;
-    let stat = rustix::fs::fstat(&fd).map_err(|_| Status::NotFound)?;
-    Ok((fd, stat))
-}
-
-fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' {
-            let hex = raw.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(raw[i]);
-            i += 1;
-        }
-    }
-    Some(out)
-}
-
-/// The Content-Type of a file, by its extension.
-pub fn content_type(path: &Path) -> &'static str {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    match ext.as_str() {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" | "md" => "text/plain; charset=utf-8",
-        "css" => "text/css",
-        "js" | "mjs" => "text/javascript",
-        "json" => "application/json",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "ico" => "image/x-icon",
-        "wasm" => "application/wasm",
-        "pdf" => "application/pdf",
-        _ => "application/octet-stream",
     }
 }
 
@@ -523,24 +460,6 @@ mod tests {
             parse(&format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n")),
             Parsed::Reject(Status::HeaderFieldsTooLarge)
         );
-    }
-
-    #[test]
-    fn static_paths_stay_under_the_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path();
-        std::fs::create_dir_all(dir.join("sub")).unwrap();
-        std::fs::write(dir.join("sub/a b.txt"), "x").unwrap();
-        std::fs::write(dir.join("index.html"), "i").unwrap();
-        let root = StaticRoot::new(dir).unwrap();
-        let opened = |t: &[u8]| root.open(t).map(|f| (f.len, f.content_type));
-        assert_eq!(opened(b"/sub/a%20b.txt?q").unwrap(), (1, "text/plain; charset=utf-8"));
-        assert_eq!(opened(b"/").unwrap(), (1, "text/html; charset=utf-8"));
-        assert_eq!(opened(b"/../etc/passwd").unwrap_err(), Status::Forbidden);
-        assert_eq!(opened(b"/sub/%2e%2e/%2e%2e/etc/passwd").unwrap_err(), Status::Forbidden);
-        assert_eq!(opened(b"/missing").unwrap_err(), Status::NotFound);
-        assert_eq!(opened(b"/sub").unwrap_err(), Status::NotFound);
-        assert_eq!(opened(b"/%zz").unwrap_err(), Status::BadRequest);
     }
 
     #[test]

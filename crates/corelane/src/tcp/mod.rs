@@ -18,6 +18,7 @@ pub mod http;
 pub mod load;
 pub mod recycle;
 pub mod server;
+pub mod static_file;
 mod uring;
 
 use std::io;
@@ -43,8 +44,6 @@ pub enum TcpError {
         "--connections {connections} is fewer than --lanes {lanes}: every lane needs a connection"
     )]
     TooFewConnections { connections: usize, lanes: usize },
-    #[error("the uring backend serves --body only: use --backend epoll to serve files (sendfile)")]
-    UringFiles,
     #[error(transparent)]
     Bind(#[from] crate::reuseport::BindError),
     #[error(

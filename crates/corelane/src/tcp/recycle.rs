@@ -1,7 +1,8 @@
 //! Seed 001's recycling, each method switchable so the lab can price it:
-//! * `buffers` — the sk_buff-recycling analog: a connection keeps its I/O buffers for its
-//!   life and a lane hands those of closed connections to new ones; without it, every request
-//!   allocates (and zeroes) fresh buffers that are freed when the connection goes idle;
+//! * `buffers` — the sk_buff-recycling analog: the I/O buffers a connection is lent while it
+//!   has bytes in flight come from its lane's pool and go back to it when the connection goes
+//!   idle or closes; without it, every request allocates (and zeroes) fresh buffers that are
+//!   freed when the connection goes idle;
 //! * `fd` — the fd-recycling analog: connection state lives in a slab whose slots (and their
 //!   token numbers) are reused, instead of a boxed entry in a hash map per connection;
 //! * `events` — epoll_event recycling: one event array per lane reused by every `epoll_wait`,

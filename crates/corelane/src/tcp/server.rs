@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
-use super::config::{Backend, Content, Listen, ServerConfig};
+use super::config::{Backend, Listen, ServerConfig};
 use super::counters::{ServerCounters, ServerTotals};
 use super::epoll::EpollLane;
 use super::uring::UringLane;
@@ -28,6 +28,8 @@ pub struct ServeInterval {
     pub server_errors: u64,
     /// This process's exact CPU time per request answered in the interval, in µs.
     pub cpu_us_per_request: f64,
+    /// Bytes each open connection holds (state and lent buffers), when any is open.
+    pub bytes_per_connection: Option<f64>,
 }
 
 /// What the server did over all of [`Server::run`].
@@ -37,6 +39,9 @@ pub struct ServeSummary {
     #[serde(flatten)]
     pub totals: ServerTotals,
     pub cpu_us_per_request: f64,
+    /// Bytes each open connection held (state and lent buffers) at the last second that had
+    /// any open (the drain closes them all); none if none was ever open at a second's end.
+    pub bytes_per_connection: Option<f64>,
 }
 
 fn per_request_us(cpu: Duration, requests: u64) -> f64 {
@@ -86,14 +91,9 @@ impl Server {
             return Err(TcpError::SteeringNeedsPins);
         }
         let (mut notes, mut backend) = (Vec::new(), config.backend);
-        if let Backend::Uring { sqpoll_cpu } = backend {
-            if matches!(config.content, Content::Root(_)) {
-                return Err(TcpError::UringFiles);
-            }
-            if let Some(cpu) = sqpoll_cpu {
-                let list = crate::topology::CpuList::new(vec![cpu]);
-                crate::topology::Topology::read()?.check(&list)?;
-            }
+        if let Backend::Uring { sqpoll_cpu: Some(cpu) } = backend {
+            let list = crate::topology::CpuList::new(vec![cpu]);
+            crate::topology::Topology::read()?.check(&list)?;
         }
         let (listeners, addr) = bind_listeners(&config)?;
         // Root is given up here: after the bind, before any lane, ring or thread exists (an
@@ -210,6 +210,7 @@ impl Server {
         let started = ticker.start();
         let end = duration.map(|d| started + d);
         let (mut last, mut last_cpu) = (ServerTotals::default(), cpu_at_start);
+        let mut bytes_per_connection = None;
         while !stop.is_stopped() && !self.any_lane_finished() {
             if end.is_some_and(|end| Instant::now() >= end) {
                 break;
@@ -224,7 +225,9 @@ impl Server {
                     client_errors: totals.client_errors - last.client_errors,
                     server_errors: totals.server_errors - last.server_errors,
                     cpu_us_per_request: per_request_us(cpu.saturating_sub(last_cpu), requests),
+                    bytes_per_connection: totals.bytes_per_connection(),
                 });
+                bytes_per_connection = totals.bytes_per_connection().or(bytes_per_connection);
                 (last, last_cpu) = (totals, cpu);
             }
         }
@@ -235,6 +238,7 @@ impl Server {
             seconds: started.elapsed().as_secs_f64(),
             totals,
             cpu_us_per_request: per_request_us(cpu_total, totals.requests),
+            bytes_per_connection,
         })
     }
 

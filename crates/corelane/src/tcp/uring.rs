@@ -15,13 +15,16 @@ use super::conn::Verdict;
 use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
-use super::recycle::Recycle;
+use super::recycle::{BufferPool, Recycle};
 use crate::lane::StopSignal;
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 
 /// Provided buffers per lane and their size: 8 MiB, drawn only while data is in flight.
 const BUFFERS: u16 = 2048;
 const BUFFER_BYTES: usize = 4096;
+/// A send carries at most this much of a file body (with the response head before it): a
+/// connection sending a file holds one such buffer, only while it sends.
+const FILE_CHUNK: usize = 64 << 10;
 
 #[derive(Debug)]
 struct Conn {
@@ -47,7 +50,9 @@ pub(crate) struct UringLane {
     open: usize,
     max_connections: usize,
     responder: Responder,
-    recycle_buffers: bool,
+    /// Input and output buffers lent to a connection only while it has bytes in flight.
+    inputs: BufferPool,
+    outputs: BufferPool,
     counters: Arc<ServerCounters>,
     accepting: bool,
     accept_resume: Option<Instant>,
@@ -80,7 +85,8 @@ impl UringLane {
             open: 0,
             max_connections,
             responder: Responder::new(content, limits),
-            recycle_buffers: recycle.buffers,
+            inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
+            outputs: BufferPool::new(0, recycle.buffers, 1024),
             counters,
             accepting: false,
             accept_resume: None,
@@ -126,6 +132,7 @@ impl UringLane {
                 self.sweep(now)?;
             }
         }
+        self.counters.held_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -155,6 +162,12 @@ impl UringLane {
                 let mut pause = false;
                 if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
                     if !conn.closing {
+                        if conn.exchange.input.is_empty() {
+                            conn.exchange.input = self.inputs.take();
+                        }
+                        if conn.exchange.output.capacity() == 0 {
+                            conn.exchange.output = self.outputs.take();
+                        }
                         conn.exchange.append(bytes);
                         conn.last_active = now;
                         answer(
@@ -187,6 +200,7 @@ impl UringLane {
                     }
                 }
                 self.flush(slot)?;
+                self.reclaim(slot);
             }
             Completion::RecvEnded { slot, result, .. } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
@@ -223,11 +237,20 @@ impl UringLane {
                     return self.ring.send(slot, buf, done);
                 }
                 buf.clear();
-                if conn.exchange.output.is_empty() && self.recycle_buffers {
+                if conn.exchange.output.capacity() == 0 {
                     conn.exchange.output = buf; // the sent buffer becomes the next output buffer
+                } else {
+                    self.outputs.give(buf);
+                }
+                // Requests that arrived while a file body went out wait in the input.
+                let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+                if conn.exchange.file.is_none() && conn.exchange.filled > 0 && !conn.closing {
+                    let draining = self.drain_deadline.is_some();
+                    answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
                 }
                 self.flush(slot)?;
                 self.resume_if_read(slot, now)?;
+                self.reclaim(slot);
             }
             // Datagram completions: this lane arms none.
             Completion::Done | Completion::ReceivedFrom { .. } | Completion::Replied { .. } => {}
@@ -273,10 +296,15 @@ impl UringLane {
     /// is out and the exchange wants to close, shuts the write side (the client's FIN ends
     /// the receive, and the connection closes).
     fn flush(&mut self, slot: u32) -> io::Result<()> {
-        let recycle = self.recycle_buffers;
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
         if conn.sending {
             return Ok(());
+        }
+        if conn.exchange.file.is_some() && !fill_from_file(&mut conn.exchange) {
+            // The file shrank under us: what was promised cannot be sent, so the connection
+            // ends short rather than padded or mixed.
+            conn.exchange.file = None;
+            return self.abort(slot);
         }
         if !conn.exchange.output.is_empty() {
             let buf = std::mem::take(&mut conn.exchange.output);
@@ -292,12 +320,17 @@ impl UringLane {
                 self.close_when_quiet(slot)
             };
         }
-        if !recycle && conn.exchange.is_idle() {
-            // Without buffer recycling an idle connection holds no buffers.
-            conn.exchange.input = Vec::new();
-            conn.exchange.output = Vec::new();
-        }
         Ok(())
+    }
+
+    /// An idle connection (nothing received, nothing to send or in flight) gives its buffers
+    /// back to the lane's pools: what stays per idle connection is its [`Conn`] alone.
+    fn reclaim(&mut self, slot: u32) {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return };
+        if conn.exchange.is_idle() && !conn.sending {
+            self.inputs.give(std::mem::take(&mut conn.exchange.input));
+            self.outputs.give(std::mem::take(&mut conn.exchange.output));
+        }
     }
 
     /// Takes requests again from a connection paused for backpressure once its peer has read
@@ -328,7 +361,10 @@ impl UringLane {
         if conn.sending || conn.recv_armed {
             return Ok(());
         }
-        self.conns[slot as usize] = None;
+        if let Some(conn) = self.conns[slot as usize].take() {
+            self.inputs.give(conn.exchange.input);
+            self.outputs.give(conn.exchange.output);
+        }
         self.open -= 1;
         self.counters.open.store(self.open as u64, std::sync::atomic::Ordering::Relaxed);
         self.ring.close(slot)
@@ -354,8 +390,10 @@ impl UringLane {
             }
         }
         let limits = self.responder.limits;
+        let mut held = 0;
         for slot in 0..self.conns.len() as u32 {
             let Some(conn) = slot_mut(&mut self.conns, slot) else { continue };
+            held += conn.held_bytes();
             match conn.exchange.verdict(conn.last_active, conn.closing, now, &limits) {
                 Verdict::Keep => {}
                 Verdict::TimedOut => {
@@ -365,6 +403,7 @@ impl UringLane {
                 Verdict::Close => self.abort(slot)?,
             }
         }
+        self.counters.held_bytes.store(held as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -385,7 +424,54 @@ impl UringLane {
     }
 }
 
+/// Appends the file body's next bytes to the output, up to [`FILE_CHUNK`] in all; false if the
+/// file ended before the length its head announced, or was written while it was sent.
+///
+/// A read into the send buffer, then an io_uring send: the simplest correct way to send a file
+/// through the ring (a splice needs a pipe per connection, two more descriptors each). The
+/// read is from the page cache on the lane, as sendfile's is on the epoll lane.
+fn fill_from_file(exchange: &mut Exchange) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Some(body) = &mut exchange.file else { return true };
+    let room = FILE_CHUNK.saturating_sub(exchange.output.len());
+    let want = (body.end - body.offset).min(room as u64) as usize;
+    if want == 0 {
+        return true;
+    }
+    if !body.unchanged() {
+        return false;
+    }
+    let start = exchange.output.len();
+    exchange.output.resize(start + want, 0);
+    let mut got = 0;
+    while got < want {
+        match body.file.read_at(&mut exchange.output[start + got..], body.offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    exchange.output.truncate(start + got);
+    body.offset += got as u64;
+    if got < want {
+        return false;
+    }
+    if body.offset == body.end {
+        exchange.file = None;
+    }
+    true
+}
+
 impl Conn {
+    /// Its slot in the lane's table and the buffers lent to it, the send in flight included.
+    fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Option<Conn>>()
+            + self.exchange.input.capacity()
+            + self.exchange.output.capacity()
+            + self.in_flight
+    }
+
     /// Answers waiting for the peer: queued, and in the send in flight.
     fn pending_output(&self) -> usize {
         self.exchange.output.len() + self.in_flight
