@@ -237,6 +237,17 @@ fn run(program: &str, args: &[&str]) {
     assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// SIGKILLs the sshd processes in network namespace `ns` (`ip netns pids`), no other.
+fn kill_sshd_of(ns: &str) {
+    let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "sshd" {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
+}
+
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
@@ -507,7 +518,9 @@ fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
     let masks_before = hosts.rx_masks();
     let lab = start_long_run(&hosts, Stdio::piped());
     // Every sshd process on h2 (the listener and each session's): the connection is gone.
-    run("ip", &["netns", "exec", &hosts.names[2], "pkill", "-KILL", "sshd"]);
+    // Only h2's: the namespaces share one PID space, so `pkill sshd` run inside h2 would end
+    // h1's sshd too, and which lost host the lab named first would be a race.
+    kill_sshd_of(&hosts.names[2]);
     let started = Instant::now();
     let out = lab.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

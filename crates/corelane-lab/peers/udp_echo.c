@@ -1,6 +1,9 @@
 /* The side-effect check's server (corelane lab apps): a plain blocking UDP echo, one
  * recvfrom and one sendto per message through libc, so a preloaded system-call library sees
- * every call. Usage: udp_echo ADDR PORT. Ends on SIGINT/SIGTERM (default action). */
+ * every call. Like `corelane udp echo` it answers only requests in corelane's wire (magic
+ * 0xC1A7, little-endian) and answers with the reply magic (0xC1A6, one byte rewritten), so it
+ * never answers an answer: `udp ping` believes only replies. Usage: udp_echo ADDR PORT. Ends
+ * on SIGINT/SIGTERM (default action). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,6 +37,9 @@ int main(int argc, char **argv) {
             perror("udp_echo: recvfrom");
             return 1;
         }
+        if (n < 2 || (unsigned char)buf[0] != 0xA7 || (unsigned char)buf[1] != 0xC1)
+            continue;
+        buf[0] = (char)0xA6;
         if (sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, len) < 0 && errno != EINTR &&
             errno != ENOBUFS && errno != EAGAIN) {
             perror("udp_echo: sendto");
