@@ -375,10 +375,11 @@ fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
 }
 
 /// Writes a new file in the run's private work directory (never over an existing one).
+/// Writes a peer's configuration into the lab's private work directory (mkdtemp-style, 0700:
+/// no one else can plant a name there). Atomically, replacing the previous row's: every row
+/// that starts the peer writes it again.
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, LabError> {
-    use std::io::Write;
-    corelane::fs::create_new(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
+    corelane::fs::write_atomic(&path, text.as_bytes())
         .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
     Ok(path)
 }
@@ -402,7 +403,11 @@ fn nginx_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
 /// lighttpd (one process) serving the body as a static file, keep-alive unlimited.
 fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
     let www = dir.join("www");
-    std::fs::create_dir(&www).map_err(|e| LabError::io("cannot create the lighttpd root", e))?;
+    match std::fs::create_dir(&www) {
+        // An earlier row's, in the same private work directory.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        other => other.map_err(|e| LabError::io("cannot create the lighttpd root", e))?,
+    }
     write(www.join("index.txt"), BODY)?;
     let d = dir.display();
     write(
