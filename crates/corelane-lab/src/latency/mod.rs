@@ -33,7 +33,7 @@ use crate::LabError;
 /// `corelane lab latency` in the list of experiments.
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<LatencyArgs>(
     "latency",
-    "issue 15",
+    "000/001",
     "round-trip latency vs offered load: corelane echo/ping crossed with sockperf sr/pp/ul; HTTP under load http --rate vs nginx; knees",
     "the testbed and every server and client it started were removed",
 );

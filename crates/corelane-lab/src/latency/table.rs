@@ -178,7 +178,10 @@ impl Report for LatencyReport {
     }
 
     fn body(&self) -> String {
-        let mut out = format!("corelane lab latency — issue 15 on {}\n", self.machine);
+        let mut out = format!(
+            "corelane lab latency — round trips under load (seeds 000 and 001) on {}\n",
+            self.machine
+        );
         out.push_str(&self.testbed.lines());
         out.push_str(&format!(
             "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
