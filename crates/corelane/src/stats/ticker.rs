@@ -96,6 +96,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(5);
         let before = Instant::now();
         assert_eq!(t.wait(Some(deadline)), None);
-        assert!(before.elapsed() < Duration::from_millis(30));
+        // The deadline, not the 10 s period, ends the wait (a loaded machine may add a stall).
+        assert!(before.elapsed() < Duration::from_millis(500));
     }
 }
