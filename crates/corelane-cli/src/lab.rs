@@ -137,12 +137,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 /// repeated here), each writing its own report files; stops at the first that does not
 /// succeed.
 fn run_all(quick: bool, outputs: &Outputs) -> anyhow::Result<ExitCode> {
-    // Each experiment starts with the CPUs the lab was started with: an earlier one may have
-    // pinned this thread (an in-process lane), and the processes a later one starts inherit
-    // the mask (`corelane run` refused its syscall CPU, "CPU 1 is not available here").
-    let started_on = rustix::thread::sched_getaffinity(None)?;
     for entry in EXPERIMENTS {
-        rustix::thread::sched_setaffinity(None, &started_on)?;
         let argv: Vec<&str> = if quick { vec![entry.name, "--quick"] } else { vec![entry.name] };
         let matches = (entry.command)().try_get_matches_from(argv)?;
         let code = conduct(entry, &matches, &outputs.for_experiment(entry.name))?;

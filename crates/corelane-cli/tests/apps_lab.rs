@@ -17,32 +17,22 @@ fn is_root() -> bool {
 /// A process: PID and start time (so a reused PID is not mistaken for it).
 type Proc = (u32, u64);
 
-fn start_time(pid: u32) -> Option<u64> {
+fn state_and_start(pid: u32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+    corelane::stats::stat_state_and_start(&stat)
 }
 
 fn alive((pid, start): Proc) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let zombie = stat.rfind(')').and_then(|i| stat[i + 2..].chars().next()) == Some('Z');
-    start_time(pid) == Some(start) && !zombie
+    matches!(state_and_start(pid), Some((state, s)) if s == start && state != 'Z')
 }
 
-/// Every descendant of `root` now.
+/// Every descendant of `root` now (the lab's own walk of a process tree, `root` left out).
 fn descendants(root: u32) -> Vec<Proc> {
-    let mut pids = vec![root];
-    let mut i = 0;
-    while i < pids.len() {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", pids[i])).into_iter().flatten();
-        for task in tasks.flatten() {
-            let children =
-                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            pids.extend(children.split_ascii_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-        }
-        i += 1;
-    }
-    pids[1..].iter().filter_map(|&p| Some((p, start_time(p)?))).collect()
+    let tree = corelane_lab::apps::threads::processes_of(root);
+    tree.iter()
+        .filter(|p| p.pid != root)
+        .filter_map(|p| Some((p.pid, state_and_start(p.pid)?.1)))
+        .collect()
 }
 
 /// Watches the lab's process tree every 20 ms while it runs: every process it ever started

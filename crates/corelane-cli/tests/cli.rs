@@ -513,13 +513,7 @@ fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
     assert_eq!(summary["summary"]["responses"], 2000);
     assert_eq!(summary["summary"]["errors"], 0);
     assert!(summary["summary"]["latency"]["p99_us"].as_f64().unwrap() > 0.0);
-    let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let served = lines
-        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
-        .find(|v| v["type"] == "summary")
-        .expect("a final summary");
-    assert!(server.wait().unwrap().success());
+    let served = interrupt_for_summary(&mut server, lines);
     assert_eq!(served["summary"]["requests"], 2000);
     assert!(served["summary"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
 }
@@ -631,6 +625,17 @@ fn serve_reports_bytes_per_connection_for_files_on_io_uring() {
         .expect("a second with the connections open");
     let held = interval["interval"]["bytes_per_connection"].as_f64().expect("a number");
     assert!(held > 0.0 && held < 1024.0, "{held} B per idle connection");
+    let served = interrupt_for_summary(&mut server, lines);
+    assert_eq!(served["summary"]["requests"], 20);
+    assert!(served["summary"]["bytes_per_connection"].as_f64().is_some_and(|b| b < 1024.0));
+    drop(idle);
+}
+
+/// Ctrl-C to a `serve http --json` server: its final summary line, and a clean exit.
+fn interrupt_for_summary(
+    server: &mut std::process::Child,
+    lines: impl Iterator<Item = std::io::Result<String>>,
+) -> serde_json::Value {
     let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let served = lines
@@ -638,7 +643,5 @@ fn serve_reports_bytes_per_connection_for_files_on_io_uring() {
         .find(|v| v["type"] == "summary")
         .expect("a final summary");
     assert!(server.wait().unwrap().success());
-    assert_eq!(served["summary"]["requests"], 20);
-    assert!(served["summary"]["bytes_per_connection"].as_f64().is_some_and(|b| b < 1024.0));
-    drop(idle);
+    served
 }

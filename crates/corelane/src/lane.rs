@@ -80,6 +80,26 @@ pub struct Lane<T> {
     handle: JoinHandle<io::Result<T>>,
 }
 
+/// The calling thread's CPUs before [`pin_current_thread_for_now`] pinned it, given back when
+/// dropped: a function that runs on its caller's thread leaves the caller as it found it.
+#[derive(Debug)]
+pub struct PinnedForNow {
+    before: rustix::thread::CpuSet,
+}
+
+impl Drop for PinnedForNow {
+    fn drop(&mut self) {
+        let _ = rustix::thread::sched_setaffinity(None, &self.before);
+    }
+}
+
+/// Pins the calling thread to `cpu` until the guard is dropped.
+pub fn pin_current_thread_for_now(cpu: usize) -> io::Result<PinnedForNow> {
+    let before = rustix::thread::sched_getaffinity(None)?;
+    pin_current_thread(cpu)?;
+    Ok(PinnedForNow { before })
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {

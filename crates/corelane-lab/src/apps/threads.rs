@@ -152,10 +152,15 @@ pub struct Process {
     start: u64,
 }
 
-fn start_time(pid: u32) -> Option<u64> {
+/// The state letter and start time of process `pid` now (see
+/// `corelane::stats::stat_state_and_start`).
+fn state_and_start(pid: u32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+    corelane::stats::stat_state_and_start(&stat)
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    state_and_start(pid).map(|(_, start)| start)
 }
 
 /// Every process of `root`'s tree, `root` included.
@@ -177,11 +182,7 @@ pub fn processes_of(root: u32) -> Vec<Process> {
 impl Process {
     /// Whether this process (not a later one with its PID) still runs; a zombie has ended.
     pub fn alive(&self) -> bool {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
-            return false;
-        };
-        let state = stat.rfind(')').and_then(|i| stat[i + 2..].chars().next());
-        start_time(self.pid) == Some(self.start) && state != Some('Z')
+        matches!(state_and_start(self.pid), Some((state, start)) if start == self.start && state != 'Z')
     }
 
     /// Ends it with SIGKILL, by PID, if it is still this process.

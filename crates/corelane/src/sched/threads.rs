@@ -15,7 +15,7 @@ use super::policy::Kind;
 use super::pool::WorkerPool;
 use super::sim::RunResult;
 use super::workload::{Source, Workload};
-use crate::lane::pin_current_thread;
+use crate::lane::pin_current_thread_for_now;
 
 #[derive(Debug, Clone)]
 pub struct ThreadsConfig {
@@ -42,9 +42,8 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
     let workers = cfg.workers.max(1);
     let worker_cpus = cfg.cpus.get(1..).unwrap_or(&[]);
     let mut pool = WorkerPool::start(workers, cfg.ring, worker_cpus, cfg.mean_cost_ns > 0.0)?;
-    if let Some(&cpu) = cfg.cpus.first() {
-        pin_current_thread(cpu)?;
-    }
+    // The producer is the caller's own thread: pinned for the run, given its CPUs back after.
+    let _pinned = cfg.cpus.first().map(|&cpu| pin_current_thread_for_now(cpu)).transpose()?;
     let mut dispatcher = Dispatcher::new(cfg.kind, workers, cfg.seed ^ 0x5eed);
     let mut reorder = ReorderMeter::new();
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
@@ -119,6 +118,26 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The producer runs on the caller's thread: the caller gets its CPUs back (a lab run
+    /// that pinned its own thread here made every later experiment's processes inherit one
+    /// CPU).
+    #[test]
+    fn the_callers_cpus_are_given_back() {
+        let before = rustix::thread::sched_getaffinity(None).unwrap();
+        run(&ThreadsConfig {
+            kind: Kind::Rss,
+            workload: Workload::TenFlows,
+            workers: 1,
+            duration: Duration::from_millis(50),
+            mean_cost_ns: 0.0,
+            ring: 256,
+            cpus: vec![0],
+            seed: 1,
+        })
+        .unwrap();
+        assert_eq!(rustix::thread::sched_getaffinity(None).unwrap(), before);
+    }
 
     #[test]
     fn every_event_comes_back_and_flow_level_dispatch_keeps_order() {

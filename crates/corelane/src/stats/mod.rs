@@ -17,7 +17,7 @@ pub use procstat::{CpuSplit, CpuTimes, ProcStat};
 pub use rate::{format_rate_line, median, Rate};
 pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};
 pub use snmp::UdpCounters;
-pub use task::{schedstat_runtime, stat_cpu_ticks};
+pub use task::{schedstat_runtime, stat_cpu_ticks, stat_state_and_start};
 pub use ticker::{Tick, Ticker};
 
 pub use crate::sys::usage::{

@@ -20,6 +20,17 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
     Some((utime, stime))
 }
 
+/// The state letter (`R`, `S`, `Z`…, the first field after the comm) and the start time (in
+/// clock ticks after boot, the 20th) of a `/proc/PID/stat` line: together they tell a process
+/// from a later one with its PID, and whether it has ended.
+pub fn stat_state_and_start(stat: &str) -> Option<(char, u64)> {
+    let (_, after_comm) = stat.rsplit_once(')')?;
+    let mut fields = after_comm.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,6 +47,10 @@ mod tests {
         }
         let own = std::fs::read_to_string("/proc/self/stat").unwrap();
         assert!(stat_cpu_ticks(&own).is_some(), "{own}");
+        assert!(matches!(stat_state_and_start(&own), Some((_, s)) if s > 0), "{own}");
+        assert_eq!(stat_state_and_start(line), Some(('S', 5)));
+        assert_eq!(stat_state_and_start(")"), None);
+        assert_eq!(stat_state_and_start("1 (x)\u{e9}"), None);
         assert_eq!(schedstat_runtime("123 4 5\n"), Some(123));
         assert_eq!(schedstat_runtime("99999999999999999999 1 1"), None);
         assert_eq!(schedstat_runtime(""), None);
