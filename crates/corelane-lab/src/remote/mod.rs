@@ -164,6 +164,18 @@ impl Remote {
             shell_words::join(std::iter::once(program).chain(args.iter().map(String::as_str)));
         let out = child_output::run(Command::new(&argv[0]).args(&argv[1..]), None, &Limits::REPLY)
             .map_err(|e| self.reply_error(&shown, e))?;
+        // 255 is ssh's own failure (it could not connect, or lost the connection): one line
+        // naming the host, as when a running child's connection is lost.
+        if out.status.code() == Some(255) {
+            return Err(LabError::Remote {
+                host: self.host(),
+                problem: format!(
+                    "the connection was lost while `{}` ran ({}); the host restores what the lab changed there when its sessions end: check the network and sshd",
+                    printable(&shown, 200),
+                    printable(&String::from_utf8_lossy(&out.stderr), 500)
+                ),
+            });
+        }
         if !out.status.success() {
             return Err(LabError::Command {
                 command: format!("{} on {}", printable(&shown, 200), self.host()),
