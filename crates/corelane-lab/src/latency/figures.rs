@@ -36,10 +36,16 @@ pub(super) fn figures(r: &LatencyReport) -> Vec<Figure> {
     let mut out = Vec::new();
     for protocol in ["udp", "http"] {
         let rows: Vec<&LatencyRow> = r.rows.iter().filter(|row| row.protocol == protocol).collect();
-        let loaded: Vec<&LatencyRow> =
-            rows.iter().copied().filter(|row| row.rate.is_some() && row.achieved > 0.0).collect();
+        let loaded: Vec<&LatencyRow> = rows
+            .iter()
+            .copied()
+            .filter(|row| row.point.rate.is_some() && row.point.achieved > 0.0)
+            .collect();
         let against_load = series(&loaded, |row| {
-            (row.p99_us > 0.0).then_some((row.achieved, row.p99_us)).into_iter().collect()
+            (row.point.p99_us > 0.0)
+                .then_some((row.point.achieved, row.point.p99_us))
+                .into_iter()
+                .collect()
         });
         if !against_load.is_empty() {
             out.push(Figure::Lines(Lines {
@@ -55,7 +61,7 @@ pub(super) fn figures(r: &LatencyReport) -> Vec<Figure> {
         let idle: Vec<&LatencyRow> =
             rows.iter().copied().filter(|row| row.load == "ping-pong").collect();
         let percentiles = series(&idle, |row| {
-            [(50.0, row.p50_us), (99.0, row.p99_us), (99.9, row.p999_us)]
+            [(50.0, row.point.p50_us), (99.0, row.point.p99_us), (99.9, row.point.p999_us)]
                 .into_iter()
                 .filter(|(_, v)| *v > 0.0)
                 .collect()

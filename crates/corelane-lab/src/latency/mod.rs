@@ -288,17 +288,20 @@ impl Experiment for LatencyLab {
         self,
         measured: Vec<experiment::Measured<Pair, Vec<Point>>>,
     ) -> Result<LatencyReport, LabError> {
-        Ok(table::report(
-            measured,
-            table::Context {
-                testbed: self.testbed.report(None),
-                machine: crate::machine(),
-                server_cpu: self.server_cpu,
-                client_cpu: self.client_cpu,
-                trials: self.opts.trials,
-                duration_secs: self.opts.duration.as_secs_f64(),
-                skipped: self.skipped,
-            },
-        ))
+        let (rows, knees) = table::rows_and_knees(&measured);
+        let findings = table::findings(&rows, &knees);
+        Ok(LatencyReport {
+            testbed: self.testbed.report(None),
+            machine: crate::machine(),
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            trials: self.opts.trials,
+            duration_secs: self.opts.duration.as_secs_f64(),
+            measure: "round_trip".into(),
+            rows,
+            knees,
+            skipped: self.skipped,
+            findings,
+        })
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::sides::Point;
 use crate::testbed::TestbedReport;
 
 /// One pair at one offered load; round trips in µs, medians over trials.
@@ -14,15 +15,9 @@ pub struct LatencyRow {
     pub client: String,
     /// `ping-pong`, or the offered messages (requests) per second.
     pub load: String,
-    pub rate: Option<u64>,
-    pub achieved: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-    pub p99_uncorrected_us: Option<f64>,
-    pub lost: u64,
-    pub sent: u64,
+    /// Each figure's median over the trials (lost and sent: their sums).
+    #[serde(flatten)]
+    pub point: Point,
 }
 
 /// Where a pair's p99 passes twice its value at the lowest offered load.

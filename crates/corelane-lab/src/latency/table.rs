@@ -7,20 +7,7 @@ use super::rows::{Knee, LatencyReport, LatencyRow};
 use super::sides::{Point, UdpClient, UdpServer};
 use super::Pair;
 use crate::experiment::{Measured, Report};
-use crate::testbed::TestbedReport;
 use crate::{median_of, report};
-
-/// What the report needs beyond the measurements.
-#[derive(Debug)]
-pub struct Context {
-    pub testbed: TestbedReport,
-    pub machine: String,
-    pub server_cpu: usize,
-    pub client_cpu: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
-    pub skipped: Vec<String>,
-}
 
 /// A point past saturation: under 90 % of the offered load sent, or over 1 % lost.
 pub fn saturated(p: &Point) -> bool {
@@ -43,66 +30,62 @@ fn rows_of(pair: &Pair, trials: &[Vec<Point>]) -> Vec<LatencyRow> {
         .map(|p| {
             let same: Vec<&Point> =
                 trials.iter().filter_map(|t| t.iter().find(|q| q.rate == p.rate)).collect();
-            let med = |f: fn(&Point) -> f64| median_of(same.iter().map(|q| f(q)));
             LatencyRow {
                 protocol: protocol.into(),
                 server: server.into(),
                 client: client.into(),
                 load: p.rate.map_or("ping-pong".into(), |r| r.to_string()),
-                rate: p.rate,
-                achieved: med(|q| q.achieved),
-                p50_us: med(|q| q.p50_us),
-                p99_us: med(|q| q.p99_us),
-                p999_us: med(|q| q.p999_us),
-                max_us: med(|q| q.max_us),
-                p99_uncorrected_us: p
-                    .p99_uncorrected_us
-                    .map(|_| med(|q| q.p99_uncorrected_us.unwrap_or(0.0))),
-                lost: same.iter().map(|q| q.lost).sum(),
-                sent: same.iter().map(|q| q.sent).sum(),
+                point: median_point(p, &same),
             }
         })
         .collect()
 }
 
+/// Each figure's median over `same` (one point per trial at `first`'s load); lost and sent
+/// summed; the uncorrected p99 where `first` has one.
+fn median_point(first: &Point, same: &[&Point]) -> Point {
+    let med = |f: fn(&Point) -> f64| median_of(same.iter().map(|q| f(q)));
+    Point {
+        rate: first.rate,
+        achieved: med(|q| q.achieved),
+        p50_us: med(|q| q.p50_us),
+        p99_us: med(|q| q.p99_us),
+        p999_us: med(|q| q.p999_us),
+        max_us: med(|q| q.max_us),
+        p99_uncorrected_us: first
+            .p99_uncorrected_us
+            .map(|_| med(|q| q.p99_uncorrected_us.unwrap_or(0.0))),
+        lost: same.iter().map(|q| q.lost).sum(),
+        sent: same.iter().map(|q| q.sent).sum(),
+    }
+}
+
 /// The knee of one pair's rows (under-load rows only, lowest load first).
 fn knee(label: String, rows: &[LatencyRow]) -> Option<Knee> {
-    let loaded: Vec<&LatencyRow> = rows.iter().filter(|r| r.rate.is_some()).collect();
+    let loaded: Vec<&LatencyRow> = rows.iter().filter(|r| r.point.rate.is_some()).collect();
     let idle = loaded.first()?;
-    let limit = 2.0 * idle.p99_us;
-    let knee_at = loaded.iter().position(|r| r.p99_us > limit);
+    let limit = 2.0 * idle.point.p99_us;
+    let knee_at = loaded.iter().position(|r| r.point.p99_us > limit);
     Some(Knee {
         pair: label,
-        idle_rate: idle.rate.unwrap_or(0),
-        idle_p99_us: idle.p99_us,
-        knee_rate: knee_at.and_then(|i| loaded[i].rate),
-        last_below: knee_at.and_then(|i| i.checked_sub(1)).and_then(|i| loaded[i].rate),
-        highest_rate: loaded.last().and_then(|r| r.rate).unwrap_or(0),
+        idle_rate: idle.point.rate.unwrap_or(0),
+        idle_p99_us: idle.point.p99_us,
+        knee_rate: knee_at.and_then(|i| loaded[i].point.rate),
+        last_below: knee_at.and_then(|i| i.checked_sub(1)).and_then(|i| loaded[i].point.rate),
+        highest_rate: loaded.last().and_then(|r| r.point.rate).unwrap_or(0),
     })
 }
 
-pub fn report(measured: Vec<Measured<Pair, Vec<Point>>>, cx: Context) -> LatencyReport {
+/// Every pair's rows (medians per offered load) and knees.
+pub fn rows_and_knees(measured: &[Measured<Pair, Vec<Point>>]) -> (Vec<LatencyRow>, Vec<Knee>) {
     let mut rows = Vec::new();
     let mut knees = Vec::new();
-    for m in &measured {
+    for m in measured {
         let pair_rows = rows_of(&m.config, &m.trials);
         knees.extend(knee(m.config.label(), &pair_rows));
         rows.extend(pair_rows);
     }
-    let findings = findings(&rows, &knees);
-    LatencyReport {
-        testbed: cx.testbed,
-        machine: cx.machine,
-        server_cpu: cx.server_cpu,
-        client_cpu: cx.client_cpu,
-        trials: cx.trials,
-        duration_secs: cx.duration_secs,
-        measure: "round_trip".into(),
-        rows,
-        knees,
-        skipped: cx.skipped,
-        findings,
-    }
+    (rows, knees)
 }
 
 fn find<'a>(
@@ -116,10 +99,10 @@ fn find<'a>(
 
 /// Ping-pong p50/p99 of a pair, as "p50/p99".
 fn pp(r: &LatencyRow) -> String {
-    format!("{:.1}/{:.1}", r.p50_us, r.p99_us)
+    format!("{:.1}/{:.1}", r.point.p50_us, r.point.p99_us)
 }
 
-fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
+pub fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
     let mut out = Vec::new();
     let (echo, sr) = (UdpServer::Echo { id: "echo", args: &[] }.id(), UdpServer::Sockperf.id());
     let (ping, sp) = (UdpClient::Ping.id(), UdpClient::Sockperf.id());
@@ -127,7 +110,7 @@ fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
     if let (Some(ours), Some(theirs)) = (at(echo, ping), at(sr, sp)) {
         out.push(format!(
             "ping-pong round trip p50/p99 (us): corelane ping <-> corelane echo {} vs sockperf pp <-> sockperf sr {} ({:.2}x / {:.2}x).",
-            pp(ours), pp(theirs), ours.p50_us / theirs.p50_us.max(1e-9), ours.p99_us / theirs.p99_us.max(1e-9)
+            pp(ours), pp(theirs), ours.point.p50_us / theirs.point.p50_us.max(1e-9), ours.point.p99_us / theirs.point.p99_us.max(1e-9)
         ));
     }
     if let (Some(a), Some(b)) = (at(sr, ping), at(sr, sp)) {
@@ -207,13 +190,13 @@ impl Report for LatencyReport {
                 Cell::new(&r.server),
                 Cell::new(&r.client),
                 report::right(r.load.clone()),
-                report::right(format!("{:.0}", r.achieved)),
-                report::right(format!("{:.1}", r.p50_us)),
-                report::right(format!("{:.1}", r.p99_us)),
-                report::right(format!("{:.1}", r.p999_us)),
-                report::right(format!("{:.1}", r.max_us)),
-                report::right(r.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}"))),
-                report::right(r.lost.to_string()),
+                report::right(format!("{:.0}", r.point.achieved)),
+                report::right(format!("{:.1}", r.point.p50_us)),
+                report::right(format!("{:.1}", r.point.p99_us)),
+                report::right(format!("{:.1}", r.point.p999_us)),
+                report::right(format!("{:.1}", r.point.max_us)),
+                report::right(r.point.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}"))),
+                report::right(r.point.lost.to_string()),
             ]);
         }
         out.push_str(&format!("{table}\n"));
@@ -237,14 +220,14 @@ impl Report for LatencyReport {
                     r.server.clone(),
                     r.client.clone(),
                     r.load.clone(),
-                    format!("{:.1}", r.achieved),
-                    format!("{:.3}", r.p50_us),
-                    format!("{:.3}", r.p99_us),
-                    format!("{:.3}", r.p999_us),
-                    format!("{:.3}", r.max_us),
-                    r.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}")),
-                    r.lost.to_string(),
-                    r.sent.to_string(),
+                    format!("{:.1}", r.point.achieved),
+                    format!("{:.3}", r.point.p50_us),
+                    format!("{:.3}", r.point.p99_us),
+                    format!("{:.3}", r.point.p999_us),
+                    format!("{:.3}", r.point.max_us),
+                    r.point.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}")),
+                    r.point.lost.to_string(),
+                    r.point.sent.to_string(),
                 ]
             })
             .collect()
@@ -279,6 +262,24 @@ mod tests {
         assert_eq!((k.knee_rate, k.last_below, k.highest_rate), (Some(10_000), Some(5000), 10_000));
         let flat = rows_of(&pair, &[vec![point(Some(1000), 50.0), point(Some(2000), 60.0)]]);
         assert_eq!(knee("y".into(), &flat).unwrap().knee_rate, None);
+    }
+
+    /// The row carries its point flattened: the JSON keeps one flat object per row with
+    /// every figure beside the pair's names.
+    #[test]
+    fn a_row_serializes_as_one_flat_object() {
+        let pair = Pair::Udp { server: UdpServer::Sockperf, client: UdpClient::Ping };
+        let rows = rows_of(&pair, &[vec![point(None, 20.0)], vec![point(None, 40.0)]]);
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected: Vec<&str> = "protocol server client load rate achieved p50_us p99_us p999_us max_us p99_uncorrected_us lost sent".split(' ').collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+        assert_eq!(
+            (json["load"].as_str(), json["p99_us"].as_f64()),
+            (Some("ping-pong"), Some(30.0))
+        );
+        assert_eq!(json["sent"].as_u64(), Some(2000));
     }
 
     #[test]
