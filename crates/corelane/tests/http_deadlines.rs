@@ -2,32 +2,28 @@
 //! sockets: a connection that never sends a byte, a body trickled a byte at a time and a
 //! closing connection whose peer never reads are each dropped at their deadline.
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::http::{connect, stop_and_wait, BACKENDS};
 use corelane::lane::StopSignal;
-use corelane::tcp::{Backend, Content, Limits, Server, ServerConfig};
+use corelane::tcp::{Backend, Content, Limits, Server};
 
 const DEADLINE: Duration = Duration::from_millis(400);
 
+/// A server of `body` whose header, request and linger deadlines are `DEADLINE`-sized.
 fn start(backend: Backend, body: Vec<u8>) -> (Server, StopSignal) {
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), Content::Body(body));
-    config.backend = backend;
-    config.limits = Limits {
-        header_timeout: DEADLINE,
-        request_timeout: DEADLINE * 2,
-        linger_timeout: DEADLINE,
-        ..Limits::default()
-    };
-    let stop = StopSignal::new();
-    (Server::start(config, stop.clone()).unwrap(), stop)
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
+    common::http::start(backend, Content::Body(body), |c| {
+        c.limits = Limits {
+            header_timeout: DEADLINE,
+            request_timeout: DEADLINE * 2,
+            linger_timeout: DEADLINE,
+            ..Limits::default()
+        }
+    })
 }
 
 /// Reads until the server closes; returns when that was, from `since`.
@@ -41,15 +37,14 @@ fn closed_after(s: &mut TcpStream, since: Instant) -> Duration {
 /// deadline now runs from accept.
 #[test]
 fn a_silent_connection_is_closed_at_the_header_deadline() {
-    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
+    for backend in BACKENDS {
         let (server, stop) = start(backend, b"ok".to_vec());
         let started = Instant::now();
         let mut silent = connect(server.local_addr());
         let held = closed_after(&mut silent, started);
         assert!(held >= DEADLINE - Duration::from_millis(50), "{backend:?}: {held:?}");
         assert!(held < DEADLINE * 4, "{backend:?}: held {held:?}");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -57,7 +52,7 @@ fn a_silent_connection_is_closed_at_the_header_deadline() {
 /// timed: the whole request, body included, now has a deadline.
 #[test]
 fn a_trickled_body_is_cut_at_the_request_deadline() {
-    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
+    for backend in BACKENDS {
         let (server, stop) = start(backend, b"ok".to_vec());
         let started = Instant::now();
         let mut s = connect(server.local_addr());
@@ -91,8 +86,7 @@ fn a_trickled_body_is_cut_at_the_request_deadline() {
             "{backend:?}: held {held:?} ({trickled} bytes)"
         );
         assert!(held >= DEADLINE * 2 - Duration::from_millis(50), "{backend:?}: {held:?}");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -101,7 +95,7 @@ fn a_trickled_body_is_cut_at_the_request_deadline() {
 /// once it has made no progress for the linger deadline.
 #[test]
 fn a_closing_connection_whose_peer_never_reads_is_dropped() {
-    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
+    for backend in BACKENDS {
         let (server, stop) = start(backend, vec![b'x'; 16 << 20]);
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         s.set_recv_buffer_size(4096).unwrap();
@@ -120,7 +114,6 @@ fn a_closing_connection_whose_peer_never_reads_is_dropped() {
         let dropped = dropped.unwrap_or_else(|| panic!("{backend:?}: still open after 5 s"));
         assert!(dropped < DEADLINE * 4, "{backend:?}: dropped after {dropped:?}");
         drop(s);
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }

@@ -1,10 +1,12 @@
 //! No fd leaks across a million requests (epoll) and 200,000 (io_uring). Alone in its test binary, so no other test opens or
 //! closes fds while /proc/self/fd is counted.
 
+mod common;
+
 use std::time::Duration;
 
 use corelane::lane::StopSignal;
-use corelane::tcp::{load, Backend, Content, LoadConfig, Server, ServerConfig};
+use corelane::tcp::{load, Backend, Content, LoadConfig};
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
@@ -21,12 +23,8 @@ fn a_million_requests_leak_no_fd() {
 
 /// Serves `keep` keep-alive requests and `close` one-per-connection requests, then stops.
 fn serve_and_count(backend: Backend, keep: u64, close: u64) {
-    let mut server_config =
-        ServerConfig::new("127.0.0.1:0".parse().unwrap(), Content::Body(b"ok".to_vec()));
-    server_config.lanes = 2;
-    server_config.backend = backend;
-    let stop = StopSignal::new();
-    let server = Server::start(server_config, stop.clone()).unwrap();
+    let (server, stop) =
+        common::http::start(backend, Content::Body(b"ok".to_vec()), |c| c.lanes = 2);
     let addr = server.local_addr();
     let run = |requests: u64, close: bool| {
         let mut config = LoadConfig::new(addr);
@@ -41,8 +39,7 @@ fn serve_and_count(backend: Backend, keep: u64, close: u64) {
     assert_eq!(keep_summary.responses + close_summary.responses, keep + close);
     let errors = (keep_summary.errors, close_summary.errors, keep_summary.non_2xx);
     assert_eq!(errors, (0, 0, 0), "{backend}");
-    stop.stop();
-    let totals = server.wait().unwrap();
+    let totals = common::http::stop_and_wait(server, &stop);
     assert_eq!(totals.requests, keep + close);
     assert_eq!(totals.open, 0);
 }

@@ -2,28 +2,16 @@
 //! ranges, validators and conditional requests, the directory redirect, hostile Range and
 //! If-* headers, a file changed while it is sent, and the bytes an idle connection holds.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use corelane::lane::StopSignal;
-use corelane::tcp::static_file::StaticRoot;
-use corelane::tcp::{Backend, Content, Limits, Server, ServerConfig};
-
-const BACKENDS: [Backend; 2] = [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }];
-
-fn serve(root: &Path, backend: Backend, limits: Limits) -> (Server, StopSignal) {
-    let mut config = ServerConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
-        Content::Root(StaticRoot::new(root).unwrap()),
-    );
-    config.backend = backend;
-    config.limits = limits;
-    let stop = StopSignal::new();
-    (Server::start(config, stop.clone()).expect("server starts"), stop)
-}
+use common::http::{serve_root, stop_and_wait, BACKENDS};
+use corelane::tcp::{Backend, Limits};
 
 /// One response: status, head text and body (Content-Length bytes, none for 304 or HEAD).
 #[derive(Debug)]
@@ -89,7 +77,7 @@ fn ranges_validators_and_conditions_on_both_backends() {
     std::fs::create_dir(dir.path().join("docs")).unwrap();
     std::fs::write(dir.path().join("docs/index.html"), "<a href=x.html>x</a>").unwrap();
     for backend in BACKENDS {
-        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         let addr = server.local_addr();
         let whole = get(addr, "/f.bin", "");
         assert_eq!((whole.status, whole.body.len()), (200, 10_000), "{backend}");
@@ -161,8 +149,7 @@ fn ranges_validators_and_conditions_on_both_backends() {
         let open_redirect = get(addr, "//docs", "");
         assert_eq!(open_redirect.header("location"), Some("/docs/"), "never another site");
         assert_eq!(get(addr, "/docs/", "").status, 200);
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -176,7 +163,7 @@ fn hostile_range_and_condition_headers_are_answered_by_the_rfc() {
     std::fs::write(dir.path().join("f"), &data).unwrap();
     let limits = Limits { max_header_bytes: 2 << 20, ..Limits::default() };
     for backend in BACKENDS {
-        let (server, stop) = serve(dir.path(), backend, limits);
+        let (server, stop) = serve_root(dir.path(), backend, |c| c.limits = limits);
         let addr = server.local_addr();
         let started = Instant::now();
         let thousands = format!("Range: bytes={}\r\n", vec!["0-1,1-0,3-2"; 20_000].join(","));
@@ -198,8 +185,7 @@ fn hostile_range_and_condition_headers_are_answered_by_the_rfc() {
             format!("If-Modified-Since: {}\r\n", "Sun, 06 Nov 1994 08:49:37 GMT".repeat(30_000));
         assert_eq!(get(addr, "/f", &dates).status, 200);
         assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -251,7 +237,7 @@ fn a_file_changed_while_it_is_sent_is_never_a_mix_of_versions() {
     let old = content(16 << 20);
     for backend in BACKENDS {
         std::fs::write(dir.path().join("big"), &old).unwrap();
-        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         let addr = server.local_addr();
 
         let (head, mut s, mut body) = start_slow_get(addr, "big");
@@ -290,8 +276,7 @@ fn a_file_changed_while_it_is_sent_is_never_a_mix_of_versions() {
             file.write_all(&vec![0xEE; 16 << 20]).unwrap();
         });
         assert!(body.len() < old.len(), "{backend}: a rewritten file ends the response short");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -312,7 +297,7 @@ fn files_dated_outside_http_dates_are_served() {
         .unwrap();
     }
     for backend in BACKENDS {
-        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         for name in ["old", "far"] {
             let r = get(
                 server.local_addr(),
@@ -327,8 +312,7 @@ fn files_dated_outside_http_dates_are_served() {
                 assert!(r.header("last-modified").is_none(), "{}", r.head);
             }
         }
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -356,7 +340,7 @@ fn idle_keep_alive_connections_hold_no_buffers() {
     std::fs::write(dir.path().join("f"), content(4096)).unwrap();
     for backend in BACKENDS {
         let limits = Limits { max_connections: 2 * IDLE, ..Limits::default() };
-        let (server, stop) = serve(dir.path(), backend, limits);
+        let (server, stop) = serve_root(dir.path(), backend, |c| c.limits = limits);
         let addr = server.local_addr();
         let mut idle = Vec::with_capacity(IDLE);
         for _ in 0..IDLE {
@@ -378,8 +362,7 @@ fn idle_keep_alive_connections_hold_no_buffers() {
         let fresh = get(addr, "/f", "");
         assert_eq!(fresh.status, 200, "{backend}: a new request is answered");
         drop(idle);
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -396,7 +379,7 @@ fn curl_ranges_resumes_and_conditions() {
     std::fs::write(dir.path().join("f.bin"), &data).unwrap();
     let out = tempfile::tempdir().unwrap();
     for backend in BACKENDS {
-        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         let url = format!("http://{}/f.bin", server.local_addr());
         let curl = |args: &[&str]| {
             let o = Command::new("curl")
@@ -431,8 +414,7 @@ fn curl_ranges_resumes_and_conditions() {
             "%{http_code}",
         ]);
         assert_eq!(code, b"304", "{backend}: same ETag");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -467,7 +449,7 @@ fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
     .unwrap();
     std::fs::write(dir.path().join("docs/data.txt"), "0123456789abcdef").unwrap();
     for backend in BACKENDS {
-        let (server, stop) = serve(dir.path(), backend, Limits::default());
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         let profile = tempfile::tempdir().unwrap();
         let out = Command::new(chromium)
             .args([
@@ -488,7 +470,6 @@ fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
         let dom = String::from_utf8_lossy(&out.stdout);
         assert!(dom.contains("relative script ran"), "{backend}: {dom}");
         assert!(dom.contains("206 bytes 4-8/16 45678"), "{backend}: {dom}");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }

@@ -3,18 +3,27 @@
 //! smuggling-shaped requests, and the server's answers to HEAD, conflicting lengths, files
 //! that lead out of the root and FIFOs under it, over real loopback sockets.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use corelane::lane::StopSignal;
+use common::http::{exchange, serve_root, stop_and_wait, BACKENDS};
 use corelane::tcp::http::{parse_request, Limits, Parsed};
-use corelane::tcp::static_file::StaticRoot;
-use corelane::tcp::{Backend, Content, Server, ServerConfig};
+use corelane::tcp::Backend;
 
 const PYTHON: &str = "/usr/bin/python3";
+
+/// Whether Python's h11 can be imported; if not, says the test skips and what to install.
+fn h11_installed() -> bool {
+    let probe = Command::new(PYTHON).args(["-c", "import h11"]).output();
+    let found = probe.is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: {PYTHON} cannot import h11 (apt-get install python3-h11)");
+    }
+    found
+}
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/http-corpus")
@@ -37,9 +46,7 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
 /// `ok-` request both accept, so the corpus also catches a parser grown too strict.
 #[test]
 fn the_parser_rejects_everything_h11_rejects() {
-    let probe = Command::new(PYTHON).args(["-c", "import h11"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: {PYTHON} cannot import h11 (apt-get install python3-h11)");
+    if !h11_installed() {
         return;
     }
     let files = corpus();
@@ -72,32 +79,13 @@ fn the_parser_rejects_everything_h11_rejects() {
     assert!(looser.is_empty(), "corelane accepts what h11 refuses:\n{}", looser.join("\n"));
 }
 
-fn serve(root: &Path, backend: Backend) -> (Server, StopSignal) {
-    let mut config = ServerConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
-        Content::Root(StaticRoot::new(root).unwrap()),
-    );
-    config.backend = backend;
-    let stop = StopSignal::new();
-    (Server::start(config, stop.clone()).unwrap(), stop)
-}
-
-fn exchange(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(request).unwrap();
-    let mut all = Vec::new();
-    let _ = s.read_to_end(&mut all);
-    String::from_utf8_lossy(&all).into_owned()
-}
-
 /// An error answer to HEAD carried a body: a keep-alive client or a proxy reads it as the
 /// start of the next response. Now no body, and the next pipelined request is answered.
 #[test]
 fn head_gets_no_body_even_for_errors() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("here.txt"), "here").unwrap();
-    let (server, stop) = serve(dir.path(), Backend::Epoll);
+    let (server, stop) = serve_root(dir.path(), Backend::Epoll, |_| {});
     let text = exchange(
         server.local_addr(),
         b"HEAD /missing HTTP/1.1\r\nHost: x\r\n\r\nGET /here.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -109,8 +97,7 @@ fn head_gets_no_body_even_for_errors() {
     // A HEAD refused by the parser (here: no Host) has no body either.
     let text = exchange(server.local_addr(), b"HEAD / HTTP/1.1\r\n\r\n");
     assert!(text.starts_with("HTTP/1.1 400") && text.ends_with("\r\n\r\n"), "{text:?}");
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
 }
 
 /// Two Content-Lengths that differ (last one won) and `+0` (parsed) are request smuggling
@@ -118,7 +105,7 @@ fn head_gets_no_body_even_for_errors() {
 #[test]
 fn conflicting_or_signed_lengths_and_missing_host_are_400() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, stop) = serve(dir.path(), Backend::Epoll);
+    let (server, stop) = serve_root(dir.path(), Backend::Epoll, |_| {});
     for request in [
         &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"[..],
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n",
@@ -136,8 +123,7 @@ fn conflicting_or_signed_lengths_and_missing_host_are_400() {
         b"GET http://x/a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("A"), "{text}");
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
 }
 
 /// `index.html` was appended after the root check and followed out of the root through a
@@ -152,7 +138,7 @@ fn symlinks_out_of_the_root_are_403_index_html_included() {
         .unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
     std::os::unix::fs::symlink("/proc/self/root/etc/hostname", dir.path().join("magic")).unwrap();
-    let (server, stop) = serve(dir.path(), Backend::Epoll);
+    let (server, stop) = serve_root(dir.path(), Backend::Epoll, |_| {});
     for target in ["/sub/", "/sub", "/out/secret", "/magic"] {
         let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let text = exchange(server.local_addr(), request.as_bytes());
@@ -161,8 +147,7 @@ fn symlinks_out_of_the_root_are_403_index_html_included() {
         assert!(text.starts_with(want), "{target}: {text}");
         assert!(!text.contains("secret"), "{target}: {text}");
     }
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
 }
 
 /// A FIFO under the root was opened blocking: the lane stopped for good, and with it every
@@ -179,7 +164,7 @@ fn a_fifo_under_the_root_does_not_stall_the_lane() {
         0,
     )
     .unwrap();
-    let (server, stop) = serve(dir.path(), Backend::Epoll);
+    let (server, stop) = serve_root(dir.path(), Backend::Epoll, |_| {});
     let started = Instant::now();
     let text = exchange(
         server.local_addr(),
@@ -192,8 +177,7 @@ fn a_fifo_under_the_root_does_not_stall_the_lane() {
     );
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
 }
 
 mod parser_properties {
@@ -243,16 +227,14 @@ mod parser_properties {
 /// length that is not the body's would throw every later answer off.
 #[test]
 fn h11_reads_every_file_answer_on_one_connection() {
-    let probe = Command::new(PYTHON).args(["-c", "import h11"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: {PYTHON} cannot import h11 (apt-get install python3-h11)");
+    if !h11_installed() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), vec![b'x'; 5000]).unwrap();
     std::fs::create_dir(dir.path().join("d")).unwrap();
-    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
-        let (server, stop) = serve(dir.path(), backend);
+    for backend in BACKENDS {
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
         let addr = server.local_addr();
         let head = exchange(addr, b"HEAD /f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let etag = head.lines().find_map(|l| l.strip_prefix("ETag: ")).expect("an ETag").to_owned();
@@ -278,7 +260,6 @@ fn h11_reads_every_file_answer_on_one_connection() {
         let got: Vec<&str> = text.lines().collect();
         let want: Vec<&str> = requests.iter().map(|(_, w)| *w).collect();
         assert_eq!(got, want, "{backend}: {}", String::from_utf8_lossy(&out.stderr));
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }

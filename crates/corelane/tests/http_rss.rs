@@ -2,14 +2,16 @@
 //! pending output, 2.2 GiB of RSS in 10 s. This binary holds this one test so the process's
 //! RSS is the server's (the clients here hold a few KiB).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corelane::lane::StopSignal;
-use corelane::tcp::{Backend, Content, Server, ServerConfig};
+use common::http::{stop_and_wait, BACKENDS};
+use corelane::tcp::Content;
 
 const PIPELINE_FOR: Duration = Duration::from_secs(10);
 const GROWTH_LIMIT_KIB: u64 = 64 << 10;
@@ -56,15 +58,9 @@ fn get_ok(addr: SocketAddr) -> bool {
 
 #[test]
 fn a_client_that_pipelines_and_never_reads_cannot_grow_the_server() {
-    for backend in [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }] {
-        let mut config = ServerConfig::new(
-            "127.0.0.1:0".parse().unwrap(),
-            Content::Body(b"Hello, World!".to_vec()),
-        );
-        config.backend = backend;
-        config.lanes = 1;
-        let stop = StopSignal::new();
-        let server = Server::start(config, stop.clone()).unwrap();
+    for backend in BACKENDS {
+        let body = Content::Body(b"Hello, World!".to_vec());
+        let (server, stop) = common::http::start(backend, body, |c| c.lanes = 1);
         let addr = server.local_addr();
         assert!(get_ok(addr));
         let before = rss_kib();
@@ -89,7 +85,6 @@ fn a_client_that_pipelines_and_never_reads_cannot_grow_the_server() {
         );
         assert!(grown < GROWTH_LIMIT_KIB, "{backend:?}: the server grew by {} MiB", grown >> 10);
         assert!(served == asked && asked >= 10, "{backend:?}: {served}/{asked} answered");
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }

@@ -2,41 +2,21 @@
 //! malformed clients while others are served, static files, drain on stop, many idle
 //! connections and no fd leak across a million requests.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::http::{connect, read_to_close, serve_root, stop_and_wait, BACKENDS};
 use corelane::lane::{Placement, StopSignal};
-use corelane::tcp::static_file::StaticRoot;
 use corelane::tcp::{
     load, Backend, Content, Limits, Listen, LoadConfig, LoadSummary, Recycle, Server, ServerConfig,
 };
 
-/// Every behaviour below (files aside) holds on both backends.
-const BACKENDS: [Backend; 2] = [Backend::Epoll, Backend::Uring { sqpoll_cpu: None }];
-
+/// A server of the fixed body "Hello, World!" (the files test serves a root instead).
 fn start(backend: Backend, configure: impl FnOnce(&mut ServerConfig)) -> (Server, StopSignal) {
-    let mut config =
-        ServerConfig::new("127.0.0.1:0".parse().unwrap(), Content::Body(b"Hello, World!".to_vec()));
-    config.backend = backend;
-    configure(&mut config);
-    let stop = StopSignal::new();
-    let server = Server::start(config, stop.clone()).expect("server starts");
-    (server, stop)
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
-}
-
-/// Reads until the peer closes (or the read times out) and returns the text.
-fn read_to_close(s: &mut TcpStream) -> String {
-    let mut all = Vec::new();
-    let _ = s.read_to_end(&mut all);
-    String::from_utf8_lossy(&all).into_owned()
+    common::http::start(backend, Content::Body(b"Hello, World!".to_vec()), configure)
 }
 
 /// Reads exactly `n` complete responses of the fixed body from a keep-alive connection.
@@ -72,8 +52,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         let last = read_to_close(&mut s);
         assert!(last.contains("Connection: close") && last.ends_with("Hello, World!"), "{last}");
-        stop.stop();
-        let totals = server.wait().unwrap();
+        let totals = stop_and_wait(server, &stop);
         assert_eq!(totals.requests, 4);
     }
 }
@@ -150,8 +129,7 @@ fn malformed_oversized_and_slow_requests_are_refused_while_others_are_served() {
 
         let served = others.join().unwrap();
         assert_eq!((served.non_2xx, served.errors), (0, 0), "{served:?}");
-        stop.stop();
-        let totals = server.wait().unwrap();
+        let totals = stop_and_wait(server, &stop);
         assert!(totals.client_errors >= 5 && totals.timeouts == 1, "{totals:?}");
     }
 }
@@ -169,28 +147,20 @@ fn connections_over_the_limit_get_503() {
         }
         let mut third = connect(addr);
         assert!(read_to_close(&mut third).starts_with("HTTP/1.1 503"));
-        stop.stop();
-        assert_eq!(server.wait().unwrap().refused, 1);
+        assert_eq!(stop_and_wait(server, &stop).refused, 1);
     }
-}
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir =
-        tempfile::Builder::new().prefix(&format!("corelane-{name}-")).tempdir().unwrap().keep();
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("docs")).unwrap();
-    dir
 }
 
 #[test]
 fn static_files_are_served_whole_and_nothing_outside_the_root() {
-    let dir = scratch_dir("static");
+    let scratch = tempfile::Builder::new().prefix("corelane-static-").tempdir().unwrap();
+    let dir = scratch.path();
+    std::fs::create_dir(dir.join("docs")).unwrap();
     let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
     std::fs::write(dir.join("docs/big.bin"), &big).unwrap();
     std::fs::write(dir.join("index.html"), "<h1>hi</h1>").unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("escape")).unwrap();
-    let root = StaticRoot::new(&dir).unwrap();
-    let (server, stop) = start(Backend::Epoll, |c| c.content = Content::Root(root));
+    let (server, stop) = serve_root(dir, Backend::Epoll, |_| {});
     let addr = server.local_addr();
 
     let mut s = connect(addr);
@@ -224,9 +194,7 @@ fn static_files_are_served_whole_and_nothing_outside_the_root() {
     s.write_all(b"HEAD /docs/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let text = read_to_close(&mut s);
     assert!(text.ends_with("\r\n\r\n") && text.contains("Content-Length: 3145728"), "{text}");
-    stop.stop();
-    server.wait().unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    stop_and_wait(server, &stop);
 }
 
 #[test]
@@ -285,8 +253,7 @@ fn ten_thousand_idle_connections_are_held_while_others_are_served() {
         assert_eq!((served.non_2xx, served.errors), (0, 0));
         assert!(server.totals().open >= 10_000, "the idle ones are still open");
         drop(idle);
-        stop.stop();
-        server.wait().unwrap();
+        stop_and_wait(server, &stop);
     }
 }
 
@@ -312,8 +279,7 @@ fn bad_configurations_are_clear_errors() {
     config.backend = Backend::Uring { sqpoll_cpu: Some(999) };
     let err = Server::start(config.clone(), StopSignal::new()).unwrap_err();
     assert!(err.to_string().contains("999"), "an absent SQPOLL CPU is named: {err}");
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
     let free = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
@@ -332,8 +298,7 @@ fn an_sqpoll_thread_submits_for_the_lane_or_the_server_says_why_not() {
     for note in server.notes() {
         assert!(note.contains("SQPOLL"), "a fallback names its reason: {note}");
     }
-    stop.stop();
-    server.wait().unwrap();
+    stop_and_wait(server, &stop);
 }
 
 /// `Server::run` is the whole serving loop the CLI used to write itself: intervals once a
