@@ -3,6 +3,8 @@
 //! the groups of hard links). Root builds the tree (other owners, devices); elsewhere the test
 //! says why it skips.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -11,31 +13,17 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use corelane::copy::{copy_tree, CopyOptions, LossKind, Preserve, TreeReport};
-use corelane::lane::StopSignal;
-
-fn root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+use common::copy::tree;
+use common::root_or_skip;
+use corelane::copy::{CopyOptions, LossKind, Preserve, TreeReport};
 
 fn scratch(name: &str) -> tempfile::TempDir {
-    let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
-    tempfile::Builder::new().prefix(&format!("corelane-archive-{name}-")).tempdir_in(base).unwrap()
+    common::copy::tmpfs_dir(&format!("corelane-archive-{name}"))
 }
 
-/// What `corelane copy -a` passes to the library.
-fn archive() -> CopyOptions {
-    CopyOptions {
-        preserve: Preserve::ALL,
-        sockets: true,
-        no_dereference: true,
-        fresh_in_place: true,
-        ..CopyOptions::default()
-    }
-}
-
+/// What `corelane copy -a` does with `src`.
 fn copy_a(src: &Path, dst: &Path, lanes: usize) -> TreeReport {
-    copy_tree(src, dst, &archive(), lanes, &[], &|_, _| {}, &StopSignal::new()).unwrap()
+    tree(src, dst, &CopyOptions::archive(), lanes).unwrap()
 }
 
 fn chown(p: &Path, uid: u32, gid: u32) {
@@ -246,8 +234,7 @@ fn assert_same_listing(expected: &Path, actual: &Path) {
 
 #[test]
 fn copy_a_gives_the_same_metadata_as_cp_a() {
-    if !root() {
-        eprintln!("skipped: needs root to give entries other owners and make device nodes");
+    if !root_or_skip("to give entries other owners and make device nodes") {
         return;
     }
     let dir = scratch("vs-cp");
@@ -267,8 +254,7 @@ fn copy_a_gives_the_same_metadata_as_cp_a() {
     }
     // The listing has teeth: a plain -r copy (owners, links, xattrs, socket not kept) differs.
     let plain = dir.path().join("by-corelane-r");
-    copy_tree(&src, &plain, &CopyOptions::default(), 2, &[], &|_, _| {}, &StopSignal::new())
-        .unwrap();
+    tree(&src, &plain, &CopyOptions::default(), 2).unwrap();
     assert_ne!(listing(&by_cp), listing(&plain));
     let (lines, groups) = listing(&by_cp);
     assert!(lines.len() > 90, "{} entries", lines.len());
@@ -304,9 +290,9 @@ fn hard_links_across_lanes_are_copied_once() {
     let out = dir.path().join("out");
     let opts = CopyOptions {
         preserve: Preserve::DEFAULT.with(Preserve { links: true, ..Preserve::NONE }),
-        ..archive()
+        ..CopyOptions::archive()
     };
-    let r = copy_tree(&src, &out, &opts, 4, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    let r = tree(&src, &out, &opts, 4).unwrap();
     assert_eq!(r.hard_links, 5 * 39, "{r:?}");
     assert_eq!(r.files, 5 + 200, "each linked inode copied once");
     assert_eq!(r.bytes, 5 * 10_000 + 200 * 3);
@@ -320,7 +306,7 @@ fn hard_links_across_lanes_are_copied_once() {
     }
     // Again over the first copy: first names replaced atomically, later names relinked to
     // them (a link under a temporary name renamed over the old one).
-    let r = copy_tree(&src, &out, &opts, 4, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    let r = tree(&src, &out, &opts, 4).unwrap();
     assert_eq!((r.files, r.hard_links), (205, 195));
     for inode in 0..5 {
         let first = fs::metadata(out.join(format!("d0/file{inode}"))).unwrap();
@@ -328,9 +314,7 @@ fn hard_links_across_lanes_are_copied_once() {
     }
     // Without --preserve=links every name is a file of its own, as before.
     let separate = dir.path().join("separate");
-    let r =
-        copy_tree(&src, &separate, &CopyOptions::default(), 4, &[], &|_, _| {}, &StopSignal::new())
-            .unwrap();
+    let r = tree(&src, &separate, &CopyOptions::default(), 4).unwrap();
     assert_eq!((r.files, r.hard_links), (400, 0));
     assert_eq!(fs::metadata(separate.join("d3/file1")).unwrap().nlink(), 1);
 }
@@ -340,8 +324,7 @@ fn hard_links_across_lanes_are_copied_once() {
 /// are neither tried nor reported, and set-id bits go with the owner.
 #[test]
 fn without_ownership_set_id_bits_go_and_nothing_is_reported() {
-    if !root() {
-        eprintln!("skipped: needs root to own a file as another user");
+    if !root_or_skip("to own a file as another user") {
         return;
     }
     let dir = scratch("no-owner");
@@ -353,8 +336,8 @@ fn without_ownership_set_id_bits_go_and_nothing_is_reported() {
     setxattr(&src.join("prog"), "user.k", b"v");
     let out = dir.path().join("out");
     let preserve = Preserve::ALL.without("ownership,xattr".parse().unwrap());
-    let opts = CopyOptions { preserve, ..archive() };
-    let r = copy_tree(&src, &out, &opts, 2, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    let opts = CopyOptions { preserve, ..CopyOptions::archive() };
+    let r = tree(&src, &out, &opts, 2).unwrap();
     assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
     let m = fs::metadata(out.join("prog")).unwrap();
     assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755));
@@ -366,7 +349,7 @@ fn without_ownership_set_id_bits_go_and_nothing_is_reported() {
 /// `never` and `auto` copy.
 #[test]
 fn reflink_always_fails_clearly_where_extents_cannot_be_shared() {
-    use corelane::copy::{copy_file, CopyError, Reflink};
+    use corelane::copy::{CopyError, Reflink};
     let dir = scratch("reflink");
     let src = dir.path().join("src");
     fs::write(&src, vec![7u8; 3 << 20]).unwrap();
@@ -376,7 +359,7 @@ fn reflink_always_fails_clearly_where_extents_cannot_be_shared() {
     for reflink in [Reflink::Auto, Reflink::Never, Reflink::Always] {
         let dst = dir.path().join(format!("{reflink:?}"));
         let opts = CopyOptions { reflink, ..CopyOptions::default() };
-        let r = copy_file(&src, &dst, &opts, &mut |_, _| {}, &StopSignal::new());
+        let r = common::copy::file(&src, &dst, &opts);
         match (reflink, shares, r) {
             (Reflink::Always, false, Err(e @ CopyError::ReflinkRefused { .. })) => {
                 assert!(e.to_string().contains("--reflink=auto"), "{e}");
@@ -394,8 +377,7 @@ fn reflink_always_fails_clearly_where_extents_cannot_be_shared() {
 /// `-x`: a directory on another file system (a mount point) is created, empty, as cp -x does.
 #[test]
 fn one_file_system_stops_at_mount_points() {
-    if !root() {
-        eprintln!("skipped: needs root to mount a tmpfs inside the source");
+    if !root_or_skip("to mount a tmpfs inside the source") {
         return;
     }
     let dir = scratch("one-fs");
@@ -421,8 +403,8 @@ fn one_file_system_stops_at_mount_points() {
     let _unmount = Unmount(&mnt);
     fs::write(mnt.join("there"), b"t").unwrap();
     let stay = dir.path().join("stay");
-    let opts = CopyOptions { one_file_system: true, ..archive() };
-    let r = copy_tree(&src, &stay, &opts, 2, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    let opts = CopyOptions { one_file_system: true, ..CopyOptions::archive() };
+    let r = tree(&src, &stay, &opts, 2).unwrap();
     assert_eq!((r.files, r.directories), (1, 2), "{r:?}");
     assert!(stay.join("mnt").is_dir() && !stay.join("mnt/there").exists());
     let cross = dir.path().join("cross");
@@ -434,8 +416,7 @@ fn one_file_system_stops_at_mount_points() {
 /// ownership kept, every entry still ends with its source's group (root's own files included).
 #[test]
 fn owners_are_kept_inside_a_set_group_id_destination() {
-    if !root() {
-        eprintln!("skipped: needs root to give a directory another group");
+    if !root_or_skip("to give a directory another group") {
         return;
     }
     let dir = scratch("sgid-dest");
@@ -485,8 +466,7 @@ fn a_symlink_named_as_the_source_is_copied_as_a_symlink() {
 /// as cp -a), dropped when the copy does not keep the owner even though xattrs are kept.
 #[test]
 fn file_capabilities_are_copied_only_with_the_owner() {
-    if !root() {
-        eprintln!("skipped: needs root to set security.capability");
+    if !root_or_skip("to set security.capability") {
         return;
     }
     let dir = scratch("caps");
@@ -511,9 +491,11 @@ fn file_capabilities_are_copied_only_with_the_owner() {
     assert!(has_caps(&with_owner.join("prog")));
     assert_eq!(fs::metadata(with_owner.join("prog")).unwrap().uid(), 1000);
     let without = dir.path().join("without-owner");
-    let opts =
-        CopyOptions { preserve: Preserve::ALL.without("ownership".parse().unwrap()), ..archive() };
-    let r = copy_tree(&src, &without, &opts, 1, &[], &|_, _| {}, &StopSignal::new()).unwrap();
+    let opts = CopyOptions {
+        preserve: Preserve::ALL.without("ownership".parse().unwrap()),
+        ..CopyOptions::archive()
+    };
+    let r = tree(&src, &without, &opts, 1).unwrap();
     assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
     assert!(!has_caps(&without.join("prog")), "a root-owned copy must not gain capabilities");
     assert_eq!(fs::metadata(without.join("prog")).unwrap().uid(), 0);

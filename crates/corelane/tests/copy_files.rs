@@ -1,39 +1,24 @@
 //! Copies of real files on tmpfs (/dev/shm where it exists): every method byte-exact over the
 //! awkward sizes, holes kept, refusals that name the problem, and nothing left behind on failure.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
+use common::copy::{file as copy, tree};
+use corelane::copy::{copy_file, CopyError, CopyMethod, CopyOptions, CreateCall};
 use corelane::lane::StopSignal;
 
+/// A private directory on tmpfs, kept when a test fails (each test removes it at its end).
 fn scratch(name: &str) -> PathBuf {
-    let base = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    // A fresh private directory (mkdtemp): a predictable name under a shared directory is
-    // one another user could prepare.
-    tempfile::Builder::new()
-        .prefix(&format!("corelane-test-{name}-"))
-        .tempdir_in(base)
-        .unwrap()
-        .keep()
+    common::copy::tmpfs_dir(&format!("corelane-test-{name}")).keep()
 }
 
 /// Deterministic, non-repeating content so a misplaced chunk cannot compare equal.
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u64).wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect()
-}
-
-fn copy(
-    src: &Path,
-    dst: &Path,
-    opts: &CopyOptions,
-) -> Result<corelane::copy::CopyReport, CopyError> {
-    copy_file(src, dst, opts, &mut |_, _| {}, &StopSignal::new())
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -170,8 +155,7 @@ fn a_raised_stop_aborts_and_leaves_the_old_destination() {
 
 #[test]
 fn a_full_file_system_leaves_no_temporary_and_the_old_destination() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: mounting a small tmpfs to fill needs root");
+    if !common::root_or_skip("to mount a small tmpfs to fill") {
         return;
     }
     let dir = scratch("enospc");
@@ -202,16 +186,7 @@ fn a_full_file_system_leaves_no_temporary_and_the_old_destination() {
     fs::create_dir(dir.join("tree")).unwrap();
     fs::write(dir.join("tree/big"), pattern(4 << 20)).unwrap();
     let opts = CopyOptions { fresh_in_place: true, ..CopyOptions::default() };
-    let err = copy_tree(
-        &dir.join("tree"),
-        &small.join("t"),
-        &opts,
-        2,
-        &[],
-        &|_, _| {},
-        &StopSignal::new(),
-    )
-    .unwrap_err();
+    let err = tree(&dir.join("tree"), &small.join("t"), &opts, 2).unwrap_err();
     assert!(matches!(err, CopyError::NoSpace(_)), "{err}");
     assert!(!small.join("t/big").exists(), "a partial file stayed under its name");
     let _ = std::process::Command::new("umount").arg(&small).status();
@@ -229,16 +204,7 @@ fn trees_keep_layout_modes_times_and_symlinks_over_lanes() {
     fs::write(src.join("a/b/deep"), b"deep").unwrap();
     std::os::unix::fs::symlink("a/f1", src.join("link")).unwrap();
     fs::set_permissions(src.join("a/b"), fs::Permissions::from_mode(0o750)).unwrap();
-    let report = copy_tree(
-        &src,
-        &dir.join("dst"),
-        &CopyOptions::default(),
-        3,
-        &[],
-        &|_, _| {},
-        &StopSignal::new(),
-    )
-    .unwrap();
+    let report = tree(&src, &dir.join("dst"), &CopyOptions::default(), 3).unwrap();
     assert_eq!((report.files, report.directories, report.symlinks), (51, 3, 1));
     let dst = dir.join("dst");
     for i in 0..50 {
@@ -250,16 +216,7 @@ fn trees_keep_layout_modes_times_and_symlinks_over_lanes() {
         fs::metadata(dst.join("a/b")).unwrap().mtime(),
         fs::metadata(src.join("a/b")).unwrap().mtime()
     );
-    let err = copy_tree(
-        &src,
-        &src.join("a"),
-        &CopyOptions::default(),
-        1,
-        &[],
-        &|_, _| {},
-        &StopSignal::new(),
-    )
-    .unwrap_err();
+    let err = tree(&src, &src.join("a"), &CopyOptions::default(), 1).unwrap_err();
     assert!(matches!(err, CopyError::SameFile { .. }), "copying a tree into itself: {err}");
     fs::remove_dir_all(dir).unwrap();
 }

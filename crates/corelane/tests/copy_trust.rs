@@ -2,28 +2,34 @@
 //! plays the other user (files they own, names they plant) and checks that no privilege is
 //! minted, nothing outside the destination is written and nothing is silently dropped.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use corelane::copy::{copy_file, copy_tree, CopyError, CopyOptions, CreateCall};
+use common::copy::file;
+use common::root_or_skip;
+use corelane::copy::{copy_tree, CopyError, CopyOptions, CreateCall, TreeReport};
 use corelane::lane::StopSignal;
 
-fn root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 fn scratch() -> tempfile::TempDir {
-    let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
-    tempfile::Builder::new().prefix("corelane-trust-").tempdir_in(base).unwrap()
+    common::copy::tmpfs_dir("corelane-trust")
 }
 
-fn tree(
-    src: &Path,
-    dst: &Path,
-    opts: &CopyOptions,
-) -> Result<corelane::copy::TreeReport, CopyError> {
-    copy_tree(src, dst, opts, 2, &[], &|_, _| {}, &StopSignal::new())
+/// A tree copied over two lanes.
+fn tree(src: &Path, dst: &Path, opts: &CopyOptions) -> Result<TreeReport, CopyError> {
+    common::copy::tree(src, dst, opts, 2)
+}
+
+/// Where a swap test copies under `dir`: the source, with directories `a` and `b` made, the
+/// destination, and the victim the other user aims the copy at.
+fn swap_stage(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let src = dir.join("src");
+    for sub in ["a", "b"] {
+        fs::create_dir_all(src.join(sub)).unwrap();
+    }
+    (src, dir.join("dst"), dir.join("victim"))
 }
 
 fn mode(p: &Path) -> u32 {
@@ -34,8 +40,7 @@ fn mode(p: &Path) -> u32 {
 /// program: a root shell for that user. The bits go, as with `cp` without `-p`.
 #[test]
 fn a_root_copy_of_another_users_setuid_file_has_no_setid_bits() {
-    if !root() {
-        eprintln!("skipped: needs root to own a file as another user and copy it as root");
+    if !root_or_skip("to own a file as another user and copy it as root") {
         return;
     }
     let dir = scratch();
@@ -50,7 +55,7 @@ fn a_root_copy_of_another_users_setuid_file_has_no_setid_bits() {
     fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1644)).unwrap();
 
     let single = dir.path().join("single");
-    copy_file(&prog, &single, &CopyOptions::default(), &mut |_, _| {}, &StopSignal::new()).unwrap();
+    file(&prog, &single, &CopyOptions::default()).unwrap();
     assert_eq!(mode(&single), 0o755, "single-file copy");
     assert_eq!(fs::metadata(&single).unwrap().uid(), 0);
 
@@ -114,7 +119,7 @@ fn planted_symlinks_at_temporary_names_are_never_followed() {
     }
     let opts = CopyOptions { create: CreateCall::Creat, ..CopyOptions::default() };
     for _ in 0..4 {
-        copy_file(&src, &dst, &opts, &mut |_, _| {}, &StopSignal::new()).unwrap();
+        file(&src, &dst, &opts).unwrap();
     }
     assert_eq!(fs::read(&victim).unwrap(), b"precious");
     assert_eq!(fs::read(&dst).unwrap(), b"payload");
@@ -135,14 +140,7 @@ fn a_symlinked_destination_directory_is_refused_unless_asked() {
     let err = tree(&src, &link, &CopyOptions::default()).unwrap_err();
     assert!(matches!(err, CopyError::DestinationSymlink(_)), "{err}");
     assert!(err.to_string().contains("--follow-dest-symlink"), "{err}");
-    let err = copy_file(
-        &src.join("f"),
-        &link,
-        &CopyOptions::default(),
-        &mut |_, _| {},
-        &StopSignal::new(),
-    )
-    .unwrap_err();
+    let err = file(&src.join("f"), &link, &CopyOptions::default()).unwrap_err();
     assert!(matches!(err, CopyError::DestinationSymlink(_)), "{err}");
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through the link");
 
@@ -211,8 +209,7 @@ fn a_destination_path_through_a_symlinked_parent_is_followed() {
     fs::write(&src, b"data").unwrap();
     for create in [CreateCall::Open, CreateCall::Creat] {
         let opts = CopyOptions { create, ..CopyOptions::default() };
-        copy_file(&src, &dir.path().join("via/copy"), &opts, &mut |_, _| {}, &StopSignal::new())
-            .unwrap();
+        file(&src, &dir.path().join("via/copy"), &opts).unwrap();
         assert_eq!(fs::read(real.join("copy")).unwrap(), b"data", "{create:?}");
     }
 }
@@ -225,10 +222,8 @@ fn a_destination_path_through_a_symlinked_parent_is_followed() {
 #[test]
 fn a_destination_directory_swapped_for_a_symlink_mid_copy_fails_the_copy() {
     let dir = scratch();
-    let (src, dst, victim) =
-        (dir.path().join("src"), dir.path().join("dst"), dir.path().join("victim"));
+    let (src, dst, victim) = swap_stage(dir.path());
     for sub in ["a", "b"] {
-        fs::create_dir_all(src.join(sub)).unwrap();
         for i in 0..100 {
             fs::write(src.join(sub).join(format!("f{i}")), b"copied").unwrap();
         }
@@ -273,11 +268,7 @@ fn a_destination_directory_swapped_for_a_symlink_mid_copy_fails_the_copy() {
 #[test]
 fn a_first_name_swapped_before_its_second_is_linked_is_refused() {
     let dir = scratch();
-    let (src, dst, victim) =
-        (dir.path().join("src"), dir.path().join("dst"), dir.path().join("victim"));
-    for sub in ["a", "b"] {
-        fs::create_dir_all(src.join(sub)).unwrap();
-    }
+    let (src, dst, victim) = swap_stage(dir.path());
     fs::write(src.join("a/one"), b"copied").unwrap();
     fs::hard_link(src.join("a/one"), src.join("b/two")).unwrap();
     fs::create_dir_all(&dst).unwrap();

@@ -13,9 +13,7 @@ mod table;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corelane::copy::{
-    copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall, Preserve,
-};
+use corelane::copy::{copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall};
 use corelane::lane::StopSignal;
 use corelane::stats::median;
 use serde::Serialize;
@@ -319,7 +317,7 @@ fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Tim
             }
         }
         Job::Archive { lanes } => {
-            let r = copy_tree(src, dst, &archive_options(), *lanes, &[], &|_, _| {}, stop)
+            let r = copy_tree(src, dst, &CopyOptions::archive(), *lanes, &[], &|_, _| {}, stop)
                 .map_err(copy_failed)?;
             let note = (!r.not_kept.is_empty()).then(|| format!("not kept: {:?}", r.not_kept));
             Timed {
@@ -337,17 +335,6 @@ fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Tim
     };
     remove(dst);
     Ok(result)
-}
-
-/// What `corelane copy -a` passes to the library.
-fn archive_options() -> CopyOptions {
-    CopyOptions {
-        preserve: Preserve::ALL,
-        sockets: true,
-        no_dereference: true,
-        fresh_in_place: true,
-        ..CopyOptions::default()
-    }
 }
 
 /// Entries and bytes of regular files below `root` (the staging tmpfs is sized from them).
@@ -472,7 +459,7 @@ impl<'a> CopyLab<'a> {
             (scratch.path.join("check-cp"), scratch.path.join("check-corelane"));
         Host::Local.run("cp", &["-a", &path_text(&staged), &path_text(&by_cp)])?;
         let stop = StopSignal::new();
-        copy_tree(&staged, &by_corelane, &archive_options(), lanes, &[], &|_, _| {}, &stop)
+        copy_tree(&staged, &by_corelane, &CopyOptions::archive(), lanes, &[], &|_, _| {}, &stop)
             .map_err(copy_failed)?;
         let metadata = compare(&by_cp, &by_corelane)?;
         progress(&format!(

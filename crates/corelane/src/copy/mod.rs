@@ -93,6 +93,21 @@ impl Default for CopyOptions {
     }
 }
 
+impl CopyOptions {
+    /// What `cp -a` and `corelane copy -a` ask for: everything kept ([`Preserve::ALL`]),
+    /// sockets recreated, a source that is a symlink copied as a symlink, and destinations
+    /// that do not exist yet written in place, as a tree's are.
+    pub fn archive() -> Self {
+        Self {
+            preserve: Preserve::ALL,
+            sockets: true,
+            no_dereference: true,
+            fresh_in_place: true,
+            ..Self::default()
+        }
+    }
+}
+
 /// What one file copy did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CopyReport {

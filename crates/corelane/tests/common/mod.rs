@@ -6,7 +6,17 @@
 pub mod copy;
 pub mod http;
 
-/// Whether the tests run as root (a test that needs it says so and skips otherwise).
+/// Whether the tests run as root.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
+}
+
+/// Whether the tests run as root; if not, says that the test skips and what it needs root
+/// for (`needs`: "to mount a tmpfs", say).
+pub fn root_or_skip(needs: &str) -> bool {
+    let root = is_root();
+    if !root {
+        eprintln!("skipped: needs root {needs}");
+    }
+    root
 }
