@@ -49,6 +49,18 @@ fn setfacl(args: &[&str], p: &Path) -> bool {
     Command::new("setfacl").args(args).arg(p).status().is_ok_and(|s| s.success())
 }
 
+/// A source directory `src` under `dir` holding `prog`, owned by user and group 1000 with
+/// `mode`; returns both paths.
+fn another_users_program(dir: &Path, mode: u32) -> (PathBuf, PathBuf) {
+    let src = dir.join("src");
+    fs::create_dir(&src).unwrap();
+    let prog = src.join("prog");
+    fs::write(&prog, b"x").unwrap();
+    chown(&prog, 1000, 1000);
+    chmod(&prog, mode);
+    (src, prog)
+}
+
 /// Builds the acceptance tree under `src`; returns whether ACLs were set (setfacl present).
 fn build_tree(src: &Path) -> bool {
     let j = |rel: &str| src.join(rel);
@@ -328,12 +340,8 @@ fn without_ownership_set_id_bits_go_and_nothing_is_reported() {
         return;
     }
     let dir = scratch("no-owner");
-    let src = dir.path().join("src");
-    fs::create_dir(&src).unwrap();
-    fs::write(src.join("prog"), b"x").unwrap();
-    chown(&src.join("prog"), 1000, 1000);
-    chmod(&src.join("prog"), 0o6755);
-    setxattr(&src.join("prog"), "user.k", b"v");
+    let (src, prog) = another_users_program(dir.path(), 0o6755);
+    setxattr(&prog, "user.k", b"v");
     let out = dir.path().join("out");
     let preserve = Preserve::ALL.without("ownership,xattr".parse().unwrap());
     let opts = CopyOptions { preserve, ..CopyOptions::archive() };
@@ -470,12 +478,7 @@ fn file_capabilities_are_copied_only_with_the_owner() {
         return;
     }
     let dir = scratch("caps");
-    let src = dir.path().join("src");
-    fs::create_dir(&src).unwrap();
-    let prog = src.join("prog");
-    fs::write(&prog, b"x").unwrap();
-    chown(&prog, 1000, 1000);
-    chmod(&prog, 0o755);
+    let (src, prog) = another_users_program(dir.path(), 0o755);
     // struct vfs_cap_data, revision 2, effective, permitted = CAP_NET_BIND_SERVICE (bit 10).
     let mut cap = vec![0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00];
     cap.resize(20, 0);

@@ -18,6 +18,18 @@ fn start_echo(config: EchoConfig) -> (SocketAddr, StopSignal, thread::JoinHandle
     (addr, stop, thread::spawn(move || echo.run(&s, |_| {}).expect("echo runs")))
 }
 
+/// A peer written by the test: `serve` runs on its own thread with a socket bound to a free
+/// loopback port, whose reads time out once the client has been silent for `idle`.
+fn fake_server<T: Send + 'static>(
+    idle: Duration,
+    serve: impl FnOnce(UdpSocket) -> T + Send + 'static,
+) -> (SocketAddr, thread::JoinHandle<T>) {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    server.set_read_timeout(Some(idle)).unwrap();
+    (addr, thread::spawn(move || serve(server)))
+}
+
 fn ping(config: PingConfig) -> PingSummary {
     Ping::connect(config).expect("connect").run(&StopSignal::new(), |_, _| {}).expect("ping runs")
 }
@@ -114,10 +126,7 @@ fn under_load_sends_at_the_rate_asked() {
 /// counted, none believed, no panic.
 #[test]
 fn hostile_replies_are_counted_not_trusted() {
-    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = server.local_addr().unwrap();
-    server.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let fake = thread::spawn(move || {
+    let (addr, fake) = fake_server(Duration::from_millis(200), |server| {
         let mut buf = [0u8; 2048];
         let mut answered = 0;
         while let Ok((n, from)) = server.recv_from(&mut buf) {
@@ -193,10 +202,7 @@ fn bad_input_is_refused_with_the_fix() {
 /// slow down while replies are late.
 #[test]
 fn a_stalled_server_does_not_slow_the_open_loop_client() {
-    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = server.local_addr().unwrap();
-    server.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    let stall = thread::spawn(move || {
+    let (addr, stall) = fake_server(Duration::from_millis(300), |server| {
         // Answer nothing for 150 ms (the kernel queues the requests), then everything.
         thread::sleep(Duration::from_millis(150));
         let mut buf = [0u8; 2048];

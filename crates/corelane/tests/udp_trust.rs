@@ -87,18 +87,19 @@ fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
 fn an_empty_pin_is_refused_at_bind() {
     use corelane::topology::CpuList;
     use corelane::udp::{Sender, SenderConfig};
-    let err = Receiver::bind(ReceiverConfig {
+    let empty = || Placement::RoundRobin(CpuList::default());
+    let receiver = Receiver::bind(ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        placement: Placement::RoundRobin(CpuList::default()),
+        placement: empty(),
         ..ReceiverConfig::default()
-    })
-    .unwrap_err();
-    assert!(err.to_string().contains("no CPU to pin to"), "{err}");
-    let err = Sender::connect(SenderConfig {
+    });
+    let sender = Sender::connect(SenderConfig {
         targets: vec!["127.0.0.1:9".parse().unwrap()],
-        placement: Placement::RoundRobin(CpuList::default()),
+        placement: empty(),
         ..SenderConfig::default()
-    })
-    .unwrap_err();
-    assert!(err.to_string().contains("no CPU to pin to"), "{err}");
+    });
+    for err in [receiver.err(), sender.err()] {
+        let err = err.expect("an empty pin is refused");
+        assert!(err.to_string().contains("no CPU to pin to"), "{err}");
+    }
 }
