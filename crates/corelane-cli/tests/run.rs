@@ -107,6 +107,19 @@ fn socket_calls_go_to_the_syscall_thread_and_the_summary_says_so() {
     assert!(summary["program"]["cpu_ns"].as_u64().unwrap() > 0);
 }
 
+/// readv/writev and recvmsg/sendmsg on a socket (a non-blocking writer) go to the syscall
+/// thread with every buffer of the vector in order (counted as read, write, recv and send);
+/// on a pipe they stay the program's own calls.
+#[test]
+fn vectored_and_message_calls_on_sockets_are_delegated_whole() {
+    program_or_skip!();
+    let (stdout, code, summary) = run_mode(&["vectored"]);
+    assert_eq!((stdout.trim(), code), ("vectored ok", 0));
+    let kinds = ["read", "write", "recv", "send"].map(|k| delegated(&summary, k));
+    assert_eq!(kinds, [1, 1, 1, 1], "{summary}");
+    assert_eq!(delegated(&summary, "close"), 2, "the pipe's ends are not counted");
+}
+
 #[test]
 fn blocking_accept_in_one_thread_while_another_closes_the_listener() {
     program_or_skip!();

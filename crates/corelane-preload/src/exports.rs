@@ -163,32 +163,38 @@ pub extern "C" fn recvfrom(
     io(RECV, args, false, direct)
 }
 
-#[no_mangle]
-pub extern "C" fn sendmsg(fd: c_int, msg: *const Msghdr, flags: c_int) -> SsizeT {
+/// sendmsg and recvmsg: one message header, the same arguments both ways (`send` picks the
+/// call, and SIGPIPE unless the caller asked for MSG_NOSIGNAL).
+fn message(send: bool, fd: c_int, msg: *const Msghdr, flags: c_int) -> SsizeT {
     let direct = |_| {
-        // SAFETY: the caller's own arguments.
+        // SAFETY: the caller's own arguments, to the real function of the caller's call
+        // (recvmsg's header was the caller's mutable one).
         unsafe {
-            real!(sendmsg(c_int, *const Msghdr, c_int) -> SsizeT).map_or(-1, |f| f(fd, msg, flags))
+            if send {
+                real!(sendmsg(c_int, *const Msghdr, c_int) -> SsizeT)
+                    .map_or(-1, |f| f(fd, msg, flags))
+            } else {
+                real!(recvmsg(c_int, *mut Msghdr, c_int) -> SsizeT)
+                    .map_or(-1, |f| f(fd, msg as *mut Msghdr, flags))
+            }
         }
     };
     if !active() {
         return direct(0);
     }
-    io(SENDMSG, [fd as u64, msg as u64, 0, flags as u64, 0, 0], !no_signal(flags), direct)
+    let op = if send { SENDMSG } else { RECVMSG };
+    let pipe = send && !no_signal(flags);
+    io(op, [fd as u64, msg as u64, 0, flags as u64, 0, 0], pipe, direct)
+}
+
+#[no_mangle]
+pub extern "C" fn sendmsg(fd: c_int, msg: *const Msghdr, flags: c_int) -> SsizeT {
+    message(true, fd, msg, flags)
 }
 
 #[no_mangle]
 pub extern "C" fn recvmsg(fd: c_int, msg: *mut Msghdr, flags: c_int) -> SsizeT {
-    let direct = |_| {
-        // SAFETY: the caller's own arguments.
-        unsafe {
-            real!(recvmsg(c_int, *mut Msghdr, c_int) -> SsizeT).map_or(-1, |f| f(fd, msg, flags))
-        }
-    };
-    if !active() {
-        return direct(0);
-    }
-    io(RECVMSG, [fd as u64, msg as u64, 0, flags as u64, 0, 0], false, direct)
+    message(false, fd, msg, flags)
 }
 
 #[no_mangle]
@@ -256,8 +262,24 @@ pub extern "C" fn write(fd: c_int, buf: *const c_void, len: SizeT) -> SsizeT {
     io(WRITE, [fd as u64, buf as u64, len as u64, 0, 0, 0], true, direct)
 }
 
-fn vector_msg(iov: *const Iovec, count: c_int) -> Msghdr {
-    Msghdr {
+/// readv and writev: on a socket, delegated as a recvmsg/sendmsg of the same vector (the two
+/// share a signature, so one body serves both; `write` picks the call and SIGPIPE).
+fn vectored(write: bool, fd: c_int, iov: *const Iovec, count: c_int) -> SsizeT {
+    let direct = |_| {
+        // SAFETY: the caller's own arguments, to the real function of the caller's call.
+        unsafe {
+            let real = if write {
+                real!(writev(c_int, *const Iovec, c_int) -> SsizeT)
+            } else {
+                real!(readv(c_int, *const Iovec, c_int) -> SsizeT)
+            };
+            real.map_or(-1, |f| f(fd, iov, count))
+        }
+    };
+    if !active() || count < 0 || !sockets::is_socket(fd) {
+        return direct(0);
+    }
+    let msg = Msghdr {
         name: core::ptr::null_mut(),
         namelen: 0,
         iov: iov as *mut Iovec,
@@ -265,37 +287,19 @@ fn vector_msg(iov: *const Iovec, count: c_int) -> Msghdr {
         control: core::ptr::null_mut(),
         controllen: 0,
         flags: 0,
-    }
+    };
+    let op = if write { WRITEV } else { READV };
+    io(op, [fd as u64, &msg as *const Msghdr as u64, 0, 0, 0, 0], write, direct)
 }
 
 #[no_mangle]
 pub extern "C" fn readv(fd: c_int, iov: *const Iovec, count: c_int) -> SsizeT {
-    let direct = |_| {
-        // SAFETY: the caller's own arguments.
-        unsafe {
-            real!(readv(c_int, *const Iovec, c_int) -> SsizeT).map_or(-1, |f| f(fd, iov, count))
-        }
-    };
-    if !active() || count < 0 || !sockets::is_socket(fd) {
-        return direct(0);
-    }
-    let msg = vector_msg(iov, count);
-    io(READV, [fd as u64, &msg as *const Msghdr as u64, 0, 0, 0, 0], false, direct)
+    vectored(false, fd, iov, count)
 }
 
 #[no_mangle]
 pub extern "C" fn writev(fd: c_int, iov: *const Iovec, count: c_int) -> SsizeT {
-    let direct = |_| {
-        // SAFETY: the caller's own arguments.
-        unsafe {
-            real!(writev(c_int, *const Iovec, c_int) -> SsizeT).map_or(-1, |f| f(fd, iov, count))
-        }
-    };
-    if !active() || count < 0 || !sockets::is_socket(fd) {
-        return direct(0);
-    }
-    let msg = vector_msg(iov, count);
-    io(WRITEV, [fd as u64, &msg as *const Msghdr as u64, 0, 0, 0, 0], true, direct)
+    vectored(true, fd, iov, count)
 }
 
 #[no_mangle]

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +41,31 @@ static int echo_once(void) {
     close(sv[0]);
     close(sv[1]);
     return strcmp(buf, "ping") == 0 ? 0 : -1;
+}
+
+/* writev/readv and sendmsg/recvmsg over a socketpair (the writing end non-blocking: a
+ * blocking vectored send stays the program's own call), each message split over two
+ * buffers; then writev/readv on a pipe, which is not a socket and stays the program's too. */
+static int vectored(void) {
+    int sv[2], pipefd[2];
+    char a[3] = {0}, b[3] = {0};
+    struct iovec out[2] = {{"pi", 2}, {"ng", 2}}, in[2] = {{a, 2}, {b, 2}};
+    struct msghdr sent = {.msg_iov = out, .msg_iovlen = 2}, got = {.msg_iov = in, .msg_iovlen = 2};
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || pipe(pipefd)) return -1;
+    if (fcntl(sv[0], F_SETFL, O_NONBLOCK)) return -1;
+    if (writev(sv[0], out, 2) != 4 || readv(sv[1], in, 2) != 4) return -1;
+    int ok = !strcmp(a, "pi") && !strcmp(b, "ng");
+    memset(a, 0, sizeof a);
+    memset(b, 0, sizeof b);
+    if (sendmsg(sv[0], &sent, 0) != 4 || recvmsg(sv[1], &got, 0) != 4) return -1;
+    ok = ok && !strcmp(a, "pi") && !strcmp(b, "ng");
+    memset(a, 0, sizeof a);
+    if (writev(pipefd[1], out, 1) != 2 || readv(pipefd[0], in, 1) != 2) return -1;
+    ok = ok && !strcmp(a, "pi");
+    close(sv[0]);
+    close(sv[1]);
+    printf("vectored %s\n", ok ? "ok" : "mixed up");
+    return ok ? 0 : 1;
 }
 
 static void print_tasks(void) {
@@ -240,6 +266,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "echo")) { printf("echo %s\n", echo_once() ? "failed" : "ok"); return 0; }
+    if (!strcmp(mode, "vectored")) return vectored();
     if (!strcmp(mode, "env")) { printf("LD_PRELOAD=%s\n", getenv("LD_PRELOAD")); return echo_once(); }
     if (!strcmp(mode, "eintr")) return eintr(0);
     if (!strcmp(mode, "restart")) return eintr(1);
