@@ -82,7 +82,9 @@ impl Options for AppsArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<AppsLabReport, LabError> {
-        run(&self.options()?, stop, progress)
+        let opts = self.options()?;
+        let lab = AppsLab::prepare(&opts, progress)?;
+        experiment::run(lab, opts.trials, stop, progress)
     }
 }
 
@@ -152,16 +154,6 @@ impl AppsLabOptions {
             ..Self::full()
         }
     }
-}
-
-/// Runs the experiment, reporting progress lines through `progress`.
-pub fn run(
-    opts: &AppsLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<AppsLabReport, LabError> {
-    let lab = AppsLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
 }
 
 /// One configuration.

@@ -71,7 +71,8 @@ impl Options for CopyArgs {
             Some(dir) => opts.real_tree = Some(dir),
             None => {}
         }
-        run(&opts, stop, progress)
+        let lab = CopyLab::prepare(&opts, progress)?;
+        experiment::run(lab, opts.trials, stop, progress)
     }
 }
 
@@ -251,19 +252,27 @@ enum Job {
         buffer: usize,
         create: CreateCall,
     },
+    /// `corelane copy -r`, or `-a` with `archive`.
     Tree {
         lanes: usize,
-    },
-    /// `corelane copy -a`.
-    Archive {
-        lanes: usize,
+        archive: bool,
     },
     /// A peer command; `shown` is how the table names it (without the scratch paths).
     Peer {
         program: &'static str,
         args: Vec<String>,
-        shown: &'static str,
+        shown: String,
     },
+}
+
+impl Job {
+    /// `cp FLAGS SRC DST`, shown with SRC and DST for the scratch paths.
+    fn cp(flags: &[&str], src: &Path, dst: &Path) -> Job {
+        let mut args = strings(flags);
+        args.extend([path_text(src), path_text(dst)]);
+        let shown = [&["cp"], flags, &["SRC", "DST"]].concat().join(" ");
+        Job::Peer { program: "cp", args, shown }
+    }
 }
 
 /// One row of the tables: what is copied, from where to where.
@@ -304,33 +313,27 @@ fn time_once(job: &Job, src: &Path, dst: &Path, stop: &StopSignal) -> Result<Tim
                 note: r.fallback,
             }
         }
-        Job::Tree { lanes } => {
-            // What `corelane copy -r` does by default.
-            let tree_opts = CopyOptions { fresh_in_place: true, ..CopyOptions::default() };
-            let r = copy_tree(src, dst, &tree_opts, *lanes, &[], &|_, _| {}, stop)
-                .map_err(copy_failed)?;
-            Timed {
-                secs: r.seconds,
-                syscalls: Some(r.syscalls),
-                ran: format!("copy_tree, {} lane(s)", r.lanes),
-                note: None,
-            }
-        }
-        Job::Archive { lanes } => {
-            let r = copy_tree(src, dst, &CopyOptions::archive(), *lanes, &[], &|_, _| {}, stop)
-                .map_err(copy_failed)?;
+        Job::Tree { lanes, archive } => {
+            // What `corelane copy -a` or, by default, `corelane copy -r` does.
+            let (opts, flag) = if *archive {
+                (CopyOptions::archive(), " -a")
+            } else {
+                (CopyOptions { fresh_in_place: true, ..CopyOptions::default() }, "")
+            };
+            let r =
+                copy_tree(src, dst, &opts, *lanes, &[], &|_, _| {}, stop).map_err(copy_failed)?;
             let note = (!r.not_kept.is_empty()).then(|| format!("not kept: {:?}", r.not_kept));
             Timed {
                 secs: r.seconds,
                 syscalls: Some(r.syscalls),
-                ran: format!("copy_tree -a, {} lane(s)", r.lanes),
+                ran: format!("copy_tree{flag}, {} lane(s)", r.lanes),
                 note,
             }
         }
         Job::Peer { program, args, shown } => {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let secs = run_peer(program, &args)?;
-            Timed { secs, syscalls: None, ran: shown.to_string(), note: None }
+            Timed { secs, syscalls: None, ran: shown.clone(), note: None }
         }
     };
     remove(dst);
@@ -362,16 +365,6 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 fn path_text(p: &Path) -> String {
     p.to_string_lossy().into_owned()
-}
-
-/// Runs the experiment.
-pub fn run(
-    opts: &CopyLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<CopyLabReport, LabError> {
-    let lab = CopyLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
 }
 
 /// The prepared stage: a private tmpfs holding the source file and trees, a huge-page tmpfs
@@ -478,119 +471,107 @@ impl<'a> CopyLab<'a> {
     /// `corelane copy -a` beside `cp -a` and (when installed) `rsync -aHAX` on the real tree.
     fn real_tree_cases(&self) -> Vec<Case> {
         let Some((scratch, tree)) = &self.real else { return Vec::new() };
-        let out = scratch.path.join("real-copy");
-        let (s, d) = (path_text(&tree.staged_at), path_text(&out));
-        let section = format!("real tree: {}", tree.source.display());
+        let (src, out) = (&tree.staged_at, scratch.path.join("real-copy"));
         let lanes = self.opts.lanes;
         let mut jobs = vec![
-            (format!("corelane copy -a, {lanes} lanes"), Job::Archive { lanes }),
-            (
-                "cp -a".to_string(),
-                Job::Peer { program: "cp", args: strings(&["-a", &s, &d]), shown: "cp -a SRC DST" },
-            ),
+            (format!("corelane copy -a, {lanes} lanes"), Job::Tree { lanes, archive: true }),
+            ("cp -a".to_string(), Job::cp(&["-a"], src, &out)),
         ];
         if crate::process::on_path("rsync") {
             // -HAX: hard links, ACLs and xattrs, what cp -a keeps and plain -a does not.
-            let from = format!("{s}/");
-            let rsync = strings(&["-aHAX", &from, &d]);
-            let shown = "rsync -aHAX SRC/ DST";
-            jobs.push(("rsync -aHAX".into(), Job::Peer { program: "rsync", args: rsync, shown }));
+            let args = strings(&["-aHAX", &format!("{}/", path_text(src)), &path_text(&out)]);
+            let shown = "rsync -aHAX SRC/ DST".into();
+            jobs.push(("rsync -aHAX".into(), Job::Peer { program: "rsync", args, shown }));
         }
-        jobs.into_iter()
-            .map(|(config, job)| Case {
-                section: section.clone(),
-                config,
-                job,
-                src: tree.staged_at.clone(),
-                dst: out.clone(),
-                bytes: tree.bytes,
-            })
-            .collect()
+        let section = format!("real tree: {}", tree.source.display());
+        cases(&section, src, &out, tree.bytes, jobs)
     }
 
     /// Seed 002's Tables 2 (creat) and 3 (open), O_DIRECT, the kernel-side methods, and
     /// corelane's choice beside cp and dd, all on the same source file.
     fn file_cases(&self) -> Vec<Case> {
         let (src, dst) = (self.scratch.path.join("src"), self.scratch.path.join("dst"));
-        let case = |section: &str, config: String, job: Job| Case {
-            section: section.into(),
-            config,
-            job,
-            src: src.clone(),
-            dst: dst.clone(),
-            bytes: self.opts.size,
-        };
         let file = |method, k: usize, create| Job::File { method, buffer: k << 10, create };
         let sizes = [("1K", 1), ("4K", 4), ("8K", 8), ("1M", 1024), ("8M", 8192)];
-        let mut cases = Vec::new();
+        let mut sections: Vec<(&str, Vec<(String, Job)>)> = Vec::new();
         for (table, create, largest) in [
             ("table 2: creat()", CreateCall::Creat, 8192),
             ("table 3: open()", CreateCall::Open, 1024),
         ] {
-            for (label, k) in sizes.into_iter().filter(|(_, k)| *k <= largest) {
-                let job = file(Some(CopyMethod::ReadWrite), k, create);
-                cases.push(case(table, format!("read/write {label}"), job));
-            }
+            let read_write = sizes.into_iter().filter(|(_, k)| *k <= largest).map(|(label, k)| {
+                (format!("read/write {label}"), file(Some(CopyMethod::ReadWrite), k, create))
+            });
+            sections.push((table, read_write.collect()));
         }
         let direct = file(Some(CopyMethod::Direct), 1024, CreateCall::Open);
-        cases.push(case("O_DIRECT", "direct 1M".into(), direct));
-        for m in [
+        sections.push(("O_DIRECT", vec![("direct 1M".into(), direct)]));
+        let kernel = [
             CopyMethod::Sendfile,
             CopyMethod::Splice,
             CopyMethod::CopyFileRange,
             CopyMethod::IoUring,
-        ] {
-            cases.push(case("kernel-side", m.name().into(), file(Some(m), 1024, CreateCall::Open)));
-        }
-        let (s, d) = (path_text(&src), path_text(&dst));
-        let (ifs, ofs) = (format!("if={s}"), format!("of={d}"));
-        cases.push(case(
-            "one file",
-            "corelane copy (auto)".into(),
-            file(None, 1024, CreateCall::Open),
-        ));
-        let cp = Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" };
-        cases.push(case("one file", "cp".into(), cp));
+        ]
+        .map(|m| (m.name().to_string(), file(Some(m), 1024, CreateCall::Open)));
+        sections.push(("kernel-side", kernel.into()));
+        let (ifs, ofs) = (format!("if={}", path_text(&src)), format!("of={}", path_text(&dst)));
         let dd_args = strings(&[&ifs, &ofs, "bs=1M", "status=none"]);
-        let dd = Job::Peer { program: "dd", args: dd_args, shown: "dd bs=1M" };
-        cases.push(case("one file", "dd bs=1M".into(), dd));
-        cases
+        sections.push((
+            "one file",
+            vec![
+                ("corelane copy (auto)".into(), file(None, 1024, CreateCall::Open)),
+                ("cp".into(), Job::cp(&[], &src, &dst)),
+                (
+                    "dd bs=1M".into(),
+                    Job::Peer { program: "dd", args: dd_args, shown: "dd bs=1M".into() },
+                ),
+            ],
+        ));
+        let size = self.opts.size;
+        sections
+            .into_iter()
+            .flat_map(|(section, jobs)| cases(section, &src, &dst, size, jobs))
+            .collect()
     }
 
     /// The huge=always tmpfs rows and the trees over 1 and N lanes beside `cp -r`.
     fn huge_and_tree_cases(&self) -> Vec<Case> {
-        let mut cases = Vec::new();
+        let mut all = Vec::new();
         if self.huge.mounted {
             let (src, dst) = (self.huge.path.join("src"), self.huge.path.join("dst"));
-            let (s, d) = (path_text(&src), path_text(&dst));
             let auto = Job::File { method: None, buffer: 1 << 20, create: CreateCall::Open };
-            let cp = Job::Peer { program: "cp", args: strings(&[&s, &d]), shown: "cp SRC DST" };
-            for (config, job) in [("corelane copy (auto)", auto), ("cp", cp)] {
-                let (src, dst, bytes) = (src.clone(), dst.clone(), self.opts.size);
-                let section = "huge=always tmpfs".to_string();
-                cases.push(Case { section, config: config.into(), job, src, dst, bytes });
-            }
+            let jobs = vec![
+                ("corelane copy (auto)".into(), auto),
+                ("cp".into(), Job::cp(&[], &src, &dst)),
+            ];
+            all.extend(cases("huge=always tmpfs", &src, &dst, self.opts.size, jobs));
         }
         let out = self.scratch.path.join("tree-copy");
+        let lanes = self.opts.lanes;
         for (section, tree, n, each) in &self.trees {
-            let (ts, os) = (path_text(tree), path_text(&out));
-            let cp = Job::Peer {
-                program: "cp",
-                args: strings(&["-r", &ts, &os]),
-                shown: "cp -r SRC DST",
-            };
-            let lanes = self.opts.lanes;
-            for (config, job) in [
-                ("corelane copy -r, 1 lane".to_string(), Job::Tree { lanes: 1 }),
-                (format!("corelane copy -r, {lanes} lanes"), Job::Tree { lanes }),
-                ("cp -r".to_string(), cp),
-            ] {
-                let (src, dst, bytes) = (tree.clone(), out.clone(), *n as u64 * each);
-                cases.push(Case { section: section.clone(), config, job, src, dst, bytes });
-            }
+            let jobs = vec![
+                ("corelane copy -r, 1 lane".to_string(), Job::Tree { lanes: 1, archive: false }),
+                (format!("corelane copy -r, {lanes} lanes"), Job::Tree { lanes, archive: false }),
+                ("cp -r".to_string(), Job::cp(&["-r"], tree, &out)),
+            ];
+            all.extend(cases(section, tree, &out, *n as u64 * each, jobs));
         }
-        cases
+        all
     }
+}
+
+/// The cases of one section, one per configuration and its job, each copying `src` to `dst`
+/// (`bytes` of data).
+fn cases(section: &str, src: &Path, dst: &Path, bytes: u64, jobs: Vec<(String, Job)>) -> Vec<Case> {
+    jobs.into_iter()
+        .map(|(config, job)| Case {
+            section: section.into(),
+            config,
+            job,
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            bytes,
+        })
+        .collect()
 }
 
 impl Experiment for CopyLab<'_> {
@@ -795,4 +776,109 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(mounted: bool) -> Scratch {
+        let path = tempfile::tempdir().unwrap().keep();
+        Scratch { path, mounted, note: None, options: String::new() }
+    }
+
+    /// What each case runs, as text: its label, the bytes it copies, and its job (a peer's
+    /// command line with the scratch paths as `S/`, `H/` and `R/`).
+    fn described(lab: &CopyLab<'_>, cases: &[Case]) -> Vec<String> {
+        let short = |text: &str| {
+            text.replace(&path_text(&lab.scratch.path), "S")
+                .replace(&path_text(&lab.huge.path), "H")
+                .replace(&path_text(&lab.real.as_ref().unwrap().0.path), "R")
+        };
+        cases
+            .iter()
+            .map(|c| {
+                let job = match &c.job {
+                    Job::File { method, buffer, create } => {
+                        format!("file {} {buffer} {create:?}", method.map_or("auto", |m| m.name()))
+                    }
+                    Job::Tree { lanes, archive } => format!("tree {lanes} archive {archive}"),
+                    Job::Peer { program, args, shown } => {
+                        format!("{program} {} ({shown})", short(&args.join(" ")))
+                    }
+                };
+                let (src, dst) = (short(&path_text(&c.src)), short(&path_text(&c.dst)));
+                format!("[{}] {}: {src} -> {dst}, {} B: {job}", c.section, c.config, c.bytes)
+            })
+            .collect()
+    }
+
+    /// Every row the tables list, with what it runs: the cases are built from one list per
+    /// section, so a row that loses its peer's arguments or its section shows up here.
+    #[test]
+    fn the_cases_are_seed_002s_tables_the_trees_and_the_real_tree() {
+        let opts = CopyLabOptions { lanes: 2, ..CopyLabOptions::quick() };
+        let (real_scratch, staged) = (scratch(false), PathBuf::from("/staged"));
+        let metadata = Comparison {
+            entries: 0,
+            differences: vec![],
+            differing: 0,
+            same_hard_link_groups: true,
+        };
+        let real =
+            RealTree { source: "/usr/x".into(), staged_at: staged, entries: 3, bytes: 7, metadata };
+        let mut lab = CopyLab {
+            opts: &opts,
+            scratch: scratch(false),
+            huge: scratch(true),
+            memcpy_gbps: 1.0,
+            removed_stale_mounts: vec![],
+            trees: vec![("tree: 2 × 4 KiB".into(), PathBuf::from("/t"), 2, 4096)],
+            real: Some((real_scratch, real)),
+        };
+        let cases = lab.configurations().unwrap();
+        let got = described(&lab, &cases);
+        lab.huge.mounted = false; // never mounted: dropped as a plain directory
+        let rsync = crate::process::on_path("rsync");
+        let size = 64 << 20;
+        let mut want: Vec<String> = Vec::new();
+        for (table, create, sizes) in [
+            ("table 2: creat()", "Creat", &[1, 4, 8, 1024, 8192][..]),
+            ("table 3: open()", "Open", &[1, 4, 8, 1024]),
+        ] {
+            for k in sizes {
+                let label = if *k >= 1024 { format!("{}M", k / 1024) } else { format!("{k}K") };
+                want.push(format!(
+                    "[{table}] read/write {label}: S/src -> S/dst, {size} B: file read-write {} {create}",
+                    k << 10
+                ));
+            }
+        }
+        want.push(format!(
+            "[O_DIRECT] direct 1M: S/src -> S/dst, {size} B: file direct 1048576 Open"
+        ));
+        for m in ["sendfile", "splice", "copy-file-range", "io-uring"] {
+            want.push(format!(
+                "[kernel-side] {m}: S/src -> S/dst, {size} B: file {m} 1048576 Open"
+            ));
+        }
+        for line in [
+            "[one file] corelane copy (auto): S/src -> S/dst, 67108864 B: file auto 1048576 Open",
+            "[one file] cp: S/src -> S/dst, 67108864 B: cp S/src S/dst (cp SRC DST)",
+            "[one file] dd bs=1M: S/src -> S/dst, 67108864 B: dd if=S/src of=S/dst bs=1M status=none (dd bs=1M)",
+            "[huge=always tmpfs] corelane copy (auto): H/src -> H/dst, 67108864 B: file auto 1048576 Open",
+            "[huge=always tmpfs] cp: H/src -> H/dst, 67108864 B: cp H/src H/dst (cp SRC DST)",
+            "[tree: 2 × 4 KiB] corelane copy -r, 1 lane: /t -> S/tree-copy, 8192 B: tree 1 archive false",
+            "[tree: 2 × 4 KiB] corelane copy -r, 2 lanes: /t -> S/tree-copy, 8192 B: tree 2 archive false",
+            "[tree: 2 × 4 KiB] cp -r: /t -> S/tree-copy, 8192 B: cp -r /t S/tree-copy (cp -r SRC DST)",
+            "[real tree: /usr/x] corelane copy -a, 2 lanes: /staged -> R/real-copy, 7 B: tree 2 archive true",
+            "[real tree: /usr/x] cp -a: /staged -> R/real-copy, 7 B: cp -a /staged R/real-copy (cp -a SRC DST)",
+        ] {
+            want.push(line.into());
+        }
+        if rsync {
+            want.push("[real tree: /usr/x] rsync -aHAX: /staged -> R/real-copy, 7 B: rsync -aHAX /staged/ R/real-copy (rsync -aHAX SRC/ DST)".into());
+        }
+        assert_eq!(got, want);
+    }
 }
