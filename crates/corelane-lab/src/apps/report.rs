@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::model::{self, ModelRow};
-use super::placement::{Cpus, Lane};
+use super::placement::{Cpus, Lane, Placement};
+use super::programs::App;
 use super::rows::{AppRow, PingRow};
 use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
@@ -57,15 +58,7 @@ pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
         match m.config {
             Case::Serve { app, placement, lane } => {
                 let t: Vec<&ServeTrial> = m.trials.iter().filter_map(serve_of).collect();
-                let mut row = app_row(&t, lane);
-                row.app = app.id().into();
-                row.placement = placement.id().into();
-                row.app_cpus = placement.app_cpus(cpus).to_string();
-                row.syscall_cpus =
-                    (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string());
-                row.load_cpu = placement.load_cpu(cpus);
-                row.load_generator = app.load_generator().into();
-                rows.push(row);
+                rows.push(app_row(&t, app, placement, lane, cpus));
             }
             Case::Ping { lane } => {
                 let t: Vec<&PingTrial> = m.trials.iter().filter_map(ping_of).collect();
@@ -133,7 +126,7 @@ fn lane_ran<'a>(
     (ran, notes)
 }
 
-fn app_row(t: &[&ServeTrial], lane: Lane) -> AppRow {
+fn app_row(t: &[&ServeTrial], app: App, placement: Placement, lane: Lane, cpus: &Cpus) -> AppRow {
     let runs = t.iter().filter_map(|x| x.run.as_ref());
     let (lane_ran, lane_notes) = lane_ran(runs.clone());
     let p99s: Vec<f64> = t.iter().filter_map(|x| x.p99_us).collect();
@@ -141,15 +134,15 @@ fn app_row(t: &[&ServeTrial], lane: Lane) -> AppRow {
     checked.sort();
     checked.dedup();
     AppRow {
-        app: String::new(),
-        placement: String::new(),
+        app: app.id().into(),
+        placement: placement.id().into(),
         lane: lane.id().into(),
         lane_ran,
         lane_notes,
-        app_cpus: String::new(),
-        syscall_cpus: None,
-        load_cpu: 0,
-        load_generator: String::new(),
+        app_cpus: placement.app_cpus(cpus).to_string(),
+        syscall_cpus: (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string()),
+        load_cpu: placement.load_cpu(cpus),
+        load_generator: app.load_generator().into(),
         trials_rps: t.iter().map(|x| x.rps).collect(),
         median_rps: median_of(t.iter().map(|x| x.rps)),
         p99_us: (!p99s.is_empty()).then(|| median_of(p99s)),

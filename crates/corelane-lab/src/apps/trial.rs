@@ -43,6 +43,8 @@ pub struct RunSummary {
 /// A program running placed, with what it needs to be stopped and read.
 struct Running {
     child: ChildProcess,
+    /// How errors name it.
+    name: String,
     /// Whether the child is `corelane run` (its own threads are not the program's).
     supervised: bool,
     summary: Option<PathBuf>,
@@ -84,12 +86,30 @@ fn start(
     );
     let child = rx.spawn(name, &exe, &argv)?;
     let supervised = matches!(placed.launcher, Launcher::Run { .. });
-    Ok(Running { child, supervised, summary: supervised.then_some(json), ended: false })
+    let summary = supervised.then_some(json);
+    Ok(Running { child, name: name.into(), supervised, summary, ended: false })
 }
 
 impl Running {
     fn threads(&self) -> Vec<threads::Thread> {
         threads::threads_of(self.child.pid(), self.supervised)
+    }
+
+    /// Runs `work` (the load) and returns what it gave, the CPU the program's threads and its
+    /// lane's used meanwhile, and how many syscall-lane threads it has; an error if a thread
+    /// ran outside `placed`.
+    fn measure<T>(
+        &self,
+        placed: &Placed<'_>,
+        work: impl FnOnce() -> Result<T, LabError>,
+    ) -> Result<(T, Times, usize), LabError> {
+        let before = threads::times(&self.threads());
+        let out = work()?;
+        let seen = self.threads();
+        let used = threads::times(&seen).since(&before);
+        let lane_threads = threads::check_placement(&seen, &placed.app_cpus, &placed.syscall_cpus)
+            .map_err(|problem| LabError::ChildOutput { child: self.name.clone(), problem })?;
+        Ok((out, used, lane_threads))
     }
 
     /// Waits until `ready` says the program serves (polled every 20 ms), or fails with why.
@@ -176,25 +196,25 @@ pub fn serve(
     let (rx, port) = (stage.rx, stage.port);
     running.wait_until(|| rx.tcp_listening(port))?;
     let requests = programs::requests_for(app, stage)?;
-    let before = threads::times(&running.threads());
-    let load = programs::load(app, stage, requests)?;
-    let seen = running.threads();
-    let used = threads::times(&seen).since(&before);
-    let lane_threads = threads::check_placement(&seen, &placed.app_cpus, &placed.syscall_cpus)
-        .map_err(|problem| LabError::ChildOutput { child: app.id().into(), problem })?;
+    let (load, used, lane_threads) =
+        running.measure(placed, || programs::load(app, stage, requests))?;
     let checked = programs::check(app, stage, suite, index)?;
     let run = running.stop()?;
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / load.requests.max(1) as f64;
     Ok(ServeTrial {
         rps: load.rps,
         requests: load.requests,
         p99_us: load.p99_us,
-        program_us_per_request: per(used.program),
-        lane_us_per_request: per(used.lane),
+        program_us_per_request: us_per(used.program, load.requests),
+        lane_us_per_request: us_per(used.lane, load.requests),
         lane_threads,
         checked,
         run,
     })
+}
+
+/// `used` in µs per unit (request, round trip) over `units`.
+fn us_per(used: Duration, units: u64) -> f64 {
+    used.as_secs_f64() * 1e6 / units.max(1) as f64
 }
 
 /// What one ping-pong trial measured: round trips in µs, CPU per round trip in µs.
@@ -239,12 +259,8 @@ pub fn ping(at: &PingStage<'_>, placed: &Placed<'_>) -> Result<PingTrial, LabErr
     const PING: &str = "corelane ping";
     let client = at.tx.spawn(PING, &at.tx.corelane()?, &argv)?;
     std::thread::sleep(WARMUP);
-    let before = threads::times(&running.threads());
-    let lines = client.finish(at.duration + WARMUP + Duration::from_secs(20))?;
-    let seen = running.threads();
-    let used: Times = threads::times(&seen).since(&before);
-    threads::check_placement(&seen, &placed.app_cpus, &placed.syscall_cpus)
-        .map_err(|problem| LabError::ChildOutput { child: "udp echo".into(), problem })?;
+    let budget = at.duration + WARMUP + Duration::from_secs(20);
+    let (lines, used, _) = running.measure(placed, || client.finish(budget))?;
     let s: PingSummary = output::summary::<PingInterval, PingSummary>(PING, &lines)?;
     if s.received == 0 || s.invalid > 0 || s.duplicates > 0 {
         return Err(LabError::ChildOutput {
@@ -256,13 +272,12 @@ pub fn ping(at: &PingStage<'_>, placed: &Placed<'_>) -> Result<PingTrial, LabErr
         });
     }
     let run = running.stop()?;
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / s.received.max(1) as f64;
     Ok(PingTrial {
         p50_us: s.latency.p50,
         p99_us: s.latency.p99,
         round_trips: s.received,
-        program_us_per_round_trip: per(used.program),
-        lane_us_per_round_trip: per(used.lane),
+        program_us_per_round_trip: us_per(used.program, s.received),
+        lane_us_per_round_trip: us_per(used.lane, s.received),
         run,
     })
 }
