@@ -10,8 +10,9 @@ fn label(row: &AppRow) -> String {
     format!("{} {}", row.placement, row.lane)
 }
 
-fn role(row: &AppRow) -> Role {
-    if row.lane == "none" {
+/// No lane is the default every lane is read against.
+fn role(lane: &str) -> Role {
+    if lane == "none" {
         Role::Default
     } else {
         Role::Config
@@ -24,8 +25,9 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     apps.dedup();
     for app in apps {
         let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
-        let bars =
-            rows.iter().map(|row| Bar::new(label(row), role(row), row.median_rps, &row.trials_rps));
+        let bars = rows
+            .iter()
+            .map(|row| Bar::new(label(row), role(&row.lane), row.median_rps, &row.trials_rps));
         out.push(Figure::Bars(Bars {
             id: format!("rate-{app}"),
             title: format!("{app}: requests/s by placement and syscall lane"),
@@ -47,8 +49,7 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     }
     if !r.ping.is_empty() {
         let bars = r.ping.iter().map(|p| {
-            let role = if p.lane == "none" { Role::Default } else { Role::Config };
-            Bar::new(format!("lane {}", p.lane), role, p.p50_us, &p.trials_p50_us)
+            Bar::new(format!("lane {}", p.lane), role(&p.lane), p.p50_us, &p.trials_p50_us)
         });
         out.push(Figure::Bars(Bars {
             id: "ping-pong".into(),
