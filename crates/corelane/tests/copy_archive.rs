@@ -21,6 +21,12 @@ fn scratch(name: &str) -> tempfile::TempDir {
     common::copy::tmpfs_dir(&format!("corelane-archive-{name}"))
 }
 
+/// A scratch directory for a test that needs root (`needs`: what for); `None`, once it has
+/// said why the test skips, when the tests do not run as root.
+fn scratch_as_root(name: &str, needs: &str) -> Option<tempfile::TempDir> {
+    root_or_skip(needs).then(|| scratch(name))
+}
+
 /// What `corelane copy -a` does with `src`.
 fn copy_a(src: &Path, dst: &Path, lanes: usize) -> TreeReport {
     tree(src, dst, &CopyOptions::archive(), lanes).unwrap()
@@ -246,10 +252,10 @@ fn assert_same_listing(expected: &Path, actual: &Path) {
 
 #[test]
 fn copy_a_gives_the_same_metadata_as_cp_a() {
-    if !root_or_skip("to give entries other owners and make device nodes") {
+    let Some(dir) = scratch_as_root("vs-cp", "to give entries other owners and make device nodes")
+    else {
         return;
-    }
-    let dir = scratch("vs-cp");
+    };
     let src = dir.path().join("src");
     let acls = build_tree(&src);
     let by_cp = dir.path().join("by-cp");
@@ -336,10 +342,7 @@ fn hard_links_across_lanes_are_copied_once() {
 /// are neither tried nor reported, and set-id bits go with the owner.
 #[test]
 fn without_ownership_set_id_bits_go_and_nothing_is_reported() {
-    if !root_or_skip("to own a file as another user") {
-        return;
-    }
-    let dir = scratch("no-owner");
+    let Some(dir) = scratch_as_root("no-owner", "to own a file as another user") else { return };
     let (src, prog) = another_users_program(dir.path(), 0o6755);
     setxattr(&prog, "user.k", b"v");
     let out = dir.path().join("out");
@@ -385,10 +388,7 @@ fn reflink_always_fails_clearly_where_extents_cannot_be_shared() {
 /// `-x`: a directory on another file system (a mount point) is created, empty, as cp -x does.
 #[test]
 fn one_file_system_stops_at_mount_points() {
-    if !root_or_skip("to mount a tmpfs inside the source") {
-        return;
-    }
-    let dir = scratch("one-fs");
+    let Some(dir) = scratch_as_root("one-fs", "to mount a tmpfs inside the source") else { return };
     let src = dir.path().join("src");
     let mnt = src.join("mnt");
     fs::create_dir_all(&mnt).unwrap();
@@ -424,10 +424,9 @@ fn one_file_system_stops_at_mount_points() {
 /// ownership kept, every entry still ends with its source's group (root's own files included).
 #[test]
 fn owners_are_kept_inside_a_set_group_id_destination() {
-    if !root_or_skip("to give a directory another group") {
+    let Some(dir) = scratch_as_root("sgid-dest", "to give a directory another group") else {
         return;
-    }
-    let dir = scratch("sgid-dest");
+    };
     let src = dir.path().join("src");
     fs::create_dir_all(src.join("sub")).unwrap();
     fs::write(src.join("sub/f"), b"x").unwrap();
@@ -474,10 +473,7 @@ fn a_symlink_named_as_the_source_is_copied_as_a_symlink() {
 /// as cp -a), dropped when the copy does not keep the owner even though xattrs are kept.
 #[test]
 fn file_capabilities_are_copied_only_with_the_owner() {
-    if !root_or_skip("to set security.capability") {
-        return;
-    }
-    let dir = scratch("caps");
+    let Some(dir) = scratch_as_root("caps", "to set security.capability") else { return };
     let (src, prog) = another_users_program(dir.path(), 0o755);
     // struct vfs_cap_data, revision 2, effective, permitted = CAP_NET_BIND_SERVICE (bit 10).
     let mut cap = vec![0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00];
