@@ -11,16 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::http::{stop_and_wait, BACKENDS};
+use common::rss_kib;
 use corelane::tcp::Content;
 
 const PIPELINE_FOR: Duration = Duration::from_secs(10);
 const GROWTH_LIMIT_KIB: u64 = 64 << 10;
-
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
 
 /// Writes pipelined requests for `PIPELINE_FOR`, never reading; bounded in time (writes
 /// time out once the server stops reading and the socket buffers are full).

@@ -1,10 +1,13 @@
 //! The UDP path over real loopback sockets: every numbered datagram arrives exactly once,
 //! intact, through a single socket, a shared socket, a reuseport group and GSO/GRO.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
 
+use common::udp::spawn_receiver;
 use corelane::lane::{Placement, StopSignal};
 use corelane::reuseport::BindError;
 use corelane::sched::Kind;
@@ -32,9 +35,7 @@ fn receiver(threads: usize, sockets: SocketMode, gro: bool) -> ReceiverConfig {
 fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSummary {
     let receiver = Receiver::bind(rx).unwrap();
     let target: SocketAddr = receiver.local_addrs()[0];
-    let stop = StopSignal::new();
-    let rx_stop = stop.clone();
-    let handle = thread::spawn(move || receiver.run(&rx_stop, |_| {}).unwrap());
+    let (stop, handle) = spawn_receiver(receiver);
     let sender = Sender::connect(SenderConfig {
         targets: vec![target],
         flows,
@@ -170,7 +171,7 @@ fn datagrams_longer_than_the_buffer_are_counted_as_truncated() {
     };
     let receiver = Receiver::bind(rx).unwrap();
     let target = receiver.local_addrs()[0];
-    let handle = thread::spawn(move || receiver.run(&StopSignal::new(), |_| {}).unwrap());
+    let (_stop, handle) = spawn_receiver(receiver);
     let sender = Sender::connect(SenderConfig {
         targets: vec![target],
         size: 1000,
@@ -236,9 +237,7 @@ fn a_stop_signal_ends_both_sides_promptly() {
     })
     .unwrap();
     let target = receiver.local_addrs()[0];
-    let stop = StopSignal::new();
-    let rx_stop = stop.clone();
-    let handle = thread::spawn(move || receiver.run(&rx_stop, |_| {}).unwrap());
+    let (stop, handle) = spawn_receiver(receiver);
     let sender = Sender::connect(SenderConfig {
         targets: vec![target],
         rate: 50_000,

@@ -1,11 +1,15 @@
 //! What a hostile UDP peer can make a receiver hold: forged flow ids and sequence numbers on
 //! the dispatch path (seed 004 over real datagrams), over real loopback sockets.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::thread;
 use std::time::Duration;
 
-use corelane::lane::{Placement, StopSignal};
+use common::rss_kib;
+use common::udp::spawn_receiver;
+use corelane::lane::Placement;
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{payload, Receiver, ReceiverConfig};
@@ -15,13 +19,6 @@ fn datagram(flow: u32, seq: u64) -> [u8; 32] {
     payload::prefill(&mut buf);
     payload::write_header(&mut buf, flow, seq);
     buf
-}
-
-/// RSS of this process, from /proc/self/status.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// One forged datagram with a flow id just under 2^20 made the dispatch and reorder maps
@@ -40,10 +37,8 @@ fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
     })
     .unwrap();
     let target = receiver.local_addrs()[0];
-    let stop = StopSignal::new();
-    let rx_stop = stop.clone();
     let before = rss_kib();
-    let handle = thread::spawn(move || receiver.run(&rx_stop, |_| {}).unwrap());
+    let (stop, handle) = spawn_receiver(receiver);
 
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     // Distinct huge ids: each would have been a hash-map entry (or a million-slot vector).
