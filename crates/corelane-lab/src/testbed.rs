@@ -13,6 +13,7 @@ use corelane::topology::CpuList;
 
 use crate::host::Host;
 use crate::remote::nic::{NicCounters, RemoteNic};
+use crate::remote::topo::{self, HostTopology};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::LabError;
 
@@ -56,7 +57,11 @@ pub struct HostReport {
     /// `tx` or `rx`.
     pub role: String,
     pub host: String,
+    /// `corelane topo --json` there, as printed.
     pub topology: serde_json::Value,
+    /// What the lab reads of it.
+    #[serde(skip)]
+    pub machine: HostTopology,
 }
 
 impl TestbedReport {
@@ -252,14 +257,13 @@ impl Testbed {
         let mut hosts = Vec::new();
         for (role, host) in [("tx", &tx), ("rx", &rx)] {
             if let Host::Remote(remote) = host {
-                let text = host.run(remote.corelane(), &["topo", "--json"])?;
-                let topology = serde_json::from_str(&text).map_err(|e| LabError::Remote {
+                let reply = topo::read(host, remote.corelane())?;
+                hosts.push(HostReport {
+                    role: role.into(),
                     host: host.name(),
-                    problem: format!(
-                        "`corelane topo --json` printed no JSON the lab can read: {e}"
-                    ),
-                })?;
-                hosts.push(HostReport { role: role.into(), host: host.name(), topology });
+                    topology: reply.document,
+                    machine: reply.topology,
+                });
             }
         }
         let mut rx_addrs = spec.rx_addrs.clone();

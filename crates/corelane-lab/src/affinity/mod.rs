@@ -435,12 +435,8 @@ impl Experiment for AffinityLab<'_> {
 fn packages_and_nodes(testbed: &Testbed) -> Result<(usize, usize), LabError> {
     let report = testbed.report(None);
     if let Some(rx) = report.hosts.iter().find(|h| h.role == "rx") {
-        let cpus = rx.topology["cpus"].as_array().map(Vec::as_slice).unwrap_or_default();
-        let mut packages: Vec<u64> = cpus.iter().filter_map(|c| c["package"].as_u64()).collect();
-        packages.sort_unstable();
-        packages.dedup();
-        let nodes = rx.topology["numa_nodes"].as_array().map_or(0, Vec::len);
-        return Ok((packages.len().max(1), nodes.max(1)));
+        let nodes = rx.machine.numa_nodes.len();
+        return Ok((rx.machine.packages().max(1), nodes.max(1)));
     }
     let topo = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?;
     let mut packages: Vec<usize> = topo.cpus.iter().map(|c| c.package).collect();
