@@ -18,6 +18,7 @@ pub mod process;
 pub mod remote;
 pub mod report;
 pub mod sched;
+pub mod stage;
 pub mod tcp;
 pub mod testbed;
 pub mod udp;

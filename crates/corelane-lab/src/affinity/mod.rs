@@ -19,10 +19,9 @@ use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
 use crate::experiment::{self, Experiment, Measured, Options};
-use crate::tcp::servers::{self, Placement, ServerKind, Stage};
+use crate::stage::servers::{self, Placement, ServerKind, Stage};
+use crate::stage::{self, udp::Config as UdpConfig};
 use crate::testbed::{Testbed, TestbedReport};
-use crate::udp::configs::Config as UdpConfig;
-use crate::udp::UdpLabOptions;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -163,7 +162,6 @@ pub enum Placed {
 /// The prepared stage: testbed with receive work steered to the softirq CPU.
 struct AffinityLab<'a> {
     opts: &'a AffinityLabOptions,
-    udp_opts: UdpLabOptions,
     testbed: Testbed,
     /// Processor packages and NUMA nodes of the application's host.
     packages: usize,
@@ -197,23 +195,13 @@ impl<'a> AffinityLab<'a> {
         if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
             testbed.preview(&[("every row".into(), CpuList::new(vec![irq_cpu]))])?;
         }
-        let port = match testbed.network {
-            crate::testbed::Network::Loopback { .. } => crate::tcp::free_port()?,
-            _ => crate::tcp::NAMESPACE_PORT,
-        };
+        let port = stage::tcp_port(&testbed)?;
         if !testbed.is_dry_run() {
             testbed.steer_receive_where_possible(&CpuList::new(vec![irq_cpu]))?;
         }
-        let udp_opts = UdpLabOptions {
-            trials: opts.trials,
-            duration: opts.duration,
-            offered_pps: opts.offered_pps,
-            ..UdpLabOptions::full(opts.exe.clone())
-        };
         let scratch = WorkDir::create("affinity")?;
         Ok(Self {
             opts,
-            udp_opts,
             testbed,
             packages,
             numa_nodes,
@@ -358,7 +346,7 @@ impl Experiment for AffinityLab<'_> {
     ) -> Result<(f64, f64), LabError> {
         match placed {
             Placed::Udp(config) => {
-                let t = crate::udp::trial::run(&self.testbed, config, &self.udp_opts, stop)?;
+                let t = stage::udp::run(&self.testbed, config, self.opts.duration, stop)?;
                 Ok((t.pps, t.cpu_ns_per_datagram))
             }
             Placed::Tcp(_, _, kind) => {

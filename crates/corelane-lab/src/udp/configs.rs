@@ -3,88 +3,10 @@
 use corelane::topology::CpuList;
 
 use super::UdpLabOptions;
+use crate::stage::udp::{Config, XdpRole};
 
-/// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
-/// have flows to spread.
-pub const FLOWS: usize = 8;
-/// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
-/// receiver-side stack, which is the work being measured.
-pub const GSO_SEGMENTS: usize = 16;
 /// Datagrams per GSO message on the GRO row: the kernel's maximum.
 pub const GRO_SEGMENTS: usize = 64;
-
-/// What XDP does on a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XdpRole {
-    /// Nothing: the kernel's UDP stack all the way.
-    Off,
-    /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
-    Receive,
-    /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
-    Drop,
-    /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
-    Send,
-}
-
-/// One configuration: network steering, receiver lanes, and the load offered.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub id: &'static str,
-    pub label: String,
-    /// RPS CPUs for the receiver's RX queues: empty turns RPS off; `None` leaves it alone
-    /// (loopback, where it cannot be set).
-    pub rps: Option<CpuList>,
-    /// CPUs the receiver lanes are pinned to, one lane each.
-    pub lanes: CpuList,
-    /// Whether the lanes are pinned to `lanes` (false: as many unpinned lanes).
-    pub pinned: bool,
-    /// Receive through io_uring, and with an SQPOLL thread on this CPU when `Some`.
-    pub uring: bool,
-    pub sqpoll: Option<usize>,
-    pub shared_socket: bool,
-    /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
-    pub steer_cpu: bool,
-    pub gro: bool,
-    /// How many of the receiver's addresses the sender targets.
-    pub targets: usize,
-    pub sender_threads: usize,
-    pub sender_cpu: usize,
-    pub gso_segments: usize,
-    pub offered_pps: u64,
-    pub xdp: XdpRole,
-}
-
-impl Config {
-    /// One receiver lane on `lane` (pinned) fed by one plain paced GSO sender on
-    /// `sender_cpu` to one address: the default row, which the others change.
-    pub fn one_lane(
-        id: &'static str,
-        label: String,
-        rps: Option<CpuList>,
-        lane: usize,
-        sender_cpu: usize,
-        offered_pps: u64,
-    ) -> Self {
-        Self {
-            id,
-            label,
-            rps,
-            lanes: CpuList::new(vec![lane]),
-            pinned: true,
-            uring: false,
-            sqpoll: None,
-            shared_socket: false,
-            steer_cpu: false,
-            gro: false,
-            targets: 1,
-            sender_threads: 1,
-            sender_cpu,
-            gso_segments: GSO_SEGMENTS,
-            offered_pps,
-            xdp: XdpRole::Off,
-        }
-    }
-}
 
 /// Every configuration id, in table order.
 pub const IDS: [&str; 12] = [

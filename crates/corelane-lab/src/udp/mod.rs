@@ -10,12 +10,11 @@
 //! meaningful whichever side is the bottleneck.
 
 mod bypass;
-pub(crate) mod configs;
+mod configs;
 mod figures;
-mod napi;
 mod peers;
+mod rows;
 mod table;
-pub(crate) mod trial;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,10 +24,11 @@ use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-pub use configs::{Config, IDS as CONFIG_IDS};
+pub use configs::IDS as CONFIG_IDS;
 pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options};
+use crate::stage::udp::{self as trial, Config};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -324,7 +324,7 @@ impl Experiment for UdpLab<'_> {
     fn trial(&mut self, row: &Row, _: usize, stop: &StopSignal) -> Result<RowTrial, LabError> {
         match row {
             Row::Table(config) => {
-                trial::run(&self.testbed, config, self.opts, stop).map(RowTrial::Table)
+                trial::run(&self.testbed, config, self.opts.duration, stop).map(RowTrial::Table)
             }
             Row::Peer(pair) => self.peers.measure(&self.testbed, *pair, stop).map(RowTrial::Peer),
         }
@@ -347,7 +347,7 @@ impl Experiment for UdpLab<'_> {
                         .into_iter()
                         .filter_map(|t| if let RowTrial::Table(t) = t { Some(t) } else { None })
                         .collect();
-                    rows.push(trial::summarize(&c, &t));
+                    rows.push(rows::summarize(&c, &t));
                 }
                 Row::Peer(pair) => {
                     let s = trials
