@@ -65,7 +65,7 @@ impl Options for AffinityArgs {
         }
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
-        run(&opts, stop, progress)
+        experiment::run(AffinityLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
 
@@ -139,16 +139,6 @@ pub struct AffinityLabReport {
     pub model: Vec<model::ModelRow>,
     pub model_assumptions: model::Assumptions,
     pub findings: Vec<String>,
-}
-
-/// Runs the experiment.
-pub fn run(
-    opts: &AffinityLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<AffinityLabReport, LabError> {
-    let lab = AffinityLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
 }
 
 /// One placement of one workload.

@@ -81,7 +81,8 @@ impl Options for TcpArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<TcpLabReport, LabError> {
-        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+        let opts = self.options(crate::corelane_exe()?)?;
+        experiment::run(TcpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
 
@@ -182,16 +183,6 @@ pub struct TcpLabReport {
 }
 
 const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
-
-/// Runs the experiment, reporting progress lines through `progress`.
-pub fn run(
-    opts: &TcpLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<TcpLabReport, LabError> {
-    let lab = TcpLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
-}
 
 /// One measurement: a server under one workload, or the two load generators.
 #[derive(Debug, Clone, Copy)]

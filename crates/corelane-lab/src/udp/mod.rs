@@ -102,7 +102,8 @@ impl Options for UdpArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<UdpLabReport, LabError> {
-        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+        let opts = self.options(crate::corelane_exe()?)?;
+        experiment::run(UdpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
 
@@ -214,16 +215,6 @@ pub struct UdpLabReport {
     pub cpu_accounting: String,
     /// What the figures say, derived from them.
     pub findings: Vec<String>,
-}
-
-/// Runs the experiment, reporting progress lines through `progress`.
-pub fn run(
-    opts: &UdpLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<UdpLabReport, LabError> {
-    let lab = UdpLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
 }
 
 /// What one trial measures: a row of Table 1, or a peer receiver and its sender.
