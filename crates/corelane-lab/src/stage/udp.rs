@@ -146,14 +146,13 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     if cfg.steer_cpu {
         args.extend(["--steer".into(), "cpu".into()]);
     }
-    match cfg.xdp {
-        XdpRole::Receive => {
-            args.extend(["--backend", "xdp", "--xdp-dev", RX_DEV].map(String::from))
-        }
-        XdpRole::Drop => {
-            args.extend(["--backend", "xdp-drop", "--xdp-dev", RX_DEV].map(String::from))
-        }
-        XdpRole::Off | XdpRole::Send => {}
+    let xdp_backend = match cfg.xdp {
+        XdpRole::Receive => Some("xdp"),
+        XdpRole::Drop => Some("xdp-drop"),
+        XdpRole::Off | XdpRole::Send => None,
+    };
+    if let Some(backend) = xdp_backend {
+        args.extend(["--backend", backend, "--xdp-dev", RX_DEV].map(String::from));
     }
     args
 }

@@ -194,18 +194,22 @@ fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn two_cpus_give_the_seed_rows_in_order() {
-        let opts = UdpLabOptions::quick("corelane".into());
-        let stage = Stage {
+    /// Two CPUs and two addresses on the namespace testbed, the sender on CPU 0.
+    fn two_cpus() -> Stage {
+        Stage {
             online: CpuList::new(vec![0, 1]),
             sender_cpu: 0,
             shared_cpu: Some(0),
             no_rps: None,
             rx_addrs: 2,
             default_as_found: false,
-        };
-        let plan = plan(&stage, &opts);
+        }
+    }
+
+    #[test]
+    fn two_cpus_give_the_seed_rows_in_order() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let plan = plan(&two_cpus(), &opts);
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
         assert_eq!(ids, IDS, "every row, in the table's order");
         assert_eq!(plan.receiver_cpu, 1);
@@ -218,11 +222,8 @@ mod tests {
         let opts = UdpLabOptions::quick("corelane".into());
         let stage = Stage {
             online: CpuList::new(vec![0, 1, 2, 3]),
-            sender_cpu: 0,
-            shared_cpu: Some(0),
             no_rps: Some("loopback"),
-            rx_addrs: 2,
-            default_as_found: false,
+            ..two_cpus()
         };
         let plan = plan(&stage, &opts);
         assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
@@ -236,12 +237,11 @@ mod tests {
     fn a_remote_receiver_uses_every_cpu_and_one_address_skips_multi_ip() {
         let opts = UdpLabOptions::quick("corelane".into());
         let stage = Stage {
-            online: CpuList::new(vec![0, 1]),
-            sender_cpu: 0,
             shared_cpu: None,
             no_rps: Some("remote"),
             rx_addrs: 1,
             default_as_found: true,
+            ..two_cpus()
         };
         let plan = plan(&stage, &opts);
         assert_eq!(plan.receiver_cpu, 0);
