@@ -63,10 +63,6 @@ impl Report for AffinityLabReport {
     }
 
     /// One CSV row per measured placement (the model is in the JSON).
-    fn figures(&self) -> Vec<crate::report::figure::Figure> {
-        super::figures::figures(self)
-    }
-
     fn csv_records(&self) -> Vec<Vec<String>> {
         self.rows
             .iter()
@@ -81,6 +77,10 @@ impl Report for AffinityLabReport {
                 ]
             })
             .collect()
+    }
+
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
     }
 
     fn outline(&self) -> report::Outline<'_> {

@@ -79,10 +79,6 @@ impl Report for SchedLabReport {
     }
 
     /// One CSV row per run.
-    fn figures(&self) -> Vec<crate::report::figure::Figure> {
-        super::figures::figures(self)
-    }
-
     fn csv_records(&self) -> Vec<Vec<String>> {
         self.rows
             .iter()
@@ -108,6 +104,10 @@ impl Report for SchedLabReport {
                 ]
             })
             .collect()
+    }
+
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
     }
 
     fn outline(&self) -> report::Outline<'_> {

@@ -55,10 +55,6 @@ impl Report for TcpLabReport {
         out
     }
 
-    fn figures(&self) -> Vec<crate::report::figure::Figure> {
-        super::figures::figures(self)
-    }
-
     /// One CSV row per server configuration and workload.
     fn csv_records(&self) -> Vec<Vec<String>> {
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
@@ -81,6 +77,10 @@ impl Report for TcpLabReport {
                 ]
             })
             .collect()
+    }
+
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
     }
 
     fn outline(&self) -> report::Outline<'_> {

@@ -99,10 +99,6 @@ impl Report for UdpLabReport {
     }
 
     /// One CSV row per configuration and per peer.
-    fn figures(&self) -> Vec<crate::report::figure::Figure> {
-        super::figures::figures(self)
-    }
-
     fn csv_records(&self) -> Vec<Vec<String>> {
         let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
         let rows = self.rows.iter().map(|row| {
@@ -135,6 +131,10 @@ impl Report for UdpLabReport {
             ]
         });
         rows.chain(peers).collect()
+    }
+
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
     }
 
     fn outline(&self) -> report::Outline<'_> {
