@@ -11,7 +11,7 @@
 use corelane::lane::StopSignal;
 
 use crate::report::run::{self, Envelope, Host, RunInfo};
-pub use crate::report::Outline;
+use crate::report::Outline;
 use crate::LabError;
 
 /// One experiment on its prepared stage.
@@ -313,13 +313,7 @@ mod tests {
     impl Report for Ran {
         const CSV_HEADER: &'static str = "config,trial";
         fn outline(&self) -> Outline<'_> {
-            Outline {
-                title: "recorder",
-                machine: "test",
-                testbed: None,
-                skipped: &[],
-                findings: &self.1,
-            }
+            Outline::of("recorder", "test", &self.1)
         }
         fn body(&self) -> String {
             String::new()
