@@ -118,19 +118,17 @@ pub struct Trial {
 
 /// The receiver's command line for `cfg`.
 fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
-    let mut args: Vec<String> = ["udp", "recv"].map(String::from).to_vec();
-    args.push(format!("0.0.0.0:{port}"));
-    args.extend([
-        "--json".into(),
-        "--duration".into(),
-        format!("{}", secs + 5),
-        "--threads".into(),
-        cfg.lanes.len().to_string(),
-        "--sockets".into(),
-        if cfg.shared_socket { "shared" } else { "reuseport" }.into(),
-        "--rcvbuf".into(),
-        "4M".into(),
-    ]);
+    let mut args = vec!["udp".into(), "recv".into(), format!("0.0.0.0:{port}"), "--json".into()];
+    let sockets = if cfg.shared_socket { "shared" } else { "reuseport" };
+    push_options(
+        &mut args,
+        [
+            ("--duration", (secs + 5).to_string()),
+            ("--threads", cfg.lanes.len().to_string()),
+            ("--sockets", sockets.into()),
+            ("--rcvbuf", "4M".into()),
+        ],
+    );
     if cfg.pinned {
         args.extend(["--pin".into(), cfg.lanes.to_string()]);
     }
@@ -157,6 +155,11 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     args
 }
 
+/// Appends each option and its value.
+fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String); N]) {
+    args.extend(options.into_iter().flat_map(|(option, value)| [option.to_string(), value]));
+}
+
 /// The receiving end of the namespace testbed's veth pair.
 const RX_DEV: &str = "vrx";
 
@@ -166,21 +169,18 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
         args.push(SocketAddr::new(*addr, port).to_string());
     }
-    args.extend([
-        "--json".into(),
-        "--duration".into(),
-        secs.to_string(),
-        "--rate".into(),
-        cfg.offered_pps.to_string(),
-        "--gso".into(),
-        cfg.gso_segments.to_string(),
-        "--flows".into(),
-        FLOWS.to_string(),
-        "--threads".into(),
-        cfg.sender_threads.to_string(),
-        "--pin".into(),
-        cfg.sender_cpu.to_string(),
-    ]);
+    args.push("--json".into());
+    push_options(
+        &mut args,
+        [
+            ("--duration", secs.to_string()),
+            ("--rate", cfg.offered_pps.to_string()),
+            ("--gso", cfg.gso_segments.to_string()),
+            ("--flows", FLOWS.to_string()),
+            ("--threads", cfg.sender_threads.to_string()),
+            ("--pin", cfg.sender_cpu.to_string()),
+        ],
+    );
     if cfg.xdp == XdpRole::Send {
         args.extend(["--backend".into(), "xdp".into()]);
     }
@@ -310,5 +310,22 @@ fn read_steady_seconds(
             });
             return Ok(steady);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receivers_command_line_pairs_each_option_with_its_value() {
+        let cfg = Config {
+            uring: true,
+            xdp: XdpRole::Drop,
+            ..Config::one_lane("default", "default".into(), None, 1, 0, 1000)
+        };
+        let args = receiver_args(&cfg, 4321, 3);
+        let expected = "udp recv 0.0.0.0:4321 --json --duration 8 --threads 1 --sockets reuseport --rcvbuf 4M --pin 1 --backend uring --backend xdp-drop --xdp-dev vrx";
+        assert_eq!(args.join(" "), expected);
     }
 }
