@@ -11,6 +11,7 @@
 use corelane::lane::StopSignal;
 
 use crate::report::run::{self, Envelope, Host, RunInfo};
+use crate::report::Outline;
 use crate::LabError;
 
 /// One experiment on its prepared stage.
@@ -53,14 +54,12 @@ pub struct Measured<C, T> {
 pub trait Report: serde::Serialize {
     /// The CSV columns, comma separated.
     const CSV_HEADER: &'static str;
-    /// The heading and the table(s) in the seed's shape, with their notes.
+    /// What every report has around its tables: which experiment ran on which machine and
+    /// testbed, what could not run here, the findings.
+    fn outline(&self) -> Outline<'_>;
+    /// The table(s) in the seed's shape, with their notes, under the heading (a dry run,
+    /// which measured nothing, has none).
     fn body(&self) -> String;
-    /// What could not run here, each with why.
-    fn skipped(&self) -> &[String] {
-        &[]
-    }
-    /// Sentences computed from the figures.
-    fn findings(&self) -> &[String];
     /// One CSV record per configuration, in `CSV_HEADER`'s order.
     fn csv_records(&self) -> Vec<Vec<String>>;
     /// What `corelane report` draws of it: its rows as charts (none by default; the page
@@ -69,13 +68,17 @@ pub trait Report: serde::Serialize {
         Vec::new()
     }
 
-    /// The body, what was skipped, and the findings.
+    /// The heading, the body, what was skipped, and the findings.
     fn text(&self) -> String {
-        let mut out = self.body();
-        for s in self.skipped() {
+        let outline = self.outline();
+        let mut out = outline.heading();
+        if !outline.is_dry_run() {
+            out.push_str(&self.body());
+        }
+        for s in outline.skipped {
             out.push_str(&format!("skipped: {s}\n"));
         }
-        crate::report::push_findings(&mut out, self.findings());
+        crate::report::push_findings(&mut out, outline.findings);
         out
     }
 
@@ -280,8 +283,8 @@ impl Published {
             machine: host.machine.clone(),
             kernel: host.kernel.clone(),
             table: run::Table { columns, rows },
-            findings: report.findings().to_vec(),
-            skipped: report.skipped().to_vec(),
+            findings: report.outline().findings.to_vec(),
+            skipped: report.outline().skipped.to_vec(),
             figures: report.figures(),
         };
         let json = serde_json::to_vec_pretty(&Envelope { corelane_run: &run, report })?;
@@ -309,11 +312,11 @@ mod tests {
 
     impl Report for Ran {
         const CSV_HEADER: &'static str = "config,trial";
+        fn outline(&self) -> Outline<'_> {
+            Outline::of("recorder", "test", &self.1)
+        }
         fn body(&self) -> String {
             String::new()
-        }
-        fn findings(&self) -> &[String] {
-            &self.1
         }
         fn csv_records(&self) -> Vec<Vec<String>> {
             self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]).collect()

@@ -13,6 +13,7 @@ use corelane::topology::CpuList;
 
 use crate::host::Host;
 use crate::remote::nic::{NicCounters, RemoteNic};
+use crate::remote::topo::{self, HostTopology};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::LabError;
 
@@ -56,7 +57,11 @@ pub struct HostReport {
     /// `tx` or `rx`.
     pub role: String,
     pub host: String,
+    /// `corelane topo --json` there, as printed.
     pub topology: serde_json::Value,
+    /// What the lab reads of it.
+    #[serde(skip)]
+    pub machine: HostTopology,
 }
 
 impl TestbedReport {
@@ -252,14 +257,13 @@ impl Testbed {
         let mut hosts = Vec::new();
         for (role, host) in [("tx", &tx), ("rx", &rx)] {
             if let Host::Remote(remote) = host {
-                let text = host.run(remote.corelane(), &["topo", "--json"])?;
-                let topology = serde_json::from_str(&text).map_err(|e| LabError::Remote {
+                let reply = topo::read(host, remote.corelane())?;
+                hosts.push(HostReport {
+                    role: role.into(),
                     host: host.name(),
-                    problem: format!(
-                        "`corelane topo --json` printed no JSON the lab can read: {e}"
-                    ),
-                })?;
-                hosts.push(HostReport { role: role.into(), host: host.name(), topology });
+                    topology: reply.document,
+                    machine: reply.topology,
+                });
             }
         }
         let mut rx_addrs = spec.rx_addrs.clone();
@@ -607,6 +611,15 @@ mod tests {
     /// Creating a testbed removes stale namespaces, so these tests must not overlap.
     static NETNS: Mutex<()> = Mutex::new(());
 
+    /// The namespace tests' turn, when root; otherwise `None`, saying why the test skips.
+    fn namespaces(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: {what} needs root");
+            return None;
+        }
+        Some(NETNS.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     #[test]
     fn odd_interface_names_from_a_remote_are_refused() {
         let addr: IpAddr = "10.0.0.2".parse().unwrap();
@@ -657,11 +670,7 @@ mod tests {
 
     #[test]
     fn builds_and_removes_its_namespaces_when_root() {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("skipped: building network namespaces needs root");
-            return;
-        }
-        let _serial = NETNS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(_serial) = namespaces("building network namespaces") else { return };
         let bed = Testbed::create();
         let Network::Namespaces { tx, rx } = bed.network.clone() else {
             panic!("root but no namespaces: {:?}", bed.network);
@@ -677,11 +686,7 @@ mod tests {
 
     #[test]
     fn stale_namespaces_of_dead_runs_are_removed() {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("skipped: creating network namespaces needs root");
-            return;
-        }
-        let _serial = NETNS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(_serial) = namespaces("creating network namespaces") else { return };
         // PID 0x7fffffff cannot be running: pid_max is at most 2^22.
         let stale = format!("{PREFIX}2147483647-rx");
         ip(&["netns", "add", &stale]).unwrap();

@@ -19,10 +19,9 @@ use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
 use crate::experiment::{self, Experiment, Measured, Options};
-use crate::tcp::servers::{self, Placement, ServerKind, Stage};
+use crate::stage::servers::{self, Placement, ServerKind, Stage};
+use crate::stage::{self, udp::Config as UdpConfig};
 use crate::testbed::{Testbed, TestbedReport};
-use crate::udp::configs::Config as UdpConfig;
-use crate::udp::UdpLabOptions;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -66,7 +65,7 @@ impl Options for AffinityArgs {
         }
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
-        run(&opts, stop, progress)
+        experiment::run(AffinityLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
 
@@ -142,16 +141,6 @@ pub struct AffinityLabReport {
     pub findings: Vec<String>,
 }
 
-/// Runs the experiment.
-pub fn run(
-    opts: &AffinityLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<AffinityLabReport, LabError> {
-    let lab = AffinityLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
-}
-
 /// One placement of one workload.
 #[derive(Debug, Clone)]
 pub enum Placed {
@@ -163,7 +152,6 @@ pub enum Placed {
 /// The prepared stage: testbed with receive work steered to the softirq CPU.
 struct AffinityLab<'a> {
     opts: &'a AffinityLabOptions,
-    udp_opts: UdpLabOptions,
     testbed: Testbed,
     /// Processor packages and NUMA nodes of the application's host.
     packages: usize,
@@ -197,23 +185,13 @@ impl<'a> AffinityLab<'a> {
         if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
             testbed.preview(&[("every row".into(), CpuList::new(vec![irq_cpu]))])?;
         }
-        let port = match testbed.network {
-            crate::testbed::Network::Loopback { .. } => crate::tcp::free_port()?,
-            _ => crate::tcp::NAMESPACE_PORT,
-        };
+        let port = stage::tcp_port(&testbed)?;
         if !testbed.is_dry_run() {
             testbed.steer_receive_where_possible(&CpuList::new(vec![irq_cpu]))?;
         }
-        let udp_opts = UdpLabOptions {
-            trials: opts.trials,
-            duration: opts.duration,
-            offered_pps: opts.offered_pps,
-            ..UdpLabOptions::full(opts.exe.clone())
-        };
         let scratch = WorkDir::create("affinity")?;
         Ok(Self {
             opts,
-            udp_opts,
             testbed,
             packages,
             numa_nodes,
@@ -358,7 +336,7 @@ impl Experiment for AffinityLab<'_> {
     ) -> Result<(f64, f64), LabError> {
         match placed {
             Placed::Udp(config) => {
-                let t = crate::udp::trial::run(&self.testbed, config, &self.udp_opts, stop)?;
+                let t = stage::udp::run(&self.testbed, config, self.opts.duration, stop)?;
                 Ok((t.pps, t.cpu_ns_per_datagram))
             }
             Placed::Tcp(_, _, kind) => {
@@ -435,12 +413,8 @@ impl Experiment for AffinityLab<'_> {
 fn packages_and_nodes(testbed: &Testbed) -> Result<(usize, usize), LabError> {
     let report = testbed.report(None);
     if let Some(rx) = report.hosts.iter().find(|h| h.role == "rx") {
-        let cpus = rx.topology["cpus"].as_array().map(Vec::as_slice).unwrap_or_default();
-        let mut packages: Vec<u64> = cpus.iter().filter_map(|c| c["package"].as_u64()).collect();
-        packages.sort_unstable();
-        packages.dedup();
-        let nodes = rx.topology["numa_nodes"].as_array().map_or(0, Vec::len);
-        return Ok((packages.len().max(1), nodes.max(1)));
+        let nodes = rx.machine.numa_nodes.len();
+        return Ok((rx.machine.packages().max(1), nodes.max(1)));
     }
     let topo = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?;
     let mut packages: Vec<usize> = topo.cpus.iter().map(|c| c.package).collect();

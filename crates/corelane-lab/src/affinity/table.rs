@@ -13,11 +13,6 @@ impl Report for AffinityLabReport {
     fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
-        out.push_str(&format!("corelane lab affinity — seed 003 on {}\n", r.machine));
-        out.push_str(&r.testbed.lines());
-        if r.testbed.is_dry_run() {
-            return out;
-        }
         out.push_str(&format!(
             "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
             r.irq_cpu, r.other_cpu, r.load_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
@@ -68,27 +63,27 @@ impl Report for AffinityLabReport {
     }
 
     /// One CSV row per measured placement (the model is in the JSON).
+    fn csv_records(&self) -> Vec<Vec<String>> {
+        self.rows
+            .iter()
+            .map(|row| {
+                vec![
+                    row.workload.clone(),
+                    row.kind.clone(),
+                    format!("{:.1}", row.median),
+                    row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
+                    format!("{:.1}", row.cpu_ns_per_unit),
+                    row.trials.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                ]
+            })
+            .collect()
+    }
+
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
-        for row in &r.rows {
-            records.push(vec![
-                row.workload.clone(),
-                row.kind.clone(),
-                format!("{:.1}", row.median),
-                row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
-                format!("{:.1}", row.cpu_ns_per_unit),
-                row.trials.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
-            ]);
-        }
-        records
-    }
-
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("affinity — seed 003", &self.machine, &self.findings).on(&self.testbed)
     }
 }

@@ -222,7 +222,7 @@ impl<'a> AppsLab<'a> {
 
     fn port(&self, app: App) -> Result<u16, LabError> {
         match self.testbed.network {
-            Network::Loopback { .. } => crate::tcp::free_port(),
+            Network::Loopback { .. } => crate::stage::free_tcp_port(),
             _ => Ok(app.namespace_port()),
         }
     }

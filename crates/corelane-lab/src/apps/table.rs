@@ -12,8 +12,7 @@ impl Report for AppsLabReport {
     /// The placements, the programs' rows, the side-effect check and the model, as text.
     fn body(&self) -> String {
         let r = self;
-        let mut out = format!("corelane lab apps — seed 003 on {}\n", r.machine);
-        out.push_str(&r.testbed.lines());
+        let mut out = String::new();
         out.push_str(&format!(
             "programs started under {}; {} connections, a {}-byte file; {} trial(s) of {:.0}s, medians\n",
             r.launcher, r.connections, r.file_bytes, r.trials, r.duration_secs
@@ -159,11 +158,9 @@ impl Report for AppsLabReport {
         records
     }
 
-    fn skipped(&self) -> &[String] {
-        &self.skipped
-    }
-
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("apps — seed 003", &self.machine, &self.findings)
+            .on(&self.testbed)
+            .skipping(&self.skipped)
     }
 }

@@ -13,7 +13,6 @@ impl Report for CopyLabReport {
     fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
-        out.push_str(&format!("corelane lab copy — seed 002 on {}\n", r.machine));
         out.push_str(&format!("scratch: {}\nhuge pages: {}\n", r.scratch, r.huge_scratch));
         out.push_str(&format!(
             "file: {} MiB; {} trial(s) per row, medians; memcpy of the same bytes: {:.2} GB/s\n\n",
@@ -80,7 +79,7 @@ impl Report for CopyLabReport {
         records
     }
 
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("copy — seed 002", &self.machine, &self.findings)
     }
 }

@@ -25,7 +25,7 @@ pub use rows::{Knee, LatencyReport, LatencyRow};
 pub use sides::{HttpServer, Point, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options};
-use crate::tcp::servers::Stage;
+use crate::stage::servers::Stage;
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -141,9 +141,9 @@ impl LatencyLab {
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let (udp_port, http_port) = if testbed.is_namespaced() {
-            (11_111, crate::tcp::NAMESPACE_PORT)
+            (11_111, crate::stage::TCP_NAMESPACE_PORT)
         } else {
-            (free_udp_port()?, crate::tcp::free_port()?)
+            (crate::stage::free_udp_port()?, crate::stage::free_tcp_port()?)
         };
         // The veth default: receive work where the sender's softirq runs it, for every pair.
         testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
@@ -204,12 +204,6 @@ impl LatencyLab {
         }
         Ok(points)
     }
-}
-
-fn free_udp_port() -> Result<u16, LabError> {
-    let probe = std::net::UdpSocket::bind("127.0.0.1:0")
-        .map_err(|e| LabError::io("cannot find a free UDP port", e))?;
-    probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
 }
 
 impl Experiment for LatencyLab {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::host::Host;
 use crate::output;
 use crate::process::ChildProcess;
-use crate::tcp::servers::{self, ServerKind, Stage, CONFIGS};
+use crate::stage::servers::{self, ServerKind, Stage, CONFIGS};
 use crate::LabError;
 
 /// A UDP echo server.

@@ -161,11 +161,7 @@ impl Report for LatencyReport {
     }
 
     fn body(&self) -> String {
-        let mut out = format!(
-            "corelane lab latency — round trips under load (seeds 000 and 001) on {}\n",
-            self.machine
-        );
-        out.push_str(&self.testbed.lines());
+        let mut out = String::new();
         out.push_str(&format!(
             "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
             self.server_cpu, self.client_cpu, self.trials, self.duration_secs
@@ -203,14 +199,6 @@ impl Report for LatencyReport {
         out
     }
 
-    fn skipped(&self) -> &[String] {
-        &self.skipped
-    }
-
-    fn findings(&self) -> &[String] {
-        &self.findings
-    }
-
     fn csv_records(&self) -> Vec<Vec<String>> {
         self.rows
             .iter()
@@ -231,6 +219,16 @@ impl Report for LatencyReport {
                 ]
             })
             .collect()
+    }
+
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of(
+            "latency — round trips under load (seeds 000 and 001)",
+            &self.machine,
+            &self.findings,
+        )
+        .on(&self.testbed)
+        .skipping(&self.skipped)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod args;
 pub mod guard;
 pub mod nic;
 pub mod ssh;
+pub mod topo;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -232,26 +232,11 @@ impl Drop for RemoteNic {
 /// The NIC's packets per RX queue as `corelane topo --json` reads them on the host (empty
 /// where the driver does not count them per queue).
 fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, LabError> {
-    let text = host.run(corelane, &["topo", "--json"])?;
-    parse_queue_packets(&text, nic).map_err(|e| LabError::Remote {
-        host: host.name(),
-        problem: format!("`corelane topo --json` printed no JSON the lab can read: {e}"),
-    })
-}
-
-/// The packets per RX queue of `nic` in `corelane topo --json` text (empty where the NIC or
-/// the count is missing). serde_json refuses nesting past 128 levels: no text overflows the
-/// stack.
-fn parse_queue_packets(text: &str, nic: &str) -> Result<Vec<u64>, serde_json::Error> {
-    let topo: serde_json::Value = serde_json::from_str(text)?;
-    let nics = topo["nics"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let packets = nics
-        .iter()
-        .find(|n| n["name"] == nic)
-        .and_then(|n| n["settings"]["rx_queue_packets"].as_array())
-        .map(|q| q.iter().filter_map(serde_json::Value::as_u64).collect())
-        .unwrap_or_default();
-    Ok(packets)
+    let reply = super::topo::read(host, corelane)?;
+    reply
+        .topology
+        .rx_queue_packets(nic)
+        .map_err(|problem| LabError::Remote { host: host.name(), problem })
 }
 
 /// Whitespace-separated counters, every word one (`None` otherwise).
@@ -324,29 +309,21 @@ mod tests {
     }
 
     #[test]
-    fn counters_and_queue_counts_are_read_strictly() {
+    fn counters_are_read_strictly() {
         assert_eq!(parse_counters("1\n2\n3\n"), Some(vec![1, 2, 3]));
         assert_eq!(parse_counters("1 x 2 3"), None);
         assert_eq!(parse_counters("99999999999999999999"), None);
-        let topo = r#"{"nics":[{"name":"d0","settings":{"rx_queue_packets":[5,6]}}]}"#;
-        assert_eq!(parse_queue_packets(topo, "d0").unwrap(), vec![5, 6]);
-        assert_eq!(parse_queue_packets(topo, "d1").unwrap(), Vec::<u64>::new());
-        let deep = "[".repeat(100_000);
-        assert!(parse_queue_packets(&deep, "d0").is_err());
     }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
 
-        /// Any reply where topo JSON or counters belong parses or is refused, never panics.
+        /// Any reply where counters belong parses or is refused, never panics.
         #[test]
-        fn any_topo_or_counters_reply_parses_without_panic(
+        fn any_counters_reply_parses_without_panic(
             bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
-            json in r#"\{"nics":\[\{"name":"d0","settings":\{"rx_queue_packets":\[[-0-9.e, "\[\]{}]{0,40}\]\}\}\]\}"#,
         ) {
             let text = String::from_utf8_lossy(&bytes);
-            let _ = parse_queue_packets(&text, "d0");
-            let _ = parse_queue_packets(&json, "d0");
             let _ = parse_counters(&text);
             let _ = check_name(&text);
         }

@@ -223,6 +223,44 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     RangedCoordf64::from(lo..hi).key_points(n)
 }
 
+/// The chart every figure kind draws in: its title above, room for the legend on the right,
+/// `y_labels` pixels for the y axis' labels, the axes over `x` and `y`.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    y_labels: u32,
+    x: Ticked,
+    y: Ticked,
+) -> Result<ChartContext<'a, DB, Cartesian2d<Ticked, Ticked>>, ChartError> {
+    ChartBuilder::on(root)
+        .caption(title, text(17))
+        .margin(10)
+        .margin_right(170)
+        .x_label_area_size(42)
+        .y_label_area_size(y_labels)
+        .build_cartesian_2d(x, y)
+        .map_err(failed)
+}
+
+/// A label and how its axis' values read.
+type AxisText<'a> = (&'a str, &'a dyn Fn(&f64) -> String);
+
+/// The grid and the axes' labels: `x` below; `y` at the left, or no y grid for horizontal
+/// bars (their labels are drawn beside each bar).
+fn axes<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<Ticked, Ticked>>,
+    x: AxisText<'_>,
+    y: Option<AxisText<'_>>,
+) -> Result<(), ChartError> {
+    let mut mesh = chart.configure_mesh();
+    mesh.x_label_formatter(x.1).x_desc(x.0).label_style(text(12));
+    match y {
+        Some((desc, read)) => mesh.y_label_formatter(read).y_desc(desc),
+        None => mesh.disable_y_mesh(),
+    };
+    mesh.draw().map_err(failed)
+}
+
 /// The labels of a bar chart over all runs: the first run's order, then any label only a
 /// later run has.
 fn bar_labels<'a>(runs: &[(&str, &'a Figure)]) -> Vec<(&'a str, Role)> {
@@ -268,25 +306,9 @@ fn bars<DB: DrawingBackend>(
         .unwrap_or(0)
         .clamp(40, 330)
         + 14;
-    let mut chart = ChartBuilder::on(root)
-        .caption(&first.title, text(17))
-        .margin(10)
-        .margin_right(170)
-        .x_label_area_size(42)
-        .y_label_area_size(label_width)
-        .build_cartesian_2d(
-            Ticked::new(lo, hi, ticks(lo, hi, 8)),
-            Ticked::new(0.0, total, Vec::new()),
-        )
-        .map_err(failed)?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .x_label_formatter(&|v| si(*v))
-        .x_desc(first.unit.as_str())
-        .label_style(text(12))
-        .draw()
-        .map_err(failed)?;
+    let (x, y) = (Ticked::new(lo, hi, ticks(lo, hi, 8)), Ticked::new(0.0, total, Vec::new()));
+    let mut chart = frame(root, &first.title, label_width, x, y)?;
+    axes(&mut chart, (&first.unit, &|v| si(*v)), None)?;
     let default = first.bars.iter().find(|b| b.role == Role::Default).map(|b| b.median);
     for (i, (label, role)) in labels.iter().enumerate() {
         let top = total - i as f64 * slot - 0.3;
@@ -414,25 +436,9 @@ fn stacked<DB: DrawingBackend>(
         .map(|b| b.values.iter().filter_map(|v| placeable(*v)).filter(|v| *v > 0.0).sum::<f64>());
     let (lo, hi) = span(sums, true);
     let total = f.bars.len() as f64;
-    let mut chart = ChartBuilder::on(root)
-        .caption(&f.title, text(17))
-        .margin(10)
-        .margin_right(170)
-        .x_label_area_size(42)
-        .y_label_area_size(200)
-        .build_cartesian_2d(
-            Ticked::new(lo, hi, ticks(lo, hi, 8)),
-            Ticked::new(0.0, total, Vec::new()),
-        )
-        .map_err(failed)?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .x_label_formatter(&|v| si(*v))
-        .x_desc(f.unit.as_str())
-        .label_style(text(12))
-        .draw()
-        .map_err(failed)?;
+    let (x, y) = (Ticked::new(lo, hi, ticks(lo, hi, 8)), Ticked::new(0.0, total, Vec::new()));
+    let mut chart = frame(root, &f.title, 200, x, y)?;
+    axes(&mut chart, (&f.unit, &|v| si(*v)), None)?;
     for (i, bar) in f.bars.iter().enumerate() {
         let (y0, y1) = (total - i as f64 - 0.9, total - i as f64 - 0.1);
         let mut x = 0.0;
@@ -522,23 +528,8 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Lines) -> Result
     let ys: Vec<f64> = placed.iter().flatten().map(|p| p.1).collect();
     let (x0, x1, xt) = xa.ticks(&xs);
     let (y0, y1, yt) = ya.ticks(&ys);
-    let mut chart = ChartBuilder::on(root)
-        .caption(&f.title, text(17))
-        .margin(10)
-        .margin_right(170)
-        .x_label_area_size(42)
-        .y_label_area_size(70)
-        .build_cartesian_2d(Ticked::new(x0, x1, xt), Ticked::new(y0, y1, yt))
-        .map_err(failed)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&|v| xa.read(*v))
-        .y_label_formatter(&|v| ya.read(*v))
-        .x_desc(f.x_label.as_str())
-        .y_desc(f.y_label.as_str())
-        .label_style(text(12))
-        .draw()
-        .map_err(failed)?;
+    let mut chart = frame(root, &f.title, 70, Ticked::new(x0, x1, xt), Ticked::new(y0, y1, yt))?;
+    axes(&mut chart, (&f.x_label, &|v| xa.read(*v)), Some((&f.y_label, &|v| ya.read(*v))))?;
     let mut legend = Vec::new();
     for (series, points) in f.series.iter().zip(&placed) {
         // Each series' place among those of its role picks its colour.
@@ -598,26 +589,9 @@ fn scatter<DB: DrawingBackend>(
         .collect();
     let (x0, x1) = span(points.iter().map(|p| p.1), true);
     let (y0, y1) = span(points.iter().map(|p| p.2), true);
-    let mut chart = ChartBuilder::on(root)
-        .caption(&f.title, text(17))
-        .margin(10)
-        .margin_right(170)
-        .x_label_area_size(42)
-        .y_label_area_size(70)
-        .build_cartesian_2d(
-            Ticked::new(x0, x1, ticks(x0, x1, 8)),
-            Ticked::new(y0, y1, ticks(y0, y1, 8)),
-        )
-        .map_err(failed)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&|v| si(*v))
-        .y_label_formatter(&|v| si(*v))
-        .x_desc(f.x_label.as_str())
-        .y_desc(f.y_label.as_str())
-        .label_style(text(12))
-        .draw()
-        .map_err(failed)?;
+    let (x, y) = (Ticked::new(x0, x1, ticks(x0, x1, 8)), Ticked::new(y0, y1, ticks(y0, y1, 8)));
+    let mut chart = frame(root, &f.title, 70, x, y)?;
+    axes(&mut chart, (&f.x_label, &|v| si(*v)), Some((&f.y_label, &|v| si(*v))))?;
     chart
         .draw_series(
             points

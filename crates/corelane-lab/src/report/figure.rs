@@ -142,6 +142,23 @@ pub struct Lines {
     pub series: Vec<Series>,
 }
 
+impl Lines {
+    /// Latency percentiles: `y_label` (µs) on a log axis over a percentile axis, one curve
+    /// per series.
+    pub fn percentiles(id: String, title: String, y_label: &str, series: Vec<Series>) -> Self {
+        let (x_label, y_label) = ("percentile".into(), y_label.into());
+        Self {
+            id,
+            title,
+            x_label,
+            y_label,
+            x_scale: Scale::Percentile,
+            y_scale: Scale::Log,
+            series,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,

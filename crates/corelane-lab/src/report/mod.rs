@@ -15,7 +15,55 @@ use std::path::Path;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
+use crate::testbed::TestbedReport;
 use crate::LabError;
+
+/// What every experiment's report has around its tables (written once, here): the heading —
+/// which experiment ran on which machine and testbed — what could not run, and the findings.
+#[derive(Debug, Clone, Copy)]
+pub struct Outline<'a> {
+    /// What follows `corelane lab` in the heading: the experiment and its seed.
+    pub title: &'a str,
+    pub machine: &'a str,
+    /// The testbed, for experiments that run on one.
+    pub testbed: Option<&'a TestbedReport>,
+    /// What could not run here, each with why.
+    pub skipped: &'a [String],
+    /// Sentences computed from the figures.
+    pub findings: &'a [String],
+}
+
+impl<'a> Outline<'a> {
+    /// The outline of a report titled `title` (what follows `corelane lab`: the experiment
+    /// and its seed), measured on `machine`, with no testbed and nothing skipped.
+    pub fn of(title: &'a str, machine: &'a str, findings: &'a [String]) -> Self {
+        Self { title, machine, testbed: None, skipped: &[], findings }
+    }
+
+    /// Run on `testbed`.
+    pub fn on(self, testbed: &'a TestbedReport) -> Self {
+        Self { testbed: Some(testbed), ..self }
+    }
+
+    /// With `skipped`: what could not run here, each with why.
+    pub fn skipping(self, skipped: &'a [String]) -> Self {
+        Self { skipped, ..self }
+    }
+
+    /// The heading's lines: `corelane lab TITLE on MACHINE`, then the testbed's.
+    pub fn heading(&self) -> String {
+        let mut out = format!("corelane lab {} on {}\n", self.title, self.machine);
+        if let Some(testbed) = self.testbed {
+            out.push_str(&testbed.lines());
+        }
+        out
+    }
+
+    /// Whether the run only showed what it would change (nothing measured, no tables).
+    pub fn is_dry_run(&self) -> bool {
+        self.testbed.is_some_and(TestbedReport::is_dry_run)
+    }
+}
 
 /// A table in the lab's style.
 pub(crate) fn table() -> Table {
@@ -67,6 +115,21 @@ pub(crate) fn pct(value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The heading is the one place a report's first lines are written; a dry run's text
+    /// stops under it.
+    #[test]
+    fn the_heading_names_the_run_and_a_dry_run_stops_there() {
+        let findings = vec!["a finding".to_string()];
+        let bare = Outline::of("x — seed 009", "2 CPUs", &findings);
+        assert_eq!(bare.heading(), "corelane lab x — seed 009 on 2 CPUs\n");
+        assert!(!bare.is_dry_run());
+        let mut testbed = TestbedReport { network: "veth".into(), ..Default::default() };
+        assert_eq!(bare.on(&testbed).heading(), format!("{}testbed: veth\n", bare.heading()));
+        testbed.dry_run = Some(Vec::new());
+        let dry = bare.on(&testbed);
+        assert!(dry.is_dry_run() && dry.heading().contains("dry run"), "{}", dry.heading());
+    }
 
     #[test]
     fn a_missing_directory_is_named() {

@@ -3,7 +3,7 @@
 //! percentiles per workload.
 
 use super::SchedLabReport;
-use crate::report::figure::{Bar, Bars, Figure, Lines, Point, Role, Scale, Scatter, Series};
+use crate::report::figure::{Bar, Bars, Figure, Lines, Point, Role, Scatter, Series};
 
 pub(super) fn figures(r: &SchedLabReport) -> Vec<Figure> {
     let mut out = Vec::new();
@@ -64,15 +64,12 @@ pub(super) fn figures(r: &SchedLabReport) -> Vec<Figure> {
                 (99.9, row.run.p999_latency_us),
             ],
         });
-        out.push(Figure::Lines(Lines {
-            id: format!("latency-{mode}-{workload}"),
-            title: format!("{workload}, {mode}, {workers} workers: event latency percentiles"),
-            x_label: "percentile".into(),
-            y_label: "latency (µs)".into(),
-            x_scale: Scale::Percentile,
-            y_scale: Scale::Log,
-            series: series.collect(),
-        }));
+        out.push(Figure::Lines(Lines::percentiles(
+            format!("latency-{mode}-{workload}"),
+            format!("{workload}, {mode}, {workers} workers: event latency percentiles"),
+            "latency (µs)",
+            series.collect(),
+        )));
     }
     out
 }

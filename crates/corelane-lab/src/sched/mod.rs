@@ -93,7 +93,12 @@ impl Options for SchedArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<SchedLabReport, LabError> {
-        run(&self.options()?, stop, progress)
+        let opts = self.options()?;
+        // Every case once: the simulation is deterministic; the threaded runs are measured
+        // over `thread_duration` each.
+        let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
+        let cpus: Vec<usize> = online.cpus().iter().copied().take(2).collect();
+        experiment::run(SchedLab { opts: &opts, cpus, skipped: Vec::new() }, 1, stop, progress)
     }
 }
 
@@ -165,18 +170,6 @@ pub struct SchedLabReport {
     pub dpdk: Option<DpdkRun>,
     pub skipped: Vec<String>,
     pub findings: Vec<String>,
-}
-
-/// Runs the experiment: every case once (the simulation is deterministic; the threaded
-/// runs are measured over `thread_duration` each).
-pub fn run(
-    opts: &SchedLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<SchedLabReport, LabError> {
-    let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
-    let cpus: Vec<usize> = online.cpus().iter().copied().take(2).collect();
-    experiment::run(SchedLab { opts, cpus, skipped: Vec::new() }, 1, stop, progress)
 }
 
 /// One run: a scheduler on a workload, simulated or threaded, or DPDK's DSW beside them.

@@ -13,7 +13,6 @@ impl Report for SchedLabReport {
     fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
-        out.push_str(&format!("corelane lab sched — seed 004 on {}\n", r.machine));
         out.push_str(&format!(
             "sim: deterministic, {} completions per run, mean cost {:.0} ns (0.5–1.5x visible at dispatch, ±10 % unseen), rings of 64, offered 1.2x capacity; threads: producer on CPU {:?}, one worker, no per-event work\n",
             r.sim_events, r.mean_cost_ns, r.thread_cpus.first()
@@ -80,42 +79,39 @@ impl Report for SchedLabReport {
     }
 
     /// One CSV row per run.
+    fn csv_records(&self) -> Vec<Vec<String>> {
+        self.rows
+            .iter()
+            .map(|row| {
+                let x = &row.run;
+                vec![
+                    x.scheduler.clone(),
+                    x.workload.clone(),
+                    x.workers.to_string(),
+                    x.mode.clone(),
+                    format!("{:.4}", x.throughput_mevps),
+                    format!("{:.6}", x.reorder.reorder_ratio),
+                    format!("{:.6}", x.reorder.n_reordered_ratio),
+                    format!("{:.3}", x.reorder.mean_extent),
+                    format!("{:.4}", x.imbalance_cov),
+                    format!("{:.4}", x.imbalance_max_over_mean),
+                    format!("{:.4}", x.jain),
+                    format!("{:.2}", x.p50_latency_us),
+                    format!("{:.2}", x.p99_latency_us),
+                    format!("{:.2}", x.p999_latency_us),
+                    format!("{:.1}", x.migrations_per_sec),
+                    x.scheduling_share.map_or(String::new(), |s| format!("{s:.4}")),
+                ]
+            })
+            .collect()
+    }
+
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
-        for row in &r.rows {
-            let x = &row.run;
-            records.push(vec![
-                x.scheduler.clone(),
-                x.workload.clone(),
-                x.workers.to_string(),
-                x.mode.clone(),
-                format!("{:.4}", x.throughput_mevps),
-                format!("{:.6}", x.reorder.reorder_ratio),
-                format!("{:.6}", x.reorder.n_reordered_ratio),
-                format!("{:.3}", x.reorder.mean_extent),
-                format!("{:.4}", x.imbalance_cov),
-                format!("{:.4}", x.imbalance_max_over_mean),
-                format!("{:.4}", x.jain),
-                format!("{:.2}", x.p50_latency_us),
-                format!("{:.2}", x.p99_latency_us),
-                format!("{:.2}", x.p999_latency_us),
-                format!("{:.1}", x.migrations_per_sec),
-                x.scheduling_share.map_or(String::new(), |s| format!("{s:.4}")),
-            ]);
-        }
-        records
-    }
-
-    fn skipped(&self) -> &[String] {
-        &self.skipped
-    }
-
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("sched — seed 004", &self.machine, &self.findings)
+            .skipping(&self.skipped)
     }
 }

@@ -3,7 +3,7 @@
 //! generator saw; then the load generators against the same server.
 
 use super::{TcpLabReport, TcpRow, WORKLOADS};
-use crate::report::figure::{Bar, Bars, Figure, Lines, Role, Scale, Series};
+use crate::report::figure::{Bar, Bars, Figure, Lines, Role, Series};
 
 pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
     let mut out = Vec::new();
@@ -58,15 +58,12 @@ pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
                 (99.9, row.p999_us),
             ],
         });
-        out.push(Figure::Lines(Lines {
-            id: format!("latency-{workload}"),
-            title: format!("{workload}: latency percentiles seen by the load generator"),
-            x_label: "percentile".into(),
-            y_label: "latency (µs)".into(),
-            x_scale: Scale::Percentile,
-            y_scale: Scale::Log,
-            series: series.collect(),
-        }));
+        out.push(Figure::Lines(Lines::percentiles(
+            format!("latency-{workload}"),
+            format!("{workload}: latency percentiles seen by the load generator"),
+            "latency (µs)",
+            series.collect(),
+        )));
     }
     if !r.load_generators.is_empty() {
         let bars = r.load_generators.iter().map(|l| {

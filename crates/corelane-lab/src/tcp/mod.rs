@@ -11,7 +11,6 @@
 //! its user-space part is what a server's own code (and recycling) decides.
 
 mod figures;
-pub(crate) mod servers;
 mod table;
 
 use std::path::PathBuf;
@@ -21,8 +20,8 @@ use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-use servers::{Config, Measured, ServerKind, Stage, CONFIGS};
-pub use servers::{Peer, CONFIG_IDS};
+use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
+pub use crate::stage::servers::{Peer, CONFIG_IDS};
 
 use crate::experiment::{self, Experiment, Options};
 use crate::testbed::{Testbed, TestbedReport};
@@ -82,12 +81,10 @@ impl Options for TcpArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<TcpLabReport, LabError> {
-        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+        let opts = self.options(crate::corelane_exe()?)?;
+        experiment::run(TcpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
-
-/// The server's port inside the receiving namespace (private to it, so a fixed one is safe).
-pub(crate) const NAMESPACE_PORT: u16 = 8080;
 
 /// How to run the experiment.
 #[derive(Debug, Clone)]
@@ -187,16 +184,6 @@ pub struct TcpLabReport {
 
 const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
 
-/// Runs the experiment, reporting progress lines through `progress`.
-pub fn run(
-    opts: &TcpLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<TcpLabReport, LabError> {
-    let lab = TcpLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
-}
-
 /// One measurement: a server under one workload, or the two load generators.
 #[derive(Debug, Clone, Copy)]
 pub enum Case {
@@ -237,8 +224,7 @@ impl<'a> TcpLab<'a> {
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let rx_online = testbed.rx().online_cpus()?;
         let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);
-        let loopback = matches!(testbed.network, crate::testbed::Network::Loopback { .. });
-        let port = if loopback { free_port()? } else { NAMESPACE_PORT };
+        let port = crate::stage::tcp_port(&testbed)?;
         let mut skipped = Vec::new();
         if client_cpu == server_cpu && testbed.tx() == testbed.rx() {
             skipped.push("one CPU only: client and server share it".into());
@@ -442,12 +428,6 @@ fn gains_against_baseline(rows: &mut [TcpRow]) {
 fn steer(testbed: &Testbed, flow_to_core: bool, server_cpu: usize) -> Result<(), LabError> {
     let cpus = if flow_to_core { vec![server_cpu] } else { Vec::new() };
     testbed.steer_receive_where_possible(&CpuList::new(cpus))
-}
-
-pub(crate) fn free_port() -> Result<u16, LabError> {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| LabError::io("cannot find a free TCP port", e))?;
-    probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free TCP port", e))
 }
 
 fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {

@@ -13,11 +13,6 @@ impl Report for TcpLabReport {
     fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
-        out.push_str(&format!("corelane lab tcp — seed 001 on {}\n", r.machine));
-        out.push_str(&r.testbed.lines());
-        if r.testbed.is_dry_run() {
-            return out;
-        }
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
             r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs
@@ -60,39 +55,37 @@ impl Report for TcpLabReport {
         out
     }
 
+    /// One CSV row per server configuration and workload.
+    fn csv_records(&self) -> Vec<Vec<String>> {
+        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
+        self.rows
+            .iter()
+            .map(|row| {
+                vec![
+                    row.workload.clone(),
+                    row.server.clone(),
+                    row.config.clone(),
+                    format!("{:.1}", row.median_rps),
+                    opt(row.gain_pct),
+                    format!("{:.1}", row.p99_us),
+                    format!("{:.3}", row.cpu_us_per_request),
+                    format!("{:.3}", row.user_us_per_request),
+                    opt(row.cpu_gain_pct),
+                    row.errors.to_string(),
+                    row.non_2xx.to_string(),
+                    row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                ]
+            })
+            .collect()
+    }
+
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
-    /// One CSV row per server configuration and workload.
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
-        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
-        for row in &r.rows {
-            records.push(vec![
-                row.workload.clone(),
-                row.server.clone(),
-                row.config.clone(),
-                format!("{:.1}", row.median_rps),
-                opt(row.gain_pct),
-                format!("{:.1}", row.p99_us),
-                format!("{:.3}", row.cpu_us_per_request),
-                format!("{:.3}", row.user_us_per_request),
-                opt(row.cpu_gain_pct),
-                row.errors.to_string(),
-                row.non_2xx.to_string(),
-                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
-            ]);
-        }
-        records
-    }
-
-    fn skipped(&self) -> &[String] {
-        &self.skipped
-    }
-
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("tcp — seed 001", &self.machine, &self.findings)
+            .on(&self.testbed)
+            .skipping(&self.skipped)
     }
 }

@@ -3,88 +3,10 @@
 use corelane::topology::CpuList;
 
 use super::UdpLabOptions;
+use crate::stage::udp::{Config, XdpRole};
 
-/// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
-/// have flows to spread.
-pub const FLOWS: usize = 8;
-/// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
-/// receiver-side stack, which is the work being measured.
-pub const GSO_SEGMENTS: usize = 16;
 /// Datagrams per GSO message on the GRO row: the kernel's maximum.
 pub const GRO_SEGMENTS: usize = 64;
-
-/// What XDP does on a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XdpRole {
-    /// Nothing: the kernel's UDP stack all the way.
-    Off,
-    /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
-    Receive,
-    /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
-    Drop,
-    /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
-    Send,
-}
-
-/// One configuration: network steering, receiver lanes, and the load offered.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub id: &'static str,
-    pub label: String,
-    /// RPS CPUs for the receiver's RX queues: empty turns RPS off; `None` leaves it alone
-    /// (loopback, where it cannot be set).
-    pub rps: Option<CpuList>,
-    /// CPUs the receiver lanes are pinned to, one lane each.
-    pub lanes: CpuList,
-    /// Whether the lanes are pinned to `lanes` (false: as many unpinned lanes).
-    pub pinned: bool,
-    /// Receive through io_uring, and with an SQPOLL thread on this CPU when `Some`.
-    pub uring: bool,
-    pub sqpoll: Option<usize>,
-    pub shared_socket: bool,
-    /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
-    pub steer_cpu: bool,
-    pub gro: bool,
-    /// How many of the receiver's addresses the sender targets.
-    pub targets: usize,
-    pub sender_threads: usize,
-    pub sender_cpu: usize,
-    pub gso_segments: usize,
-    pub offered_pps: u64,
-    pub xdp: XdpRole,
-}
-
-impl Config {
-    /// One receiver lane on `lane` (pinned) fed by one plain paced GSO sender on
-    /// `sender_cpu` to one address: the default row, which the others change.
-    pub fn one_lane(
-        id: &'static str,
-        label: String,
-        rps: Option<CpuList>,
-        lane: usize,
-        sender_cpu: usize,
-        offered_pps: u64,
-    ) -> Self {
-        Self {
-            id,
-            label,
-            rps,
-            lanes: CpuList::new(vec![lane]),
-            pinned: true,
-            uring: false,
-            sqpoll: None,
-            shared_socket: false,
-            steer_cpu: false,
-            gro: false,
-            targets: 1,
-            sender_threads: 1,
-            sender_cpu,
-            gso_segments: GSO_SEGMENTS,
-            offered_pps,
-            xdp: XdpRole::Off,
-        }
-    }
-}
 
 /// Every configuration id, in table order.
 pub const IDS: [&str; 12] = [
@@ -272,36 +194,24 @@ fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn two_cpus_give_the_seed_rows_in_order() {
-        let opts = UdpLabOptions::quick("corelane".into());
-        let stage = Stage {
+    /// Two CPUs and two addresses on the namespace testbed, the sender on CPU 0.
+    fn two_cpus() -> Stage {
+        Stage {
             online: CpuList::new(vec![0, 1]),
             sender_cpu: 0,
             shared_cpu: Some(0),
             no_rps: None,
             rx_addrs: 2,
             default_as_found: false,
-        };
-        let plan = plan(&stage, &opts);
+        }
+    }
+
+    #[test]
+    fn two_cpus_give_the_seed_rows_in_order() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let plan = plan(&two_cpus(), &opts);
         let ids: Vec<_> = plan.configs.iter().map(|c| c.id).collect();
-        assert_eq!(
-            ids,
-            [
-                "default",
-                "placement",
-                "multi-ip",
-                "shared-socket",
-                "reuseport",
-                "reuseport-cpu",
-                "gso-gro",
-                "recvmmsg",
-                "af-xdp",
-                "af-xdp-tx",
-                "af-xdp-max",
-                "xdp-drop"
-            ]
-        );
+        assert_eq!(ids, IDS, "every row, in the table's order");
         assert_eq!(plan.receiver_cpu, 1);
         assert_eq!(plan.configs[0].rps, Some(CpuList::default()));
         assert_eq!(plan.configs[4].lanes.cpus(), &[0, 1]);
@@ -312,11 +222,8 @@ mod tests {
         let opts = UdpLabOptions::quick("corelane".into());
         let stage = Stage {
             online: CpuList::new(vec![0, 1, 2, 3]),
-            sender_cpu: 0,
-            shared_cpu: Some(0),
             no_rps: Some("loopback"),
-            rx_addrs: 2,
-            default_as_found: false,
+            ..two_cpus()
         };
         let plan = plan(&stage, &opts);
         assert!(plan.configs.iter().all(|c| c.rps.is_none() && c.id != "placement"));
@@ -330,12 +237,11 @@ mod tests {
     fn a_remote_receiver_uses_every_cpu_and_one_address_skips_multi_ip() {
         let opts = UdpLabOptions::quick("corelane".into());
         let stage = Stage {
-            online: CpuList::new(vec![0, 1]),
-            sender_cpu: 0,
             shared_cpu: None,
             no_rps: Some("remote"),
             rx_addrs: 1,
             default_as_found: true,
+            ..two_cpus()
         };
         let plan = plan(&stage, &opts);
         assert_eq!(plan.receiver_cpu, 0);

@@ -10,12 +10,11 @@
 //! meaningful whichever side is the bottleneck.
 
 mod bypass;
-pub(crate) mod configs;
+mod configs;
 mod figures;
-mod napi;
 mod peers;
+mod rows;
 mod table;
-pub(crate) mod trial;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,10 +24,11 @@ use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-pub use configs::{Config, IDS as CONFIG_IDS};
+pub use configs::IDS as CONFIG_IDS;
 pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options};
+use crate::stage::udp::{self as trial, Config};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -102,7 +102,8 @@ impl Options for UdpArgs {
         stop: &StopSignal,
         progress: &mut dyn FnMut(&str),
     ) -> Result<UdpLabReport, LabError> {
-        run(&self.options(crate::corelane_exe()?)?, stop, progress)
+        let opts = self.options(crate::corelane_exe()?)?;
+        experiment::run(UdpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
 
@@ -216,16 +217,6 @@ pub struct UdpLabReport {
     pub findings: Vec<String>,
 }
 
-/// Runs the experiment, reporting progress lines through `progress`.
-pub fn run(
-    opts: &UdpLabOptions,
-    stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
-) -> Result<UdpLabReport, LabError> {
-    let lab = UdpLab::prepare(opts, progress)?;
-    experiment::run(lab, opts.trials, stop, progress)
-}
-
 /// What one trial measures: a row of Table 1, or a peer receiver and its sender.
 #[derive(Debug, Clone)]
 pub enum Row {
@@ -324,7 +315,7 @@ impl Experiment for UdpLab<'_> {
     fn trial(&mut self, row: &Row, _: usize, stop: &StopSignal) -> Result<RowTrial, LabError> {
         match row {
             Row::Table(config) => {
-                trial::run(&self.testbed, config, self.opts, stop).map(RowTrial::Table)
+                trial::run(&self.testbed, config, self.opts.duration, stop).map(RowTrial::Table)
             }
             Row::Peer(pair) => self.peers.measure(&self.testbed, *pair, stop).map(RowTrial::Peer),
         }
@@ -347,7 +338,7 @@ impl Experiment for UdpLab<'_> {
                         .into_iter()
                         .filter_map(|t| if let RowTrial::Table(t) = t { Some(t) } else { None })
                         .collect();
-                    rows.push(trial::summarize(&c, &t));
+                    rows.push(rows::summarize(&c, &t));
                 }
                 Row::Peer(pair) => {
                     let s = trials

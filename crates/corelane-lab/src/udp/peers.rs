@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use corelane::lane::StopSignal;
 use serde::Serialize;
 
-use super::trial::{pick_port, wait_ready};
 use super::{PeerRow, UdpLabOptions};
 use crate::process::{on_path, ChildProcess};
+use crate::stage::{udp_port, wait_ready};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -257,7 +257,7 @@ impl Stage {
         stop: &StopSignal,
     ) -> Result<Sample, LabError> {
         testbed.steer_receive_where_possible(&corelane::topology::CpuList::default())?;
-        let target = SocketAddr::new(testbed.rx_addrs()[0], pick_port(testbed)?);
+        let target = SocketAddr::new(testbed.rx_addrs()[0], udp_port(testbed)?);
         let mut receiver = self.start_receiver(testbed, pair.rx, target)?;
         match pair.rx {
             Receiver::Corelane | Receiver::CorelaneNoCoalesce | Receiver::CLoop => {

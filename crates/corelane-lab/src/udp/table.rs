@@ -13,11 +13,6 @@ impl Report for UdpLabReport {
     fn body(&self) -> String {
         let r = self;
         let mut out = String::new();
-        out.push_str(&format!("corelane lab udp — seed 000, Table 1 on {}\n", r.machine));
-        out.push_str(&r.testbed.lines());
-        if r.testbed.is_dry_run() {
-            return out;
-        }
         out.push_str(&format!(
             "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
             r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
@@ -104,16 +99,10 @@ impl Report for UdpLabReport {
     }
 
     /// One CSV row per configuration and per peer.
-    fn figures(&self) -> Vec<crate::report::figure::Figure> {
-        super::figures::figures(self)
-    }
-
     fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
         let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
-        for row in &r.rows {
-            records.push(vec![
+        let rows = self.rows.iter().map(|row| {
+            vec![
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
@@ -124,31 +113,34 @@ impl Report for UdpLabReport {
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
                 join(&row.trials_pps),
-            ]);
-        }
-        for p in &r.peers {
-            records.push(vec![
+            ]
+        });
+        let peers = self.peers.iter().map(|p| {
+            let blank = String::new;
+            vec![
                 "peer".to_string(),
                 format!("{} <- {}", p.receiver, p.sender),
-                String::new(),
-                String::new(),
+                blank(),
+                blank(),
                 format!("{:.0}", p.median_pps),
-                String::new(),
-                String::new(),
-                String::new(),
+                blank(),
+                blank(),
+                blank(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
                 join(&p.trials_pps),
-            ]);
-        }
-        records
+            ]
+        });
+        rows.chain(peers).collect()
     }
 
-    fn skipped(&self) -> &[String] {
-        &self.skipped
+    fn figures(&self) -> Vec<crate::report::figure::Figure> {
+        super::figures::figures(self)
     }
 
-    fn findings(&self) -> &[String] {
-        &self.findings
+    fn outline(&self) -> report::Outline<'_> {
+        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.findings)
+            .on(&self.testbed)
+            .skipping(&self.skipped)
     }
 }
 

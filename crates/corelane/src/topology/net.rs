@@ -86,7 +86,7 @@ pub struct NicSettings {
     pub rx_flow_hash: Vec<(String, String)>,
     /// Packets received per RX queue, where the driver's statistics (ethtool -S) count them
     /// under a per-queue name; empty where they do not (veth counts only its XDP path).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Always printed, empty too: the lab reads it from a remote host's `topo --json`.
     pub rx_queue_packets: Vec<u64>,
 }
 

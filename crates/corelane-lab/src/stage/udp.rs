@@ -1,27 +1,105 @@
-//! One trial of one configuration: start the receiver, then the paced sender, read the
-//! receiver's per-second JSON into the library's types, and sample /proc/stat over the
-//! measured seconds.
+//! One UDP trial, shared by `lab udp` and `lab affinity`: start the receiver, then the paced
+//! sender, read the receiver's per-second JSON into the library's types, and sample
+//! /proc/stat over the measured seconds.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
+use corelane::topology::CpuList;
 use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
 use serde_json::Value;
 
-use super::configs::{Config, XdpRole, FLOWS};
 use super::napi::NapiThreads;
-use super::{ConfigRow, UdpLabOptions};
+use super::{udp_port, wait_ready};
 use crate::host::Host;
+use crate::median_of;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
 use crate::remote::nic::NicRates;
 use crate::testbed::Testbed;
-use crate::{median_of, LabError};
+use crate::LabError;
 
-/// The port inside the namespaces (private to them, so a fixed one is safe).
-const NAMESPACE_PORT: u16 = 4321;
+/// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
+/// have flows to spread.
+pub const FLOWS: usize = 8;
+/// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
+/// receiver-side stack, which is the work being measured.
+pub const GSO_SEGMENTS: usize = 16;
+
+/// What XDP does on a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpRole {
+    /// Nothing: the kernel's UDP stack all the way.
+    Off,
+    /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
+    Receive,
+    /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
+    Drop,
+    /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
+    Send,
+}
+
+/// One configuration: network steering, receiver lanes, and the load offered.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub id: &'static str,
+    pub label: String,
+    /// RPS CPUs for the receiver's RX queues: empty turns RPS off; `None` leaves it alone
+    /// (loopback, where it cannot be set).
+    pub rps: Option<CpuList>,
+    /// CPUs the receiver lanes are pinned to, one lane each.
+    pub lanes: CpuList,
+    /// Whether the lanes are pinned to `lanes` (false: as many unpinned lanes).
+    pub pinned: bool,
+    /// Receive through io_uring, and with an SQPOLL thread on this CPU when `Some`.
+    pub uring: bool,
+    pub sqpoll: Option<usize>,
+    pub shared_socket: bool,
+    /// Reuseport group steered by CPU (`--steer cpu`) instead of the flow hash.
+    pub steer_cpu: bool,
+    pub gro: bool,
+    /// How many of the receiver's addresses the sender targets.
+    pub targets: usize,
+    pub sender_threads: usize,
+    pub sender_cpu: usize,
+    pub gso_segments: usize,
+    pub offered_pps: u64,
+    pub xdp: XdpRole,
+}
+
+impl Config {
+    /// One receiver lane on `lane` (pinned) fed by one plain paced GSO sender on
+    /// `sender_cpu` to one address: the default row, which the others change.
+    pub fn one_lane(
+        id: &'static str,
+        label: String,
+        rps: Option<CpuList>,
+        lane: usize,
+        sender_cpu: usize,
+        offered_pps: u64,
+    ) -> Self {
+        Self {
+            id,
+            label,
+            rps,
+            lanes: CpuList::new(vec![lane]),
+            pinned: true,
+            uring: false,
+            sqpoll: None,
+            shared_socket: false,
+            steer_cpu: false,
+            gro: false,
+            targets: 1,
+            sender_threads: 1,
+            sender_cpu,
+            gso_segments: GSO_SEGMENTS,
+            offered_pps,
+            xdp: XdpRole::Off,
+        }
+    }
+}
 
 /// What one trial measured over its steady seconds.
 #[derive(Debug, Clone)]
@@ -38,54 +116,19 @@ pub struct Trial {
     pub napi_ns_per_datagram: Option<f64>,
 }
 
-/// A port for the receiver: fixed inside namespaces and on remote hosts, a free one on a
-/// shared loopback.
-pub(crate) fn pick_port(testbed: &Testbed) -> Result<u16, LabError> {
-    if !matches!(testbed.network, crate::testbed::Network::Loopback { .. }) {
-        return Ok(NAMESPACE_PORT);
-    }
-    let probe = UdpSocket::bind("127.0.0.1:0")
-        .map_err(|e| LabError::io("cannot find a free UDP port", e))?;
-    probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
-}
-
-/// Waits for the child's `{"type":"ready"}` line (or the C loop's bare `ready`).
-pub(crate) fn wait_ready(child: &mut ChildProcess, what: &str) -> Result<(), LabError> {
-    let waited = Duration::from_secs(10);
-    let end = Instant::now() + waited;
-    while Instant::now() < end {
-        match child.next_line(Duration::from_millis(100)) {
-            Some(line) if line == "ready" => return Ok(()),
-            Some(line) => {
-                if let Line::Ready {} = output::parse::<Value, Value>(what, &line)? {
-                    return Ok(());
-                }
-            }
-            None => {
-                if let Some(status) = child.wait_timeout(Duration::ZERO) {
-                    return Err(child.failed(status));
-                }
-            }
-        }
-    }
-    Err(child.timed_out("did not report ready", waited))
-}
-
 /// The receiver's command line for `cfg`.
 fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
-    let mut args: Vec<String> = ["udp", "recv"].map(String::from).to_vec();
-    args.push(format!("0.0.0.0:{port}"));
-    args.extend([
-        "--json".into(),
-        "--duration".into(),
-        format!("{}", secs + 5),
-        "--threads".into(),
-        cfg.lanes.len().to_string(),
-        "--sockets".into(),
-        if cfg.shared_socket { "shared" } else { "reuseport" }.into(),
-        "--rcvbuf".into(),
-        "4M".into(),
-    ]);
+    let mut args = vec!["udp".into(), "recv".into(), format!("0.0.0.0:{port}"), "--json".into()];
+    let sockets = if cfg.shared_socket { "shared" } else { "reuseport" };
+    push_options(
+        &mut args,
+        [
+            ("--duration", (secs + 5).to_string()),
+            ("--threads", cfg.lanes.len().to_string()),
+            ("--sockets", sockets.into()),
+            ("--rcvbuf", "4M".into()),
+        ],
+    );
     if cfg.pinned {
         args.extend(["--pin".into(), cfg.lanes.to_string()]);
     }
@@ -101,16 +144,20 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     if cfg.steer_cpu {
         args.extend(["--steer".into(), "cpu".into()]);
     }
-    match cfg.xdp {
-        XdpRole::Receive => {
-            args.extend(["--backend", "xdp", "--xdp-dev", RX_DEV].map(String::from))
-        }
-        XdpRole::Drop => {
-            args.extend(["--backend", "xdp-drop", "--xdp-dev", RX_DEV].map(String::from))
-        }
-        XdpRole::Off | XdpRole::Send => {}
+    let xdp_backend = match cfg.xdp {
+        XdpRole::Receive => Some("xdp"),
+        XdpRole::Drop => Some("xdp-drop"),
+        XdpRole::Off | XdpRole::Send => None,
+    };
+    if let Some(backend) = xdp_backend {
+        args.extend(["--backend", backend, "--xdp-dev", RX_DEV].map(String::from));
     }
     args
+}
+
+/// Appends each option and its value.
+fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String); N]) {
+    args.extend(options.into_iter().flat_map(|(option, value)| [option.to_string(), value]));
 }
 
 /// The receiving end of the namespace testbed's veth pair.
@@ -122,21 +169,18 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
         args.push(SocketAddr::new(*addr, port).to_string());
     }
-    args.extend([
-        "--json".into(),
-        "--duration".into(),
-        secs.to_string(),
-        "--rate".into(),
-        cfg.offered_pps.to_string(),
-        "--gso".into(),
-        cfg.gso_segments.to_string(),
-        "--flows".into(),
-        FLOWS.to_string(),
-        "--threads".into(),
-        cfg.sender_threads.to_string(),
-        "--pin".into(),
-        cfg.sender_cpu.to_string(),
-    ]);
+    args.push("--json".into());
+    push_options(
+        &mut args,
+        [
+            ("--duration", secs.to_string()),
+            ("--rate", cfg.offered_pps.to_string()),
+            ("--gso", cfg.gso_segments.to_string()),
+            ("--flows", FLOWS.to_string()),
+            ("--threads", cfg.sender_threads.to_string()),
+            ("--pin", cfg.sender_cpu.to_string()),
+        ],
+    );
     if cfg.xdp == XdpRole::Send {
         args.extend(["--backend".into(), "xdp".into()]);
     }
@@ -146,10 +190,12 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
 const RECEIVER: &str = "the corelane receiver";
 const SENDER: &str = "the corelane sender";
 
+/// One trial of `cfg` on `testbed`, measuring for `duration` (whole seconds, the first a
+/// warm-up).
 pub fn run(
     testbed: &Testbed,
     cfg: &Config,
-    opts: &UdpLabOptions,
+    duration: Duration,
     stop: &StopSignal,
 ) -> Result<Trial, LabError> {
     match &cfg.rps {
@@ -157,8 +203,8 @@ pub fn run(
         None => testbed.restore_receive()?,
     }
     let (tx, rx) = (testbed.tx(), testbed.rx());
-    let port = pick_port(testbed)?;
-    let secs = opts.duration.as_secs();
+    let port = udp_port(testbed)?;
+    let secs = duration.as_secs();
     let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::Drop);
     let napi_before = NapiThreads::before(RX_DEV);
     let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
@@ -169,14 +215,8 @@ pub fn run(
     };
     let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
     let nic_before = (testbed.rx_nic_counters()?, Instant::now());
-    let steady = read_steady_seconds(
-        &testbed.rx(),
-        &mut receiver,
-        secs,
-        opts.duration,
-        napi.as_ref(),
-        stop,
-    )?;
+    let steady =
+        read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, napi.as_ref(), stop)?;
     let nic = match (nic_before, testbed.rx_nic_counters()?) {
         ((Some(before), at), Some(after)) => {
             Some(after.rates_since(&before, at.elapsed().as_secs_f64()))
@@ -273,49 +313,19 @@ fn read_steady_seconds(
     }
 }
 
-/// Medians over trials; the CPU split is the mean over trials.
-pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
-    let n = trials.len().max(1) as f64;
-    let mut cpu: Vec<CpuSplit> = trials.first().map(|t| t.cpu.clone()).unwrap_or_default();
-    for split in &mut cpu {
-        let same: Vec<&CpuSplit> =
-            trials.iter().filter_map(|t| t.cpu.iter().find(|c| c.cpu == split.cpu)).collect();
-        split.user_pct = same.iter().map(|c| c.user_pct).sum::<f64>() / n;
-        split.sys_pct = same.iter().map(|c| c.sys_pct).sum::<f64>() / n;
-        split.softirq_pct = same.iter().map(|c| c.softirq_pct).sum::<f64>() / n;
-        split.idle_pct = same.iter().map(|c| c.idle_pct).sum::<f64>() / n;
-    }
-    let lane_count = trials.iter().map(|t| t.lane_pps.len()).max().unwrap_or(0);
-    ConfigRow {
-        config: cfg.id.to_string(),
-        label: cfg.label.clone(),
-        offered_pps: cfg.offered_pps as f64,
-        sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
-        trials_pps: trials.iter().map(|t| t.pps).collect(),
-        median_pps: median_of(trials.iter().map(|t| t.pps)),
-        gap_pct: None,
-        drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
-        cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),
-        reordered_pct: median_of(trials.iter().map(|t| t.reordered_pct)),
-        lane_pps: (0..lane_count)
-            .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
-            .collect(),
-        cpu,
-        napi_ns_per_datagram: trials
-            .first()
-            .and_then(|t| t.napi_ns_per_datagram)
-            .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
-        nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
-            let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
-            let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();
-            NicRates {
-                rx_packets_per_sec: median_of(rates.iter().map(|r| r.rx_packets_per_sec)),
-                rx_dropped_per_sec: median_of(rates.iter().map(|r| r.rx_dropped_per_sec)),
-                rx_missed_per_sec: median_of(rates.iter().map(|r| r.rx_missed_per_sec)),
-                rx_queue_packets_per_sec: (0..queues.unwrap_or(0))
-                    .map(|q| median_of(rates.iter().map(|r| r.rx_queue_packets_per_sec[q])))
-                    .collect(),
-            }
-        }),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receivers_command_line_pairs_each_option_with_its_value() {
+        let cfg = Config {
+            uring: true,
+            xdp: XdpRole::Drop,
+            ..Config::one_lane("default", "default".into(), None, 1, 0, 1000)
+        };
+        let args = receiver_args(&cfg, 4321, 3);
+        let expected = "udp recv 0.0.0.0:4321 --json --duration 8 --threads 1 --sockets reuseport --rcvbuf 4M --pin 1 --backend uring --backend xdp-drop --xdp-dev vrx";
+        assert_eq!(args.join(" "), expected);
     }
 }

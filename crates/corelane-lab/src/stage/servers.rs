@@ -1,6 +1,6 @@
-//! The servers `lab tcp` measures — corelane in each configuration of seed 001's table, nginx
-//! and lighttpd — and one measurement: start the server on its CPU inside the receiving
-//! namespace, load it from the other namespace, read its CPU time, stop it.
+//! The HTTP servers `lab tcp`, `affinity` and `latency` run — corelane in each configuration
+//! of seed 001's table, nginx and lighttpd — and one measurement: start the server on its CPU
+//! inside the receiving namespace, load it from the other namespace, read its CPU time, stop it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
