@@ -191,6 +191,12 @@ impl Host {
         Ok(!self.run("ss", &["-Hltn", &filter])?.trim().is_empty())
     }
 
+    /// Whether a UDP socket is bound to `port` here.
+    pub fn udp_bound(&self, port: u16) -> Result<bool, LabError> {
+        let filter = format!("sport = :{port}");
+        Ok(!self.run("ss", &["-Huln", &filter])?.trim().is_empty())
+    }
+
     /// Whether `program` can be run here: on PATH, or in /usr/sbin where nginx and lighttpd
     /// live (off a user's PATH). Returns the path to run it by.
     pub fn find_program(&self, program: &str) -> Option<String> {

@@ -294,10 +294,7 @@ impl<'a> AppsLab<'a> {
     fn ping(&self, lane: Lane, index: usize) -> Result<PingTrial, LabError> {
         let echo = self.echo.clone().ok_or_else(|| LabError::Options("no echo".into()))?;
         let (rx, tx) = (self.testbed.rx(), self.testbed.tx());
-        let port = match self.testbed.network {
-            Network::Loopback { .. } => scratch::free_udp_port()?,
-            _ => 9000,
-        };
+        let port = crate::stage::udp_port(&self.testbed)?;
         let at = trial::PingStage {
             rx: &rx,
             tx: &tx,

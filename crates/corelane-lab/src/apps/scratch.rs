@@ -74,13 +74,6 @@ pub fn build_echo(dir: &Path) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-/// A UDP port free on loopback now (the loopback testbed's echo).
-pub fn free_udp_port() -> Result<u16, LabError> {
-    let probe = std::net::UdpSocket::bind("127.0.0.1:0")
-        .map_err(|e| LabError::io("cannot find a free UDP port", e))?;
-    probe.local_addr().map(|a| a.port()).map_err(|e| LabError::io("cannot find a free UDP port", e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -249,9 +249,8 @@ pub fn ping(at: &PingStage<'_>, placed: &Placed<'_>) -> Result<PingTrial, LabErr
     let args = [at.target.ip().to_string(), at.target.port().to_string()];
     let echo = at.echo.display().to_string();
     let mut running = start(at.rx, "udp echo", placed, at.dir, &echo, &args)?;
-    let filter = format!("sport = :{}", at.target.port());
-    let rx = at.rx;
-    running.wait_until(|| Ok(rx.run("ss", &["-Huln", &filter])?.trim().len() > 1))?;
+    let (rx, port) = (at.rx, at.target.port());
+    running.wait_until(|| rx.udp_bound(port))?;
     let mut argv = vec!["udp".to_string(), "ping".into(), at.target.to_string(), "--json".into()];
     argv.extend(["--pin".into(), at.client_cpu.to_string(), "--size".into(), "64".into()]);
     argv.extend(["-d".into(), format!("{}ms", at.duration.as_millis())]);

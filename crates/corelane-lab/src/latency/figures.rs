@@ -67,15 +67,12 @@ pub(super) fn figures(r: &LatencyReport) -> Vec<Figure> {
                 .collect()
         });
         if !percentiles.is_empty() {
-            out.push(Figure::Lines(Lines {
-                id: format!("pingpong-{protocol}"),
-                title: format!("{protocol}: round-trip percentiles, one message in flight"),
-                x_label: "percentile".into(),
-                y_label: "round trip (µs)".into(),
-                x_scale: Scale::Percentile,
-                y_scale: Scale::Log,
-                series: percentiles,
-            }));
+            out.push(Figure::Lines(Lines::percentiles(
+                format!("pingpong-{protocol}"),
+                format!("{protocol}: round-trip percentiles, one message in flight"),
+                "round trip (µs)",
+                percentiles,
+            )));
         }
     }
     out

@@ -140,11 +140,8 @@ impl LatencyLab {
         testbed.announce(progress);
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
-        let (udp_port, http_port) = if testbed.is_namespaced() {
-            (11_111, crate::stage::TCP_NAMESPACE_PORT)
-        } else {
-            (crate::stage::free_udp_port()?, crate::stage::free_tcp_port()?)
-        };
+        let udp_port = crate::stage::udp_port(&testbed)?;
+        let http_port = crate::stage::tcp_port(&testbed)?;
         // The veth default: receive work where the sender's softirq runs it, for every pair.
         testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
         let mut skipped = Vec::new();

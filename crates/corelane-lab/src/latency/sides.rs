@@ -123,14 +123,9 @@ pub fn start_udp(
             if client == UdpClient::Sockperf {
                 argv.extend(strings(&["--wire", "sockperf"]));
             }
-            let child = at.rx.spawn("corelane echo", &at.rx.corelane()?, &argv)?;
-            match child.next_line(Duration::from_secs(10)) {
-                Some(line) if line.contains("\"ready\"") => Ok(child),
-                _ => Err(LabError::ChildOutput {
-                    child: "corelane echo".into(),
-                    problem: format!("did not report ready: {}", child.stderr_text()),
-                }),
-            }
+            let mut child = at.rx.spawn("corelane echo", &at.rx.corelane()?, &argv)?;
+            crate::stage::wait_ready(&mut child, "corelane echo")?;
+            Ok(child)
         }
         UdpServer::Sockperf => {
             let (ip, port) = (at.target.ip().to_string(), at.target.port().to_string());
@@ -149,9 +144,8 @@ fn wait_udp_bound(
 ) -> Result<ChildProcess, LabError> {
     let waited = Duration::from_secs(10);
     let end = Instant::now() + waited;
-    let filter = format!("sport = :{port}");
     while Instant::now() < end {
-        if host.run("ss", &["-Huln", &filter]).is_ok_and(|out| !out.trim().is_empty()) {
+        if host.udp_bound(port).unwrap_or(false) {
             return Ok(child);
         }
         if let Some(status) = child.wait_timeout(Duration::ZERO) {
