@@ -3,6 +3,10 @@
 
 Edges: a module names another through `crate::a::b` or `super::x` outside its `#[cfg(test)]`
 part. Prints every strongly connected component of more than one module; exits 1 if any.
+
+Folders too: an edge a::x::m -> a::y::n is also an edge between the siblings a::x and a::y (each
+a folder or a file under a), so a folder that imports another which imports it back is a
+cycle even when no two files form one (sched/ naming udp:: while udp/dispatch.rs uses sched).
 Usage: import-cycles.py crates/corelane/src
 """
 import os
@@ -71,8 +75,30 @@ def cycles(edges):
     return out
 
 
+def folder_edges(edges):
+    """The module graph with every subtree collapsed to its top under each common parent."""
+    folders = {"::".join(m.split("::")[:k]) for m in edges for k in range(1, len(m.split("::")))}
+    out = {}
+    for m, deps in edges.items():
+        a = m.split("::")
+        for d in deps:
+            b = d.split("::")
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            if k == len(a) or k == len(b):
+                continue  # one contains the other (a folder's mod.rs and its files)
+            x, y = "::".join(a[:k + 1]), "::".join(b[:k + 1])
+            if x in folders or y in folders:
+                out.setdefault(x, set()).add(y)
+    return out
+
+
 if __name__ == "__main__":
-    found = cycles(edges_of(sys.argv[1] if len(sys.argv) > 1 else "crates/corelane/src"))
+    graph = edges_of(sys.argv[1] if len(sys.argv) > 1 else "crates/corelane/src")
+    found = cycles(graph)
+    for comp in cycles(folder_edges(graph)):
+        found.append(["folder " + c for c in comp])
     for comp in found:
         print("cycle: " + " <-> ".join(comp))
     print(f"{len(found)} import cycle(s)")

@@ -83,6 +83,15 @@ impl Messages {
 /// A batch of receive buffers for recvmmsg.
 pub(crate) struct MmsgRecv(Messages);
 
+impl std::fmt::Debug for MmsgRecv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmsgRecv")
+            .field("batch", &self.batch())
+            .field("slot", &self.0.slot)
+            .finish()
+    }
+}
+
 impl MmsgRecv {
     /// `batch` messages of `slot` bytes each. The caller checks `1..=MAX_BATCH`.
     pub(crate) fn new(batch: usize, slot: usize) -> Self {
