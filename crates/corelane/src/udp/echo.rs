@@ -223,39 +223,14 @@ impl Echo {
         stop: &StopSignal,
         mut on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
-        let cfg = &self.config;
-        let slot = if self.gro.active { 65_536 } else { 2048 };
         let threads = self.sockets.len();
-        let check = self.source_check();
         let counters: Arc<Vec<LaneCounters>> =
             Arc::new((0..threads).map(|_| LaneCounters::default()).collect());
         let replies: Arc<Vec<ReplyCounter>> =
             Arc::new((0..threads).map(|_| ReplyCounter::default()).collect());
         let lane_stop = StopSignal::new();
-        let mut lanes = LaneSet::new("corelane-echo", lane_stop.clone());
-        for (index, socket) in self.sockets.iter().enumerate() {
-            let lane: Box<dyn EchoBatch> = match cfg.backend {
-                RecvBackend::Uring { sqpoll_cpu } => {
-                    Box::new(UringEcho::new(Arc::clone(socket), sqpoll_cpu))
-                }
-                _ => Box::new(MmsgEcho::new(Arc::clone(socket), cfg.batch, slot)),
-            };
-            let mut judge = Judge::new(
-                cfg.reply_every,
-                cfg.wire,
-                check.clone(),
-                SourceBudget::new(cfg.per_source_rate, cfg.per_source_burst),
-            );
-            let mut tally = EchoTally::new(Arc::clone(&counters), Arc::clone(&replies), index);
-            let (stop, coalesce) = (lane_stop.clone(), cfg.coalesce);
-            let run = move || -> std::io::Result<(Dropped, EchoTally)> {
-                backend::echo_until(lane, &mut judge, &mut tally, &stop, coalesce)?;
-                Ok((judge.dropped, tally))
-            };
-            lanes
-                .spawn(cfg.placement.cpu_of(index), run)
-                .map_err(|e| UdpError::io("cannot start an echo lane", e))?;
-        }
+        let lanes = self.spawn_lanes(&counters, &replies, &lane_stop)?;
+        let cfg = &self.config;
         let replied = |r: &[ReplyCounter]| -> u64 { r.iter().map(ReplyCounter::load).sum() };
         let runtime_start = stats::process_runtime();
         let mut runtime_last = runtime_start;
@@ -333,6 +308,43 @@ impl Echo {
 }
 
 impl Echo {
+    /// Starts one lane per socket: its backend's receive-and-answer and its own `Judge`.
+    fn spawn_lanes(
+        &self,
+        counters: &Arc<Vec<LaneCounters>>,
+        replies: &Arc<Vec<ReplyCounter>>,
+        stop: &StopSignal,
+    ) -> Result<LaneSet<(Dropped, EchoTally)>, UdpError> {
+        let cfg = &self.config;
+        let slot = if self.gro.active { 65_536 } else { 2048 };
+        let check = self.source_check();
+        let mut lanes = LaneSet::new("corelane-echo", stop.clone());
+        for (index, socket) in self.sockets.iter().enumerate() {
+            let lane: Box<dyn EchoBatch> = match cfg.backend {
+                RecvBackend::Uring { sqpoll_cpu } => {
+                    Box::new(UringEcho::new(Arc::clone(socket), sqpoll_cpu))
+                }
+                _ => Box::new(MmsgEcho::new(Arc::clone(socket), cfg.batch, slot)),
+            };
+            let mut judge = Judge::new(
+                cfg.reply_every,
+                cfg.wire,
+                check.clone(),
+                SourceBudget::new(cfg.per_source_rate, cfg.per_source_burst),
+            );
+            let mut tally = EchoTally::new(Arc::clone(counters), Arc::clone(replies), index);
+            let (stop, coalesce) = (stop.clone(), cfg.coalesce);
+            let run = move || -> std::io::Result<(Dropped, EchoTally)> {
+                backend::echo_until(lane, &mut judge, &mut tally, &stop, coalesce)?;
+                Ok((judge.dropped, tally))
+            };
+            lanes
+                .spawn(cfg.placement.cpu_of(index), run)
+                .map_err(|e| UdpError::io("cannot start an echo lane", e))?;
+        }
+        Ok(lanes)
+    }
+
     /// The sources never answered: this echo's address and port (with a wildcard bind, every
     /// address the host has now, and loopback).
     fn source_check(&self) -> SourceCheck {
