@@ -28,14 +28,14 @@ pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
 pub use judge::Dropped;
 pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
-pub use recv::{Receiver, ReceiverConfig, SocketMode, Steering};
+pub use recv::{Receiver, ReceiverConfig};
 pub use recv_report::{LaneSummary, RecvInterval, RecvSummary};
 pub use send::{
     GsoState, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS,
     MAX_PAYLOAD,
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
-pub use socket::{BusyPollState, OffloadState};
+pub use socket::{BusyPollState, OffloadState, SocketMode, Steering};
 
 /// What a datagram of `udp echo` / `udp ping` carries: corelane's checked payload, or
 /// sockperf's header (to cross corelane with sockperf's client and server).

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use socket2::Socket;
 
 use super::backend::mmsg::MmsgLane;
@@ -16,35 +15,13 @@ use super::check::LaneTally;
 use super::dispatch::DispatchConfig;
 use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
-use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState};
+use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
 use crate::lane::{LaneSet, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, LaneCounters, Meter, Rate, Ticker, UdpCounters};
 use crate::sys::mmsg;
 use crate::xdp::rx::XdpReceive;
-
-/// How receiver lanes share the port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SocketMode {
-    /// One socket per address, every lane reading it (the seed's "multiple thread" step:
-    /// the lanes contend on the socket's lock).
-    Shared,
-    /// One SO_REUSEPORT socket per lane and address (the seed's "binding port" step).
-    Reuseport,
-}
-
-/// How a reuseport group picks the socket (and so the lane) for a datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Steering {
-    /// The kernel's flow hash: a flow sticks to a socket, whichever CPU processed it.
-    Hash,
-    /// The socket of the lane pinned to the CPU whose softirq processed the datagram, so the
-    /// datagram never crosses CPUs between the receive path and the lane that reads it.
-    Cpu,
-}
 
 /// What to receive and how.
 #[derive(Debug, Clone)]

@@ -6,9 +6,8 @@ use std::net::SocketAddr;
 use serde::Serialize;
 
 use super::dispatch::DispatchReport;
-use super::recv::{SocketMode, Steering};
 use super::sequence::SequenceReport;
-use super::socket::OffloadState;
+use super::socket::{OffloadState, SocketMode, Steering};
 use crate::stats::{Interval, Rate};
 use crate::xdp::rx::XdpReport;
 

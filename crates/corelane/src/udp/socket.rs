@@ -121,3 +121,25 @@ pub(super) fn settle_gro<'a>(
     }
     gro
 }
+
+/// How receiver lanes share the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SocketMode {
+    /// One socket per address, every lane reading it (the seed's "multiple thread" step:
+    /// the lanes contend on the socket's lock).
+    Shared,
+    /// One SO_REUSEPORT socket per lane and address (the seed's "binding port" step).
+    Reuseport,
+}
+
+/// How a reuseport group picks the socket (and so the lane) for a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The kernel's flow hash: a flow sticks to a socket, whichever CPU processed it.
+    Hash,
+    /// The socket of the lane pinned to the CPU whose softirq processed the datagram, so the
+    /// datagram never crosses CPUs between the receive path and the lane that reads it.
+    Cpu,
+}
