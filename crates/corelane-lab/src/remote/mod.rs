@@ -5,7 +5,6 @@
 
 pub mod args;
 pub mod guard;
-pub mod nic;
 pub mod ssh;
 
 use std::process::{Command, Stdio};

@@ -16,7 +16,7 @@ use super::{ConfigRow, UdpLabOptions};
 use crate::host::Host;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
-use crate::remote::nic::NicRates;
+use crate::rx_nic::NicRates;
 use crate::testbed::Testbed;
 use crate::{median_of, LabError};
 

@@ -12,8 +12,8 @@ use crate::host::Host;
 use crate::process::ChildProcess;
 use crate::LabError;
 
-use super::guard::is_nic_dir;
-use super::{Remote, MAX_LIFE};
+use crate::remote::guard::is_nic_dir;
+use crate::remote::{Remote, MAX_LIFE};
 
 /// Checks an interface name a remote host printed as one the user gives is checked
 /// ([`IfName`](corelane::tune::IfName): 1 to 15 bytes, no `/`, `:`, whitespace or NUL), and
