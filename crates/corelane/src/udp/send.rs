@@ -12,7 +12,7 @@ use serde::Serialize;
 use socket2::Socket;
 
 use super::payload;
-use super::send_xdp::{FlowFrame, XdpSendLane};
+use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
 use crate::lane::{LaneSet, Placement, StopSignal};
@@ -224,68 +224,17 @@ impl Sender {
 
     /// Sends until `stop`, the duration or the count, calling `on_interval` every second.
     pub fn run(
-        self,
+        mut self,
         stop: &StopSignal,
         mut on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
-        let cfg = self.config;
         let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..cfg.threads).map(|_| LaneCounters::default()).collect());
+            Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
         let start = Instant::now();
-        let deadline = cfg.duration.map(|d| start + d);
-        let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
-        let threads = cfg.threads as u64;
-        let (mut xdp_lanes, xdp_note) = match self.xdp {
-            Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
-            None => (Vec::new(), None),
-        };
-        let mut xdp_results = LaneSet::new("corelane-xtx", lane_stop.clone());
-        let mut lanes = LaneSet::new("corelane-tx", lane_stop.clone());
-        for (index, flows) in self.lane_flows.into_iter().enumerate() {
-            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
-            if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
-                let work = XdpSendLane {
-                    tx,
-                    flows: frames,
-                    size: cfg.size,
-                    rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
-                    count: cfg.count.map(share),
-                    deadline,
-                    counters: Arc::clone(&counters),
-                    index,
-                    stop: lane_stop.clone(),
-                };
-                // The flow sockets stay open while the lane runs: they hold the source ports.
-                let cpu = cfg.placement.cpu_of(index);
-                xdp_results
-                    .spawn(cpu, move || {
-                        let r = work.run();
-                        drop(flows);
-                        r
-                    })
-                    .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
-                continue;
-            }
-            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
-            let work = SendLane {
-                flows,
-                batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
-                batch_len: cfg.batch,
-                size: cfg.size,
-                segments,
-                rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
-                count: cfg.count.map(share),
-                deadline,
-                counters: Arc::clone(&counters),
-                index,
-                stop: lane_stop.clone(),
-            };
-            let cpu = cfg.placement.cpu_of(index);
-            lanes
-                .spawn(cpu, move || work.run())
-                .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
-        }
+        let deadline = self.config.duration.map(|d| start + d);
+        let (xdp_note, lanes, xdp_results) = self.spawn_lanes(&counters, deadline, &lane_stop)?;
+        let cfg = self.config;
         let cpu_start = stats::process_cpu();
         let mut meter = Meter::new(cfg.threads);
         let mut busy = Vec::new();
@@ -340,6 +289,75 @@ impl Sender {
             backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
             backend_note: xdp_note,
         })
+    }
+}
+
+impl Sender {
+    /// Starts one lane per lane's flows: an AF_XDP lane where the backend built one, else a
+    /// sendmmsg lane; each paced to its share of the rate and count. Returns the XDP note and
+    /// the two sets (their results differ).
+    #[allow(clippy::type_complexity)]
+    fn spawn_lanes(
+        &mut self,
+        counters: &Arc<Vec<LaneCounters>>,
+        deadline: Option<Instant>,
+        stop: &StopSignal,
+    ) -> Result<(Option<String>, LaneSet<SendResult>, LaneSet<XdpSendResult>), UdpError> {
+        let cfg = &self.config;
+        let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
+        let threads = cfg.threads as u64;
+        let (mut xdp_lanes, xdp_note) = match self.xdp.take() {
+            Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
+            None => (Vec::new(), None),
+        };
+        let mut xdp_results = LaneSet::new("corelane-xtx", stop.clone());
+        let mut lanes = LaneSet::new("corelane-tx", stop.clone());
+        for (index, flows) in std::mem::take(&mut self.lane_flows).into_iter().enumerate() {
+            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
+            let rate = (cfg.rate > 0).then(|| share(cfg.rate).max(1));
+            let count = cfg.count.map(share);
+            let (counters, cpu) = (Arc::clone(counters), cfg.placement.cpu_of(index));
+            if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
+                let (size, stop) = (cfg.size, stop.clone());
+                let work = XdpSendLane {
+                    tx,
+                    flows: frames,
+                    size,
+                    rate,
+                    count,
+                    deadline,
+                    counters,
+                    index,
+                    stop,
+                };
+                // The flow sockets stay open while the lane runs: they hold the source ports.
+                xdp_results
+                    .spawn(cpu, move || {
+                        let r = work.run();
+                        drop(flows);
+                        r
+                    })
+                    .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
+                continue;
+            }
+            let work = SendLane {
+                flows,
+                batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
+                batch_len: cfg.batch,
+                size: cfg.size,
+                segments,
+                rate,
+                count,
+                deadline,
+                counters,
+                index,
+                stop: stop.clone(),
+            };
+            lanes
+                .spawn(cpu, move || work.run())
+                .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
+        }
+        Ok((xdp_note, lanes, xdp_results))
     }
 }
 
