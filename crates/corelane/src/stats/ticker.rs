@@ -27,7 +27,12 @@ pub struct Ticker {
 impl Ticker {
     /// A ticker that starts now and ticks every `period`.
     pub fn every(period: Duration) -> Self {
-        let start = Instant::now();
+        Self::starting_at(Instant::now(), period)
+    }
+
+    /// A ticker whose first tick is one `period` after `start` (which may be ahead: ticks
+    /// that begin once a warm-up is over).
+    pub fn starting_at(start: Instant, period: Duration) -> Self {
         Self { period, start, last: start, next: start + period, index: 0 }
     }
 
