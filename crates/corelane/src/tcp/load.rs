@@ -23,8 +23,7 @@ use socket2::{Domain, Socket, Type};
 
 use super::counters::bump;
 use super::TcpError;
-use crate::lane::{LaneSet, Placement, StopSignal};
-use crate::stats::Ticker;
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 
 const EVENTS: usize = 256;
 /// Latencies above this are recorded as this (an HDR histogram needs a bound).
@@ -156,7 +155,7 @@ pub struct LoadSummary {
 pub fn run(
     config: &LoadConfig,
     stop: &StopSignal,
-    mut each_second: impl FnMut(&LoadInterval),
+    each_second: impl FnMut(&LoadInterval),
 ) -> Result<LoadSummary, TcpError> {
     if config.lanes == 0 {
         return Err(TcpError::NoLanes);
@@ -173,7 +172,8 @@ pub fn run(
     config.placement.check()?;
     let lane_stop = StopSignal::new();
     let request = Arc::new(config.request_bytes());
-    let started = Instant::now();
+    // Lanes end by themselves once their share of `requests` is answered.
+    let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(Some(config.duration));
     let mut lanes = LaneSet::new("load", lane_stop.clone());
     let mut counters = Vec::with_capacity(config.lanes);
     for index in 0..config.lanes {
@@ -197,36 +197,13 @@ pub fn run(
             .spawn(cpu, move || client.run(&stop))
             .map_err(|e| TcpError::io("cannot start a load lane", e))?;
     }
-    let responses = |c: &[Arc<LoadCounters>]| -> (u64, u64) {
-        c.iter().fold((0, 0), |(r, e), c| {
-            (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
-        })
-    };
-    let mut last_responses = 0u64;
-    let end = started + config.duration;
-    let mut ticker = Ticker::every(Duration::from_secs(1));
-    loop {
-        let done = lanes.all_finished();
-        if stop.is_stopped() || Instant::now() >= end || done {
-            break;
-        }
-        if let Some(tick) = ticker.wait(Some(end)) {
-            let (total, errors) = responses(&counters);
-            each_second(&LoadInterval {
-                index: tick.index,
-                at_secs: tick.since_start.as_secs_f64(),
-                requests_per_sec: (total - last_responses) as f64 / tick.since_last.as_secs_f64(),
-                responses: total,
-                errors,
-            });
-            last_responses = total;
-        }
-    }
-    lane_stop.stop();
-    let seconds = started.elapsed().as_secs_f64();
+    let (_, stopped) =
+        monitor.watch(&[&lanes], &mut LoadWatch { counters: &counters, last: 0, each_second });
+    let seconds = stopped.elapsed.as_secs_f64();
     let mut merged = crate::stats::latency::new_histogram();
     let mut uncorrected = crate::stats::latency::new_histogram();
-    for lane in lanes.join().map_err(|e| TcpError::io("a load lane failed", e))? {
+    let (joined, _) = monitor.join(lanes).map_err(|e| TcpError::io("a load lane failed", e))?;
+    for lane in joined {
         let _ = merged.add(&lane.value.0);
         let _ = uncorrected.add(&lane.value.1);
     }
@@ -250,6 +227,29 @@ pub fn run(
         return Err(TcpError::NoResponses { target: config.target, errors: summary.errors });
     }
     Ok(summary)
+}
+
+/// [`run`]'s seconds: the responses and errors the lanes counted.
+struct LoadWatch<'a, F> {
+    counters: &'a [Arc<LoadCounters>],
+    last: u64,
+    each_second: F,
+}
+
+impl<F: FnMut(&LoadInterval)> Watch for LoadWatch<'_, F> {
+    fn second(&mut self, second: &Second) {
+        let (total, errors) = self.counters.iter().fold((0, 0), |(r, e), c| {
+            (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
+        });
+        (self.each_second)(&LoadInterval {
+            index: second.tick.index,
+            at_secs: second.tick.since_start.as_secs_f64(),
+            requests_per_sec: (total - self.last) as f64 / second.tick.since_last.as_secs_f64(),
+            responses: total,
+            errors,
+        });
+        self.last = total;
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,14 +25,14 @@ use socket2::Socket;
 
 use super::answer::{self, Verdict};
 use super::budget::{self, SourceBudget};
-use super::recv::{ns_per, settle_uring};
+use super::recv::settle_uring;
 use super::recv::{OffloadState, RecvBackend};
 use super::socket::{apply_busy_poll, bind_receiver, local_addr, napi_id, BusyPollState};
 use super::source_check::{Refused, SourceCheck};
 use super::{UdpError, Wire};
-use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
+use crate::stats::{Interval, LaneCounters, Meter};
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 
@@ -278,7 +279,7 @@ impl Echo {
     pub fn run(
         self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&EchoInterval),
+        on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
         let cfg = &self.config;
         let slot = if self.gro.active { 65_536 } else { 2048 };
@@ -313,47 +314,20 @@ impl Echo {
                 .spawn(cfg.placement.cpu_of(index), move || lane.run())
                 .map_err(|e| UdpError::io("cannot start an echo lane", e))?;
         }
-        let replied = |r: &[ReplyCounter]| -> u64 {
-            r.iter().map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed)).sum()
+        let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
+        let mut watch = EchoWatch {
+            counters: &counters,
+            replies: &replies,
+            until: cfg.until_replies,
+            meter: Meter::new(threads),
+            last_datagrams: 0,
+            last_replies: 0,
+            on_interval,
         };
-        let runtime_start = stats::process_runtime();
-        let mut runtime_last = runtime_start;
-        let mut meter = Meter::new(threads);
-        let mut ticker = Ticker::every(Duration::from_secs(1));
-        let start = ticker.start();
-        let deadline = cfg.duration.map(|d| start + d);
-        let (mut last_datagrams, mut last_replies) = (0u64, 0u64);
-        loop {
-            let done = cfg.until_replies.is_some_and(|n| replied(&replies) >= n);
-            if stop.is_stopped()
-                || lanes.any_finished()
-                || done
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
-                break;
-            }
-            if ticker.wait(deadline).is_some() {
-                let refs: Vec<&LaneCounters> = counters.iter().collect();
-                let interval = meter.tick(&refs);
-                let runtime = stats::process_runtime();
-                let got = interval.datagrams - last_datagrams;
-                let total_replies = replied(&replies);
-                let report = EchoInterval {
-                    replies: total_replies - last_replies,
-                    cpu_ns_per_datagram: ns_per(runtime.saturating_sub(runtime_last), got),
-                    interval,
-                };
-                last_datagrams = report.interval.datagrams;
-                last_replies = total_replies;
-                runtime_last = runtime;
-                on_interval(&report);
-            }
-        }
-        lane_stop.stop();
-        let elapsed = start.elapsed();
-        let used = stats::process_runtime().saturating_sub(runtime_start);
+        let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let napi = self.sockets.iter().map(|s| napi_id(s)).max().unwrap_or(0);
-        let joined = lanes.join().map_err(|e| UdpError::io("an echo lane failed", e))?;
+        let (joined, _) =
+            monitor.join(lanes).map_err(|e| UdpError::io("an echo lane failed", e))?;
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let mut dropped = Dropped::default();
         joined.iter().for_each(|j| dropped.add(&j.value.dropped));
@@ -361,7 +335,7 @@ impl Echo {
             addr: self.addr,
             threads,
             batch: cfg.batch,
-            elapsed_secs: elapsed.as_secs_f64(),
+            elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             replies: replied(&replies),
             send_errors: joined.iter().map(|j| j.value.send_errors).sum(),
@@ -371,7 +345,7 @@ impl Echo {
             per_source_burst: cfg.per_source_burst,
             reply_every: cfg.reply_every,
             coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
-            cpu_ns_per_datagram: ns_per(used, datagrams),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
             gro: self.gro.clone(),
             busy_poll: self.busy_poll.clone(),
             napi_id: napi,
@@ -383,11 +357,48 @@ impl Echo {
                     lane: j.index,
                     cpu: j.cpu,
                     datagrams: counters[j.index].datagrams(),
-                    replies: replies[j.index].0.load(std::sync::atomic::Ordering::Relaxed),
+                    replies: replies[j.index].0.load(Ordering::Relaxed),
                     syscalls: j.value.syscalls,
                 })
                 .collect(),
         })
+    }
+}
+
+/// Replies over every lane.
+fn replied(replies: &[ReplyCounter]) -> u64 {
+    replies.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+}
+
+/// [`Echo::run`]'s seconds and reply target, from the lanes' counters.
+struct EchoWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    replies: &'a [ReplyCounter],
+    until: Option<u64>,
+    meter: Meter,
+    last_datagrams: u64,
+    last_replies: u64,
+    on_interval: F,
+}
+
+impl<F: FnMut(&EchoInterval)> Watch for EchoWatch<'_, F> {
+    fn reached(&mut self) -> bool {
+        self.until.is_some_and(|n| replied(self.replies) >= n)
+    }
+
+    fn second(&mut self, second: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        let got = interval.datagrams - self.last_datagrams;
+        let total_replies = replied(self.replies);
+        let report = EchoInterval {
+            replies: total_replies - self.last_replies,
+            cpu_ns_per_datagram: second.cpu_ns_per(got),
+            interval,
+        };
+        self.last_datagrams = report.interval.datagrams;
+        self.last_replies = total_replies;
+        (self.on_interval)(&report);
     }
 }
 

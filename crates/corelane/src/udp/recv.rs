@@ -5,7 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use socket2::Socket;
@@ -15,9 +15,9 @@ use super::payload::{self, PayloadError};
 use super::sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
 use super::socket::{bind_receiver, local_addr, WAKE_INTERVAL};
 use super::UdpError;
-use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, Ticker, UdpCounters};
+use crate::stats::{self, CpuUsage, Interval, LaneCounters, Meter, Rate, UdpCounters};
 use crate::sys::socket_ring::{self, Completion, RingConfig, SocketRing};
 use crate::sys::{mmsg, sockopt};
 use crate::topology::{CpuList, Topology};
@@ -389,7 +389,7 @@ impl Receiver {
     pub fn run(
         mut self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&RecvInterval),
+        on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
         let mut xsk_lanes: Vec<Option<XskLane>> = match &mut self.xdp {
             Some(x) => x.take_lanes().into_iter().map(Some).collect(),
@@ -428,62 +428,26 @@ impl Receiver {
         }
 
         let snmp_start = UdpCounters::read().unwrap_or_default();
-        let mut snmp_last = snmp_start;
-        // CPU per datagram from the exact runtime; the user/system split below is tick-sampled.
-        let cpu_start = stats::process_cpu();
-        let runtime_start = stats::process_runtime();
-        let mut runtime_last = runtime_start;
-        let mut meter = Meter::new(cfg.threads);
-        let mut busy_pps: Vec<f64> = Vec::new();
-        let mut last_total = 0u64;
-        let mut ticker = Ticker::every(Duration::from_secs(1));
-        let start = ticker.start();
-        let deadline = cfg.duration.map(|d| start + d);
-        loop {
-            let now = Instant::now();
-            let lanes_done = lanes.any_finished();
-            let total: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-            let reached = cfg.until_datagrams.is_some_and(|n| total >= n);
-            if stop.is_stopped() || lanes_done || reached || deadline.is_some_and(|d| now >= d) {
-                break;
-            }
-            if ticker.wait(deadline).is_some() {
-                let refs: Vec<&LaneCounters> = counters.iter().collect();
-                let interval = meter.tick(&refs);
-                let snmp = UdpCounters::read().unwrap_or_default();
-                let runtime = stats::process_runtime();
-                let used = runtime.saturating_sub(runtime_last);
-                let got = interval.datagrams - last_total;
-                last_total = interval.datagrams;
-                if interval.rate.pps > 0.0 {
-                    busy_pps.push(interval.rate.pps);
-                }
-                let report = RecvInterval {
-                    kernel_drops: snmp.since(&snmp_last).rcvbuf_errors,
-                    cpu_ns_per_datagram: ns_per(used, got),
-                    interval,
-                };
-                snmp_last = snmp;
-                runtime_last = runtime;
-                on_interval(&report);
-            }
-        }
-        lane_stop.stop();
-        let elapsed = start.elapsed();
-        let cpu_end = stats::process_cpu();
-        let runtime_end = stats::process_runtime();
+        let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
+        let mut watch = RecvWatch {
+            counters: &counters,
+            until: cfg.until_datagrams,
+            meter: Meter::new(cfg.threads),
+            snmp_last: snmp_start,
+            last_total: 0,
+            busy_pps: Vec::new(),
+            on_interval,
+        };
+        let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let snmp_end = UdpCounters::read().unwrap_or_default();
-        let mut results: Vec<(usize, Option<usize>, LaneResult)> = lanes
-            .join()
-            .map_err(|e| UdpError::io("a receiver lane failed", e))?
-            .into_iter()
-            .map(|j| (j.index, j.cpu, j.value))
-            .collect();
+        let (joined, _) =
+            monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
+        let mut results: Vec<(usize, Option<usize>, LaneResult)> =
+            joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
         let trackers: Vec<&SequenceTracker> = results.iter().map(|(_, _, r)| &r.tracker).collect();
         let sequence = SequenceTracker::report(&trackers);
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
-        let used = runtime_end.saturating_sub(runtime_start);
         let xsk_done: Vec<XskLane> =
             results.iter_mut().filter_map(|(_, _, r)| r.xsk.take()).collect();
         // Dropping the receive detaches the program (its bpf_link closes).
@@ -494,19 +458,19 @@ impl Receiver {
             steering: cfg.steering,
             threads: cfg.threads,
             batch: cfg.batch,
-            elapsed_secs: elapsed.as_secs_f64(),
+            elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             bytes,
-            median_pps: stats::median(&busy_pps).unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, elapsed),
+            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
+            mean: Rate::over(datagrams, bytes, stopped.elapsed),
             kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
             truncated: results.iter().map(|(_, _, r)| r.truncated).sum(),
             corrupt: results.iter().map(|(_, _, r)| r.corrupt).sum(),
             foreign: results.iter().map(|(_, _, r)| r.foreign).sum(),
             sequence,
-            cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
-            cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
-            cpu_ns_per_datagram: ns_per(used, datagrams),
+            cpu_user_secs: stopped.user.as_secs_f64(),
+            cpu_sys_secs: stopped.system.as_secs_f64(),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: slot,
@@ -526,6 +490,43 @@ impl Receiver {
                 })
                 .collect(),
         })
+    }
+}
+
+/// [`Receiver::run`]'s seconds and count target, from the lanes' counters and the kernel's.
+struct RecvWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    until: Option<u64>,
+    meter: Meter,
+    snmp_last: UdpCounters,
+    last_total: u64,
+    /// Each second's rate, when any arrived.
+    busy_pps: Vec<f64>,
+    on_interval: F,
+}
+
+impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
+    fn reached(&mut self) -> bool {
+        self.until
+            .is_some_and(|n| self.counters.iter().map(LaneCounters::datagrams).sum::<u64>() >= n)
+    }
+
+    fn second(&mut self, second: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        let snmp = UdpCounters::read().unwrap_or_default();
+        let got = interval.datagrams - self.last_total;
+        self.last_total = interval.datagrams;
+        if interval.rate.pps > 0.0 {
+            self.busy_pps.push(interval.rate.pps);
+        }
+        let report = RecvInterval {
+            kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
+            cpu_ns_per_datagram: second.cpu_ns_per(got),
+            interval,
+        };
+        self.snmp_last = snmp;
+        (self.on_interval)(&report);
     }
 }
 
@@ -558,14 +559,6 @@ pub(super) fn settle_uring(
             Ok(Some(format!("{reason}; lanes submit for themselves")))
         }
     }
-}
-
-/// CPU time per datagram in ns (0 when none arrived).
-pub(super) fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
-    if datagrams == 0 {
-        return 0.0;
-    }
-    cpu.as_nanos() as f64 / datagrams as f64
 }
 
 /// What a lane owns.
