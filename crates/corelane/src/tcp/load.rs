@@ -24,10 +24,10 @@ use socket2::{Domain, Socket, Type};
 use super::counters::bump;
 use super::TcpError;
 use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::stats::latency::{new_histogram, record};
+use crate::stats::Percentiles;
 
 const EVENTS: usize = 256;
-/// Latencies above this are recorded as this (an HDR histogram needs a bound).
-const MAX_LATENCY_NS: u64 = 60_000_000_000;
 /// Headers a response may carry.
 const MAX_HEADERS: usize = 32;
 
@@ -111,19 +111,17 @@ pub struct Latency {
 }
 
 impl Latency {
+    /// The percentiles of `h` under wrk's names.
     fn of(h: &Histogram<u64>) -> Self {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        if h.is_empty() {
-            return Self::default();
-        }
+        let p = Percentiles::of(h);
         Self {
-            p50_us: us(h.value_at_quantile(0.50)),
-            p90_us: us(h.value_at_quantile(0.90)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            max_us: us(h.max()),
-            mean_us: h.mean() / 1000.0,
-            p9999_us: us(h.value_at_quantile(0.9999)),
+            p50_us: p.p50,
+            p90_us: p.p90,
+            p99_us: p.p99,
+            p999_us: p.p99_9,
+            max_us: p.max,
+            mean_us: p.mean,
+            p9999_us: p.p99_99,
         }
     }
 }
@@ -200,8 +198,8 @@ pub fn run(
     let (_, stopped) =
         monitor.watch(&[&lanes], &mut LoadWatch { counters: &counters, last: 0, each_second });
     let seconds = stopped.elapsed.as_secs_f64();
-    let mut merged = crate::stats::latency::new_histogram();
-    let mut uncorrected = crate::stats::latency::new_histogram();
+    let mut merged = new_histogram();
+    let mut uncorrected = new_histogram();
     let (joined, _) = monitor.join(lanes).map_err(|e| TcpError::io("a load lane failed", e))?;
     for lane in joined {
         let _ = merged.add(&lane.value.0);
@@ -336,7 +334,7 @@ impl LaneClients {
                 due_at: now,
             })
             .collect();
-        let latency = crate::stats::latency::new_histogram();
+        let latency = new_histogram();
         Ok(Self {
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             target: config.target,
@@ -347,7 +345,7 @@ impl LaneClients {
             quota,
             counters,
             latency,
-            uncorrected: crate::stats::latency::new_histogram(),
+            uncorrected: new_histogram(),
             pace: rate.map(|rate| Pace { rate, start: now, next: 0, ready: Vec::new() }),
         })
     }
@@ -391,8 +389,8 @@ impl LaneClients {
             }
         }
         Ok((
-            std::mem::replace(&mut self.latency, crate::stats::latency::new_histogram()),
-            std::mem::replace(&mut self.uncorrected, crate::stats::latency::new_histogram()),
+            std::mem::replace(&mut self.latency, new_histogram()),
+            std::mem::replace(&mut self.uncorrected, new_histogram()),
         ))
     }
 
@@ -650,10 +648,10 @@ impl LaneClients {
             return None;
         }
         let ns = now.duration_since(c.due_at).as_nanos() as u64;
-        let _ = self.latency.record(ns.clamp(1, MAX_LATENCY_NS));
+        record(&mut self.latency, ns);
         if self.pace.is_some() {
             let ns = now.duration_since(c.sent_at).as_nanos() as u64;
-            let _ = self.uncorrected.record(ns.clamp(1, MAX_LATENCY_NS));
+            record(&mut self.uncorrected, ns);
         }
         bump(&self.counters.responses, 1);
         let c = &mut self.clients[i];
