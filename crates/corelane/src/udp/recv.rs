@@ -426,30 +426,18 @@ impl Receiver {
                 .spawn(cpu, move || work.run())
                 .map_err(|e| UdpError::io("cannot start a receiver lane", e))?;
         }
-
-        let snmp_start = UdpCounters::read().unwrap_or_default();
+        let mut watch = RecvWatch::new(&counters, cfg.until_datagrams, on_interval);
         let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
-        let mut watch = RecvWatch {
-            counters: &counters,
-            until: cfg.until_datagrams,
-            meter: Meter::new(cfg.threads),
-            snmp_last: snmp_start,
-            last_total: 0,
-            busy_pps: Vec::new(),
-            on_interval,
-        };
         let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let snmp_end = UdpCounters::read().unwrap_or_default();
-        let (joined, _) =
+        let (mut results, _) =
             monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
-        let mut results: Vec<(usize, Option<usize>, LaneResult)> =
-            joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
-        let trackers: Vec<&SequenceTracker> = results.iter().map(|(_, _, r)| &r.tracker).collect();
+        let trackers: Vec<&SequenceTracker> = results.iter().map(|j| &j.value.tracker).collect();
         let sequence = SequenceTracker::report(&trackers);
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         let xsk_done: Vec<XskLane> =
-            results.iter_mut().filter_map(|(_, _, r)| r.xsk.take()).collect();
+            results.iter_mut().filter_map(|j| j.value.xsk.take()).collect();
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&xsk_done));
         Ok(RecvSummary {
@@ -463,10 +451,10 @@ impl Receiver {
             bytes,
             median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
             mean: Rate::over(datagrams, bytes, stopped.elapsed),
-            kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
-            truncated: results.iter().map(|(_, _, r)| r.truncated).sum(),
-            corrupt: results.iter().map(|(_, _, r)| r.corrupt).sum(),
-            foreign: results.iter().map(|(_, _, r)| r.foreign).sum(),
+            kernel_drops: snmp_end.since(&watch.snmp_start).rcvbuf_errors,
+            truncated: results.iter().map(|j| j.value.truncated).sum(),
+            corrupt: results.iter().map(|j| j.value.corrupt).sum(),
+            foreign: results.iter().map(|j| j.value.foreign).sum(),
             sequence,
             cpu_user_secs: stopped.user.as_secs_f64(),
             cpu_sys_secs: stopped.system.as_secs_f64(),
@@ -476,17 +464,17 @@ impl Receiver {
             slot_bytes: slot,
             backend: cfg.backend.to_string(),
             backend_note: self.backend_note.clone(),
-            dispatch: results.iter_mut().find_map(|(_, _, r)| r.dispatch.take()),
+            dispatch: results.iter_mut().find_map(|j| j.value.dispatch.take()),
             xdp,
             lanes: results
                 .iter()
-                .map(|(index, cpu, r)| LaneSummary {
-                    lane: *index,
-                    cpu: *cpu,
-                    datagrams: counters[*index].datagrams(),
-                    syscalls: r.syscalls,
-                    cpu_user_secs: r.cpu.user.as_secs_f64(),
-                    cpu_sys_secs: r.cpu.system.as_secs_f64(),
+                .map(|j| LaneSummary {
+                    lane: j.index,
+                    cpu: j.cpu,
+                    datagrams: counters[j.index].datagrams(),
+                    syscalls: j.value.syscalls,
+                    cpu_user_secs: j.value.cpu.user.as_secs_f64(),
+                    cpu_sys_secs: j.value.cpu.system.as_secs_f64(),
                 })
                 .collect(),
         })
@@ -498,11 +486,29 @@ struct RecvWatch<'a, F> {
     counters: &'a [LaneCounters],
     until: Option<u64>,
     meter: Meter,
+    /// The kernel's UDP counters when the run started, and at the last second.
+    snmp_start: UdpCounters,
     snmp_last: UdpCounters,
     last_total: u64,
     /// Each second's rate, when any arrived.
     busy_pps: Vec<f64>,
     on_interval: F,
+}
+
+impl<'a, F> RecvWatch<'a, F> {
+    fn new(counters: &'a [LaneCounters], until: Option<u64>, on_interval: F) -> Self {
+        let snmp_start = UdpCounters::read().unwrap_or_default();
+        Self {
+            counters,
+            until,
+            meter: Meter::new(counters.len()),
+            snmp_start,
+            snmp_last: snmp_start,
+            last_total: 0,
+            busy_pps: Vec::new(),
+            on_interval,
+        }
+    }
 }
 
 impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {

@@ -268,7 +268,6 @@ impl Sender {
                     .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
                 continue;
             }
-            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let work = SendLane {
                 flows,
                 batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
@@ -294,26 +293,11 @@ impl Sender {
             on_interval,
         };
         let (_, stopped) = monitor.watch(&[&lanes, &xdp_results], &mut watch);
+        let sent = join_senders(&monitor, xdp_results, lanes)?;
         let mut gso = self.gso;
-        let (mut syscalls, mut backpressure, mut refused) = (0, 0, 0);
-        let (xdp_joined, _) = monitor
-            .join(xdp_results)
-            .map_err(|e| UdpError::io("an AF_XDP sender lane failed", e))?;
-        for r in xdp_joined {
-            syscalls += r.value.0;
-            backpressure += r.value.1;
-        }
-        let (joined, _) =
-            monitor.join(lanes).map_err(|e| UdpError::io("a sender lane failed", e))?;
-        for r in joined {
-            let r = r.value;
-            syscalls += r.syscalls;
-            backpressure += r.backpressure;
-            refused += r.refused;
-            if let Some(note) = r.gso_fallback {
-                gso.active = false;
-                gso.note = Some(note);
-            }
+        if let Some(note) = sent.gso_fallback {
+            gso.active = false;
+            gso.note = Some(note);
         }
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
@@ -326,9 +310,9 @@ impl Sender {
             bytes,
             median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
             mean: Rate::over(datagrams, bytes, stopped.elapsed),
-            syscalls,
-            backpressure,
-            refused,
+            syscalls: sent.syscalls,
+            backpressure: sent.backpressure,
+            refused: sent.refused,
             gso,
             cpu_user_secs: stopped.user.as_secs_f64(),
             cpu_sys_secs: stopped.system.as_secs_f64(),
@@ -336,6 +320,29 @@ impl Sender {
             backend_note: xdp_note,
         })
     }
+}
+
+/// Joins the AF_XDP lanes, then the sendmmsg lanes: their sums, and a GSO fallback any took.
+fn join_senders(
+    monitor: &Monitor,
+    xdp: LaneSet<(u64, u64)>,
+    mmsg: LaneSet<SendResult>,
+) -> Result<SendResult, UdpError> {
+    let mut sent = SendResult { syscalls: 0, backpressure: 0, refused: 0, gso_fallback: None };
+    let (xdp, _) =
+        monitor.join(xdp).map_err(|e| UdpError::io("an AF_XDP sender lane failed", e))?;
+    for r in xdp {
+        sent.syscalls += r.value.0;
+        sent.backpressure += r.value.1;
+    }
+    let (mmsg, _) = monitor.join(mmsg).map_err(|e| UdpError::io("a sender lane failed", e))?;
+    for r in mmsg {
+        sent.syscalls += r.value.syscalls;
+        sent.backpressure += r.value.backpressure;
+        sent.refused += r.value.refused;
+        sent.gso_fallback = r.value.gso_fallback.or(sent.gso_fallback);
+    }
+    Ok(sent)
 }
 
 /// [`Sender::run`]'s seconds, from the lanes' counters.
