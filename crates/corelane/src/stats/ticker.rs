@@ -1,5 +1,5 @@
-//! The clock behind every once-a-second report (`udp recv`, `udp send`, `load http`,
-//! `serve http`): ticks on a fixed schedule from the start (no drift), a short poll between
+//! The clock behind every once-a-second report (`lane::Monitor`'s, for udp recv, echo, send
+//! and ping, serve and load http): ticks on a fixed schedule from the start (no drift), a short poll between
 //! them so the caller's stop conditions are seen promptly, and never past a deadline.
 
 use std::time::{Duration, Instant};
