@@ -757,6 +757,36 @@ impl PingLane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lane's seconds come when the monitor's tick says so (`SecondDue`): one line a
+    /// second after the warm-up, numbered from 1, the last partial one too, and together they
+    /// hold every measured message and round trip.
+    #[test]
+    fn each_second_is_handed_over_and_the_lines_add_up() {
+        let any_port = "127.0.0.1:0".parse().unwrap();
+        let echo = crate::udp::Echo::bind(crate::udp::EchoConfig::new(any_port)).unwrap();
+        let addr = echo.local_addr();
+        let (stop, echo_stop) = (StopSignal::new(), StopSignal::new());
+        let stop_echo = echo_stop.clone();
+        let server = std::thread::spawn(move || echo.run(&stop_echo, |_| {}).map(|_| ()));
+        let mut config = PingConfig::new(addr, PingMode::UnderLoad { rate: 2000 });
+        config.warmup = Duration::from_millis(300);
+        config.duration = Duration::from_millis(2500);
+        let mut lines = Vec::new();
+        let ping = Ping::connect(config).unwrap();
+        let summary = ping.run(&stop, |line, h| lines.push((line.clone(), h.len()))).unwrap();
+        echo_stop.stop();
+        server.join().unwrap().unwrap();
+        assert!((2..=4).contains(&lines.len()), "{lines:?}");
+        let indices: Vec<u64> = lines.iter().map(|(line, _)| line.index).collect();
+        assert_eq!(indices, (1..=lines.len() as u64).collect::<Vec<_>>());
+        assert_eq!(lines.iter().map(|(line, _)| line.sent).sum::<u64>(), summary.sent);
+        assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), summary.latency.samples);
+        // The first is a whole second: about a second in, about 2000 messages.
+        let first = &lines[0].0;
+        assert!((0.9..1.6).contains(&first.at_secs), "{first:?}");
+        assert!((1500..=2500).contains(&first.sent), "{first:?}");
+    }
     use crate::udp::answer;
     use proptest::prelude::*;
 
