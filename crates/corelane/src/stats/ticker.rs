@@ -86,8 +86,10 @@ mod tests {
                 ticks.push(tick);
             }
         }
-        // Numbered in order; a stalled machine may give fewer (one tick per stall).
-        assert!(!ticks.is_empty() && ticks.len() <= 4, "{ticks:?}");
+        // Numbered in order; a stalled machine may give fewer (one tick per stall), and no
+        // more than the periods that passed (a last wait may overrun the 230 ms).
+        let periods = t.start().elapsed().as_millis() / 50;
+        assert!(!ticks.is_empty() && ticks.len() as u128 <= periods, "{ticks:?}");
         for (i, tick) in ticks.iter().enumerate() {
             assert_eq!(tick.index, i as u64 + 1, "{ticks:?}");
         }
