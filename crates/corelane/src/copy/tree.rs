@@ -670,11 +670,10 @@ mod tests {
     #[test]
     fn a_cpu_that_is_not_online_is_refused_before_anything_is_made() {
         let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        std::fs::create_dir_all(src.join("sub")).unwrap();
-        std::fs::write(src.join("sub/file"), b"bytes").unwrap();
-        let dst = tmp.path().join("dst");
-        std::fs::create_dir(&dst).unwrap();
+        std::fs::create_dir_all(tmp.path().join("src/sub")).unwrap();
+        std::fs::create_dir(tmp.path().join("dst")).unwrap();
+        std::fs::write(tmp.path().join("src/sub/file"), b"bytes").unwrap();
+        let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
         let copy = |cpus: &[usize]| {
             copy_tree(&src, &dst, &CopyOptions::default(), 2, cpus, &|_, _| {}, &StopSignal::new())
         };
