@@ -15,7 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
@@ -25,15 +25,14 @@ use super::backend::uring::UringEcho;
 use super::backend::{self, EchoBatch, RecvBackend};
 use super::budget::{self, SourceBudget};
 use super::judge::{Dropped, EchoTally, Judge, ReplyCounter};
-use super::recv::ns_per;
 use super::socket::{
     apply_busy_poll, bind_receiver, local_addr, napi_id, settle_gro, BusyPollState, OffloadState,
 };
 use super::source_check::SourceCheck;
 use super::{UdpError, Wire};
-use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, Interval, LaneCounters, Meter, Ticker};
+use crate::stats::{Interval, LaneCounters, Meter};
 use crate::sys::mmsg;
 
 /// What to echo and how.
@@ -221,7 +220,7 @@ impl Echo {
     pub fn run(
         self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&EchoInterval),
+        on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
         let threads = self.sockets.len();
         let counters: Arc<Vec<LaneCounters>> =
@@ -231,45 +230,20 @@ impl Echo {
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &replies, &lane_stop)?;
         let cfg = &self.config;
-        let replied = |r: &[ReplyCounter]| -> u64 { r.iter().map(ReplyCounter::load).sum() };
-        let runtime_start = stats::process_runtime();
-        let mut runtime_last = runtime_start;
-        let mut meter = Meter::new(threads);
-        let mut ticker = Ticker::every(Duration::from_secs(1));
-        let start = ticker.start();
-        let deadline = cfg.duration.map(|d| start + d);
-        let (mut last_datagrams, mut last_replies) = (0u64, 0u64);
-        loop {
-            let done = cfg.until_replies.is_some_and(|n| replied(&replies) >= n);
-            if stop.is_stopped()
-                || lanes.any_finished()
-                || done
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
-                break;
-            }
-            if ticker.wait(deadline).is_some() {
-                let refs: Vec<&LaneCounters> = counters.iter().collect();
-                let interval = meter.tick(&refs);
-                let runtime = stats::process_runtime();
-                let got = interval.datagrams - last_datagrams;
-                let total_replies = replied(&replies);
-                let report = EchoInterval {
-                    replies: total_replies - last_replies,
-                    cpu_ns_per_datagram: ns_per(runtime.saturating_sub(runtime_last), got),
-                    interval,
-                };
-                last_datagrams = report.interval.datagrams;
-                last_replies = total_replies;
-                runtime_last = runtime;
-                on_interval(&report);
-            }
-        }
-        lane_stop.stop();
-        let elapsed = start.elapsed();
-        let used = stats::process_runtime().saturating_sub(runtime_start);
+        let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
+        let mut watch = EchoWatch {
+            counters: &counters,
+            replies: &replies,
+            until: cfg.until_replies,
+            meter: Meter::new(threads),
+            last_datagrams: 0,
+            last_replies: 0,
+            on_interval,
+        };
+        let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let napi = self.sockets.iter().map(|s| napi_id(s)).max().unwrap_or(0);
-        let joined = lanes.join().map_err(|e| UdpError::io("an echo lane failed", e))?;
+        let (joined, _) =
+            monitor.join(lanes).map_err(|e| UdpError::io("an echo lane failed", e))?;
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let mut dropped = Dropped::default();
         joined.iter().for_each(|j| dropped.add(&j.value.0));
@@ -277,7 +251,7 @@ impl Echo {
             addr: self.addr,
             threads,
             batch: cfg.batch,
-            elapsed_secs: elapsed.as_secs_f64(),
+            elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             replies: replied(&replies),
             send_errors: joined.iter().map(|j| j.value.1.send_errors).sum(),
@@ -287,7 +261,7 @@ impl Echo {
             per_source_burst: cfg.per_source_burst,
             reply_every: cfg.reply_every,
             coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
-            cpu_ns_per_datagram: ns_per(used, datagrams),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
             gro: self.gro.clone(),
             busy_poll: self.busy_poll.clone(),
             napi_id: napi,
@@ -304,6 +278,43 @@ impl Echo {
                 })
                 .collect(),
         })
+    }
+}
+
+/// Replies over every lane.
+fn replied(replies: &[ReplyCounter]) -> u64 {
+    replies.iter().map(ReplyCounter::load).sum()
+}
+
+/// [`Echo::run`]'s seconds and reply target, from the lanes' counters.
+struct EchoWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    replies: &'a [ReplyCounter],
+    until: Option<u64>,
+    meter: Meter,
+    last_datagrams: u64,
+    last_replies: u64,
+    on_interval: F,
+}
+
+impl<F: FnMut(&EchoInterval)> Watch for EchoWatch<'_, F> {
+    fn reached(&mut self) -> bool {
+        self.until.is_some_and(|n| replied(self.replies) >= n)
+    }
+
+    fn second(&mut self, second: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        let got = interval.datagrams - self.last_datagrams;
+        let total_replies = replied(self.replies);
+        let report = EchoInterval {
+            replies: total_replies - self.last_replies,
+            cpu_ns_per_datagram: second.cpu_ns_per(got),
+            interval,
+        };
+        self.last_datagrams = report.interval.datagrams;
+        self.last_replies = total_replies;
+        (self.on_interval)(&report);
     }
 }
 

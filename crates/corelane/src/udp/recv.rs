@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::Socket;
 
@@ -17,9 +17,9 @@ use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
-use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, LaneCounters, Meter, Rate, Ticker, UdpCounters};
+use crate::stats::{self, LaneCounters, Meter, Rate, UdpCounters};
 use crate::sys::mmsg;
 use crate::xdp::rx::XdpReceive;
 
@@ -239,69 +239,23 @@ impl Receiver {
     pub fn run(
         mut self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&RecvInterval),
+        on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
         let counters: Arc<Vec<LaneCounters>> =
             Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &lane_stop)?;
         let cfg = &self.config;
-
-        let snmp_start = UdpCounters::read().unwrap_or_default();
-        let mut snmp_last = snmp_start;
-        // CPU per datagram from the exact runtime; the user/system split below is tick-sampled.
-        let cpu_start = stats::process_cpu();
-        let runtime_start = stats::process_runtime();
-        let mut runtime_last = runtime_start;
-        let mut meter = Meter::new(cfg.threads);
-        let mut busy_pps: Vec<f64> = Vec::new();
-        let mut last_total = 0u64;
-        let mut ticker = Ticker::every(Duration::from_secs(1));
-        let start = ticker.start();
-        let deadline = cfg.duration.map(|d| start + d);
-        loop {
-            let now = Instant::now();
-            let lanes_done = lanes.any_finished();
-            let total: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-            let reached = cfg.until_datagrams.is_some_and(|n| total >= n);
-            if stop.is_stopped() || lanes_done || reached || deadline.is_some_and(|d| now >= d) {
-                break;
-            }
-            if ticker.wait(deadline).is_some() {
-                let refs: Vec<&LaneCounters> = counters.iter().collect();
-                let interval = meter.tick(&refs);
-                let snmp = UdpCounters::read().unwrap_or_default();
-                let runtime = stats::process_runtime();
-                let used = runtime.saturating_sub(runtime_last);
-                let got = interval.datagrams - last_total;
-                last_total = interval.datagrams;
-                if interval.rate.pps > 0.0 {
-                    busy_pps.push(interval.rate.pps);
-                }
-                let report = RecvInterval {
-                    kernel_drops: snmp.since(&snmp_last).rcvbuf_errors,
-                    cpu_ns_per_datagram: ns_per(used, got),
-                    interval,
-                };
-                snmp_last = snmp;
-                runtime_last = runtime;
-                on_interval(&report);
-            }
-        }
-        lane_stop.stop();
-        let elapsed = start.elapsed();
-        let cpu_end = stats::process_cpu();
-        let runtime_end = stats::process_runtime();
+        let mut watch = RecvWatch::new(&counters, cfg.until_datagrams, on_interval);
+        let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
+        let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let snmp_end = UdpCounters::read().unwrap_or_default();
-        let results: Vec<(usize, Option<usize>, LaneResult)> = lanes
-            .join()
-            .map_err(|e| UdpError::io("a receiver lane failed", e))?
-            .into_iter()
-            .map(|j| (j.index, j.cpu, j.value))
-            .collect();
+        let (joined, _) =
+            monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
+        let results: Vec<(usize, Option<usize>, LaneResult)> =
+            joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
-        let used = runtime_end.saturating_sub(runtime_start);
         let totals = Totals::of(results, &counters);
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
@@ -311,19 +265,19 @@ impl Receiver {
             steering: cfg.steering,
             threads: cfg.threads,
             batch: cfg.batch,
-            elapsed_secs: elapsed.as_secs_f64(),
+            elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             bytes,
-            median_pps: stats::median(&busy_pps).unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, elapsed),
-            kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
+            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
+            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            kernel_drops: snmp_end.since(&watch.snmp_start).rcvbuf_errors,
             truncated: totals.truncated,
             corrupt: totals.corrupt,
             foreign: totals.foreign,
             sequence: totals.sequence,
-            cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
-            cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
-            cpu_ns_per_datagram: ns_per(used, datagrams),
+            cpu_user_secs: stopped.user.as_secs_f64(),
+            cpu_sys_secs: stopped.system.as_secs_f64(),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: self.slot(),
@@ -333,6 +287,61 @@ impl Receiver {
             xdp,
             lanes: totals.lanes,
         })
+    }
+}
+
+/// [`Receiver::run`]'s seconds and count target, from the lanes' counters and the kernel's.
+struct RecvWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    until: Option<u64>,
+    meter: Meter,
+    /// The kernel's UDP counters when the run started, and at the last second.
+    snmp_start: UdpCounters,
+    snmp_last: UdpCounters,
+    last_total: u64,
+    /// Each second's rate, when any arrived.
+    busy_pps: Vec<f64>,
+    on_interval: F,
+}
+
+impl<'a, F> RecvWatch<'a, F> {
+    fn new(counters: &'a [LaneCounters], until: Option<u64>, on_interval: F) -> Self {
+        let snmp_start = UdpCounters::read().unwrap_or_default();
+        Self {
+            counters,
+            until,
+            meter: Meter::new(counters.len()),
+            snmp_start,
+            snmp_last: snmp_start,
+            last_total: 0,
+            busy_pps: Vec::new(),
+            on_interval,
+        }
+    }
+}
+
+impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
+    fn reached(&mut self) -> bool {
+        self.until
+            .is_some_and(|n| self.counters.iter().map(LaneCounters::datagrams).sum::<u64>() >= n)
+    }
+
+    fn second(&mut self, second: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        let snmp = UdpCounters::read().unwrap_or_default();
+        let got = interval.datagrams - self.last_total;
+        self.last_total = interval.datagrams;
+        if interval.rate.pps > 0.0 {
+            self.busy_pps.push(interval.rate.pps);
+        }
+        let report = RecvInterval {
+            kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
+            cpu_ns_per_datagram: second.cpu_ns_per(got),
+            interval,
+        };
+        self.snmp_last = snmp;
+        (self.on_interval)(&report);
     }
 }
 
@@ -359,12 +368,4 @@ fn validate(config: &ReceiverConfig) -> Result<(), UdpError> {
         return Err(UdpError::Steering);
     }
     Ok(())
-}
-
-/// CPU time per datagram in ns (0 when none arrived).
-pub(super) fn ns_per(cpu: Duration, datagrams: u64) -> f64 {
-    if datagrams == 0 {
-        return 0.0;
-    }
-    cpu.as_nanos() as f64 / datagrams as f64
 }
