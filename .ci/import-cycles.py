@@ -3,7 +3,12 @@
 
 Edges: a module names another through `crate::a::b` or `super::x` outside its `#[cfg(test)]`
 part. Prints every strongly connected component of more than one module; exits 1 if any.
+
+Folders too: an edge a::x::m -> a::y::n is also an edge between the siblings a::x and a::y (each
+a folder or a file under a), so a folder that imports another which imports it back is a
+cycle even when no two files form one (sched/ naming udp:: while udp/dispatch.rs uses sched).
 Usage: import-cycles.py crates/corelane/src
+       import-cycles.py --self-test   (a folder cycle no two files form is found; none is invented)
 """
 import os
 import re
@@ -71,8 +76,59 @@ def cycles(edges):
     return out
 
 
+def folder_edges(edges):
+    """The module graph with every subtree collapsed to its top under each common parent."""
+    folders = {"::".join(m.split("::")[:k]) for m in edges for k in range(1, len(m.split("::")))}
+    out = {}
+    for m, deps in edges.items():
+        a = m.split("::")
+        for d in deps:
+            b = d.split("::")
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            if k == len(a) or k == len(b):
+                continue  # one contains the other (a folder's mod.rs and its files)
+            x, y = "::".join(a[:k + 1]), "::".join(b[:k + 1])
+            if x in folders or y in folders:
+                out.setdefault(x, set()).add(y)
+    return out
+
+
+def self_test():
+    """Two folders that import each other through different files: no module cycle, one
+    folder cycle (as sched/ and udp/ were); a folder importing its parent's files is none."""
+    import tempfile
+    files = {
+        "lib.rs": "",
+        "sched/mod.rs": "",
+        "sched/flowmap.rs": "const D: usize = crate::udp::sequence::MAX;",
+        "udp/mod.rs": "",
+        "udp/sequence.rs": "",
+        "udp/dispatch.rs": "use crate::sched::flowmap;",
+        "udp/backend/mod.rs": "use super::check::Tally;",
+        "udp/check.rs": "use crate::udp::sequence::Tracker;",
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for name, text in files.items():
+            os.makedirs(os.path.join(root, os.path.dirname(name)), exist_ok=True)
+            with open(os.path.join(root, name), "w") as fh:
+                fh.write(text)
+        graph = edges_of(root)
+        assert cycles(graph) == [], cycles(graph)
+        found = cycles(folder_edges(graph))
+        assert found == [["sched", "udp"]], found
+    print("self-test: the folder cycle is found, and only it")
+
+
 if __name__ == "__main__":
-    found = cycles(edges_of(sys.argv[1] if len(sys.argv) > 1 else "crates/corelane/src"))
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        sys.exit(0)
+    graph = edges_of(sys.argv[1] if len(sys.argv) > 1 else "crates/corelane/src")
+    found = cycles(graph)
+    for comp in cycles(folder_edges(graph)):
+        found.append(["folder " + c for c in comp])
     for comp in found:
         print("cycle: " + " <-> ".join(comp))
     print(f"{len(found)} import cycle(s)")

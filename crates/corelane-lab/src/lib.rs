@@ -17,6 +17,7 @@ pub mod output;
 pub mod process;
 pub mod remote;
 pub mod report;
+pub mod rx_nic;
 pub mod sched;
 pub mod stage;
 pub mod tcp;

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use corelane::topology::CpuList;
 
 use crate::host::Host;
-use crate::remote::nic::{NicCounters, RemoteNic};
 use crate::remote::topo::{self, HostTopology};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
+use crate::rx_nic::{NicCounters, RemoteNic};
 use crate::LabError;
 
 const PREFIX: &str = "corelane-";
@@ -561,7 +561,7 @@ fn nic_holding(host: &str, ip_addr_output: &str, addr: IpAddr) -> Result<String,
             corelane::child_output::printable(line, 200)
         )));
     }
-    crate::remote::nic::check_name(name).map_err(|e| {
+    crate::rx_nic::check_name(name).map_err(|e| {
         refused(format!(
             "`ip -o addr show` there names the interface holding {addr} {e}: give --rx-nic"
         ))
@@ -661,7 +661,7 @@ mod tests {
             let text = format!("{}\n{}", lines.join("\n"), String::from_utf8_lossy(&junk));
             let addr: IpAddr = "10.0.0.2".parse().unwrap();
             match nic_holding("h", &text, addr) {
-                Ok(name) => proptest::prop_assert!(crate::remote::nic::check_name(&name).is_ok()),
+                Ok(name) => proptest::prop_assert!(crate::rx_nic::check_name(&name).is_ok()),
                 Err(e) => proptest::prop_assert!(e.to_string().starts_with("h: ")),
             }
             let _ = rps_masks("h", &text);

@@ -467,3 +467,24 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         pair.assert_no_program_left("the run");
     }
 }
+
+/// `xdp-drop`, the ceiling: the same match dropped in the driver, its per-CPU counter read
+/// (the map checked to be a per-CPU array of u64 before the kernel writes into our buffer)
+/// and reported as datagrams; the program goes with the run.
+#[test]
+fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
+    skip_unless_able!();
+    let pair = Pair::new();
+    const N: u64 = 5_000;
+    let addr = SocketAddr::from((pair.rx_ip, 4323));
+    let config = ReceiverConfig { backend: RecvBackend::XdpDrop, ..config(addr, N) };
+    let (_stop, handle) = start_receiver_with(&pair, config);
+    assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
+    send_numbered(&pair, addr, N);
+    let s = handle.join().unwrap().unwrap();
+    assert_eq!(s.backend, "xdp-drop");
+    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.threads, 1);
+    assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("XDP_DROP ceiling")), "{s:?}");
+    pair.assert_no_program_left("the run");
+}

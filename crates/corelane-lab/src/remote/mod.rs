@@ -5,7 +5,6 @@
 
 pub mod args;
 pub mod guard;
-pub mod nic;
 pub mod ssh;
 pub mod topo;
 

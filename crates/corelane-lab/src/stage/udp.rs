@@ -17,7 +17,7 @@ use crate::host::Host;
 use crate::median_of;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
-use crate::remote::nic::NicRates;
+use crate::rx_nic::NicRates;
 use crate::testbed::Testbed;
 use crate::LabError;
 

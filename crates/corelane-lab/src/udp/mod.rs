@@ -180,7 +180,7 @@ pub struct ConfigRow {
     /// A remote rx NIC's own counters per second over the trial (warm-up second included;
     /// medians over trials).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nic: Option<crate::remote::nic::NicRates>,
+    pub nic: Option<crate::rx_nic::NicRates>,
 }
 
 /// A peer receiver measured on the same testbed in the same run.

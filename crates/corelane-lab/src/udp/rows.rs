@@ -4,7 +4,7 @@ use corelane::stats::CpuSplit;
 
 use super::ConfigRow;
 use crate::median_of;
-use crate::remote::nic::NicRates;
+use crate::rx_nic::NicRates;
 use crate::stage::udp::{Config, Trial};
 
 /// Medians over trials; the CPU split is the mean over trials.

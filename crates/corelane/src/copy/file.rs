@@ -314,13 +314,7 @@ pub(crate) fn copy_checked(
     let info = SourceInfo::from(&stat);
     let size = info.size;
     let started = Instant::now();
-    let candidates: Vec<CopyMethod> = match (opts.reflink, opts.method) {
-        (Reflink::Always, _) => vec![CopyMethod::Ficlone],
-        (_, Some(CopyMethod::Direct)) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
-        (_, Some(CopyMethod::IoUring)) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
-        (_, Some(m)) => vec![m],
-        (reflink, None) => auto_candidates(plain.as_fd(), &info, to.dir, reflink),
-    };
+    let candidates = candidates(opts, plain.as_fd(), &info, to.dir);
     let mut fallback: Option<String> = None;
     for (i, &method) in candidates.iter().enumerate() {
         let last = i + 1 == candidates.len();
@@ -339,75 +333,19 @@ pub(crate) fn copy_checked(
             None
         };
         let source = direct_source.as_ref().map_or(plain.as_fd(), |fd| fd.as_fd());
-        let mode = granted_mode(info.mode, false);
-        // Created with the source's bits when the umask lets them through; 0600 otherwise, and
-        // fchmod below sets the exact bits. Either way no one else can read a partial copy
-        // that the source did not allow them to read.
-        let keeps = creation_keeps(mode);
-        let temp = match TempDestination::create(
-            to.dir,
-            to.name,
-            opts.create,
-            direct,
-            if keeps { mode } else { 0o600 },
-            opts.fresh_in_place,
-        ) {
-            Ok(t) => t,
+        let (temp, created) = match create_temp(to.dir, to.name, opts, direct, &info) {
+            Ok(made) => made,
             Err(e) if direct && !last && unsupported(&e) => {
                 fallback = Some(format!("the destination's file system refused O_DIRECT ({e})"));
                 continue;
             }
             Err(e) => return Err(map_failure(e, &dst, "cannot create a temporary file beside")),
         };
-        // A file with every block allocated has no holes: skip the SEEK_DATA/SEEK_HOLE walk.
-        // FICLONE shares the whole file, holes included, in one call.
-        let whole = method == CopyMethod::Ficlone;
-        let dense = whole || info.blocks * 512 >= size;
-        let extents = if (dense && size > 0) || (whole && opts.reflink == Reflink::Always) {
-            vec![(0, size)]
-        } else {
-            data_extents(source.as_fd(), size)
-        };
-        // Sized first when there are holes, so extents land at their offsets and holes stay.
-        if !dense {
-            rustix::fs::ftruncate(temp.fd(), size)
-                .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
-        }
-        // Only the methods that pass data through user space need a buffer.
-        let needs_buffer =
-            matches!(method, CopyMethod::ReadWrite | CopyMethod::Direct | CopyMethod::IoUring);
-        let mut buffer = AlignedBuffer::new(if needs_buffer { opts.buffer } else { 1 }, direct);
-        let mut calls = 0u64;
-        let mut moved = 0u64;
-        let mut outcome = Ok(());
-        for &(offset, len) in &extents {
-            let base = moved;
-            let mut keep_going = |done: u64| {
-                progress(base + done, size);
-                !stop.is_stopped()
-            };
-            match transfer(
-                method,
-                source.as_fd(),
-                temp.fd(),
-                offset,
-                len,
-                buffer.as_mut(),
-                &mut keep_going,
-            ) {
-                Ok(c) => {
-                    calls += c;
-                    moved += len;
-                }
-                Err(e) => {
-                    outcome = Err(e);
-                    break;
-                }
-            }
-        }
-        if let Err(e) = outcome {
+        let data = move_data(method, source, &temp, &info, opts, progress, stop)
+            .map_err(|e| map_failure(e, &dst, "cannot size"))?;
+        if let Err(e) = data.outcome {
             // A method the kernel refuses for this pair, before any byte moved: try the next.
-            if moved == 0 && !last && unsupported(&e) {
+            if data.moved == 0 && !last && unsupported(&e) {
                 fallback = Some(format!("{} refused here ({e})", method.name()));
                 continue;
             }
@@ -425,36 +363,9 @@ pub(crate) fn copy_checked(
             rustix::fs::ftruncate(temp.fd(), size)
                 .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
         }
-        // Owner first (chown clears set-id bits and file capabilities), then attributes, then
-        // the exact mode, times last.
-        let owner_kept = opts.preserve.ownership
-            && keep_owner(OwnerTarget::Fd(temp.fd()), stat.st_uid, stat.st_gid, shown, keep.losses);
-        if opts.preserve.xattr {
-            let (from, to) = (XattrSource::Fd(plain.as_fd()), XattrTarget::Fd(temp.fd()));
-            copy_xattrs(from, to, owner_kept, shown, keep.losses);
-        }
-        let final_mode = kept_mode(info.mode, false, opts.preserve.mode, owner_kept);
-        if !keeps || final_mode != mode {
-            rustix::fs::fchmod(temp.fd(), Mode::from_raw_mode(final_mode))
-                .map_err(|e| map_failure(e.into(), &dst, "cannot set the mode of"))?;
-        }
-        if opts.preserve.timestamps {
-            let times = Timestamps { last_access: info.atime, last_modification: info.mtime };
-            rustix::fs::futimens(temp.fd(), &times)
-                .map_err(|e| map_failure(e.into(), &dst, "cannot set the times of"))?;
-        }
-        let verified = if opts.verify {
-            // The opened source, not its path again: the path may name another file by now.
-            let opened = PathBuf::from(format!("/proc/self/fd/{}", plain.as_raw_fd()));
-            let same = checksum(&opened).and_then(|a| checksum(&temp.read_path()).map(|b| a == b));
-            match same {
-                Ok(true) => true,
-                Ok(false) => return Err(CopyError::VerifyFailed { src: shown.into(), dst }),
-                Err(e) => return Err(CopyError::io("cannot read back for --verify", e)),
-            }
-        } else {
-            false
-        };
+        let attributes = Attributes { plain: plain.as_fd(), stat: &stat, info: &info, created };
+        attributes.give(temp.fd(), opts, keep.losses, shown, &dst)?;
+        let verified = opts.verify && verify(plain.as_fd(), &temp, shown, &dst)?;
         let copy = rustix::fs::fstat(temp.fd()).map(|s| (s.st_dev, s.st_ino));
         temp.commit(opts.fsync).map_err(|e| map_failure(e, &dst, "cannot put in place"))?;
         if let (Some(links), Ok(copy)) = (keep.links.filter(|_| stat.st_nlink > 1), copy) {
@@ -469,11 +380,167 @@ pub(crate) fn copy_checked(
             gb_per_sec: if seconds > 0.0 { size as f64 / seconds / 1e9 } else { 0.0 },
             method,
             fallback,
-            syscalls: calls,
-            extents: extents.len(),
+            syscalls: data.calls,
+            extents: data.extents,
             verified,
             not_kept: Vec::new(),
         }));
     }
     unreachable!("the last candidate either returns or fails")
+}
+
+/// The methods to try, in order: the one asked for (O_DIRECT and io_uring falling back to
+/// read/write), or the best this pair of file systems allows.
+fn candidates(
+    opts: &CopyOptions,
+    plain: BorrowedFd<'_>,
+    info: &SourceInfo,
+    dir: &Dir,
+) -> Vec<CopyMethod> {
+    match (opts.reflink, opts.method) {
+        (Reflink::Always, _) => vec![CopyMethod::Ficlone],
+        (_, Some(CopyMethod::Direct)) => vec![CopyMethod::Direct, CopyMethod::ReadWrite],
+        (_, Some(CopyMethod::IoUring)) => vec![CopyMethod::IoUring, CopyMethod::ReadWrite],
+        (_, Some(m)) => vec![m],
+        (reflink, None) => auto_candidates(plain, info, dir, reflink),
+    }
+}
+
+/// The temporary beside `name` in `dir`, and the mode it was created with when that is the
+/// source's: created with the source's bits when the umask lets them through; 0600
+/// otherwise, and the attributes set the exact bits. Either way no one else can read a
+/// partial copy that the source did not allow them to read.
+fn create_temp<'a>(
+    dir: &'a Dir,
+    name: &'a OsStr,
+    opts: &CopyOptions,
+    direct: bool,
+    info: &SourceInfo,
+) -> io::Result<(TempDestination<'a>, Option<u32>)> {
+    let mode = granted_mode(info.mode, false);
+    let keeps = creation_keeps(mode);
+    let create = if keeps { mode } else { 0o600 };
+    let temp =
+        TempDestination::create(dir, name, opts.create, direct, create, opts.fresh_in_place)?;
+    Ok((temp, keeps.then_some(mode)))
+}
+
+/// What one method moved: its system calls, the bytes before any failure, how many data
+/// extents, and how it ended.
+struct DataMoved {
+    calls: u64,
+    moved: u64,
+    extents: usize,
+    outcome: io::Result<()>,
+}
+
+/// Moves the source's data into the temporary with `method`, extent by extent, holes kept;
+/// an error sizing the temporary is returned, a failed transfer is the `outcome`.
+fn move_data(
+    method: CopyMethod,
+    source: BorrowedFd<'_>,
+    temp: &TempDestination<'_>,
+    info: &SourceInfo,
+    opts: &CopyOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    stop: &StopSignal,
+) -> io::Result<DataMoved> {
+    let size = info.size;
+    // A file with every block allocated has no holes: skip the SEEK_DATA/SEEK_HOLE walk.
+    // FICLONE shares the whole file, holes included, in one call.
+    let whole = method == CopyMethod::Ficlone;
+    let dense = whole || info.blocks * 512 >= size;
+    let extents = if (dense && size > 0) || (whole && opts.reflink == Reflink::Always) {
+        vec![(0, size)]
+    } else {
+        data_extents(source, size)
+    };
+    // Sized first when there are holes, so extents land at their offsets and holes stay.
+    if !dense {
+        rustix::fs::ftruncate(temp.fd(), size)?;
+    }
+    // Only the methods that pass data through user space need a buffer.
+    let needs_buffer =
+        matches!(method, CopyMethod::ReadWrite | CopyMethod::Direct | CopyMethod::IoUring);
+    let direct = method == CopyMethod::Direct;
+    let mut buffer = AlignedBuffer::new(if needs_buffer { opts.buffer } else { 1 }, direct);
+    let mut data = DataMoved { calls: 0, moved: 0, extents: extents.len(), outcome: Ok(()) };
+    for &(offset, len) in &extents {
+        let base = data.moved;
+        let mut keep_going = |done: u64| {
+            progress(base + done, size);
+            !stop.is_stopped()
+        };
+        let buf = buffer.as_mut();
+        match transfer(method, source, temp.fd(), offset, len, buf, &mut keep_going) {
+            Ok(calls) => {
+                data.calls += calls;
+                data.moved += len;
+            }
+            Err(e) => {
+                data.outcome = Err(e);
+                break;
+            }
+        }
+    }
+    Ok(data)
+}
+
+/// What a copied file keeps of its source besides the bytes.
+struct Attributes<'a> {
+    /// The source, opened.
+    plain: BorrowedFd<'a>,
+    stat: &'a rustix::fs::Stat,
+    info: &'a SourceInfo,
+    /// The mode the temporary was created with, when the umask let the source's bits
+    /// through (else it is 0600 and needs its mode set).
+    created: Option<u32>,
+}
+
+impl Attributes<'_> {
+    /// Owner first (chown clears set-id bits and file capabilities), then attributes, then
+    /// the exact mode, times last.
+    fn give(
+        &self,
+        temp: BorrowedFd<'_>,
+        opts: &CopyOptions,
+        losses: &Losses,
+        shown: &Path,
+        dst: &Path,
+    ) -> Result<(), CopyError> {
+        let (stat, info) = (self.stat, self.info);
+        let owner_kept = opts.preserve.ownership
+            && keep_owner(OwnerTarget::Fd(temp), stat.st_uid, stat.st_gid, shown, losses);
+        if opts.preserve.xattr {
+            let (from, to) = (XattrSource::Fd(self.plain), XattrTarget::Fd(temp));
+            copy_xattrs(from, to, owner_kept, shown, losses);
+        }
+        let final_mode = kept_mode(info.mode, false, opts.preserve.mode, owner_kept);
+        if self.created != Some(final_mode) {
+            rustix::fs::fchmod(temp, Mode::from_raw_mode(final_mode))
+                .map_err(|e| map_failure(e.into(), dst, "cannot set the mode of"))?;
+        }
+        if opts.preserve.timestamps {
+            let times = Timestamps { last_access: info.atime, last_modification: info.mtime };
+            rustix::fs::futimens(temp, &times)
+                .map_err(|e| map_failure(e.into(), dst, "cannot set the times of"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `--verify`: the copy's checksum against the opened source's (not its path again: the
+/// path may name another file by now).
+fn verify(
+    plain: BorrowedFd<'_>,
+    temp: &TempDestination<'_>,
+    shown: &Path,
+    dst: &Path,
+) -> Result<bool, CopyError> {
+    let opened = PathBuf::from(format!("/proc/self/fd/{}", plain.as_raw_fd()));
+    match checksum(&opened).and_then(|a| checksum(&temp.read_path()).map(|b| a == b)) {
+        Ok(true) => Ok(true),
+        Ok(false) => Err(CopyError::VerifyFailed { src: shown.into(), dst: dst.into() }),
+        Err(e) => Err(CopyError::io("cannot read back for --verify", e)),
+    }
 }

@@ -158,6 +158,9 @@ pub enum CopyError {
     VerifyFailed { src: PathBuf, dst: PathBuf },
     #[error("cannot share the extents of {src} with {dst} ({why}): --reflink=always needs both on one btrfs, xfs or bcachefs file system; --reflink=auto copies the data instead")]
     ReflinkRefused { src: PathBuf, dst: PathBuf, why: String },
+    /// A CPU to pin the lanes to that this machine does not have online.
+    #[error(transparent)]
+    Pin(#[from] crate::topology::TopologyError),
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
 }

@@ -22,7 +22,8 @@ use super::preserve::{Losses, NotKept, Preserve};
 use super::xattr::open_beneath;
 use super::{copy_file, CopyError, CopyOptions};
 use crate::fs::{random_name, Dir};
-use crate::lane::{pin_current_thread, StopSignal};
+use crate::lane::{run_scoped, Placement, StopSignal};
+use crate::topology::CpuList;
 
 /// What a tree copy did.
 #[derive(Debug, Clone, Serialize)]
@@ -184,7 +185,8 @@ fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Wal
 }
 
 /// Copies the tree `src` to `dst` (`dst/<name of src>` when `dst` is an existing directory),
-/// regular files over `lanes` threads pinned to `cpus` when given. `progress(files, bytes)`
+/// regular files over `lanes` threads pinned round-robin to `cpus` when given (each checked
+/// online before anything is made). `progress(files, bytes)`
 /// is called as files complete, from any lane.
 ///
 /// Directories are created 0700 and get their source's mode (without set-id bits) last, on
@@ -202,6 +204,8 @@ pub fn copy_tree(
     progress: &(dyn Fn(u64, u64) + Sync),
     stop: &StopSignal,
 ) -> Result<TreeReport, CopyError> {
+    let placement = Placement::from_pin((!cpus.is_empty()).then(|| CpuList::new(cpus.to_vec())));
+    placement.check()?;
     if opts.no_dereference {
         if let Ok(link) = std::fs::symlink_metadata(src) {
             if link.file_type().is_symlink() {
@@ -255,8 +259,9 @@ pub fn copy_tree(
     let dirs = std::mem::take(&mut tree.dirs);
     let (dest, made) = DestTree::create(&parent, &root_name, root.clone(), dirs)?;
     drop(parent);
-    let copied =
-        made.and_then(|()| copy_entries(&ctx, &dest, src, &mut tree, lanes, cpus, progress, stop));
+    let copied = made.and_then(|()| {
+        copy_entries(&ctx, &dest, src, &mut tree, lanes, &placement, progress, stop)
+    });
     // Final owners, attributes, modes and times on every path out, deepest first (creating
     // entries changes a directory's mtime; a default ACL set early would be inherited by the
     // copies), for the directories this copy created.
@@ -294,7 +299,7 @@ fn copy_entries(
     src: &Path,
     tree: &mut Walk,
     lanes: usize,
-    cpus: &[usize],
+    placement: &Placement,
     progress: &(dyn Fn(u64, u64) + Sync),
     stop: &StopSignal,
 ) -> Result<EntriesCopied, CopyError> {
@@ -306,7 +311,7 @@ fn copy_entries(
     // and nothing else touches a symlink's name.
     let (links, files) = std::thread::scope(|scope| {
         let links = scope.spawn(|| make_links(ctx, dest, src, &tree.links, link_meta));
-        let files = copy_files(ctx, dest, src, runs, lanes, cpus, progress, stop);
+        let files = copy_files(ctx, dest, src, runs, lanes, placement, progress, stop);
         let links = links.join().unwrap_or_else(|_| {
             Err(CopyError::io("making symlinks", std::io::Error::other("the thread panicked")))
         });
@@ -606,7 +611,7 @@ fn copy_files(
     src: &Path,
     runs: Vec<Vec<FileJob>>,
     lanes: usize,
-    cpus: &[usize],
+    placement: &Placement,
     progress: &(dyn Fn(u64, u64) + Sync),
     stop: &StopSignal,
 ) -> Result<FilesCopied, CopyError> {
@@ -623,21 +628,15 @@ fn copy_files(
         failed: StopSignal::new(),
         second_names: Mutex::default(),
     };
-    std::thread::scope(|scope| {
-        for lane in 0..lanes {
-            let (shared, keep) = (&shared, &keep);
-            let cpu = (!cpus.is_empty()).then(|| cpus[lane % cpus.len()]);
-            scope.spawn(move || {
-                if let Some(cpu) = cpu {
-                    let _ = pin_current_thread(cpu);
-                }
-                lane_loop(ctx, dest, src, shared, keep, progress, stop);
-            });
-        }
+    // A lane that cannot be pinned raises `failed`, so the others stop early.
+    let pinned = run_scoped("copy", lanes, placement, &shared.failed, |_| {
+        lane_loop(ctx, dest, src, &shared, &keep, progress, stop);
+        Ok(())
     });
     if let Some(e) = shared.first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
+    pinned.map_err(|e| CopyError::io("a copy lane failed", e))?;
     if stop.is_stopped() {
         return Err(CopyError::Interrupted(ctx.root.into()));
     }
@@ -660,4 +659,30 @@ fn copy_files(
         lanes,
         hard_links,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tree lanes pinned with the error dropped: a CPU that is not there meant an
+    /// unpinned copy and no word of it. The CPUs are checked before anything is made.
+    #[test]
+    fn a_cpu_that_is_not_online_is_refused_before_anything_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("src/sub")).unwrap();
+        std::fs::create_dir(tmp.path().join("dst")).unwrap();
+        std::fs::write(tmp.path().join("src/sub/file"), b"bytes").unwrap();
+        let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+        let copy = |cpus: &[usize]| {
+            copy_tree(&src, &dst, &CopyOptions::default(), 2, cpus, &|_, _| {}, &StopSignal::new())
+        };
+        let err = copy(&[0, 100_000]).unwrap_err();
+        assert!(matches!(err, CopyError::Pin(_)), "{err}");
+        assert!(err.to_string().contains("CPU 100000 does not exist or is offline"), "{err}");
+        assert_eq!(std::fs::read_dir(&dst).unwrap().count(), 0, "nothing left behind");
+        let report = copy(&[0]).unwrap();
+        assert_eq!(report.files, 1);
+        assert_eq!(std::fs::read(dst.join("src/sub/file")).unwrap(), b"bytes");
+    }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 /// Ids below this live in the vector: one id far out costs at most this many empty slots.
 /// The same bound as the flows a UDP receiver tracks, which is what feeds these maps from the
 /// network.
-const DENSE: u32 = crate::udp::MAX_TRACKED_FLOWS as u32;
+const DENSE: u32 = super::MAX_TRACKED_FLOWS as u32;
 
 #[derive(Debug, Clone)]
 pub struct FlowMap<T> {

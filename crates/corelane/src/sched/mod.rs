@@ -25,6 +25,11 @@ pub mod workload;
 pub use dispatch::{Dispatcher, Event, Placement};
 pub use policy::Kind;
 
+/// The flow ids tracked one by one: a UDP receiver's sequence accounting and the dispatcher's
+/// per-flow maps take ids below it; a datagram with a higher id counts as foreign (it would
+/// otherwise grow those maps at a peer's will).
+pub const MAX_TRACKED_FLOWS: usize = 1 << 16;
+
 /// A simulation or workload option no run can be made of; names the option and the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {

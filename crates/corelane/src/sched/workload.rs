@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::ConfigError;
 
 /// The most flows a workload may have: as many as a UDP receiver tracks.
-const MAX_FLOWS: usize = crate::udp::MAX_TRACKED_FLOWS;
+const MAX_FLOWS: usize = super::MAX_TRACKED_FLOWS;
 
 /// A traffic shape.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -120,16 +120,40 @@ pub(crate) fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
     bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
 }
 
-/// Reads entry `key` of a per-CPU array of u64 counters, summed over CPUs.
-pub(crate) fn percpu_sum_u64(map: BorrowedFd<'_>, key: u32, cpus: usize) -> io::Result<u64> {
-    // The kernel writes one 8-byte slot per possible CPU.
-    let mut values = vec![0u64; cpus.max(1)];
+/// Reads entry `key` of a per-CPU array of u64 counters, summed over CPUs. The kernel writes
+/// one value per possible CPU, so the map is checked to be such an array (4-byte keys, 8-byte
+/// values) and the buffer has a slot for every CPU this machine may ever bring up.
+pub(crate) fn percpu_sum_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<u64> {
+    // struct bpf_map_info: type at 0, key_size at 8, value_size at 12.
+    let mut info = [0u8; 24];
+    obj_info(map, &mut info)?;
+    if u32_in(&info, 0) != MAP_PERCPU_ARRAY || u32_in(&info, 8) != 4 || u32_in(&info, 12) != 8 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a per-CPU array of u64 counters with u32 keys",
+        ));
+    }
+    let mut values = vec![0u64; possible_cpus()?];
     let mut attr = Attr::default();
     attr.u32_at(0, raw(map))
         .u64_at(8, &key as *const u32 as u64)
         .u64_at(16, values.as_mut_ptr() as u64);
     bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
     Ok(values.iter().sum())
+}
+
+/// One past the highest CPU the kernel may ever bring up (/sys/devices/system/cpu/possible,
+/// "0-3" or "0,2-7"): at least the number of slots a per-CPU map value has. Read once.
+fn possible_cpus() -> io::Result<usize> {
+    static POSSIBLE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let parse = || {
+        let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+        let max = text.trim().split([',', '-']).map(|n| n.parse::<usize>().ok()).max()??;
+        Some(max + 1)
+    };
+    POSSIBLE.get_or_init(parse).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, "cannot read /sys/devices/system/cpu/possible")
+    })
 }
 
 /// Loads an XDP program (`BPF_PROG_LOAD`); on refusal the verifier's log is in the error.
@@ -258,5 +282,26 @@ mod tests {
         assert_eq!(u32_in(&a.0, 4), 2);
         assert_eq!(u32_in(&a.0, 12), 3);
         assert_eq!(&a.0[28..44], b"abcdefghijklmno\0");
+    }
+
+    /// The kernel writes a per-CPU value for every possible CPU: a map whose values are wider
+    /// than 8 bytes (or any other kind of map) would overrun the reader's buffer, so it is
+    /// refused before the lookup; the right map reads back its sum.
+    #[test]
+    fn a_per_cpu_read_refuses_a_map_whose_values_would_overrun_the_buffer() {
+        let wide = match map_create(MAP_PERCPU_ARRAY, 4, 64, 1, "cl_test_wide") {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!("skipped: cannot create a BPF map here ({e})");
+                return;
+            }
+        };
+        use std::os::fd::AsFd;
+        let err = percpu_sum_u64(wide.as_fd(), 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        let xsk = map_create(MAP_XSKMAP, 4, 4, 1, "cl_test_xsk").unwrap();
+        assert!(percpu_sum_u64(xsk.as_fd(), 0).is_err());
+        let counters = map_create(MAP_PERCPU_ARRAY, 4, 8, 1, "cl_test_ok").unwrap();
+        assert_eq!(percpu_sum_u64(counters.as_fd(), 0).unwrap(), 0);
     }
 }

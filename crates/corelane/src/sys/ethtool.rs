@@ -31,11 +31,24 @@ struct IfReq {
     _rest: [u8; 16],
 }
 
-/// Runs one ethtool command on `ifname`; `cmd` is the command's whole struct (fixed size,
-/// first field `cmd`).
-fn ethtool<T>(ifname: &str, cmd: &mut T) -> io::Result<()> {
-    // SAFETY: every `T` used here is the complete, fixed-size struct of its command, so the
-    // kernel reads and writes within `*cmd`.
+/// The fixed-size struct of an ethtool command, its `cmd` field first.
+///
+/// # Safety
+/// For every command this module puts in its `cmd` field, the kernel reads and writes within
+/// the struct (so it is the command's complete struct), and any bytes make a valid value.
+unsafe trait Command {}
+
+// SAFETY: struct ethtool_channels, complete, all u32s; ETHTOOL_{G,S}CHANNELS only.
+unsafe impl Command for Channels {}
+// SAFETY: struct ethtool_coalesce, complete, all u32s; ETHTOOL_{G,S}COALESCE only.
+unsafe impl Command for CoalesceRaw {}
+// SAFETY: the head of struct ethtool_rxnfc, all ETHTOOL_{G,S}RXFH copy; integers only.
+unsafe impl Command for RxFlowHash {}
+
+/// Runs one ethtool command on `ifname`; `cmd` is the command's whole struct.
+fn ethtool<T: Command>(ifname: &str, cmd: &mut T) -> io::Result<()> {
+    // SAFETY: a `Command` is the complete struct of its command, so the kernel reads and
+    // writes within `*cmd`.
     unsafe { ethtool_raw(ifname, (cmd as *mut T).cast()) }
 }
 
@@ -52,6 +65,7 @@ unsafe fn ethtool_raw(ifname: &str, cmd: *mut libc::c_void) -> io::Result<()> {
             format!("bad interface name {ifname:?}"),
         ));
     }
+    // SAFETY: no pointer arguments.
     let fd = syscall!(socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
     // SAFETY: socket() returned a new descriptor that nothing else owns.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -59,6 +73,8 @@ unsafe fn ethtool_raw(ifname: &str, cmd: *mut libc::c_void) -> io::Result<()> {
     for (dst, src) in req.name.iter_mut().zip(ifname.bytes()) {
         *dst = src as libc::c_char;
     }
+    // SAFETY: `req` (on this frame) is a struct ifreq whose data pointer is `cmd`, which the
+    // caller keeps large enough for the command (this function's contract).
     syscall!(ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq)).map(drop)
 }
 

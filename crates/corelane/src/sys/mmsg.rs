@@ -83,6 +83,15 @@ impl Messages {
 /// A batch of receive buffers for recvmmsg.
 pub(crate) struct MmsgRecv(Messages);
 
+impl std::fmt::Debug for MmsgRecv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmsgRecv")
+            .field("batch", &self.batch())
+            .field("slot", &self.0.slot)
+            .finish()
+    }
+}
+
 impl MmsgRecv {
     /// `batch` messages of `slot` bytes each. The caller checks `1..=MAX_BATCH`.
     pub(crate) fn new(batch: usize, slot: usize) -> Self {
@@ -108,6 +117,9 @@ impl MmsgRecv {
             hdr.msg_hdr.msg_flags = 0;
             iov.iov_len = slot;
         }
+        // SAFETY: every header points at this struct's own buffer (its iovec of `slot` bytes),
+        // control area (CONTROL_SPACE bytes) and address (a sockaddr_storage), all alive and
+        // unaliased for the call; the count is the header array's length; no timeout.
         let n = syscall!(recvmmsg(
             fd.as_raw_fd(),
             self.0.headers.as_mut_ptr(),
@@ -283,6 +295,8 @@ impl MmsgSend {
     /// One sendmmsg call for the first `count` messages; returns how many the kernel took.
     pub(crate) fn send(&mut self, fd: BorrowedFd<'_>, count: usize) -> io::Result<usize> {
         let count = count.min(self.0.headers.len());
+        // SAFETY: `count` is at most the header array's length; each header points at this
+        // struct's own iovec (within its slot), control area or none, and no address.
         let n = syscall!(sendmmsg(
             fd.as_raw_fd(),
             self.0.headers.as_mut_ptr(),

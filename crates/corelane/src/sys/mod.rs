@@ -14,10 +14,11 @@ pub(crate) mod uring;
 pub(crate) mod usage;
 pub(crate) mod xsk;
 
-/// Turns a libc `-1` return into the thread's `errno` as an `io::Error`.
+/// Turns a libc `-1` return into the thread's `errno` as an `io::Error`. Every use carries
+/// its own `// SAFETY:` line saying why its arguments meet the call's contract.
 macro_rules! syscall {
     ($fn:ident ( $($arg:expr),* $(,)* ) ) => {{
-        // SAFETY: the caller passes arguments that satisfy the syscall's contract (see each use).
+        // SAFETY: the call site's `SAFETY:` line shows its arguments meet the contract.
         let res = unsafe { libc::$fn($($arg, )*) };
         if res == -1 {
             Err(std::io::Error::last_os_error())
@@ -27,3 +28,18 @@ macro_rules! syscall {
     }};
 }
 pub(crate) use syscall;
+
+/// Plain data the kernel may read or fill in: every bit pattern is a valid value, and it
+/// holds no pointer or reference. The socket-option wrappers take only such types, so no
+/// safe function here lets the kernel write into an arbitrary `T`. Our own trait, not
+/// bytemuck's `Pod`, because the types are libc's, for which a foreign trait cannot be
+/// implemented.
+///
+/// # Safety
+/// Implement it only for integers and `#[repr(C)]` structs (or arrays) of integers.
+pub(crate) unsafe trait Plain: Sized {}
+
+// SAFETY: integers: every bit pattern is a value.
+unsafe impl Plain for i32 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}

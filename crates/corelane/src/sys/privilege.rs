@@ -64,14 +64,18 @@ pub(crate) fn user_name(uid: u32) -> Option<String> {
 /// Empties the supplementary groups, then sets the real, effective and saved gid, then uid,
 /// of every thread of the process.
 pub(crate) fn become_user(ids: Ids) -> io::Result<()> {
+    // SAFETY: an empty list (count 0, null pointer) is read from nothing.
     syscall!(setgroups(0, std::ptr::null()))?;
+    // SAFETY: no pointer arguments.
     syscall!(setgid(ids.gid))?;
+    // SAFETY: no pointer arguments.
     syscall!(setuid(ids.uid))?;
     Ok(())
 }
 
 /// Tries setuid(0) (it must fail once root is given up) and says whether it succeeded.
 pub(crate) fn can_become_root() -> bool {
+    // SAFETY: no pointer arguments.
     syscall!(setuid(0)).is_ok()
 }
 
@@ -79,8 +83,11 @@ pub(crate) fn can_become_root() -> bool {
 pub(crate) fn current_ids() -> io::Result<([u32; 3], [u32; 3], usize)> {
     let (mut ru, mut eu, mut su) = (0, 0, 0);
     let (mut rg, mut eg, mut sg) = (0, 0, 0);
+    // SAFETY: three uid_t on this frame, each written once.
     syscall!(getresuid(&mut ru, &mut eu, &mut su))?;
+    // SAFETY: three gid_t on this frame, each written once.
     syscall!(getresgid(&mut rg, &mut eg, &mut sg))?;
+    // SAFETY: size 0 asks only for the count; nothing is written through the null pointer.
     let groups = syscall!(getgroups(0, std::ptr::null_mut()))?;
     Ok(([ru, eu, su], [rg, eg, sg], groups as usize))
 }

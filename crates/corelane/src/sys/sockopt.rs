@@ -12,6 +12,7 @@ fn set_int(
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
+    // SAFETY: the kernel reads one c_int from `value`, on this frame for the call.
     syscall!(setsockopt(
         fd.as_raw_fd(),
         level,
@@ -71,6 +72,7 @@ pub(crate) fn set_prefer_busy_poll(fd: BorrowedFd<'_>, on: bool) -> io::Result<(
 pub(crate) fn incoming_napi_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut value: libc::c_uint = 0;
     let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` (one c_uint) bytes into `value`.
     syscall!(getsockopt(
         fd.as_raw_fd(),
         libc::SOL_SOCKET,
@@ -108,6 +110,8 @@ pub(crate) fn steer_reuseport_by_cpu(fd: BorrowedFd<'_>, lane_cpus: &[usize]) ->
         io::Error::new(io::ErrorKind::InvalidInput, "too many lanes for a BPF program")
     })?;
     let fprog = libc::sock_fprog { len, filter: program.as_mut_ptr() };
+    // SAFETY: `fprog` points at `program`, `len` instructions alive for the call; the kernel
+    // copies them.
     syscall!(setsockopt(
         fd.as_raw_fd(),
         libc::SOL_SOCKET,

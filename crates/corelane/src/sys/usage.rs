@@ -19,6 +19,7 @@ fn tv(t: libc::timeval) -> Duration {
 fn rusage(who: libc::c_int) -> CpuUsage {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // getrusage only fails for an invalid `who` or pointer; both are correct here.
+    // SAFETY: the kernel fills the one rusage `ru` points at.
     match syscall!(getrusage(who, ru.as_mut_ptr())) {
         Ok(_) => {
             // SAFETY: getrusage returned 0, so it filled the whole struct.

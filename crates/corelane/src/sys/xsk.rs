@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::syscall;
+use super::{syscall, Plain};
 
 const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
@@ -168,12 +168,19 @@ impl std::fmt::Debug for XskSocket {
     }
 }
 
-fn setsockopt<T>(
+// SAFETY: a repr(C) struct of u64s and u32s (struct xdp_umem_reg).
+unsafe impl Plain for libc::xdp_umem_reg {}
+// SAFETY: six u64s.
+unsafe impl Plain for Stats {}
+
+fn setsockopt<T: Plain>(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
     v: &T,
 ) -> io::Result<()> {
+    // SAFETY: the kernel reads at most `size_of::<T>()` bytes from `v`, which is borrowed for
+    // the call; a `Plain` value has no pointer the kernel could follow.
     syscall!(setsockopt(
         fd.as_raw_fd(),
         level,
@@ -184,19 +191,22 @@ fn setsockopt<T>(
     .map(drop)
 }
 
-fn getsockopt<T: Default>(
+fn getsockopt<T: Plain + Default>(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
 ) -> io::Result<T> {
     let mut v = T::default();
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` (the size of `v`) bytes into `v`, and any bytes
+    // make a valid `Plain` value.
     syscall!(getsockopt(fd.as_raw_fd(), level, name, (&mut v as *mut T).cast(), &mut len))?;
     Ok(v)
 }
 
 /// Whether this kernel has AF_XDP sockets at all.
 pub(crate) fn af_xdp_available() -> io::Result<()> {
+    // SAFETY: no pointer arguments.
     let fd = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
     // SAFETY: socket returned a new descriptor nobody else owns.
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -208,6 +218,7 @@ impl XskSocket {
     /// four rings and binds to the queue. Errors keep the kernel's errno (ENOBUFS: UMEM over
     /// RLIMIT_MEMLOCK; EOPNOTSUPP with zero-copy: the driver has no XSK buffer pool).
     pub(crate) fn bind(c: &XskConfig) -> io::Result<Self> {
+        // SAFETY: no pointer arguments.
         let raw = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
         // SAFETY: socket returned a new descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -277,6 +288,7 @@ impl XskSocket {
             sxdp_queue_id: c.queue,
             sxdp_shared_umem_fd: 0,
         };
+        // SAFETY: `addr` is a sockaddr_xdp on this frame and the length is its size.
         syscall!(bind(
             socket.fd.as_raw_fd(),
             (&addr as *const libc::sockaddr_xdp).cast(),
@@ -291,6 +303,7 @@ impl XskSocket {
     fn offsets(fd: BorrowedFd<'_>) -> io::Result<libc::xdp_mmap_offsets> {
         let mut off = std::mem::MaybeUninit::<libc::xdp_mmap_offsets>::zeroed();
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes, the size of `off`, into it.
         syscall!(getsockopt(
             fd.as_raw_fd(),
             libc::SOL_XDP,
@@ -365,6 +378,7 @@ impl XskSocket {
     /// Waits up to `timeout_ms` for frames (poll), which also wakes the kernel's RX side.
     pub(crate) fn wait(&self, timeout_ms: i32) -> io::Result<()> {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd on this frame, and the count says one.
         match syscall!(poll(&mut pfd, 1, timeout_ms)) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
@@ -418,6 +432,7 @@ impl XskSocket {
         // the ring, whether or not this call queued any.
         let pending = self.tx.local != self.tx.index(self.tx.consumer).load(Ordering::Acquire);
         if pending && (!self.zerocopy || self.tx.needs_wakeup()) {
+            // SAFETY: no buffer and no address (null with length 0): a wake-up of the TX side.
             match syscall!(sendto(
                 self.fd.as_raw_fd(),
                 std::ptr::null(),

@@ -23,12 +23,11 @@ use socket2::{Domain, Socket, Type};
 
 use super::counters::bump;
 use super::TcpError;
-use crate::lane::{LaneSet, Placement, StopSignal};
-use crate::stats::Ticker;
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::stats::latency::{new_histogram, record};
+use crate::stats::Percentiles;
 
 const EVENTS: usize = 256;
-/// Latencies above this are recorded as this (an HDR histogram needs a bound).
-const MAX_LATENCY_NS: u64 = 60_000_000_000;
 /// Headers a response may carry.
 const MAX_HEADERS: usize = 32;
 
@@ -112,19 +111,17 @@ pub struct Latency {
 }
 
 impl Latency {
+    /// The percentiles of `h` under wrk's names.
     fn of(h: &Histogram<u64>) -> Self {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        if h.is_empty() {
-            return Self::default();
-        }
+        let p = Percentiles::of(h);
         Self {
-            p50_us: us(h.value_at_quantile(0.50)),
-            p90_us: us(h.value_at_quantile(0.90)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            max_us: us(h.max()),
-            mean_us: h.mean() / 1000.0,
-            p9999_us: us(h.value_at_quantile(0.9999)),
+            p50_us: p.p50,
+            p90_us: p.p90,
+            p99_us: p.p99,
+            p999_us: p.p99_9,
+            max_us: p.max,
+            mean_us: p.mean,
+            p9999_us: p.p99_99,
         }
     }
 }
@@ -156,7 +153,7 @@ pub struct LoadSummary {
 pub fn run(
     config: &LoadConfig,
     stop: &StopSignal,
-    mut each_second: impl FnMut(&LoadInterval),
+    each_second: impl FnMut(&LoadInterval),
 ) -> Result<LoadSummary, TcpError> {
     if config.lanes == 0 {
         return Err(TcpError::NoLanes);
@@ -173,7 +170,8 @@ pub fn run(
     config.placement.check()?;
     let lane_stop = StopSignal::new();
     let request = Arc::new(config.request_bytes());
-    let started = Instant::now();
+    // Lanes end by themselves once their share of `requests` is answered.
+    let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(Some(config.duration));
     let mut lanes = LaneSet::new("load", lane_stop.clone());
     let mut counters = Vec::with_capacity(config.lanes);
     for index in 0..config.lanes {
@@ -197,36 +195,13 @@ pub fn run(
             .spawn(cpu, move || client.run(&stop))
             .map_err(|e| TcpError::io("cannot start a load lane", e))?;
     }
-    let responses = |c: &[Arc<LoadCounters>]| -> (u64, u64) {
-        c.iter().fold((0, 0), |(r, e), c| {
-            (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
-        })
-    };
-    let mut last_responses = 0u64;
-    let end = started + config.duration;
-    let mut ticker = Ticker::every(Duration::from_secs(1));
-    loop {
-        let done = lanes.all_finished();
-        if stop.is_stopped() || Instant::now() >= end || done {
-            break;
-        }
-        if let Some(tick) = ticker.wait(Some(end)) {
-            let (total, errors) = responses(&counters);
-            each_second(&LoadInterval {
-                index: tick.index,
-                at_secs: tick.since_start.as_secs_f64(),
-                requests_per_sec: (total - last_responses) as f64 / tick.since_last.as_secs_f64(),
-                responses: total,
-                errors,
-            });
-            last_responses = total;
-        }
-    }
-    lane_stop.stop();
-    let seconds = started.elapsed().as_secs_f64();
-    let mut merged = crate::stats::latency::new_histogram();
-    let mut uncorrected = crate::stats::latency::new_histogram();
-    for lane in lanes.join().map_err(|e| TcpError::io("a load lane failed", e))? {
+    let (_, stopped) =
+        monitor.watch(&[&lanes], &mut LoadWatch { counters: &counters, last: 0, each_second });
+    let seconds = stopped.elapsed.as_secs_f64();
+    let mut merged = new_histogram();
+    let mut uncorrected = new_histogram();
+    let (joined, _) = monitor.join(lanes).map_err(|e| TcpError::io("a load lane failed", e))?;
+    for lane in joined {
         let _ = merged.add(&lane.value.0);
         let _ = uncorrected.add(&lane.value.1);
     }
@@ -250,6 +225,29 @@ pub fn run(
         return Err(TcpError::NoResponses { target: config.target, errors: summary.errors });
     }
     Ok(summary)
+}
+
+/// [`run`]'s seconds: the responses and errors the lanes counted.
+struct LoadWatch<'a, F> {
+    counters: &'a [Arc<LoadCounters>],
+    last: u64,
+    each_second: F,
+}
+
+impl<F: FnMut(&LoadInterval)> Watch for LoadWatch<'_, F> {
+    fn second(&mut self, second: &Second) {
+        let (total, errors) = self.counters.iter().fold((0, 0), |(r, e), c| {
+            (r + c.responses.load(Ordering::Relaxed), e + c.errors.load(Ordering::Relaxed))
+        });
+        (self.each_second)(&LoadInterval {
+            index: second.tick.index,
+            at_secs: second.tick.since_start.as_secs_f64(),
+            requests_per_sec: (total - self.last) as f64 / second.tick.since_last.as_secs_f64(),
+            responses: total,
+            errors,
+        });
+        self.last = total;
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -336,7 +334,7 @@ impl LaneClients {
                 due_at: now,
             })
             .collect();
-        let latency = crate::stats::latency::new_histogram();
+        let latency = new_histogram();
         Ok(Self {
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             target: config.target,
@@ -347,7 +345,7 @@ impl LaneClients {
             quota,
             counters,
             latency,
-            uncorrected: crate::stats::latency::new_histogram(),
+            uncorrected: new_histogram(),
             pace: rate.map(|rate| Pace { rate, start: now, next: 0, ready: Vec::new() }),
         })
     }
@@ -391,8 +389,8 @@ impl LaneClients {
             }
         }
         Ok((
-            std::mem::replace(&mut self.latency, crate::stats::latency::new_histogram()),
-            std::mem::replace(&mut self.uncorrected, crate::stats::latency::new_histogram()),
+            std::mem::replace(&mut self.latency, new_histogram()),
+            std::mem::replace(&mut self.uncorrected, new_histogram()),
         ))
     }
 
@@ -650,10 +648,10 @@ impl LaneClients {
             return None;
         }
         let ns = now.duration_since(c.due_at).as_nanos() as u64;
-        let _ = self.latency.record(ns.clamp(1, MAX_LATENCY_NS));
+        record(&mut self.latency, ns);
         if self.pace.is_some() {
             let ns = now.duration_since(c.sent_at).as_nanos() as u64;
-            let _ = self.uncorrected.record(ns.clamp(1, MAX_LATENCY_NS));
+            record(&mut self.uncorrected, ns);
         }
         bump(&self.counters.responses, 1);
         let c = &mut self.clients[i];

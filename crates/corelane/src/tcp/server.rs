@@ -5,7 +5,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
 
@@ -14,7 +14,7 @@ use super::counters::{ServerCounters, ServerTotals};
 use super::epoll::EpollLane;
 use super::uring::UringLane;
 use super::TcpError;
-use crate::lane::{LaneSet, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::reuseport::{self, ReuseportGroup};
 use crate::sys::{socket_ring, sockopt};
 
@@ -44,11 +44,30 @@ pub struct ServeSummary {
     pub bytes_per_connection: Option<f64>,
 }
 
-fn per_request_us(cpu: Duration, requests: u64) -> f64 {
-    if requests == 0 {
-        0.0
-    } else {
-        cpu.as_secs_f64() * 1e6 / requests as f64
+/// [`Server::run`]'s seconds: each one's requests, errors and CPU from the lanes' counters.
+struct ServeWatch<'a, F> {
+    counters: &'a [Arc<ServerCounters>],
+    last: ServerTotals,
+    /// At the last second that had any connection open.
+    bytes_per_connection: Option<f64>,
+    on_interval: F,
+}
+
+impl<F: FnMut(&ServeInterval)> Watch for ServeWatch<'_, F> {
+    fn second(&mut self, second: &Second) {
+        let (totals, last) = (ServerTotals::of(self.counters), self.last);
+        let requests = totals.requests - last.requests;
+        (self.on_interval)(&ServeInterval {
+            index: second.tick.index,
+            requests_per_sec: requests as f64 / second.tick.since_last.as_secs_f64(),
+            open: totals.open,
+            client_errors: totals.client_errors - last.client_errors,
+            server_errors: totals.server_errors - last.server_errors,
+            cpu_us_per_request: second.cpu_ns_per(requests) / 1000.0,
+            bytes_per_connection: totals.bytes_per_connection(),
+        });
+        self.bytes_per_connection = totals.bytes_per_connection().or(self.bytes_per_connection);
+        self.last = totals;
     }
 }
 
@@ -198,46 +217,29 @@ impl Server {
 
     /// Serves until the stop signal is raised or `duration` has passed, calling
     /// `on_interval` once a second; then drains and returns the summary. CPU per request is
-    /// this process's exact runtime (CLOCK_PROCESS_CPUTIME_ID) over the requests answered.
+    /// this process's exact runtime (CLOCK_PROCESS_CPUTIME_ID) over the requests answered,
+    /// the drain included.
     pub fn run(
         self,
         duration: Option<Duration>,
-        mut on_interval: impl FnMut(&ServeInterval),
+        on_interval: impl FnMut(&ServeInterval),
     ) -> Result<ServeSummary, TcpError> {
         let stop = self.lanes.stop_signal().clone();
-        let cpu_at_start = crate::stats::process_runtime();
-        let mut ticker = crate::stats::Ticker::every(Duration::from_secs(1));
-        let started = ticker.start();
-        let end = duration.map(|d| started + d);
-        let (mut last, mut last_cpu) = (ServerTotals::default(), cpu_at_start);
-        let mut bytes_per_connection = None;
-        while !stop.is_stopped() && !self.any_lane_finished() {
-            if end.is_some_and(|end| Instant::now() >= end) {
-                break;
-            }
-            if let Some(tick) = ticker.wait(end) {
-                let (totals, cpu) = (self.totals(), crate::stats::process_runtime());
-                let requests = totals.requests - last.requests;
-                on_interval(&ServeInterval {
-                    index: tick.index,
-                    requests_per_sec: requests as f64 / tick.since_last.as_secs_f64(),
-                    open: totals.open,
-                    client_errors: totals.client_errors - last.client_errors,
-                    server_errors: totals.server_errors - last.server_errors,
-                    cpu_us_per_request: per_request_us(cpu.saturating_sub(last_cpu), requests),
-                    bytes_per_connection: totals.bytes_per_connection(),
-                });
-                bytes_per_connection = totals.bytes_per_connection().or(bytes_per_connection);
-                (last, last_cpu) = (totals, cpu);
-            }
-        }
-        stop.stop();
-        let totals = self.wait()?;
-        let cpu_total = crate::stats::process_runtime().saturating_sub(cpu_at_start);
+        let mut monitor = Monitor::new(&stop, LanesEnd::AnyFinished).until(duration);
+        let mut watch = ServeWatch {
+            counters: &self.counters,
+            last: ServerTotals::default(),
+            bytes_per_connection: None,
+            on_interval,
+        };
+        monitor.watch(&[&self.lanes], &mut watch);
+        let bytes_per_connection = watch.bytes_per_connection;
+        let (_, usage) = monitor.join(self.lanes).map_err(|e| TcpError::io("a lane failed", e))?;
+        let totals = ServerTotals::of(&self.counters);
         Ok(ServeSummary {
-            seconds: started.elapsed().as_secs_f64(),
+            seconds: usage.elapsed.as_secs_f64(),
             totals,
-            cpu_us_per_request: per_request_us(cpu_total, totals.requests),
+            cpu_us_per_request: usage.cpu_ns_per(totals.requests) / 1000.0,
             bytes_per_connection,
         })
     }

@@ -156,51 +156,7 @@ impl UringLane {
                 }
             }
             Completion::Received { slot, buffer, len, more } => {
-                let bytes = self.ring.buffer(buffer, len);
-                let draining = self.drain_deadline.is_some();
-                let cap = self.responder.limits.max_pending_output;
-                let mut pause = false;
-                if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
-                    if !conn.closing {
-                        if conn.exchange.input.is_empty() {
-                            conn.exchange.input = self.inputs.take();
-                        }
-                        if conn.exchange.output.capacity() == 0 {
-                            conn.exchange.output = self.outputs.take();
-                        }
-                        conn.exchange.append(bytes);
-                        conn.last_active = now;
-                        answer(
-                            &mut conn.exchange,
-                            &mut self.responder,
-                            &self.counters,
-                            draining,
-                            now,
-                        );
-                    }
-                    conn.recv_armed = more;
-                    // The peer is not reading what it asked for (or its requests wait unparsed
-                    // behind a full output): stop taking its bytes.
-                    let backlog = conn.exchange.filled >= self.responder.limits.max_header_bytes;
-                    if !conn.recv_paused && (conn.pending_output() >= cap || backlog) {
-                        conn.recv_paused = true;
-                        pause = more;
-                    }
-                }
-                self.ring.give_back(buffer);
-                if pause {
-                    self.ring.cancel_receive(slot)?;
-                }
-                let rearm = slot_mut(&mut self.conns, slot)
-                    .is_some_and(|c| !c.recv_armed && !c.closing && !c.recv_paused);
-                if rearm {
-                    self.ring.receive(slot)?;
-                    if let Some(c) = slot_mut(&mut self.conns, slot) {
-                        c.recv_armed = true;
-                    }
-                }
-                self.flush(slot)?;
-                self.reclaim(slot);
+                self.on_received(slot, buffer, len, more, now)?;
             }
             Completion::RecvEnded { slot, result, .. } => {
                 let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
@@ -255,6 +211,58 @@ impl UringLane {
             // Datagram completions: this lane arms none.
             Completion::Done | Completion::ReceivedFrom { .. } | Completion::Replied { .. } => {}
         }
+        Ok(())
+    }
+
+    /// Bytes in a provided buffer: answered, the buffer given back, the receive paused when
+    /// the peer is not reading (or re-armed when the multishot ended), the answers sent.
+    fn on_received(
+        &mut self,
+        slot: u32,
+        buffer: u16,
+        len: usize,
+        more: bool,
+        now: Instant,
+    ) -> io::Result<()> {
+        let bytes = self.ring.buffer(buffer, len);
+        let draining = self.drain_deadline.is_some();
+        let cap = self.responder.limits.max_pending_output;
+        let mut pause = false;
+        if let Some(conn) = self.conns.get_mut(slot as usize).and_then(Option::as_mut) {
+            if !conn.closing {
+                if conn.exchange.input.is_empty() {
+                    conn.exchange.input = self.inputs.take();
+                }
+                if conn.exchange.output.capacity() == 0 {
+                    conn.exchange.output = self.outputs.take();
+                }
+                conn.exchange.append(bytes);
+                conn.last_active = now;
+                answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
+            }
+            conn.recv_armed = more;
+            // The peer is not reading what it asked for (or its requests wait unparsed
+            // behind a full output): stop taking its bytes.
+            let backlog = conn.exchange.filled >= self.responder.limits.max_header_bytes;
+            if !conn.recv_paused && (conn.pending_output() >= cap || backlog) {
+                conn.recv_paused = true;
+                pause = more;
+            }
+        }
+        self.ring.give_back(buffer);
+        if pause {
+            self.ring.cancel_receive(slot)?;
+        }
+        let rearm = slot_mut(&mut self.conns, slot)
+            .is_some_and(|c| !c.recv_armed && !c.closing && !c.recv_paused);
+        if rearm {
+            self.ring.receive(slot)?;
+            if let Some(c) = slot_mut(&mut self.conns, slot) {
+                c.recv_armed = true;
+            }
+        }
+        self.flush(slot)?;
+        self.reclaim(slot);
         Ok(())
     }
 

@@ -438,12 +438,7 @@ mod tests {
                 IrqPlacement { irq: 38, name: "virtio2-input.0".into(), cpu: 0 },
                 IrqPlacement { irq: 39, name: "virtio2-output.0".into(), cpu: 0 },
             ],
-            queue_count: None,
-            rx_flow_hash: vec![],
-            rx_usecs: None,
-            notes: vec![],
-            lower: vec![],
-            addresses: Vec::new(),
+            ..Plan::default()
         };
         (root, plan)
     }

@@ -51,7 +51,7 @@ pub struct FlowHash {
 }
 
 /// A proposed partition, readable and editable as TOML or JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub nic: String,
     pub policy: String,
@@ -92,7 +92,7 @@ pub struct Plan {
 }
 
 /// The settings of one device: the top level of a [`Plan`] or one of its `lower` devices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicePlan {
     pub nic: String,
     pub rps_cpus: String,
@@ -188,15 +188,8 @@ pub fn plan_stack(
             if names.len() == 1 { "it" } else { "them" },
             nic.name
         ));
-        let top = DevicePlan {
-            nic: nic.name.clone(),
-            rps_cpus: "0".into(),
-            xps_cpus: Vec::new(),
-            irqs: Vec::new(),
-            queue_count: None,
-            rx_flow_hash: Vec::new(),
-            rx_usecs: None,
-        };
+        let top =
+            DevicePlan { nic: nic.name.clone(), rps_cpus: "0".into(), ..DevicePlan::default() };
         (top, lower.iter().map(|l| device_plan(l, &roles, &mut notes)).collect())
     };
     Ok(Plan {

@@ -3,14 +3,19 @@
 //! SO_REUSEPORT socket per lane, and a payload that lets the receiver check every datagram.
 
 pub mod answer;
+mod backend;
 pub mod budget;
+mod check;
 pub mod dispatch;
 mod echo;
 mod error;
+mod judge;
 mod pace;
 pub mod payload;
 mod ping;
 mod recv;
+mod recv_lane;
+mod recv_report;
 mod send;
 mod send_xdp;
 pub mod sequence;
@@ -18,19 +23,19 @@ mod socket;
 pub mod sockperf;
 pub mod source_check;
 
-pub use echo::{Dropped, Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
+pub use backend::RecvBackend;
+pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
+pub use judge::Dropped;
 pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
-pub use recv::{
-    LaneSummary, OffloadState, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
-    SocketMode, Steering,
-};
+pub use recv::{Receiver, ReceiverConfig};
+pub use recv_report::{LaneSummary, RecvInterval, RecvSummary};
 pub use send::{
     GsoState, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS,
     MAX_PAYLOAD,
 };
 pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
-pub use socket::BusyPollState;
+pub use socket::{BusyPollState, OffloadState, SocketMode, Steering};
 
 /// What a datagram of `udp echo` / `udp ping` carries: corelane's checked payload, or
 /// sockperf's header (to cross corelane with sockperf's client and server).

@@ -27,7 +27,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::payload;
 use super::socket::{apply_busy_poll, BusyPollState};
 use super::{sockperf, UdpError, Wire, MAX_PAYLOAD};
-use crate::lane::{LaneSet, Placement, StopSignal};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, SecondDue, StopSignal, Watch};
 use crate::stats::latency::{new_histogram, record};
 use crate::stats::{self, Percentiles};
 use crate::sys::mmsg::MmsgRecv;
@@ -192,32 +192,52 @@ impl Ping {
     pub fn run(
         self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&PingInterval, &Histogram<u64>),
+        on_interval: impl FnMut(&PingInterval, &Histogram<u64>),
     ) -> Result<PingSummary, UdpError> {
         let (tx, rx) = mpsc::channel::<Report>();
         let cpu = self.config.placement.cpu_of(0);
         let lane_stop = StopSignal::new();
+        let second_due = SecondDue::default();
         let mut lanes = LaneSet::new("corelane-ping", lane_stop.clone());
         let Ping { config, sockets, busy_poll } = self;
-        let lane = PingLane::new(config.clone(), sockets, lane_stop.clone(), tx)
+        let warmup = config.warmup;
+        let lane = PingLane::new(config, sockets, lane_stop.clone(), second_due.clone(), tx)
             .map_err(|e| UdpError::io("cannot set up the client", e))?;
         lanes
             .spawn(cpu, move || lane.run())
             .map_err(|e| UdpError::io("cannot start the client lane", e))?;
-        loop {
-            if stop.is_stopped() {
-                lane_stop.stop();
-            }
-            match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok((line, h)) => on_interval(&line, &h),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        let mut joined = lanes.join().map_err(|e| UdpError::io("the client lane failed", e))?;
+        // The lane ends by itself (its duration or count, then the stragglers' timeout); on
+        // Ctrl-C it stops sending and still waits for the stragglers.
+        let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).first_tick_after(warmup);
+        let mut watch = PingWatch { second_due, lines: rx, on_interval };
+        monitor.watch(&[&lanes], &mut watch);
+        let joined = monitor.join(lanes);
+        // The last lines, the partial second's included, before any error of the lane.
+        watch.between();
+        let (mut joined, _) = joined.map_err(|e| UdpError::io("the client lane failed", e))?;
         let mut summary = joined.remove(0).value;
         summary.busy_poll = busy_poll;
         Ok(summary)
+    }
+}
+
+/// [`Ping::run`]'s seconds: the lane keeps each second's histogram and hands it over when
+/// the monitor says the second is due.
+struct PingWatch<F> {
+    second_due: SecondDue,
+    lines: mpsc::Receiver<Report>,
+    on_interval: F,
+}
+
+impl<F: FnMut(&PingInterval, &Histogram<u64>)> Watch for PingWatch<F> {
+    fn between(&mut self) {
+        for (line, h) in self.lines.try_iter() {
+            (self.on_interval)(&line, &h);
+        }
+    }
+
+    fn second(&mut self, _: &Second) {
+        self.second_due.raise();
     }
 }
 
@@ -367,6 +387,8 @@ struct PingLane {
     config: PingConfig,
     sockets: Vec<UdpSocket>,
     stop: StopSignal,
+    /// Raised by the monitor each second (after the warm-up): hand the second's line over.
+    second_due: SecondDue,
     out: mpsc::Sender<Report>,
     flights: Flights,
     message: Vec<u8>,
@@ -380,7 +402,6 @@ struct PingLane {
     /// Warm-up end, measurement end (ns since start).
     measure_from: u64,
     measure_to: u64,
-    next_tick: u64,
     ticks: u64,
     /// When the last message was sent (ns since start): the measured stretch ends there.
     sending_ended: Option<u64>,
@@ -391,6 +412,7 @@ impl PingLane {
         config: PingConfig,
         sockets: Vec<UdpSocket>,
         stop: StopSignal,
+        second_due: SecondDue,
         out: mpsc::Sender<Report>,
     ) -> io::Result<Self> {
         let capacity = match config.mode {
@@ -414,6 +436,7 @@ impl PingLane {
         Ok(Self {
             sockets,
             stop,
+            second_due,
             out,
             flights: Flights::new(capacity),
             // One byte more than sent: a longer reply shows as the wrong size.
@@ -427,7 +450,6 @@ impl PingLane {
             start: Instant::now(),
             measure_from,
             measure_to,
-            next_tick: measure_from + 1_000_000_000,
             ticks: 0,
             sending_ended: None,
             config,
@@ -548,7 +570,7 @@ impl PingLane {
                 self.sending_ended = Some(now);
                 return Ok(());
             }
-            self.tick(now);
+            self.tick();
             if !self.send(None) {
                 // The kernel refused the send (full buffer): give it a moment, do not spin.
                 std::thread::sleep(Duration::from_micros(100));
@@ -612,7 +634,7 @@ impl PingLane {
                 n += 1;
             }
             self.drain()?;
-            self.tick(now);
+            self.tick();
             let (next, now) = (due(n), self.now());
             if next > now {
                 self.wait(next - now)?;
@@ -703,14 +725,10 @@ impl PingLane {
         Ok(())
     }
 
-    /// Sends the second's line once it is due (or the last, partial one when `last`).
-    fn tick(&mut self, now: u64) {
-        if now >= self.next_tick {
+    /// Sends the second's line once the monitor says it is due.
+    fn tick(&mut self) {
+        if self.second_due.take() {
             self.flush_second(false);
-            self.next_tick += 1_000_000_000;
-            if self.next_tick <= now {
-                self.next_tick = now + 1_000_000_000;
-            }
         }
     }
 
@@ -739,6 +757,36 @@ impl PingLane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lane's seconds come when the monitor's tick says so (`SecondDue`): one line a
+    /// second after the warm-up, numbered from 1, the last partial one too, and together they
+    /// hold every measured message and round trip.
+    #[test]
+    fn each_second_is_handed_over_and_the_lines_add_up() {
+        let any_port = "127.0.0.1:0".parse().unwrap();
+        let echo = crate::udp::Echo::bind(crate::udp::EchoConfig::new(any_port)).unwrap();
+        let addr = echo.local_addr();
+        let (stop, echo_stop) = (StopSignal::new(), StopSignal::new());
+        let stop_echo = echo_stop.clone();
+        let server = std::thread::spawn(move || echo.run(&stop_echo, |_| {}).map(|_| ()));
+        let mut config = PingConfig::new(addr, PingMode::UnderLoad { rate: 2000 });
+        config.warmup = Duration::from_millis(300);
+        config.duration = Duration::from_millis(2500);
+        let mut lines = Vec::new();
+        let ping = Ping::connect(config).unwrap();
+        let summary = ping.run(&stop, |line, h| lines.push((line.clone(), h.len()))).unwrap();
+        echo_stop.stop();
+        server.join().unwrap().unwrap();
+        assert!((2..=4).contains(&lines.len()), "{lines:?}");
+        let indices: Vec<u64> = lines.iter().map(|(line, _)| line.index).collect();
+        assert_eq!(indices, (1..=lines.len() as u64).collect::<Vec<_>>());
+        assert_eq!(lines.iter().map(|(line, _)| line.sent).sum::<u64>(), summary.sent);
+        assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), summary.latency.samples);
+        // The first is a whole second: about a second in, about 2000 messages.
+        let first = &lines[0].0;
+        assert!((0.9..1.6).contains(&first.at_secs), "{first:?}");
+        assert!((1500..=2500).contains(&first.sent), "{first:?}");
+    }
     use crate::udp::answer;
     use proptest::prelude::*;
 

@@ -12,11 +12,11 @@ use serde::Serialize;
 use socket2::Socket;
 
 use super::payload;
-use super::send_xdp::{FlowFrame, XdpSendLane};
+use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
-use crate::lane::{LaneSet, Placement, StopSignal};
-use crate::stats::{self, Interval, LaneCounters, Meter, Rate, Ticker};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
 use crate::sys::{mmsg, sockopt};
 use crate::xdp::tx::XskTx;
 
@@ -224,40 +224,136 @@ impl Sender {
 
     /// Sends until `stop`, the duration or the count, calling `on_interval` every second.
     pub fn run(
-        self,
+        mut self,
         stop: &StopSignal,
-        mut on_interval: impl FnMut(&SendInterval),
+        on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
-        let cfg = self.config;
         let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..cfg.threads).map(|_| LaneCounters::default()).collect());
+            Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
-        let start = Instant::now();
-        let deadline = cfg.duration.map(|d| start + d);
+        // Lanes end by themselves at the deadline or with their share of the count.
+        let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(self.config.duration);
+        let (xdp_note, lanes, xdp_results) =
+            self.spawn_lanes(&counters, monitor.deadline(), &lane_stop)?;
+        let cfg = self.config;
+        let mut watch = SendWatch {
+            counters: &counters,
+            meter: Meter::new(cfg.threads),
+            busy_pps: Vec::new(),
+            on_interval,
+        };
+        let (_, stopped) = monitor.watch(&[&lanes, &xdp_results], &mut watch);
+        let sent = join_senders(&monitor, xdp_results, lanes)?;
+        let mut gso = self.gso;
+        if let Some(note) = sent.gso_fallback {
+            gso.active = false;
+            gso.note = Some(note);
+        }
+        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
+        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
+        Ok(SendSummary {
+            targets: cfg.targets,
+            threads: cfg.threads,
+            flows: cfg.flows,
+            elapsed_secs: stopped.elapsed.as_secs_f64(),
+            datagrams,
+            bytes,
+            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
+            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            syscalls: sent.syscalls,
+            backpressure: sent.backpressure,
+            refused: sent.refused,
+            gso,
+            cpu_user_secs: stopped.user.as_secs_f64(),
+            cpu_sys_secs: stopped.system.as_secs_f64(),
+            backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
+            backend_note: xdp_note,
+        })
+    }
+}
+
+/// Joins the AF_XDP lanes, then the sendmmsg lanes: their sums, and a GSO fallback any took.
+fn join_senders(
+    monitor: &Monitor,
+    xdp: LaneSet<XdpSendResult>,
+    mmsg: LaneSet<SendResult>,
+) -> Result<SendResult, UdpError> {
+    let mut sent = SendResult { syscalls: 0, backpressure: 0, refused: 0, gso_fallback: None };
+    let (xdp, _) =
+        monitor.join(xdp).map_err(|e| UdpError::io("an AF_XDP sender lane failed", e))?;
+    for r in xdp {
+        sent.syscalls += r.value.0;
+        sent.backpressure += r.value.1;
+    }
+    let (mmsg, _) = monitor.join(mmsg).map_err(|e| UdpError::io("a sender lane failed", e))?;
+    for r in mmsg {
+        sent.syscalls += r.value.syscalls;
+        sent.backpressure += r.value.backpressure;
+        sent.refused += r.value.refused;
+        sent.gso_fallback = r.value.gso_fallback.or(sent.gso_fallback);
+    }
+    Ok(sent)
+}
+
+/// [`Sender::run`]'s seconds, from the lanes' counters.
+struct SendWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    meter: Meter,
+    /// Each second's rate, when any was sent.
+    busy_pps: Vec<f64>,
+    on_interval: F,
+}
+
+impl<F: FnMut(&SendInterval)> Watch for SendWatch<'_, F> {
+    fn second(&mut self, _: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        if interval.rate.pps > 0.0 {
+            self.busy_pps.push(interval.rate.pps);
+        }
+        (self.on_interval)(&SendInterval { interval });
+    }
+}
+
+impl Sender {
+    /// Starts one lane per lane's flows: an AF_XDP lane where the backend built one, else a
+    /// sendmmsg lane; each paced to its share of the rate and count. Returns the XDP note and
+    /// the two sets (their results differ).
+    #[allow(clippy::type_complexity)]
+    fn spawn_lanes(
+        &mut self,
+        counters: &Arc<Vec<LaneCounters>>,
+        deadline: Option<Instant>,
+        stop: &StopSignal,
+    ) -> Result<(Option<String>, LaneSet<SendResult>, LaneSet<XdpSendResult>), UdpError> {
+        let cfg = &self.config;
         let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
         let threads = cfg.threads as u64;
-        let (mut xdp_lanes, xdp_note) = match self.xdp {
+        let (mut xdp_lanes, xdp_note) = match self.xdp.take() {
             Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
             None => (Vec::new(), None),
         };
-        let mut xdp_results = LaneSet::new("corelane-xtx", lane_stop.clone());
-        let mut lanes = LaneSet::new("corelane-tx", lane_stop.clone());
-        for (index, flows) in self.lane_flows.into_iter().enumerate() {
+        let mut xdp_results = LaneSet::new("corelane-xtx", stop.clone());
+        let mut lanes = LaneSet::new("corelane-tx", stop.clone());
+        for (index, flows) in std::mem::take(&mut self.lane_flows).into_iter().enumerate() {
             let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
+            let rate = (cfg.rate > 0).then(|| share(cfg.rate).max(1));
+            let count = cfg.count.map(share);
+            let (counters, cpu) = (Arc::clone(counters), cfg.placement.cpu_of(index));
             if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
+                let (size, stop) = (cfg.size, stop.clone());
                 let work = XdpSendLane {
                     tx,
                     flows: frames,
-                    size: cfg.size,
-                    rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
-                    count: cfg.count.map(share),
+                    size,
+                    rate,
+                    count,
                     deadline,
-                    counters: Arc::clone(&counters),
+                    counters,
                     index,
-                    stop: lane_stop.clone(),
+                    stop,
                 };
                 // The flow sockets stay open while the lane runs: they hold the source ports.
-                let cpu = cfg.placement.cpu_of(index);
                 xdp_results
                     .spawn(cpu, move || {
                         let r = work.run();
@@ -267,79 +363,24 @@ impl Sender {
                     .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
                 continue;
             }
-            let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let work = SendLane {
                 flows,
                 batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
                 batch_len: cfg.batch,
                 size: cfg.size,
                 segments,
-                rate: (cfg.rate > 0).then(|| share(cfg.rate).max(1)),
-                count: cfg.count.map(share),
+                rate,
+                count,
                 deadline,
-                counters: Arc::clone(&counters),
+                counters,
                 index,
-                stop: lane_stop.clone(),
+                stop: stop.clone(),
             };
-            let cpu = cfg.placement.cpu_of(index);
             lanes
                 .spawn(cpu, move || work.run())
                 .map_err(|e| UdpError::io("cannot start a sender lane", e))?;
         }
-        let cpu_start = stats::process_cpu();
-        let mut meter = Meter::new(cfg.threads);
-        let mut busy = Vec::new();
-        let mut ticker = Ticker::every(Duration::from_secs(1));
-        let finished = |a: &LaneSet<_>, b: &LaneSet<_>| a.all_finished() && b.all_finished();
-        while !stop.is_stopped() && !finished(&lanes, &xdp_results) {
-            if ticker.wait(None).is_some() {
-                let refs: Vec<&LaneCounters> = counters.iter().collect();
-                let interval = meter.tick(&refs);
-                if interval.rate.pps > 0.0 {
-                    busy.push(interval.rate.pps);
-                }
-                on_interval(&SendInterval { interval });
-            }
-        }
-        lane_stop.stop();
-        let elapsed = start.elapsed();
-        let cpu_end = stats::process_cpu();
-        let mut gso = self.gso;
-        let (mut syscalls, mut backpressure, mut refused) = (0, 0, 0);
-        for r in xdp_results.join().map_err(|e| UdpError::io("an AF_XDP sender lane failed", e))? {
-            syscalls += r.value.0;
-            backpressure += r.value.1;
-        }
-        for r in lanes.join().map_err(|e| UdpError::io("a sender lane failed", e))? {
-            let r = r.value;
-            syscalls += r.syscalls;
-            backpressure += r.backpressure;
-            refused += r.refused;
-            if let Some(note) = r.gso_fallback {
-                gso.active = false;
-                gso.note = Some(note);
-            }
-        }
-        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
-        Ok(SendSummary {
-            targets: cfg.targets,
-            threads: cfg.threads,
-            flows: cfg.flows,
-            elapsed_secs: elapsed.as_secs_f64(),
-            datagrams,
-            bytes,
-            median_pps: stats::median(&busy).unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, elapsed),
-            syscalls,
-            backpressure,
-            refused,
-            gso,
-            cpu_user_secs: cpu_end.user.saturating_sub(cpu_start.user).as_secs_f64(),
-            cpu_sys_secs: cpu_end.system.saturating_sub(cpu_start.system).as_secs_f64(),
-            backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
-            backend_note: xdp_note,
-        })
+        Ok((xdp_note, lanes, xdp_results))
     }
 }
 

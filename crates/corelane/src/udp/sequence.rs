@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-/// The flow ids a receiver tracks individually; datagrams of higher ids count as `untracked`.
-pub const MAX_TRACKED_FLOWS: usize = 1 << 16;
+pub use crate::sched::MAX_TRACKED_FLOWS;
 
 const WINDOW: u64 = 128;
 

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -93,4 +94,52 @@ pub(crate) fn apply_busy_poll<'a>(
 /// loopback, where busy polling has nothing to poll).
 pub(crate) fn napi_id(socket: &Socket) -> u32 {
     sockopt::incoming_napi_id(socket.as_fd()).unwrap_or(0)
+}
+
+/// Whether GRO was asked for and whether the kernel accepted it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct OffloadState {
+    pub requested: bool,
+    pub active: bool,
+    pub note: Option<String>,
+}
+
+/// Turns UDP_GRO on for every socket if asked; a refusal is reported (with `fallback`, how
+/// the lanes then work), not fatal.
+pub(super) fn settle_gro<'a>(
+    requested: bool,
+    sockets: impl Iterator<Item = &'a Arc<Socket>>,
+    fallback: &str,
+) -> OffloadState {
+    let mut gro = OffloadState { requested, active: false, note: None };
+    if requested {
+        let mut sockets = sockets;
+        match sockets.find_map(|s| sockopt::set_udp_gro(s.as_fd(), true).err()) {
+            None => gro.active = true,
+            Some(e) => gro.note = Some(format!("kernel refused UDP_GRO ({e}); {fallback}")),
+        }
+    }
+    gro
+}
+
+/// How receiver lanes share the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SocketMode {
+    /// One socket per address, every lane reading it (the seed's "multiple thread" step:
+    /// the lanes contend on the socket's lock).
+    Shared,
+    /// One SO_REUSEPORT socket per lane and address (the seed's "binding port" step).
+    Reuseport,
+}
+
+/// How a reuseport group picks the socket (and so the lane) for a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The kernel's flow hash: a flow sticks to a socket, whichever CPU processed it.
+    Hash,
+    /// The socket of the lane pinned to the CPU whose softirq processed the datagram, so the
+    /// datagram never crosses CPUs between the receive path and the lane that reads it.
+    Cpu,
 }

@@ -138,20 +138,11 @@ impl Attachment {
     }
 }
 
-fn possible_cpus() -> usize {
-    // "0-1" or "0,2-3": the highest CPU + 1 is how many slots a per-CPU map has.
-    std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|s| s.trim().split([',', '-']).filter_map(|n| n.parse::<usize>().ok()).max())
-        .map_or(256, |max| max + 1)
-}
-
 /// The XDP_DROP ceiling: the same match, dropped and counted in the driver, the most any XDP
 /// consumer of this interface can take.
 #[derive(Debug)]
 pub struct Ceiling {
     attachment: Attachment,
-    cpus: usize,
 }
 
 impl Ceiling {
@@ -163,12 +154,12 @@ impl Ceiling {
             .map_err(|e| XdpError::io("cannot create the drop counter", e))?;
         let action = Action::Drop { counter_fd: map.as_raw_fd() };
         let attachment = Attachment::attach(&iface, addr, map, action, true)?;
-        Ok(Self { attachment, cpus: possible_cpus() })
+        Ok(Self { attachment })
     }
 
     /// Frames dropped so far.
     pub fn dropped(&self) -> io::Result<u64> {
-        bpf::percpu_sum_u64(self.attachment.map.as_fd(), 0, self.cpus)
+        bpf::percpu_sum_u64(self.attachment.map.as_fd(), 0)
     }
 
     pub fn prog_id(&self) -> u32 {

@@ -8,6 +8,10 @@ use std::thread::{self, JoinHandle};
 
 use crate::topology::{CpuList, Topology, TopologyError};
 
+mod monitor;
+
+pub use monitor::{Ending, LanesEnd, Monitor, RunningLanes, Second, SecondDue, Usage, Watch};
+
 /// A flag every lane polls between batches; raised by Ctrl-C, a deadline or the caller.
 #[derive(Debug, Clone, Default)]
 pub struct StopSignal(Arc<AtomicBool>);
@@ -124,12 +128,9 @@ impl<T: Send + 'static> Lane<T> {
     where
         F: FnOnce() -> io::Result<T> + Send + 'static,
     {
-        let handle = thread::Builder::new().name(format!("{name}-{index}")).spawn(move || {
-            if let Some(cpu) = cpu {
-                pin_current_thread(cpu)?;
-            }
-            work()
-        })?;
+        let handle = thread::Builder::new()
+            .name(format!("{name}-{index}"))
+            .spawn(move || pin_then(cpu, work))?;
         Ok(Self { index, cpu, handle })
     }
 
@@ -140,7 +141,40 @@ impl<T: Send + 'static> Lane<T> {
 
     /// Waits for the lane; a panic in the lane becomes an error rather than a second panic.
     pub fn join(self) -> io::Result<T> {
-        self.handle.join().unwrap_or_else(|_| Err(io::Error::other("lane thread panicked")))
+        self.handle.join().unwrap_or_else(|_| Err(panicked()))
+    }
+}
+
+/// A lane's body: pinned to `cpu` first (a failed pin is the lane's error), then `work`.
+fn pin_then<T>(cpu: Option<usize>, work: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    if let Some(cpu) = cpu {
+        pin_current_thread(cpu)?;
+    }
+    work()
+}
+
+fn panicked() -> io::Error {
+    io::Error::other("lane thread panicked")
+}
+
+/// Every lane's result in start order, or the first lane's error named by its lane.
+fn gather<T>(
+    name: &str,
+    results: impl IntoIterator<Item = (usize, Option<usize>, io::Result<T>)>,
+) -> io::Result<Vec<Joined<T>>> {
+    let mut joined = Vec::new();
+    let mut first_error = None;
+    for (index, cpu, result) in results {
+        match result {
+            Ok(value) => joined.push(Joined { index, cpu, value }),
+            Err(e) => {
+                first_error.get_or_insert(io::Error::new(e.kind(), format!("{name}-{index}: {e}")));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(joined),
     }
 }
 
@@ -206,23 +240,57 @@ impl<T: Send + 'static> LaneSet<T> {
     /// themselves) and returns their results in start order; the first lane's error, named
     /// by its lane, once all have been joined.
     pub fn join(mut self) -> io::Result<Vec<Joined<T>>> {
-        let mut joined = Vec::with_capacity(self.lanes.len());
-        let mut first_error = None;
-        for lane in std::mem::take(&mut self.lanes) {
-            let (index, cpu) = (lane.index, lane.cpu);
-            match lane.join() {
-                Ok(value) => joined.push(Joined { index, cpu, value }),
-                Err(e) => {
-                    let named = io::Error::new(e.kind(), format!("{}-{index}: {e}", self.name));
-                    first_error.get_or_insert(named);
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(joined),
-        }
+        let lanes = std::mem::take(&mut self.lanes);
+        gather(self.name, lanes.into_iter().map(|lane| (lane.index, lane.cpu, lane.join())))
     }
+}
+
+/// Runs `count` lanes named `name-INDEX` on `placement` inside a thread scope, so that they
+/// may borrow from the caller (copy's tree lanes share the walk, the destination's
+/// descriptors and the progress callback). As in a [`LaneSet`], each lane is pinned before
+/// its work starts and a failed pin is that lane's error; a lane that fails (or cannot be
+/// started) raises `stop`, so the others end early; the results come in start order, or the
+/// first error named by its lane, once every lane has ended.
+pub fn run_scoped<T, F>(
+    name: &str,
+    count: usize,
+    placement: &Placement,
+    stop: &StopSignal,
+    work: F,
+) -> io::Result<Vec<Joined<T>>>
+where
+    T: Send,
+    F: Fn(usize) -> io::Result<T> + Sync,
+{
+    let work = &work;
+    let results: Vec<_> = thread::scope(|scope| {
+        let mut started = Vec::with_capacity(count);
+        for index in 0..count {
+            let cpu = placement.cpu_of(index);
+            let lane = thread::Builder::new().name(format!("{name}-{index}")).spawn_scoped(
+                scope,
+                move || {
+                    let result = pin_then(cpu, || work(index));
+                    if result.is_err() {
+                        stop.stop();
+                    }
+                    result
+                },
+            );
+            if lane.is_err() {
+                stop.stop();
+            }
+            started.push((index, cpu, lane));
+        }
+        started
+            .into_iter()
+            .map(|(index, cpu, lane)| {
+                let result = lane.and_then(|l| l.join().unwrap_or_else(|_| Err(panicked())));
+                (index, cpu, result)
+            })
+            .collect()
+    });
+    gather(name, results)
 }
 
 impl<T: Send + 'static> Drop for LaneSet<T> {
@@ -302,6 +370,30 @@ mod tests {
         set.spawn(Some(0), || Ok(7)).unwrap();
         let joined = set.join().unwrap();
         assert_eq!((joined[0].index, joined[0].cpu, joined[0].value), (0, Some(0), 7));
+    }
+
+    /// Copy's tree lanes ran in their own thread scope and dropped a pin error: the copy
+    /// went on unpinned and said nothing. A scoped lane's failed pin is its error, named by
+    /// the lane, and stops the others.
+    #[test]
+    fn a_scoped_lane_that_cannot_pin_fails_the_set_and_stops_the_rest() {
+        let stop = StopSignal::new();
+        let placement = Placement::RoundRobin(CpuList::new(vec![0, 100_000]));
+        let result = run_scoped("s", 2, &placement, &stop, |index| {
+            // Lane 0 runs until stopped: only lane 1's failure can end it.
+            while !stop.is_stopped() {
+                thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(index)
+        });
+        let err = result.unwrap_err();
+        assert!(err.to_string().starts_with("s-1: cannot pin to CPU 100000"), "{err}");
+        let borrowed = [10, 20, 30];
+        let joined =
+            run_scoped("s", 3, &Placement::Unpinned, &StopSignal::new(), |i| Ok(borrowed[i]))
+                .unwrap();
+        let values: Vec<_> = joined.iter().map(|j| (j.index, j.value)).collect();
+        assert_eq!(values, vec![(0, 10), (1, 20), (2, 30)]);
     }
 
     #[test]

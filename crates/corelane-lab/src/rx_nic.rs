@@ -12,8 +12,8 @@ use crate::host::Host;
 use crate::process::ChildProcess;
 use crate::LabError;
 
-use super::guard::is_nic_dir;
-use super::{Remote, MAX_LIFE};
+use crate::remote::guard::is_nic_dir;
+use crate::remote::{Remote, MAX_LIFE};
 
 /// Checks an interface name a remote host printed as one the user gives is checked
 /// ([`IfName`](corelane::tune::IfName): 1 to 15 bytes, no `/`, `:`, whitespace or NUL), and
@@ -232,7 +232,7 @@ impl Drop for RemoteNic {
 /// The NIC's packets per RX queue as `corelane topo --json` reads them on the host (empty
 /// where the driver does not count them per queue).
 fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, LabError> {
-    let reply = super::topo::read(host, corelane)?;
+    let reply = crate::remote::topo::read(host, corelane)?;
     reply
         .topology
         .rx_queue_packets(nic)

@@ -1,0 +1,94 @@
+//! One receive lane: what it owns (its backend's receiver and its checks), its run on its
+//! own thread, and what the lanes found, summed for the summary.
+
+use std::time::Duration;
+
+use super::backend::{self, ReceiveBatch};
+use super::check::LaneTally;
+use super::dispatch::{DispatchConfig, DispatchReport};
+use super::recv_report::LaneSummary;
+use super::sequence::{SequenceReport, SequenceTracker};
+use crate::lane::StopSignal;
+use crate::stats::{self, CpuUsage, LaneCounters};
+use crate::xdp::rx::XskLane;
+
+/// What a lane owns.
+pub(super) struct LaneWork {
+    pub receiver: Box<dyn ReceiveBatch>,
+    pub tally: LaneTally,
+    pub coalesce: Option<Duration>,
+    pub dispatch: Option<DispatchConfig>,
+    pub worker_cpus: Vec<usize>,
+    pub stop: StopSignal,
+}
+
+/// What a lane found.
+pub(super) struct LaneResult {
+    tally: LaneTally,
+    cpu: CpuUsage,
+    dispatch: Option<DispatchReport>,
+    /// The AF_XDP socket handed back for its counters.
+    xsk: Option<XskLane>,
+}
+
+impl LaneWork {
+    pub fn run(mut self) -> std::io::Result<LaneResult> {
+        let cpu_start = stats::thread_cpu();
+        if let Some(config) = self.dispatch {
+            self.tally.start_dispatch(config, &self.worker_cpus)?;
+        }
+        let receiver =
+            backend::receive_until(self.receiver, &mut self.tally, &self.stop, self.coalesce)?;
+        let dispatch = self.tally.finish_dispatch()?;
+        let cpu_end = stats::thread_cpu();
+        Ok(LaneResult {
+            tally: self.tally,
+            cpu: CpuUsage {
+                user: cpu_end.user.saturating_sub(cpu_start.user),
+                system: cpu_end.system.saturating_sub(cpu_start.system),
+            },
+            dispatch,
+            xsk: receiver.into_xsk(),
+        })
+    }
+}
+
+/// The lanes' findings, summed.
+pub(super) struct Totals {
+    pub sequence: SequenceReport,
+    pub truncated: u64,
+    pub corrupt: u64,
+    pub foreign: u64,
+    pub dispatch: Option<DispatchReport>,
+    pub lanes: Vec<LaneSummary>,
+    pub xsk: Vec<XskLane>,
+}
+
+impl Totals {
+    pub fn of(results: Vec<(usize, Option<usize>, LaneResult)>, counters: &[LaneCounters]) -> Self {
+        let trackers: Vec<&SequenceTracker> =
+            results.iter().map(|(_, _, r)| &r.tally.tracker).collect();
+        let mut totals = Self {
+            sequence: SequenceTracker::report(&trackers),
+            truncated: results.iter().map(|(_, _, r)| r.tally.truncated).sum(),
+            corrupt: results.iter().map(|(_, _, r)| r.tally.corrupt).sum(),
+            foreign: results.iter().map(|(_, _, r)| r.tally.foreign).sum(),
+            dispatch: None,
+            lanes: Vec::new(),
+            xsk: Vec::new(),
+        };
+        for (index, cpu, r) in results {
+            totals.lanes.push(LaneSummary {
+                lane: index,
+                cpu,
+                datagrams: counters[index].datagrams(),
+                syscalls: r.tally.syscalls,
+                cpu_user_secs: r.cpu.user.as_secs_f64(),
+                cpu_sys_secs: r.cpu.system.as_secs_f64(),
+            });
+            totals.dispatch = totals.dispatch.or(r.dispatch);
+            totals.xsk.extend(r.xsk);
+        }
+        totals
+    }
+}

@@ -1,0 +1,72 @@
+//! What a receive run reports: one second ([`RecvInterval`]), each lane's totals and the run's
+//! ([`RecvSummary`]), as the CLI prints them and the lab reads them back.
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use super::dispatch::DispatchReport;
+use super::sequence::SequenceReport;
+use super::socket::{OffloadState, SocketMode, Steering};
+use crate::stats::{Interval, Rate};
+use crate::xdp::rx::XdpReport;
+
+/// One second of receiving.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct RecvInterval {
+    #[serde(flatten)]
+    pub interval: Interval,
+    /// Datagrams the kernel dropped for a full receive buffer this interval (RcvbufErrors of
+    /// the whole network namespace: other sockets' drops count too).
+    pub kernel_drops: u64,
+    /// The receiver process's user+system CPU time per datagram read this interval.
+    pub cpu_ns_per_datagram: f64,
+}
+
+/// One lane's totals.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct LaneSummary {
+    pub lane: usize,
+    pub cpu: Option<usize>,
+    pub datagrams: u64,
+    pub syscalls: u64,
+    pub cpu_user_secs: f64,
+    pub cpu_sys_secs: f64,
+}
+
+/// Everything a receive run measured.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct RecvSummary {
+    pub addrs: Vec<SocketAddr>,
+    pub sockets: SocketMode,
+    pub steering: Steering,
+    pub threads: usize,
+    pub batch: usize,
+    pub elapsed_secs: f64,
+    pub datagrams: u64,
+    pub bytes: u64,
+    /// Median of the per-second rates over the seconds that carried traffic.
+    pub median_pps: f64,
+    pub mean: Rate,
+    pub kernel_drops: u64,
+    pub truncated: u64,
+    pub corrupt: u64,
+    pub foreign: u64,
+    pub sequence: SequenceReport,
+    pub cpu_user_secs: f64,
+    pub cpu_sys_secs: f64,
+    pub cpu_ns_per_datagram: f64,
+    pub gro: OffloadState,
+    pub rcvbuf_bytes: Option<usize>,
+    /// Bytes per receive buffer; longer datagrams were truncated.
+    pub slot_bytes: usize,
+    /// `mmsg`, `uring`, `uring+sqpoll`, `xdp` or `xdp-drop`.
+    pub backend: String,
+    /// Why the backend asked for was not the one that ran, if so.
+    pub backend_note: Option<String>,
+    /// What dispatching to worker lanes did (with `dispatch`).
+    pub dispatch: Option<DispatchReport>,
+    /// How the AF_XDP receive ran (mode and why, frames dropped and why), with `xdp`.
+    pub xdp: Option<XdpReport>,
+    pub lanes: Vec<LaneSummary>,
+}
