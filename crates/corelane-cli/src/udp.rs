@@ -207,7 +207,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The per-second callback: a JSON object or a text line; a closed stdout stops the run.
+/// The sender's last lines: totals, the kernel's push-back and what GSO did.
 fn print_send_summary(s: &SendSummary) {
     outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",

@@ -142,6 +142,22 @@ fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
     assert_eq!(ns.snapshot(&["s0"]), before);
 }
 
+/// Two new veth pairs whose first ends are enslaved to a new device `master` of `kind` (its
+/// `ip link add ... type` words); false, with nothing enslaved, if this kernel cannot make it.
+fn master_of_two_veths(ns: &Netns, master: &str, kind: &[&str], pairs: [(&str, &str); 2]) -> bool {
+    for (end, peer) in pairs {
+        ns.veth(end, peer);
+    }
+    let add: Vec<&str> = ["link", "add", master, "type"].iter().chain(kind).copied().collect();
+    if !ns.ip(&add) {
+        return false;
+    }
+    for (end, _) in pairs {
+        assert!(ns.ip(&["link", "set", end, "master", master]), "{end} into {master}");
+    }
+    true
+}
+
 #[test]
 fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
     if !is_root() {
@@ -157,22 +173,19 @@ fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
             "skipped the VLAN case: this kernel cannot make a VLAN (8021q module unavailable)"
         );
     }
-    ns.veth("c0", "d0");
-    ns.veth("c1", "d1");
-    if ns.ip(&["link", "add", "bond0", "type", "bond", "mode", "balance-xor"]) {
-        assert!(ns.ip(&["link", "set", "c0", "master", "bond0"]), "enslave c0");
-        assert!(ns.ip(&["link", "set", "c1", "master", "bond0"]), "enslave c1");
+    if master_of_two_veths(
+        &ns,
+        "bond0",
+        &["bond", "mode", "balance-xor"],
+        [("c0", "d0"), ("c1", "d1")],
+    ) {
         round_trip(&ns, "bond0", &["c0", "c1"]);
     } else {
         eprintln!(
             "skipped the bond case: this kernel cannot make a bond (bonding module unavailable)"
         );
     }
-    ns.veth("e0", "f0");
-    ns.veth("e1", "f1");
-    if ns.ip(&["link", "add", "br0", "type", "bridge"]) {
-        assert!(ns.ip(&["link", "set", "e0", "master", "br0"]), "e0 into br0");
-        assert!(ns.ip(&["link", "set", "e1", "master", "br0"]), "e1 into br0");
+    if master_of_two_veths(&ns, "br0", &["bridge"], [("e0", "f0"), ("e1", "f1")]) {
         round_trip(&ns, "br0", &["e0", "e1"]);
     } else {
         eprintln!("skipped the bridge case: this kernel cannot make a bridge");
