@@ -215,36 +215,41 @@ fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
         eprintln!("skipped: the namespace testbed needs root");
         return;
     }
-    let dir = tempfile::tempdir().unwrap().keep();
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, csv) = (dir.join("udp.json"), dir.join("udp.csv"));
-    let out = corelane(&[
-        "lab",
+    let report = quick_lab(
         "udp",
-        "--quick",
-        "--configs",
-        "default",
-        "--vs",
-        "none",
-        "--json",
-        json.to_str().unwrap(),
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        &["--configs", "default"],
+        &["config", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram"],
+    );
     assert!(report["rows"][0]["median_pps"].as_f64().unwrap() > 0.0);
-    let csv_text = std::fs::read_to_string(&csv).unwrap();
-    let header = csv_text.lines().next().unwrap();
-    for column in ["config", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram"] {
-        assert!(header.split(',').any(|c| c == column), "{header}");
+    assert_no_namespace_left(&report);
+}
+
+/// `corelane lab EXPERIMENT --quick ARGS --vs none` with `--json` and `--csv` files: its JSON
+/// report, once its CSV header is seen to name every one of `columns`. The files stay behind
+/// for a look if it fails.
+fn quick_lab(experiment: &str, args: &[&str], columns: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let (json, csv) = (dir.join("report.json"), dir.join("report.csv"));
+    let mut lab = vec!["lab", experiment, "--quick"];
+    lab.extend(args);
+    lab.extend(["--vs", "none", "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
+    let out = corelane(&lab);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
+    for column in columns {
+        assert!(header.split(',').any(|c| c == *column), "{header}");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+    report
+}
+
+/// The lab's sending namespace, the third word of its report's `network`, is gone.
+fn assert_no_namespace_left(report: &serde_json::Value) {
     let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
-    let network = report["network"].as_str().unwrap();
-    let tx_name = network.split_whitespace().nth(2).unwrap();
+    let tx_name = report["network"].as_str().unwrap().split_whitespace().nth(2).unwrap();
     assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 fn shm_dir(name: &str) -> std::path::PathBuf {
@@ -522,26 +527,11 @@ fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
 #[test]
 fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     // Without root the lab runs on loopback (and says so); both ways it must measure.
-    let dir = tempfile::tempdir().unwrap().keep();
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, csv) = (dir.join("tcp.json"), dir.join("tcp.csv"));
-    let out = corelane(&[
-        "lab",
+    let report = quick_lab(
         "tcp",
-        "--quick",
-        "--duration",
-        "1s",
-        "--configs",
-        "baseline,uring",
-        "--vs",
-        "none",
-        "--json",
-        json.to_str().unwrap(),
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        &["--duration", "1s", "--configs", "baseline,uring"],
+        &["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"],
+    );
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "two configurations x keep-alive and close");
     for row in rows {
@@ -550,17 +540,9 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
         assert_eq!(row["errors"], 0, "{row}");
     }
     assert!(report["interrupt_moderation"].as_str().unwrap().starts_with("not applicable"));
-    let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
-    for column in ["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"] {
-        assert!(header.split(',').any(|c| c == column), "{header}");
-    }
     if is_root() {
-        let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
-        let tx_name = report["network"].as_str().unwrap().split_whitespace().nth(2).unwrap();
-        assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
+        assert_no_namespace_left(&report);
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// A crafted revert file and a crafted plan are refused by the commands with the reason,
