@@ -183,8 +183,9 @@ struct Sim<'a> {
     latency: Histogram<u64>,
     released: Vec<Placement>,
     completed: u64,
-    /// Completions after the warm-up, and when the warm-up ended.
+    /// Completions after the warm-up.
     measured: u64,
+    /// When the warm-up ended (ns).
     measure_from: u64,
     warmup: u64,
     now: u64,

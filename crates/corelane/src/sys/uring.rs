@@ -62,6 +62,8 @@ pub(crate) fn copy_range(
 /// asks for.
 type Chunk = (u64, u32);
 
+/// [`copy_range`]'s batches: reads of up to one chunk per buffer, then writes of what they
+/// returned, until `len` bytes are copied; `in_flight` is true while the kernel holds buffers.
 #[allow(clippy::too_many_arguments)]
 fn copy_batches(
     ring: &mut IoUring,
