@@ -177,7 +177,7 @@ pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// One JSON object on one line; `false` when stdout is gone.
+/// `udp send`: datagrams to the targets, a line a second and the totals.
 fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let sender = Sender::connect(SenderConfig {
