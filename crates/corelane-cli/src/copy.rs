@@ -10,6 +10,7 @@ use corelane::copy::{
     copy_file, copy_tree, CopyError, CopyMethod, CopyOptions, CreateCall, NotKept, Preserve,
     Reflink,
 };
+use corelane::lane::StopSignal;
 use corelane::topology::{CpuList, Topology};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -140,6 +141,30 @@ impl LazyBar {
 }
 
 pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    let opts = copy_options(&args)?;
+    let stop = stop_on_signals()?;
+    let result = if args.recursive || args.archive {
+        let lanes = args
+            .lanes
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        anyhow::ensure!(lanes >= 1, "--lanes must be at least 1");
+        copy_and_report_tree(&args, &opts, lanes, &stop)
+    } else {
+        copy_and_report_file(&args, &opts, &stop)
+    };
+    match result {
+        Ok(true) => Ok(ExitCode::SUCCESS),
+        Ok(false) => Ok(ExitCode::FAILURE),
+        Err(e @ CopyError::Interrupted(_)) => {
+            eprintln!("corelane: {e}");
+            Ok(ExitCode::from(130))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The library's options from the command line's, after checking them.
+fn copy_options(args: &CopyArgs) -> anyhow::Result<CopyOptions> {
     let method = match args.method.as_str() {
         "auto" => None,
         name => Some(name.parse::<CopyMethod>().map_err(anyhow::Error::msg)?),
@@ -159,7 +184,7 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     if let Some(less) = args.no_preserve {
         preserve = preserve.without(less);
     }
-    let opts = CopyOptions {
+    Ok(CopyOptions {
         method,
         buffer: args.buffer,
         create: match args.create {
@@ -175,76 +200,70 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
         one_file_system: args.one_file_system,
         sockets: args.archive,
         no_dereference: args.archive,
-    };
-    let stop = stop_on_signals()?;
-    let result = if recursive {
-        let lanes = args
-            .lanes
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        anyhow::ensure!(lanes >= 1, "--lanes must be at least 1");
-        let cpus: Vec<usize> = args.pin.as_ref().map(|p| p.cpus().to_vec()).unwrap_or_default();
-        copy_tree(&args.src, &args.dst, &opts, lanes, &cpus, &|_, _| {}, &stop).map(|r| {
-            if args.json {
-                outln!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else {
-                outln!(
-                    "copied {} files, {} directories, {} symlinks, {} special files ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
-                    r.files, r.directories, r.symlinks, r.special_files, r.bytes, r.seconds, r.lanes, r.gb_per_sec
-                );
-                if r.hard_links > 0 {
-                    outln!("linked {} further names of hard-linked entries", r.hard_links);
-                }
-                if !r.skipped.is_empty() {
-                    outln!("skipped {} entries:", r.skipped.len());
-                    for s in &r.skipped {
-                        outln!("  {}: {}", s.path.display(), s.why);
-                    }
-                }
-            }
-            say_not_kept(&r.not_kept);
-            // cp -a fails on what it cannot recreate; -r lists it and succeeds, as before.
-            r.not_kept.is_empty() && (!args.archive || r.skipped.is_empty())
-        })
+    })
+}
+
+/// Copies a tree over `lanes` lanes and prints what it did; true if nothing was lost.
+fn copy_and_report_tree(
+    args: &CopyArgs,
+    opts: &CopyOptions,
+    lanes: usize,
+    stop: &StopSignal,
+) -> Result<bool, CopyError> {
+    let cpus: Vec<usize> = args.pin.as_ref().map(|p| p.cpus().to_vec()).unwrap_or_default();
+    let r = copy_tree(&args.src, &args.dst, opts, lanes, &cpus, &|_, _| {}, stop)?;
+    if args.json {
+        outln!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {
-        let mut bar = LazyBar::new(!args.json);
-        let result = copy_file(
-            &args.src,
-            &args.dst,
-            &opts,
-            &mut |done, total| bar.update(done, total),
-            &stop,
+        outln!(
+            "copied {} files, {} directories, {} symlinks, {} special files ({} bytes) in {:.3}s with {} lanes: {:.2} GB/s",
+            r.files, r.directories, r.symlinks, r.special_files, r.bytes, r.seconds, r.lanes, r.gb_per_sec
         );
-        bar.finish();
-        result.map(|r| {
-            if args.json {
-                outln!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else {
-                outln!(
-                    "copied {} bytes in {:.3}s ({:.2} GB/s) with {} in {} calls{}",
-                    r.bytes,
-                    r.seconds,
-                    r.gb_per_sec,
-                    r.method.name(),
-                    r.syscalls,
-                    if r.verified { ", checksums match" } else { "" }
-                );
-                if let Some(why) = &r.fallback {
-                    outln!("note: {why}");
-                }
-            }
-            say_not_kept(&r.not_kept);
-            r.not_kept.is_empty()
-        })
-    };
-    match result {
-        Ok(true) => Ok(ExitCode::SUCCESS),
-        Ok(false) => Ok(ExitCode::FAILURE),
-        Err(e @ CopyError::Interrupted(_)) => {
-            eprintln!("corelane: {e}");
-            Ok(ExitCode::from(130))
+        if r.hard_links > 0 {
+            outln!("linked {} further names of hard-linked entries", r.hard_links);
         }
-        Err(e) => Err(e.into()),
+        if !r.skipped.is_empty() {
+            outln!("skipped {} entries:", r.skipped.len());
+            for s in &r.skipped {
+                outln!("  {}: {}", s.path.display(), s.why);
+            }
+        }
     }
+    say_not_kept(&r.not_kept);
+    // cp -a fails on what it cannot recreate; -r lists it and succeeds, as before.
+    Ok(r.not_kept.is_empty() && (!args.archive || r.skipped.is_empty()))
+}
+
+/// Copies one file, with a progress bar on a slow copy, and prints what it did; true if
+/// nothing was lost.
+fn copy_and_report_file(
+    args: &CopyArgs,
+    opts: &CopyOptions,
+    stop: &StopSignal,
+) -> Result<bool, CopyError> {
+    let mut bar = LazyBar::new(!args.json);
+    let result =
+        copy_file(&args.src, &args.dst, opts, &mut |done, total| bar.update(done, total), stop);
+    bar.finish();
+    let r = result?;
+    if args.json {
+        outln!("{}", serde_json::to_string(&r).unwrap_or_default());
+    } else {
+        outln!(
+            "copied {} bytes in {:.3}s ({:.2} GB/s) with {} in {} calls{}",
+            r.bytes,
+            r.seconds,
+            r.gb_per_sec,
+            r.method.name(),
+            r.syscalls,
+            if r.verified { ", checksums match" } else { "" }
+        );
+        if let Some(why) = &r.fallback {
+            outln!("note: {why}");
+        }
+    }
+    say_not_kept(&r.not_kept);
+    Ok(r.not_kept.is_empty())
 }
 
 /// One line per kind the destination could not keep, on stderr (the JSON lists them too).

@@ -54,28 +54,25 @@ impl clap::Args for LabArgs {
 /// `--json FILE`, `--csv FILE`, `--report FILE` and `--png DIR`, on every experiment.
 fn report_args() -> [Arg; 4] {
     [
-        Arg::new("json")
-            .long("json")
-            .value_name("FILE")
-            .value_parser(clap::value_parser!(PathBuf))
-            .help("Write the full results as JSON to FILE"),
-        Arg::new("csv")
-            .long("csv")
-            .value_name("FILE")
-            .value_parser(clap::value_parser!(PathBuf))
-            .help("Write one CSV row per configuration to FILE"),
-        Arg::new("report")
-            .long("report")
-            .value_name("FILE")
-            .value_parser(clap::value_parser!(PathBuf))
-            .help("Write the results as one self-contained HTML page of charts to FILE"),
-        Arg::new("png")
-            .long("png")
-            .value_name("DIR")
-            .value_parser(clap::value_parser!(PathBuf))
-            .requires("report")
-            .help("With --report, also write each chart as a PNG into DIR"),
+        path_arg("json", "FILE", "Write the full results as JSON to FILE"),
+        path_arg("csv", "FILE", "Write one CSV row per configuration to FILE"),
+        path_arg(
+            "report",
+            "FILE",
+            "Write the results as one self-contained HTML page of charts to FILE",
+        ),
+        path_arg("png", "DIR", "With --report, also write each chart as a PNG into DIR")
+            .requires("report"),
     ]
+}
+
+/// `--name VALUE`, a path.
+fn path_arg(name: &'static str, value_name: &'static str, help: &'static str) -> Arg {
+    Arg::new(name)
+        .long(name)
+        .value_name(value_name)
+        .value_parser(clap::value_parser!(PathBuf))
+        .help(help)
 }
 
 /// Where the reports go.

@@ -1,5 +1,6 @@
 //! The `corelane` command: clap subcommands over the library and the lab, nothing else.
 #![deny(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 mod apply;
 mod args;

@@ -177,7 +177,7 @@ pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// One JSON object on one line; `false` when stdout is gone.
+/// `udp send`: datagrams to the targets, a line a second and the totals.
 fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let sender = Sender::connect(SenderConfig {
@@ -207,7 +207,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The per-second callback: a JSON object or a text line; a closed stdout stops the run.
+/// The sender's last lines: totals, the kernel's push-back and what GSO did.
 fn print_send_summary(s: &SendSummary) {
     outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",

@@ -3,11 +3,28 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn corelane(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
+}
+
+/// `corelane args` started with its stdout piped (its first line says it is up) and its
+/// stderr as given.
+fn start(args: &[&str], stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
+/// Ctrl-C, as a terminal sends it.
+fn ctrl_c(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
 }
 
 fn stderr(o: &Output) -> String {
@@ -139,8 +156,8 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
 
 #[test]
 fn send_and_receive_round_trip_with_json() {
-    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args([
+    let mut rx = start(
+        &[
             "udp",
             "recv",
             "127.0.0.1:0",
@@ -151,10 +168,9 @@ fn send_and_receive_round_trip_with_json() {
             "20",
             "--rcvbuf",
             "8M",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        Stdio::inherit(),
+    );
     let mut lines = BufReader::new(rx.stdout.take().unwrap()).lines();
     let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(ready["type"], "ready");
@@ -182,16 +198,10 @@ fn send_and_receive_round_trip_with_json() {
 
 #[test]
 fn ctrl_c_stops_the_receiver_with_a_summary() {
-    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["udp", "recv", "127.0.0.1:0", "--threads", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut rx = start(&["udp", "recv", "127.0.0.1:0", "--threads", "2"], Stdio::piped());
     let mut err = BufReader::new(rx.stderr.take().unwrap()).lines();
     assert!(err.next().unwrap().unwrap().starts_with("receiving on 127.0.0.1:"));
-    let pid = rustix::process::Pid::from_raw(rx.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    ctrl_c(&rx);
     let started = Instant::now();
     let out = rx.wait_with_output().unwrap();
     assert!(out.status.success(), "exit {:?}", out.status);
@@ -205,36 +215,41 @@ fn the_lab_measures_a_row_and_leaves_no_namespace_behind() {
         eprintln!("skipped: the namespace testbed needs root");
         return;
     }
-    let dir = tempfile::tempdir().unwrap().keep();
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, csv) = (dir.join("udp.json"), dir.join("udp.csv"));
-    let out = corelane(&[
-        "lab",
+    let report = quick_lab(
         "udp",
-        "--quick",
-        "--configs",
-        "default",
-        "--vs",
-        "none",
-        "--json",
-        json.to_str().unwrap(),
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        &["--configs", "default"],
+        &["config", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram"],
+    );
     assert!(report["rows"][0]["median_pps"].as_f64().unwrap() > 0.0);
-    let csv_text = std::fs::read_to_string(&csv).unwrap();
-    let header = csv_text.lines().next().unwrap();
-    for column in ["config", "median_pps", "gap_pct", "drops", "cpu_ns_per_datagram"] {
-        assert!(header.split(',').any(|c| c == column), "{header}");
+    assert_no_namespace_left(&report);
+}
+
+/// `corelane lab EXPERIMENT --quick ARGS --vs none` with `--json` and `--csv` files: its JSON
+/// report, once its CSV header is seen to name every one of `columns`. The files stay behind
+/// for a look if it fails.
+fn quick_lab(experiment: &str, args: &[&str], columns: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let (json, csv) = (dir.join("report.json"), dir.join("report.csv"));
+    let mut lab = vec!["lab", experiment, "--quick"];
+    lab.extend(args);
+    lab.extend(["--vs", "none", "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
+    let out = corelane(&lab);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
+    for column in columns {
+        assert!(header.split(',').any(|c| c == *column), "{header}");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+    report
+}
+
+/// The lab's sending namespace, the third word of its report's `network`, is gone.
+fn assert_no_namespace_left(report: &serde_json::Value) {
     let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
-    let network = report["network"].as_str().unwrap();
-    let tx_name = network.split_whitespace().nth(2).unwrap();
+    let tx_name = report["network"].as_str().unwrap().split_whitespace().nth(2).unwrap();
     assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 fn shm_dir(name: &str) -> std::path::PathBuf {
@@ -302,8 +317,7 @@ fn ctrl_c_mid_copy_leaves_nothing_behind() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    ctrl_c(&child);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
@@ -369,12 +383,7 @@ fn topo_shows_cpus_and_nics_and_names_a_missing_root() {
 
 #[test]
 fn a_closed_stdout_ends_the_receiver_cleanly() {
-    let mut rx = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["udp", "recv", "127.0.0.1:0", "--duration", "20"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut rx = start(&["udp", "recv", "127.0.0.1:0", "--duration", "20"], Stdio::null());
     let mut lines = BufReader::new(rx.stdout.take().unwrap()).lines();
     assert!(lines.next().unwrap().unwrap().contains("pps"));
     drop(lines); // like `| head -1`
@@ -495,11 +504,10 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
 
 #[test]
 fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "2", "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = start(
+        &["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "2", "--json"],
+        Stdio::inherit(),
+    );
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
     let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(ready["type"], "ready");
@@ -519,26 +527,11 @@ fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
 #[test]
 fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     // Without root the lab runs on loopback (and says so); both ways it must measure.
-    let dir = tempfile::tempdir().unwrap().keep();
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, csv) = (dir.join("tcp.json"), dir.join("tcp.csv"));
-    let out = corelane(&[
-        "lab",
+    let report = quick_lab(
         "tcp",
-        "--quick",
-        "--duration",
-        "1s",
-        "--configs",
-        "baseline,uring",
-        "--vs",
-        "none",
-        "--json",
-        json.to_str().unwrap(),
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        &["--duration", "1s", "--configs", "baseline,uring"],
+        &["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"],
+    );
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "two configurations x keep-alive and close");
     for row in rows {
@@ -547,17 +540,9 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
         assert_eq!(row["errors"], 0, "{row}");
     }
     assert!(report["interrupt_moderation"].as_str().unwrap().starts_with("not applicable"));
-    let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
-    for column in ["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"] {
-        assert!(header.split(',').any(|c| c == column), "{header}");
-    }
     if is_root() {
-        let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let left = String::from_utf8_lossy(&namespaces.stdout).into_owned();
-        let tx_name = report["network"].as_str().unwrap().split_whitespace().nth(2).unwrap();
-        assert!(!left.contains(tx_name), "{tx_name} left behind: {left}");
+        assert_no_namespace_left(&report);
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// A crafted revert file and a crafted plan are refused by the commands with the reason,
@@ -596,12 +581,9 @@ fn serve_reports_bytes_per_connection_for_files_on_io_uring() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(dir.path(), perms).unwrap();
     let root = dir.path().to_str().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "1"])
-        .args(["--backend", "uring", "--root", root, "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let serve = ["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "1"];
+    let files = ["--backend", "uring", "--root", root, "--json"];
+    let mut server = start(&[&serve[..], &files].concat(), Stdio::inherit());
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
     let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     let addr = ready["addr"].as_str().unwrap().to_owned();
@@ -631,11 +613,10 @@ fn serve_reports_bytes_per_connection_for_files_on_io_uring() {
 
 /// Ctrl-C to a `serve http --json` server: its final summary line, and a clean exit.
 fn interrupt_for_summary(
-    server: &mut std::process::Child,
+    server: &mut Child,
     lines: impl Iterator<Item = std::io::Result<String>>,
 ) -> serde_json::Value {
-    let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    ctrl_c(server);
     let served = lines
         .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
         .find(|v| v["type"] == "summary")

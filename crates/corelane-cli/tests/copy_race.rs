@@ -215,36 +215,79 @@ fn check_round(round: usize, out: &Output, victim: &Victim, target: &Path, hold:
 const ROUNDS: usize = 200;
 const TIME: Duration = Duration::from_secs(60);
 
+/// One race's scratch directory with its source tree's place, the victim and the swapper.
+struct Arena {
+    base: tempfile::TempDir,
+    src: PathBuf,
+    victim: Victim,
+    swapper: Swapper,
+}
+
+impl Arena {
+    /// The arena `name`, or `None` (saying why) where the race cannot run.
+    fn new(name: &str) -> Option<Self> {
+        if let Some(why) = cannot_run() {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let base = scratch(name);
+        let (src, victim, swapper) =
+            (base.path().join("src"), Victim::new(base.path()), Swapper::new(base.path()));
+        Some(Self { base, src, victim, swapper })
+    }
+
+    /// Runs `round` (given its number; it returns whether the copy failed and whether the
+    /// swap raced it) until `ROUNDS` have run or `TIME` is up, says how they went, and insists
+    /// that at least one swap came before a copy ended.
+    fn race(&self, mut round: impl FnMut(usize) -> (bool, bool)) {
+        let began = Instant::now();
+        let (mut rounds, mut raced, mut failed) = (0, 0, 0);
+        while rounds < ROUNDS && began.elapsed() < TIME {
+            let (round_failed, round_raced) = round(rounds);
+            failed += usize::from(round_failed);
+            raced += usize::from(round_raced);
+            rounds += 1;
+        }
+        eprintln!(
+            "{rounds} rounds, {raced} swapped mid-copy, {failed} failed, the victim untouched"
+        );
+        assert!(raced > 0, "no swap came before a copy ended: the test proved nothing");
+    }
+
+    /// One round's swap: the swapper set on `target` (to move it to `hold`) after a delay that
+    /// varies with `round`, then `copy` run against it and its outcome checked. Returns
+    /// whether the copy failed and whether the swap came before it ended.
+    fn swap_during(
+        &self,
+        round: usize,
+        (target, hold): (&Path, &Path),
+        copy: impl FnOnce() -> Output,
+    ) -> (bool, bool) {
+        let delay = Duration::from_micros((round as u64 * 97) % 20_000);
+        let mut child = self.swapper.start(target, hold, &self.victim.dir, delay);
+        let out = copy();
+        let end = now_ns();
+        child.wait().unwrap();
+        (check_round(round, &out, &self.victim, target, hold), swapped_before(hold, end))
+    }
+}
+
 /// `copy -r SRC DST` into a destination directory a user owns: the user renames the copy's
 /// root (`DST/src`, which root just made) away and puts a symlink to the victim in its place.
 #[test]
 fn a_user_swapping_the_destination_for_a_symlink_never_has_root_write_elsewhere() {
-    if let Some(why) = cannot_run() {
-        return eprintln!("skipped: {why}");
-    }
-    let base = scratch("r");
-    let (src, victim, swapper) =
-        (base.path().join("src"), Victim::new(base.path()), Swapper::new(base.path()));
-    fill(&src);
-    let began = Instant::now();
-    let (mut rounds, mut raced, mut failed) = (0, 0, 0);
-    while rounds < ROUNDS && began.elapsed() < TIME {
-        let dst = base.path().join(format!("dst{rounds}"));
+    let Some(arena) = Arena::new("r") else { return };
+    fill(&arena.src);
+    arena.race(|round| {
+        let dst = arena.base.path().join(format!("dst{round}"));
         std::fs::create_dir(&dst).unwrap();
         chown(&dst, USER);
         let (target, hold) = (dst.join("src"), dst.join("held"));
-        let delay = Duration::from_micros((rounds as u64 * 97) % 20_000);
-        let mut child = swapper.start(&target, &hold, &victim.dir, delay);
-        let out = corelane(&[Path::new("copy"), Path::new("-r"), &src, &dst]);
-        let end = now_ns();
-        child.wait().unwrap();
-        failed += usize::from(check_round(rounds, &out, &victim, &target, &hold));
-        raced += usize::from(swapped_before(&hold, end));
+        let copy_r = || corelane(&[Path::new("copy"), Path::new("-r"), &arena.src, &dst]);
+        let outcome = arena.swap_during(round, (&target, &hold), copy_r);
         std::fs::remove_dir_all(&dst).unwrap();
-        rounds += 1;
-    }
-    eprintln!("{rounds} rounds, {raced} swapped mid-copy, {failed} failed, the victim untouched");
-    assert!(raced > 0, "no swap came before a copy ended: the test proved nothing");
+        outcome
+    });
 }
 
 /// `copy -a` as root hands `DST`'s directories to their owner (the source's, a user here). A
@@ -252,38 +295,24 @@ fn a_user_swapping_the_destination_for_a_symlink_never_has_root_write_elsewhere(
 /// user swaps `DST/src/sub` for a symlink to the victim mid-copy.
 #[test]
 fn a_user_given_the_destination_by_copy_a_cannot_redirect_the_next_copy_a() {
-    if let Some(why) = cannot_run() {
-        return eprintln!("skipped: {why}");
-    }
-    let base = scratch("a");
-    let (src, victim, swapper) =
-        (base.path().join("src"), Victim::new(base.path()), Swapper::new(base.path()));
+    let Some(arena) = Arena::new("a") else { return };
+    let src = &arena.src;
     fill(&src.join("sub"));
-    chown(&src, USER);
+    chown(src, USER);
     chown(&src.join("sub"), USER);
-    let dst = base.path().join("dst");
+    let dst = arena.base.path().join("dst");
     std::fs::create_dir(&dst).unwrap();
-    let copy_a = || corelane(&[Path::new("copy"), Path::new("-a"), &src, &dst]);
-    let began = Instant::now();
-    let (mut rounds, mut raced, mut failed) = (0, 0, 0);
-    while rounds < ROUNDS && began.elapsed() < TIME {
+    let copy_a = || corelane(&[Path::new("copy"), Path::new("-a"), src, &dst]);
+    arena.race(|round| {
         let first = copy_a();
         assert!(first.status.success(), "{}", text(&first.stderr));
         let target = dst.join("src/sub");
         assert_eq!(std::fs::metadata(&target).unwrap().uid(), USER, "handed to the owner");
         let hold = dst.join("src/held");
-        let delay = Duration::from_micros((rounds as u64 * 97) % 20_000);
-        let mut child = swapper.start(&target, &hold, &victim.dir, delay);
-        let out = copy_a();
-        let end = now_ns();
-        child.wait().unwrap();
-        failed += usize::from(check_round(rounds, &out, &victim, &target, &hold));
-        raced += usize::from(swapped_before(&hold, end));
+        let outcome = arena.swap_during(round, (&target, &hold), copy_a);
         std::fs::remove_dir_all(dst.join("src")).unwrap();
-        rounds += 1;
-    }
-    eprintln!("{rounds} rounds, {raced} swapped mid-copy, {failed} failed, the victim untouched");
-    assert!(raced > 0, "no swap came before a copy ended: the test proved nothing");
+        outcome
+    });
 }
 
 /// A tree deeper than the descriptors a process may hold: the copy keeps only a bounded stack

@@ -29,6 +29,13 @@ impl Netns {
         cmd.args(args).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success())
     }
 
+    /// `corelane ARGS` run in the namespace, which must succeed.
+    fn corelane_ok(&self, args: &[&str]) -> Output {
+        let out = self.corelane(args);
+        assert!(out.status.success(), "corelane {}: {}", args.join(" "), stderr(&out));
+        out
+    }
+
     fn corelane(&self, args: &[&str]) -> Output {
         Command::new("ip")
             .args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_corelane")])
@@ -39,7 +46,13 @@ impl Netns {
 
     /// A veth pair with four queues each way, so XPS applies (one TX queue refuses it).
     fn veth(&self, name: &str, peer: &str) {
-        let q = ["numrxqueues", "4", "numtxqueues", "4"];
+        self.veth_with_queues(name, peer, "4");
+    }
+
+    /// A veth pair with `queues` queues each way (veth allocates one per possible CPU unless
+    /// told).
+    fn veth_with_queues(&self, name: &str, peer: &str, queues: &str) {
+        let q = ["numrxqueues", queues, "numtxqueues", queues];
         let mut args = vec!["link", "add", name];
         args.extend(q);
         args.extend(["type", "veth", "peer", "name", peer]);
@@ -49,8 +62,7 @@ impl Netns {
 
     /// Every queue mask and the queue count of `devices`, as `topo --json` shows them.
     fn snapshot(&self, devices: &[&str]) -> Vec<serde_json::Value> {
-        let out = self.corelane(&["topo", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = self.corelane_ok(&["topo", "--json"]);
         let topo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let nics = topo["nics"].as_array().unwrap();
         devices
@@ -81,8 +93,7 @@ fn round_trip(ns: &Netns, upper: &str, lower: &[&str]) {
     let revert = dir.path().join("revert.json");
     let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
     let before = ns.snapshot(lower);
-    let out = ns.corelane(&["plan", "--nic", upper, "-o", plan]);
-    assert!(out.status.success(), "plan --nic {upper}: {}", stderr(&out));
+    ns.corelane_ok(&["plan", "--nic", upper, "-o", plan]);
     let text = std::fs::read_to_string(plan).unwrap();
     let parsed: toml::Value = toml::from_str(&text).unwrap();
     let planned: Vec<&str> = parsed["lower"]
@@ -93,14 +104,11 @@ fn round_trip(ns: &Netns, upper: &str, lower: &[&str]) {
         .collect();
     assert_eq!(planned, lower, "{upper}: {text}");
     assert!(text.contains(&format!("{upper} is stacked on")), "{text}");
-    let dry = ns.corelane(&["apply", plan]);
-    assert!(dry.status.success(), "{}", stderr(&dry));
+    ns.corelane_ok(&["apply", plan]);
     assert_eq!(ns.snapshot(lower), before, "{upper}: a dry run changed something");
-    let out = ns.corelane(&["apply", plan, "--yes", "--revert", revert]);
-    assert!(out.status.success(), "apply {upper}: {}", stderr(&out));
+    ns.corelane_ok(&["apply", plan, "--yes", "--revert", revert]);
     assert_ne!(ns.snapshot(lower), before, "{upper}: the plan changed nothing below it");
-    let out = ns.corelane(&["revert", revert]);
-    assert!(out.status.success(), "revert {upper}: {}", stderr(&out));
+    ns.corelane_ok(&["revert", revert]);
     assert_eq!(ns.snapshot(lower), before, "{upper}: revert did not restore every value");
     eprintln!("{upper} over {lower:?}: planned, applied and reverted exactly");
 }
@@ -114,13 +122,7 @@ fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
         return;
     }
     let ns = Netns::new("refused");
-    // One TX queue allocated (veth allocates one per possible CPU unless told).
-    let one = ["numrxqueues", "1", "numtxqueues", "1"];
-    let mut args = vec!["link", "add", "s0"];
-    args.extend(one);
-    args.extend(["type", "veth", "peer", "name", "s1"]);
-    args.extend(one);
-    assert!(ns.ip(&args), "single-queue veth");
+    ns.veth_with_queues("s0", "s1", "1");
     let dir = tempfile::tempdir().unwrap();
     let (plan, revert) = (dir.path().join("plan.toml"), dir.path().join("revert.json"));
     std::fs::write(
@@ -130,16 +132,30 @@ fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
     .unwrap();
     let before = ns.snapshot(&["s0"]);
     let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
-    let out = ns.corelane(&["apply", plan, "--yes", "--revert", revert]);
+    let out = ns.corelane_ok(&["apply", plan, "--yes", "--revert", revert]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout.contains("tx-0/xps_cpus: 1 skipped: the kernel refuses XPS"), "{stdout}");
     assert_ne!(ns.snapshot(&["s0"]), before, "the RPS mask was not set");
     let saved = std::fs::read_to_string(revert).unwrap();
     assert!(!saved.contains("xps_cpus"), "a skipped setting has nothing to revert: {saved}");
-    let out = ns.corelane(&["revert", revert]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    ns.corelane_ok(&["revert", revert]);
     assert_eq!(ns.snapshot(&["s0"]), before);
+}
+
+/// Two new veth pairs whose first ends are enslaved to a new device `master` of `kind` (its
+/// `ip link add ... type` words); false, with nothing enslaved, if this kernel cannot make it.
+fn master_of_two_veths(ns: &Netns, master: &str, kind: &[&str], pairs: [(&str, &str); 2]) -> bool {
+    for (end, peer) in pairs {
+        ns.veth(end, peer);
+    }
+    let add: Vec<&str> = ["link", "add", master, "type"].iter().chain(kind).copied().collect();
+    if !ns.ip(&add) {
+        return false;
+    }
+    for (end, _) in pairs {
+        assert!(ns.ip(&["link", "set", end, "master", master]), "{end} into {master}");
+    }
+    true
 }
 
 #[test]
@@ -157,22 +173,19 @@ fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
             "skipped the VLAN case: this kernel cannot make a VLAN (8021q module unavailable)"
         );
     }
-    ns.veth("c0", "d0");
-    ns.veth("c1", "d1");
-    if ns.ip(&["link", "add", "bond0", "type", "bond", "mode", "balance-xor"]) {
-        assert!(ns.ip(&["link", "set", "c0", "master", "bond0"]), "enslave c0");
-        assert!(ns.ip(&["link", "set", "c1", "master", "bond0"]), "enslave c1");
+    if master_of_two_veths(
+        &ns,
+        "bond0",
+        &["bond", "mode", "balance-xor"],
+        [("c0", "d0"), ("c1", "d1")],
+    ) {
         round_trip(&ns, "bond0", &["c0", "c1"]);
     } else {
         eprintln!(
             "skipped the bond case: this kernel cannot make a bond (bonding module unavailable)"
         );
     }
-    ns.veth("e0", "f0");
-    ns.veth("e1", "f1");
-    if ns.ip(&["link", "add", "br0", "type", "bridge"]) {
-        assert!(ns.ip(&["link", "set", "e0", "master", "br0"]), "e0 into br0");
-        assert!(ns.ip(&["link", "set", "e1", "master", "br0"]), "e1 into br0");
+    if master_of_two_veths(&ns, "br0", &["bridge"], [("e0", "f0"), ("e1", "f1")]) {
         round_trip(&ns, "br0", &["e0", "e1"]);
     } else {
         eprintln!("skipped the bridge case: this kernel cannot make a bridge");
@@ -203,8 +216,7 @@ fn plan_addresses_are_added_and_reverted() {
             Command::new("ip").args(["-n", &ns.0, "-o", "addr", "show", "dev", "a0"]).output();
         String::from_utf8_lossy(&out.unwrap().stdout).into_owned()
     };
-    let out = ns.corelane(&["plan", "--nic", "a0", "--format", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ns.corelane_ok(&["plan", "--nic", "a0", "--format", "json"]);
     let mut plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let write = |plan: &serde_json::Value| std::fs::write(&plan_path, plan.to_string()).unwrap();
     let path = plan_path.to_str().unwrap();
@@ -215,11 +227,9 @@ fn plan_addresses_are_added_and_reverted() {
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("address:a0/10.77.0.9/24"), "{text}");
     assert!(!text.contains("10.77.0.1/24"), "an address held already is no change: {text}");
-    let out = ns.corelane(&["apply", path, "--yes", "--revert", revert.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    ns.corelane_ok(&["apply", path, "--yes", "--revert", revert.to_str().unwrap()]);
     assert!(addrs().contains("10.77.0.9/24"), "{}", addrs());
-    let out = ns.corelane(&["revert", revert.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    ns.corelane_ok(&["revert", revert.to_str().unwrap()]);
     assert!(!addrs().contains("10.77.0.9/") && addrs().contains("10.77.0.1/24"), "{}", addrs());
 
     for bad in ["10.77.0.9", "10.77.0.9/33", "10.77.0.9/24 dev lo", "-6/24"] {

@@ -26,6 +26,7 @@
 //! The library never prints: it returns results and reports progress through callbacks.
 //! All unsafe code lives in `sys`, the one module allowed to call libc directly.
 #![deny(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod child_output;
 pub mod copy;

@@ -150,123 +150,184 @@ impl SimConfig {
 /// Runs one simulation.
 pub fn simulate(cfg: &SimConfig) -> Result<RunResult, ConfigError> {
     cfg.check()?;
-    let mut source = Source::new(cfg.workload, cfg.mean_cost_ns, cfg.seed)?;
-    let mut dispatcher = Dispatcher::new(cfg.kind, cfg.workers, cfg.seed ^ 0x5eed);
-    let mut workers: Vec<Worker> = (0..cfg.workers)
-        .map(|_| Worker { queue: VecDeque::new(), busy: false, epoch_busy_ns: 0, total_busy_ns: 0 })
-        .collect();
-    let gap_ns = (cfg.mean_cost_ns / (cfg.workers as f64 * cfg.offered_load)).max(1.0);
-    let mut heap: BinaryHeap<Reverse<(u64, Tick)>> = BinaryHeap::new();
-    heap.push(Reverse((0, Tick::Arrival)));
-    heap.push(Reverse((EPOCH_NS, Tick::Epoch)));
-    let mut next_arrival_at = 0.0f64;
-    let mut blocked: Option<Placement> = None;
-    let mut reorder = ReorderMeter::new();
-    let mut latency =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let mut released = Vec::new();
-    let (mut completed, mut measured, mut measure_from) = (0u64, 0u64, 0u64);
-    let warmup = cfg.events / 10;
-    let mut now = 0u64;
+    let mut sim = Sim::new(cfg)?;
+    while let Some(Reverse((t, tick))) = sim.heap.pop() {
+        sim.now = t;
+        match tick {
+            Tick::Arrival => sim.arrive(),
+            Tick::Done(w) => {
+                if sim.complete(w) {
+                    break;
+                }
+            }
+            Tick::Epoch => sim.epoch(),
+        }
+    }
+    Ok(sim.result())
+}
 
-    // Starts `w` on its next event, if idle and it has one.
-    fn start(
-        w: usize,
-        now: u64,
-        workers: &mut [Worker],
-        heap: &mut BinaryHeap<Reverse<(u64, Tick)>>,
-    ) {
-        let worker = &mut workers[w];
+/// One simulation's state: the producer, the dispatcher, the workers and the clock's pending
+/// ticks, with what the egress point has measured so far.
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    source: Source,
+    dispatcher: Dispatcher,
+    workers: Vec<Worker>,
+    heap: BinaryHeap<Reverse<(u64, Tick)>>,
+    /// Nanoseconds between two arrivals at the offered load.
+    gap_ns: f64,
+    next_arrival_at: f64,
+    /// The placement the producer waits to enqueue while its worker's ring is full.
+    blocked: Option<Placement>,
+    reorder: ReorderMeter,
+    latency: Histogram<u64>,
+    released: Vec<Placement>,
+    completed: u64,
+    /// Completions after the warm-up.
+    measured: u64,
+    /// When the warm-up ended (ns).
+    measure_from: u64,
+    warmup: u64,
+    now: u64,
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig) -> Result<Self, ConfigError> {
+        let workers = (0..cfg.workers)
+            .map(|_| Worker {
+                queue: VecDeque::new(),
+                busy: false,
+                epoch_busy_ns: 0,
+                total_busy_ns: 0,
+            })
+            .collect();
+        let mut heap = BinaryHeap::new();
+        heap.push(Reverse((0, Tick::Arrival)));
+        heap.push(Reverse((EPOCH_NS, Tick::Epoch)));
+        Ok(Self {
+            cfg,
+            source: Source::new(cfg.workload, cfg.mean_cost_ns, cfg.seed)?,
+            dispatcher: Dispatcher::new(cfg.kind, cfg.workers, cfg.seed ^ 0x5eed),
+            workers,
+            heap,
+            gap_ns: (cfg.mean_cost_ns / (cfg.workers as f64 * cfg.offered_load)).max(1.0),
+            next_arrival_at: 0.0,
+            blocked: None,
+            reorder: ReorderMeter::new(),
+            latency: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            released: Vec::new(),
+            completed: 0,
+            measured: 0,
+            measure_from: 0,
+            warmup: cfg.events / 10,
+            now: 0,
+        })
+    }
+
+    /// Starts worker `w` on its next event, if idle and it has one.
+    fn start(&mut self, w: usize) {
+        let worker = &mut self.workers[w];
         if worker.busy {
             return;
         }
         if let Some(ev) = worker.queue.front() {
             worker.busy = true;
-            let begin = now.max(ev.not_before_ns);
-            heap.push(Reverse((begin + ev.cost_ns as u64, Tick::Done(w))));
+            let begin = self.now.max(ev.not_before_ns);
+            self.heap.push(Reverse((begin + ev.cost_ns as u64, Tick::Done(w))));
         }
     }
 
-    while let Some(Reverse((t, tick))) = heap.pop() {
-        now = t;
-        match tick {
-            Tick::Arrival => {
-                let (flow, seq, cost_ns, visible_cost_ns) = source.draw();
-                let ev = Event::new(flow, seq, now, cost_ns, visible_cost_ns);
-                next_arrival_at += gap_ns;
-                if let Some(placed) = dispatcher.dispatch(ev, now) {
-                    if workers[placed.worker].queue.len() >= cfg.ring {
-                        blocked = Some(placed); // the producer waits for room
-                        continue;
-                    }
-                    workers[placed.worker].queue.push_back(placed.event);
-                    start(placed.worker, now, &mut workers, &mut heap);
-                }
-                heap.push(Reverse(((next_arrival_at as u64).max(now), Tick::Arrival)));
+    /// Queues a placed event on its worker's ring and starts the worker if idle.
+    fn enqueue(&mut self, placed: Placement) {
+        self.workers[placed.worker].queue.push_back(placed.event);
+        self.start(placed.worker);
+    }
+
+    /// Enqueues the events the dispatcher released (held back for order) since the last call.
+    fn enqueue_released(&mut self) {
+        let mut released = std::mem::take(&mut self.released);
+        for placed in released.drain(..) {
+            self.enqueue(placed);
+        }
+        self.released = released;
+    }
+
+    /// The producer offers its next event, unless a full ring makes it wait.
+    fn arrive(&mut self) {
+        let (flow, seq, cost_ns, visible_cost_ns) = self.source.draw();
+        let ev = Event::new(flow, seq, self.now, cost_ns, visible_cost_ns);
+        self.next_arrival_at += self.gap_ns;
+        if let Some(placed) = self.dispatcher.dispatch(ev, self.now) {
+            if self.workers[placed.worker].queue.len() >= self.cfg.ring {
+                self.blocked = Some(placed); // the producer waits for room
+                return;
             }
-            Tick::Done(w) => {
-                let ev = workers[w].queue.pop_front().expect("a running worker has an event");
-                workers[w].busy = false;
-                workers[w].epoch_busy_ns += ev.cost_ns as u64;
-                completed += 1;
-                if completed == warmup {
-                    measure_from = now;
-                }
-                if completed > warmup {
-                    measured += 1;
-                    workers[w].total_busy_ns += ev.cost_ns as u64;
-                }
-                reorder.record(ev.flow, ev.seq);
-                let _ = latency.record((now - ev.born_ns).max(1));
-                dispatcher.complete(&ev, w, now, &mut released);
-                for placed in released.drain(..) {
-                    workers[placed.worker].queue.push_back(placed.event);
-                    start(placed.worker, now, &mut workers, &mut heap);
-                }
-                if let Some(placed) = blocked {
-                    if workers[placed.worker].queue.len() < cfg.ring {
-                        blocked = None;
-                        workers[placed.worker].queue.push_back(placed.event);
-                        start(placed.worker, now, &mut workers, &mut heap);
-                        next_arrival_at = next_arrival_at.max(now as f64);
-                        heap.push(Reverse((now, Tick::Arrival)));
-                    }
-                }
-                start(w, now, &mut workers, &mut heap);
-                if completed >= cfg.events {
-                    break;
-                }
-            }
-            Tick::Epoch => {
-                let busy: Vec<f64> = workers
-                    .iter_mut()
-                    .map(|w| {
-                        (std::mem::take(&mut w.epoch_busy_ns) as f64 / EPOCH_NS as f64).min(1.0)
-                    })
-                    .collect();
-                dispatcher.epoch(&busy, now, &mut released);
-                for placed in released.drain(..) {
-                    workers[placed.worker].queue.push_back(placed.event);
-                    start(placed.worker, now, &mut workers, &mut heap);
-                }
-                heap.push(Reverse((now + EPOCH_NS, Tick::Epoch)));
+            self.enqueue(placed);
+        }
+        self.heap.push(Reverse(((self.next_arrival_at as u64).max(self.now), Tick::Arrival)));
+    }
+
+    /// Worker `w` finished its event: it reaches the egress point, and the room it leaves may
+    /// unblock the producer. True once the run has its completions.
+    fn complete(&mut self, w: usize) -> bool {
+        let now = self.now;
+        let ev = self.workers[w].queue.pop_front().expect("a running worker has an event");
+        self.workers[w].busy = false;
+        self.workers[w].epoch_busy_ns += ev.cost_ns as u64;
+        self.completed += 1;
+        if self.completed == self.warmup {
+            self.measure_from = now;
+        }
+        if self.completed > self.warmup {
+            self.measured += 1;
+            self.workers[w].total_busy_ns += ev.cost_ns as u64;
+        }
+        self.reorder.record(ev.flow, ev.seq);
+        let _ = self.latency.record((now - ev.born_ns).max(1));
+        self.dispatcher.complete(&ev, w, now, &mut self.released);
+        self.enqueue_released();
+        if let Some(placed) = self.blocked {
+            if self.workers[placed.worker].queue.len() < self.cfg.ring {
+                self.blocked = None;
+                self.enqueue(placed);
+                self.next_arrival_at = self.next_arrival_at.max(now as f64);
+                self.heap.push(Reverse((now, Tick::Arrival)));
             }
         }
+        self.start(w);
+        self.completed >= self.cfg.events
     }
-    let secs = (now.saturating_sub(measure_from)) as f64 / 1e9;
-    let work: Vec<f64> = workers.iter().map(|w| w.total_busy_ns as f64).collect();
-    Ok(RunResult::measured(
-        cfg.kind,
-        cfg.workload,
-        cfg.workers,
-        "sim",
-        if secs > 0.0 { measured as f64 / secs / 1e6 } else { 0.0 },
-        &reorder,
-        &work,
-        &latency,
-        dispatcher.migrations() as f64 / (now as f64 / 1e9).max(1e-9),
-        None,
-    ))
+
+    /// The end of an epoch: the dispatcher sees each worker's busy share since the last one.
+    fn epoch(&mut self) {
+        let busy: Vec<f64> = self
+            .workers
+            .iter_mut()
+            .map(|w| (std::mem::take(&mut w.epoch_busy_ns) as f64 / EPOCH_NS as f64).min(1.0))
+            .collect();
+        self.dispatcher.epoch(&busy, self.now, &mut self.released);
+        self.enqueue_released();
+        self.heap.push(Reverse((self.now + EPOCH_NS, Tick::Epoch)));
+    }
+
+    /// What the run measured, throughput over the time after the warm-up.
+    fn result(&self) -> RunResult {
+        let cfg = self.cfg;
+        let secs = (self.now.saturating_sub(self.measure_from)) as f64 / 1e9;
+        let work: Vec<f64> = self.workers.iter().map(|w| w.total_busy_ns as f64).collect();
+        RunResult::measured(
+            cfg.kind,
+            cfg.workload,
+            cfg.workers,
+            "sim",
+            if secs > 0.0 { self.measured as f64 / secs / 1e6 } else { 0.0 },
+            &self.reorder,
+            &work,
+            &self.latency,
+            self.dispatcher.migrations() as f64 / (self.now as f64 / 1e9).max(1e-9),
+            None,
+        )
+    }
 }
 
 #[cfg(test)]

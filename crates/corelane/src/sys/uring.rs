@@ -58,6 +58,12 @@ pub(crate) fn copy_range(
     result
 }
 
+/// Where one read of a batch starts (relative to the range's offset) and how many bytes it
+/// asks for.
+type Chunk = (u64, u32);
+
+/// [`copy_range`]'s batches: reads of up to one chunk per buffer, then writes of what they
+/// returned, until `len` bytes are copied; `in_flight` is true while the kernel holds buffers.
 #[allow(clippy::too_many_arguments)]
 fn copy_batches(
     ring: &mut IoUring,
@@ -69,94 +75,26 @@ fn copy_batches(
     keep_going: &mut dyn FnMut(u64) -> bool,
     in_flight: &mut bool,
 ) -> io::Result<u64> {
-    let chunk = buffers.first().map_or(1, Vec::len);
     let (mut done, mut calls) = (0u64, 0u64);
     let mut reaped = Vec::with_capacity(buffers.len());
     // Interrupted batches tried again before giving up (a signal storm, not a lost byte).
     let mut retries_left = 1000;
     while done < len {
-        // Reads for up to `depth` chunks.
-        let mut batch = Vec::with_capacity(buffers.len());
-        for (i, buf) in buffers.iter_mut().enumerate() {
-            let at = done + (i * chunk) as u64;
-            if at >= len {
-                break;
-            }
-            let n = (len - at).min(chunk as u64) as u32;
-            let read = opcode::Read::new(types::Fd(src.as_raw_fd()), buf.as_mut_ptr(), n)
-                .offset(offset + at)
-                .build()
-                .user_data(i as u64);
-            // SAFETY: `buf` lives in `buffers`, which the caller frees only after every
-            // completion of this batch has been reaped (or leaks while `in_flight`), and the fd
-            // stays open for the call (io_uring_enter(2)). The ring holds 2 x depth entries,
-            // so the push cannot fail.
-            if unsafe { ring.submission().push(&read) }.is_err() {
-                break;
-            }
-            batch.push((at, n));
-        }
+        let batch = queue_reads(ring, buffers, src, offset, len, done);
         *in_flight = true;
         reap(ring, batch.len(), &mut reaped)?;
         *in_flight = false;
         calls += 1;
-        let mut got = vec![0usize; batch.len()];
-        let mut failure = None;
-        let mut interrupted = false;
-        for &(i, r) in &reaped {
-            match r {
-                r if r >= 0 => got[i as usize] = r as usize,
-                r if retryable(r) => interrupted = true,
-                r => failure = Some(io::Error::from_raw_os_error(-r)),
-            }
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        // Writes of what each read returned (a short read at EOF writes less).
-        let mut writes = 0;
-        for (i, &(at, _)) in batch.iter().enumerate() {
-            if got[i] == 0 {
-                continue;
-            }
-            let write =
-                opcode::Write::new(types::Fd(dst.as_raw_fd()), buffers[i].as_ptr(), got[i] as u32)
-                    .offset(offset + at)
-                    .build()
-                    .user_data(i as u64);
-            // SAFETY: as above; the buffers are not touched until the writes are reaped.
-            if unsafe { ring.submission().push(&write) }.is_err() {
-                break;
-            }
-            writes += 1;
-        }
+        let (mut got, read_interrupted) = read_results(&reaped, batch.len())?;
+        let writes = queue_writes(ring, buffers, dst, offset, &batch, &got);
         *in_flight = true;
         reap(ring, writes, &mut reaped)?;
         *in_flight = false;
         calls += 1;
-        for &(i, r) in &reaped {
-            if r < 0 && retryable(r) {
-                // Written again with its batch: the same bytes at the same offset.
-                got[i as usize] = 0;
-                interrupted = true;
-            } else if r < 0 {
-                failure = Some(io::Error::from_raw_os_error(-r));
-            } else if r as usize != got[i as usize] {
-                // A short write: keep the prefix, copy the rest again.
-                got[i as usize] = r as usize;
-            }
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        // Advance over the contiguous prefix: after a short read or write, later chunks are
-        // copied again (rewriting the same bytes) rather than leaving a gap.
-        let next = batch.iter().zip(&got).find(|((_, n), g)| (**g as u32) < *n).map_or_else(
-            || batch.last().map_or(done, |(at, n)| at + u64::from(*n)),
-            |((at, _), g)| at + *g as u64,
-        );
+        let write_interrupted = write_results(&reaped, &mut got)?;
+        let next = copied_prefix_end(&batch, &got, done);
         if next == done {
-            if interrupted && retries_left > 0 {
+            if (read_interrupted || write_interrupted) && retries_left > 0 {
                 retries_left -= 1;
                 continue;
             }
@@ -171,6 +109,120 @@ fn copy_batches(
         }
     }
     Ok(calls)
+}
+
+/// Queues reads of up to one chunk per buffer from `done` on (not past `len`); returns the
+/// chunks queued, the i-th read into `buffers[i]`.
+fn queue_reads(
+    ring: &mut IoUring,
+    buffers: &mut [Vec<u8>],
+    src: BorrowedFd<'_>,
+    offset: u64,
+    len: u64,
+    done: u64,
+) -> Vec<Chunk> {
+    let chunk = buffers.first().map_or(1, Vec::len);
+    let mut batch = Vec::with_capacity(buffers.len());
+    for (i, buf) in buffers.iter_mut().enumerate() {
+        let at = done + (i * chunk) as u64;
+        if at >= len {
+            break;
+        }
+        let n = (len - at).min(chunk as u64) as u32;
+        let read = opcode::Read::new(types::Fd(src.as_raw_fd()), buf.as_mut_ptr(), n)
+            .offset(offset + at)
+            .build()
+            .user_data(i as u64);
+        // SAFETY: `buf` lives in `buffers`, which the caller frees only after every
+        // completion of this batch has been reaped (or leaks while `in_flight`), and the fd
+        // stays open for the call (io_uring_enter(2)). The ring holds 2 x depth entries,
+        // so the push cannot fail.
+        if unsafe { ring.submission().push(&read) }.is_err() {
+            break;
+        }
+        batch.push((at, n));
+    }
+    batch
+}
+
+/// The bytes each of a batch's `count` reads returned, and whether one was interrupted (it
+/// counts as 0 bytes, to be read again); a read's error fails the copy.
+fn read_results(reaped: &[(u64, i32)], count: usize) -> io::Result<(Vec<usize>, bool)> {
+    let mut got = vec![0usize; count];
+    let mut failure = None;
+    let mut interrupted = false;
+    for &(i, r) in reaped {
+        match r {
+            r if r >= 0 => got[i as usize] = r as usize,
+            r if retryable(r) => interrupted = true,
+            r => failure = Some(io::Error::from_raw_os_error(-r)),
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((got, interrupted)),
+    }
+}
+
+/// Queues writes of what each read returned (a short read at EOF writes less); returns how
+/// many were queued.
+fn queue_writes(
+    ring: &mut IoUring,
+    buffers: &[Vec<u8>],
+    dst: BorrowedFd<'_>,
+    offset: u64,
+    batch: &[Chunk],
+    got: &[usize],
+) -> usize {
+    let mut writes = 0;
+    for (i, &(at, _)) in batch.iter().enumerate() {
+        if got[i] == 0 {
+            continue;
+        }
+        let write =
+            opcode::Write::new(types::Fd(dst.as_raw_fd()), buffers[i].as_ptr(), got[i] as u32)
+                .offset(offset + at)
+                .build()
+                .user_data(i as u64);
+        // SAFETY: as for the reads; the buffers are not touched until the writes are reaped.
+        if unsafe { ring.submission().push(&write) }.is_err() {
+            break;
+        }
+        writes += 1;
+    }
+    writes
+}
+
+/// Lowers `got` to what each write wrote, and says whether one was interrupted; a write's
+/// error fails the copy.
+fn write_results(reaped: &[(u64, i32)], got: &mut [usize]) -> io::Result<bool> {
+    let mut failure = None;
+    let mut interrupted = false;
+    for &(i, r) in reaped {
+        if r < 0 && retryable(r) {
+            // Written again with its batch: the same bytes at the same offset.
+            got[i as usize] = 0;
+            interrupted = true;
+        } else if r < 0 {
+            failure = Some(io::Error::from_raw_os_error(-r));
+        } else if r as usize != got[i as usize] {
+            // A short write: keep the prefix, copy the rest again.
+            got[i as usize] = r as usize;
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(interrupted),
+    }
+}
+
+/// Where the batch's contiguous copied prefix ends: after a short read or write, later chunks
+/// are copied again (rewriting the same bytes) rather than leaving a gap.
+fn copied_prefix_end(batch: &[Chunk], got: &[usize], done: u64) -> u64 {
+    batch.iter().zip(got).find(|((_, n), g)| (**g as u32) < *n).map_or_else(
+        || batch.last().map_or(done, |(at, n)| at + u64::from(*n)),
+        |((at, _), g)| at + *g as u64,
+    )
 }
 
 #[cfg(test)]

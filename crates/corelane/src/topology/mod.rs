@@ -185,16 +185,19 @@ impl Topology {
 mod tests {
     use super::*;
 
+    /// Writes `s` and a newline to the fixture file `p`, as sysfs shows a value, making its
+    /// directories.
+    pub(super) fn write(p: PathBuf, s: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, format!("{s}\n")).unwrap();
+    }
+
     /// Writes a fixture: 2 packages × 2 cores × 2 SMT threads, one NUMA node per package,
     /// an L3 per package and an L2 per core.
     fn fixture() -> PathBuf {
         let root = tempfile::tempdir().unwrap().keep();
         let _ = fs::remove_dir_all(&root);
         let sys = root.join("sys/devices/system");
-        let write = |p: PathBuf, s: &str| {
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(p, format!("{s}\n")).unwrap();
-        };
         write(sys.join("cpu/online"), "0-7");
         for cpu in 0..8usize {
             let package = cpu / 4;

@@ -342,10 +342,7 @@ mod tests {
     }
     use std::path::PathBuf;
 
-    fn write(p: PathBuf, s: &str) {
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, format!("{s}\n")).unwrap();
-    }
+    use crate::topology::tests::write;
 
     /// A machine with a 2-queue virtio NIC on node 1 (its IRQs named after the device) and a
     /// veth with no device at all.

@@ -6,11 +6,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 const ETH_HLEN: usize = 14;
-const ETH_P_IP: u16 = 0x0800;
-const ETH_P_IPV6: u16 = 0x86dd;
-const ETH_P_8021Q: u16 = 0x8100;
-const ETH_P_8021AD: u16 = 0x88a8;
-const IPPROTO_UDP: u8 = 17;
+pub(super) const ETH_P_IP: u16 = 0x0800;
+pub(super) const ETH_P_IPV6: u16 = 0x86dd;
+pub(super) const ETH_P_8021Q: u16 = 0x8100;
+pub(super) const ETH_P_8021AD: u16 = 0x88a8;
+pub(super) const IPPROTO_UDP: u8 = 17;
 const MAX_VLAN_TAGS: usize = 2;
 
 /// Why a frame carries no UDP datagram corelane takes.
@@ -48,6 +48,13 @@ fn ip_checksum(header: &[u8]) -> u16 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     !(sum as u16)
+}
+
+/// Writes the checksum of an IPv4 `header` (20 to 60 bytes) into its checksum field.
+fn seal_ipv4_checksum(header: &mut [u8]) {
+    header[10..12].fill(0);
+    let sum = ip_checksum(header);
+    header[10..12].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// Reads the UDP datagram in `frame`.
@@ -152,8 +159,7 @@ pub fn build_ipv4(
     ip[9] = IPPROTO_UDP;
     ip[12..16].copy_from_slice(&src.ip().octets());
     ip[16..20].copy_from_slice(&dst.ip().octets());
-    let sum = ip_checksum(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    seal_ipv4_checksum(&mut ip);
     f.extend_from_slice(&ip);
     f.extend_from_slice(&src.port().to_be_bytes());
     f.extend_from_slice(&dst.port().to_be_bytes());
@@ -203,9 +209,7 @@ mod tests {
         // Claim 100 more bytes than arrived, with a checksum that matches the lie.
         let total = u16::from_be_bytes([f[16], f[17]]) + 100;
         f[16..18].copy_from_slice(&total.to_be_bytes());
-        f[24..26].fill(0);
-        let sum = ip_checksum(&f[14..34]);
-        f[24..26].copy_from_slice(&sum.to_be_bytes());
+        seal_ipv4_checksum(&mut f[14..34]);
         assert_eq!(parse(&f), Err(FrameError::LyingLength));
     }
 
@@ -230,9 +234,7 @@ mod tests {
         let total = u16::from_be_bytes([ip[2], ip[3]]) + 4;
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip.extend_from_slice(&[1, 1, 1, 1]);
-        ip[10..12].fill(0);
-        let sum = ip_checksum(&ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        seal_ipv4_checksum(&mut ip);
         g.extend_from_slice(&ip);
         g.extend_from_slice(&f[34..]);
         assert_eq!(parse(&g).unwrap().payload, b"payload!");
@@ -245,9 +247,7 @@ mod tests {
         assert_eq!(parse(&f), Err(FrameError::Malformed));
         let mut f = frame(b"x");
         f[20] = 0x20; // more fragments
-        f[24..26].fill(0);
-        let sum = ip_checksum(&f[14..34]);
-        f[24..26].copy_from_slice(&sum.to_be_bytes());
+        seal_ipv4_checksum(&mut f[14..34]);
         assert_eq!(parse(&f), Err(FrameError::NotUdp));
     }
 
@@ -285,9 +285,7 @@ mod tests {
             let payload = vec![9u8; len];
             let mut f = frame(&payload);
             f[16..18].copy_from_slice(&ip_total.to_be_bytes());
-            f[24..26].fill(0);
-            let sum = ip_checksum(&f[14..34]);
-            f[24..26].copy_from_slice(&sum.to_be_bytes());
+            seal_ipv4_checksum(&mut f[14..34]);
             f[38..40].copy_from_slice(&udp_len.to_be_bytes());
             f.truncate(f.len().saturating_sub(cut));
             match parse(&f) {

@@ -6,7 +6,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::asm::{Alu, Asm, Cond, Size, R0, R1, R10, R2, R3, R4, R5, R6};
+use super::asm::{Alu, Asm, Cond, Label, Size, R0, R1, R10, R2, R3, R4, R5, R6};
+use super::frame::{ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, IPPROTO_UDP};
 
 /// The name every corelane XDP program carries; how a later run recognises a left-over one.
 pub const PROGRAM_NAME: &str = "corelane_xdp";
@@ -37,6 +38,22 @@ fn word(bytes: [u8; 4]) -> u32 {
     u32::from_ne_bytes(bytes)
 }
 
+/// Jumps to `pass` unless `bytes` from r2 (the frame's start, moved on past a VLAN tag) have
+/// arrived: r3 holds `data_end`.
+fn pass_unless_arrived(a: &mut Asm, bytes: i16, pass: Label) {
+    a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, bytes.into());
+    a.jump_reg(Cond::Gt, R4, R3, pass);
+}
+
+/// Jumps to `pass` unless the EtherType in r5 is `ethertype`, its IP header of `header_len`
+/// bytes has arrived and the header's protocol byte at `protocol_at` says UDP; r5 is then free.
+fn pass_unless_udp(a: &mut Asm, ethertype: u16, header_len: i16, protocol_at: i16, pass: Label) {
+    a.jump_imm(Cond::Ne, R5, be16(ethertype), pass);
+    pass_unless_arrived(a, ETH_HLEN + header_len, pass);
+    a.load(Size::B, R5, R2, ETH_HLEN + protocol_at);
+    a.jump_imm(Cond::Ne, R5, IPPROTO_UDP.into(), pass);
+}
+
 /// Emits the program for `addr` (an unspecified address matches any destination address of
 /// its family).
 pub fn emit(addr: SocketAddr, action: Action) -> Vec<u64> {
@@ -48,26 +65,20 @@ pub fn emit(addr: SocketAddr, action: Action) -> Vec<u64> {
     a.alu_reg(Alu::Mov, R6, R1);
     a.load(Size::W, R2, R1, 0); // data
     a.load(Size::W, R3, R1, 4); // data_end
-    a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, ETH_HLEN.into());
-    a.jump_reg(Cond::Gt, R4, R3, pass);
+    pass_unless_arrived(&mut a, ETH_HLEN, pass);
     a.load(Size::H, R5, R2, 12);
-    a.jump_imm(Cond::Eq, R5, be16(0x8100), vlan);
-    a.jump_imm(Cond::Eq, R5, be16(0x88a8), vlan);
+    a.jump_imm(Cond::Eq, R5, be16(ETH_P_8021Q), vlan);
+    a.jump_imm(Cond::Eq, R5, be16(ETH_P_8021AD), vlan);
     a.goto(l3);
     a.bind(vlan);
     // One tag: the inner type sits 4 bytes on, and r2 moves so L3 is again at r2 + 14.
-    a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, 18);
-    a.jump_reg(Cond::Gt, R4, R3, pass);
+    pass_unless_arrived(&mut a, ETH_HLEN + 4, pass);
     a.load(Size::H, R5, R2, 16);
     a.alu_imm(Alu::Add, R2, 4);
     a.bind(l3);
     match addr.ip() {
         IpAddr::V4(ip) => {
-            a.jump_imm(Cond::Ne, R5, be16(0x0800), pass);
-            a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, (ETH_HLEN + 20).into());
-            a.jump_reg(Cond::Gt, R4, R3, pass);
-            a.load(Size::B, R5, R2, ETH_HLEN + 9);
-            a.jump_imm(Cond::Ne, R5, 17, pass);
+            pass_unless_udp(&mut a, ETH_P_IP, 20, 9, pass);
             // Fragments (offset or more-fragments set) go to the stack, which reassembles.
             a.load(Size::H, R5, R2, ETH_HLEN + 6);
             a.alu_imm(Alu::And, R5, be16(0x3fff));
@@ -83,11 +94,7 @@ pub fn emit(addr: SocketAddr, action: Action) -> Vec<u64> {
             a.alu_reg(Alu::Add, R2, R5);
         }
         IpAddr::V6(ip) => {
-            a.jump_imm(Cond::Ne, R5, be16(0x86dd), pass);
-            a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, (ETH_HLEN + 40).into());
-            a.jump_reg(Cond::Gt, R4, R3, pass);
-            a.load(Size::B, R5, R2, ETH_HLEN + 6);
-            a.jump_imm(Cond::Ne, R5, 17, pass);
+            pass_unless_udp(&mut a, ETH_P_IPV6, 40, 6, pass);
             if !ip.is_unspecified() {
                 for (i, chunk) in ip.octets().chunks_exact(4).enumerate() {
                     let bytes = [chunk[0], chunk[1], chunk[2], chunk[3]];
@@ -99,8 +106,7 @@ pub fn emit(addr: SocketAddr, action: Action) -> Vec<u64> {
         }
     }
     // r2 + 14 is now the UDP header.
-    a.alu_reg(Alu::Mov, R4, R2).alu_imm(Alu::Add, R4, (ETH_HLEN + 8).into());
-    a.jump_reg(Cond::Gt, R4, R3, pass);
+    pass_unless_arrived(&mut a, ETH_HLEN + 8, pass);
     a.load(Size::H, R5, R2, ETH_HLEN + 2);
     a.jump_imm(Cond::Eq, R5, be16(addr.port()), matched);
     a.bind(pass);
