@@ -171,7 +171,7 @@ fn nginx_conf(
          http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000000;\n  keepalive_timeout 600s;\n\
          client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
          uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-         server {{ listen {port} reuseport; root {root}; }}\n}}\n",
+         server {{ listen {port} reuseport backlog=4096; root {root}; }}\n}}\n",
         files = 2 * connections + 256,
         conns = connections + 64,
         root = root.display(),

@@ -121,20 +121,19 @@ fn hold_idle(host: &Host, addr: SocketAddr, n: usize) -> Result<Vec<TcpStream>, 
                 }
                 let mut held = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let s = TcpStream::connect(addr).map_err(|e| fail("connect", e))?;
+                    let mut s = TcpStream::connect(addr).map_err(|e| fail("connect", e))?;
                     s.set_read_timeout(Some(Duration::from_secs(10)))
                         .map_err(|e| fail("timeout", e))?;
                     // A reset when closed: no TIME_WAIT left on the client's ports.
                     rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO))
                         .map_err(|e| fail("linger", e.into()))?;
-                    held.push(s);
-                }
-                for s in &mut held {
-                    match get(s) {
-                        Ok(true) => {}
-                        Ok(false) => return Err(LabError::Options(format!(
-                            "idle connections: GET /{PATH} was not answered 200"
-                        ))),
+                    match get(&mut s) {
+                        Ok(true) => held.push(s),
+                        Ok(false) => {
+                            return Err(LabError::Options(format!(
+                                "idle connections: GET /{PATH} was not answered 200"
+                            )))
+                        }
                         Err(e) => return Err(fail("a request on an idle-to-be connection", e)),
                     }
                 }
