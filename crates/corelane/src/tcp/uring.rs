@@ -288,12 +288,13 @@ impl UringLane {
         };
         conn.sending = false;
         conn.in_flight = 0;
-        conn.last_active = now;
         if result == -libc::EAGAIN {
-            // Writable by the poll, full again by the splice: wait for room again.
+            // Writable by the poll, full again by the splice: wait for room again (no byte
+            // moved, so the idle deadline runs on).
             conn.pipe = Some(pipe);
             return self.flush(slot);
         }
+        conn.last_active = now;
         if result <= 0 {
             // The peer left, or the socket was shut down (a deadline): the body ends short.
             self.pipes.give(pipe);
