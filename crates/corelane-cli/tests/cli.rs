@@ -568,7 +568,16 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     }
     assert!(report["skipped"].to_string().contains("largest connection count"));
     let header = std::fs::read_to_string(&csv).unwrap().lines().next().unwrap().to_owned();
-    for column in ["workload", "config", "median_rps", "p99_us", "cpu_us_per_request", "connections", "bytes_per_idle_connection", "cpu_ns_per_request"] {
+    for column in [
+        "workload",
+        "config",
+        "median_rps",
+        "p99_us",
+        "cpu_us_per_request",
+        "connections",
+        "bytes_per_idle_connection",
+        "cpu_ns_per_request",
+    ] {
         assert!(header.split(',').any(|c| c == column), "{header}");
     }
     if is_root() {

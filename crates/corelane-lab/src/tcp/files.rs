@@ -23,7 +23,8 @@ pub enum FileServer {
 }
 
 impl FileServer {
-    pub const COREL: [FileServer; 2] = [FileServer::Corelane("epoll"), FileServer::Corelane("uring")];
+    pub const COREL: [FileServer; 2] =
+        [FileServer::Corelane("epoll"), FileServer::Corelane("uring")];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -306,7 +307,8 @@ pub fn csv_records(rows: &[FileRow]) -> Vec<Vec<String>> {
             record[6] = format!("{:.3}", row.cpu_ns_per_request / 1000.0);
             record[9] = row.errors.to_string();
             record[10] = row.non_2xx.to_string();
-            record[11] = row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] =
+                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
             record[14] = format!("{:.0}", row.cpu_ns_per_request);
             record
         })

@@ -274,7 +274,16 @@ impl<'a> TcpLab<'a> {
         }
         let scratch = WorkDir::create("tcp")?;
         let largest_decided_by = String::new();
-        Ok(Self { opts, testbed, server_cpu, client_cpu, port, scratch, skipped, largest_decided_by })
+        Ok(Self {
+            opts,
+            testbed,
+            server_cpu,
+            client_cpu,
+            port,
+            scratch,
+            skipped,
+            largest_decided_by,
+        })
     }
 
     fn stage(&self) -> Stage<'_> {
@@ -499,7 +508,8 @@ impl TcpLab<'_> {
         if !scale_asked && !files_asked {
             return Vec::new();
         }
-        if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_)) {
+        if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_))
+        {
             self.skipped.push(
                 "scale and file rows: not run across hosts yet (the files and the idle connections live on this machine)".into(),
             );

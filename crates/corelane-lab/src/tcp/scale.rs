@@ -80,7 +80,7 @@ pub fn largest(tx: &Host) -> (usize, String) {
     let by_files = (hard as usize).saturating_sub(512);
     let ports = tx.read_file("/proc/sys/net/ipv4/ip_local_port_range").ok().and_then(|text| {
         let mut it = text.split_whitespace().filter_map(|v| v.parse::<usize>().ok());
-        Some(it.next().zip(it.next()).map(|(lo, hi)| hi.saturating_sub(lo) + 1)?)
+        it.next().zip(it.next()).map(|(lo, hi)| hi.saturating_sub(lo) + 1)
     });
     let by_ports = ports.unwrap_or(usize::MAX).saturating_sub(1_000);
     let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
@@ -261,7 +261,11 @@ pub fn findings(rows: &[ScaleRow]) -> Vec<String> {
                 )
             })
             .collect();
-        let why = if decided_by == "chosen" { String::new() } else { format!(" (the largest: {decided_by})") };
+        let why = if decided_by == "chosen" {
+            String::new()
+        } else {
+            format!(" (the largest: {decided_by})")
+        };
         let unanswered: Vec<&str> =
             at.iter().filter(|r| !r.answered_after_idle).map(|r| r.backend.as_str()).collect();
         let answered = if unanswered.is_empty() {
@@ -312,7 +316,8 @@ pub fn csv_records(rows: &[ScaleRow]) -> Vec<Vec<String>> {
             record[3] = format!("{:.1}", row.median_rps);
             record[6] = format!("{:.3}", row.cpu_us_per_request);
             record[9] = row.errors.to_string();
-            record[11] = row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] =
+                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
             record[12] = row.connections.to_string();
             record[13] = format!("{:.0}", row.bytes_per_idle_connection);
             record[15] = row.decided_by.clone();
