@@ -183,8 +183,14 @@ fn nginx_conf(
     Ok(path)
 }
 
-/// `corelane load http` of `path` with `connections` connections from the client side.
-pub fn load(stage: &Stage<'_>, path: &str, connections: usize) -> Result<LoadSummary, LabError> {
+/// `corelane load http` of `path` with `connections` connections from the client side, for
+/// `duration`.
+pub fn load(
+    stage: &Stage<'_>,
+    path: &str,
+    connections: usize,
+    duration: Duration,
+) -> Result<LoadSummary, LabError> {
     let url = format!("{}{}", stage.url(), path.trim_start_matches('/'));
     let args: Vec<String> = [
         "load",
@@ -194,7 +200,7 @@ pub fn load(stage: &Stage<'_>, path: &str, connections: usize) -> Result<LoadSum
         "--connections",
         &connections.to_string(),
         "--duration",
-        &format!("{}ms", stage.duration.as_millis()),
+        &format!("{}ms", duration.as_millis()),
         "--pin",
         &stage.client_cpu.to_string(),
     ]
@@ -203,7 +209,7 @@ pub fn load(stage: &Stage<'_>, path: &str, connections: usize) -> Result<LoadSum
     const LOAD: &str = "corelane load";
     let tx = stage.testbed.tx();
     let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
-    let lines = child.finish(stage.duration + Duration::from_secs(60))?;
+    let lines = child.finish(duration + Duration::from_secs(60))?;
     output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
 }
 
@@ -212,7 +218,7 @@ pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTri
     let rx = stage.testbed.rx();
     let mut server = start(stage, case.server, root, stage.connections)?;
     let before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
-    let load = load(stage, MEASURED[case.file].1, stage.connections)?;
+    let load = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
     // Read while the server runs: its io_uring workers' times are theirs only while alive.
     let after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     if let Some(status) = server.wait_timeout(Duration::ZERO) {

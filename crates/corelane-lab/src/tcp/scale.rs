@@ -42,6 +42,9 @@ pub struct ScaleTrial {
     pub rps: f64,
     pub cpu_us_per_request: f64,
     pub errors: u64,
+    /// The load got no answer at all (every connection failed): counted, not fatal, so the
+    /// other rows still run.
+    pub load_failed: bool,
 }
 
 /// One server at one connection count, over all trials.
@@ -64,7 +67,11 @@ pub struct ScaleRow {
     pub median_rps: f64,
     /// Server CPU per request under that load (exact, schedstat), in microseconds.
     pub cpu_us_per_request: f64,
+    /// Connection errors and non-2xx answers under the load, summed over trials (a trial
+    /// whose load got no answer at all counts every connection).
     pub errors: u64,
+    /// Trials whose load got no answer at all.
+    pub failed_loads: usize,
 }
 
 /// The largest connection count the machine allows one server and its client (each holds
@@ -201,23 +208,52 @@ pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &Path) -> Result<Scale
     let after = tree_rss(server.pid());
     let answered = hold_idle(&tx, addr, 1).is_ok();
     drop(held);
+    // The server takes in the resets of the idle connections before the load.
+    std::thread::sleep(Duration::from_millis(500));
+    // Opening many connections takes time of its own: the load runs longer with more.
+    let duration = stage.duration + Duration::from_millis(case.connections as u64 / 10);
     let cpu_before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
-    let load = files::load(stage, PATH, case.connections)?;
+    let load = files::load(stage, PATH, case.connections, duration);
     let cpu_after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
         return Err(server.failed(status));
     }
+    let per_idle = after.saturating_sub(before) as f64 / case.connections as f64;
+    // The load generator's one refusal a server can cause: no answer to any connection.
+    let load = match load {
+        Err(e) if !e.to_string().contains("no response from") => return Err(e),
+        other => other,
+    };
+    let Ok(load) = load else {
+        let failed = ScaleTrial {
+            bytes_per_idle_connection: per_idle,
+            answered,
+            rps: 0.0,
+            cpu_us_per_request: 0.0,
+            errors: case.connections as u64,
+            load_failed: true,
+        };
+        return Ok(failed);
+    };
     let cpu = cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6;
     Ok(ScaleTrial {
-        bytes_per_idle_connection: after.saturating_sub(before) as f64 / case.connections as f64,
+        bytes_per_idle_connection: per_idle,
         answered,
         rps: load.requests_per_sec,
         cpu_us_per_request: if load.responses == 0 { 0.0 } else { cpu / load.responses as f64 },
         errors: load.errors + load.non_2xx,
+        load_failed: false,
     })
 }
 
 pub fn describe(t: &ScaleTrial) -> String {
+    if t.load_failed {
+        return format!(
+            "{:.0} B per idle connection{}, then no answer to the load at all",
+            t.bytes_per_idle_connection,
+            if t.answered { "" } else { " (a new request was NOT answered)" },
+        );
+    }
     format!(
         "{:.0} B per idle connection{}, {:.0} req/s, server CPU {:.2} us/request",
         t.bytes_per_idle_connection,
@@ -240,6 +276,7 @@ pub fn summarize(case: &ScaleCase, decided_by: &str, trials: &[ScaleTrial]) -> S
         median_rps: median_of(trials.iter().map(|t| t.rps)),
         cpu_us_per_request: median_of(trials.iter().map(|t| t.cpu_us_per_request)),
         errors: trials.iter().map(|t| t.errors).sum(),
+        failed_loads: trials.iter().filter(|t| t.load_failed).count(),
     }
 }
 
@@ -255,8 +292,13 @@ pub fn findings(rows: &[ScaleRow]) -> Vec<String> {
         let parts: Vec<String> = at
             .iter()
             .map(|r| {
+                let failed = if r.failed_loads > 0 {
+                    format!(" (no answer to the load in {} trial(s))", r.failed_loads)
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{} {} {:.0} B/idle connection, {:.0} req/s",
+                    "{} {} {:.0} B/idle connection, {:.0} req/s{failed}",
                     r.server, r.backend, r.bytes_per_idle_connection, r.median_rps
                 )
             })
