@@ -18,6 +18,8 @@ use super::pipe::Pipe;
 
 /// The provided-buffer group of the receives.
 const GROUP: u16 = 0;
+/// io_uring worker threads a ring may start for unbounded work (its splices into sockets).
+const IOWQ_WORKERS: u32 = 8;
 
 const ACCEPT: u64 = 1 << 60;
 const RECV: u64 = 2 << 60;
@@ -210,6 +212,10 @@ impl SocketRing {
             ));
         }
         ring.submitter().register_files_sparse(config.files)?;
+        // Splices into sockets run in io_uring's workers; they never block (non-blocking
+        // socket and pipe), so a few suffice: at most IOWQ_WORKERS threads per lane instead
+        // of one per splice in flight. A kernel without the limit keeps its own (ignored).
+        let _ = ring.submitter().register_iowq_max_workers(&mut [0, IOWQ_WORKERS]);
         let bufs = BufRing::new(config.buffers, config.buffer_size)?;
         // SAFETY: the entries stay allocated until `bufs` is dropped, after `ring`.
         unsafe {
