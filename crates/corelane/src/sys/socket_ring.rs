@@ -352,6 +352,22 @@ impl SocketRing {
         self.bufs.size
     }
 
+    /// Keeps the ring's worker threads (its splices into sockets) on the CPUs the calling
+    /// thread may run on: a pinned lane's socket work stays on its core, as the epoll lane's
+    /// sendfile does. Applies to the caller's own workers: call it on the lane's thread.
+    pub fn keep_workers_on_callers_cpus(&self) -> io::Result<()> {
+        let allowed = rustix::thread::sched_getaffinity(None)?;
+        // SAFETY: cpu_set_t is a plain bit array for which all-zero is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for cpu in 0..rustix::thread::CpuSet::MAX_CPU.min(libc::CPU_SETSIZE as usize) {
+            if allowed.is_set(cpu) {
+                // SAFETY: cpu < CPU_SETSIZE, the bit array's size.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+        }
+        self.ring.submitter().register_iowq_aff(&set)
+    }
+
     /// Sends `buf[offset..]` on `slot`; the buffer comes back in `Completion::Sent`.
     pub fn send(&mut self, slot: u32, buf: Vec<u8>, offset: usize) -> io::Result<()> {
         let index = slot as usize;

@@ -122,6 +122,8 @@ impl UringLane {
     }
 
     pub fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
+        // Best effort: a kernel that refuses leaves its workers where the scheduler puts them.
+        let _ = self.ring.keep_workers_on_callers_cpus();
         let mut last_sweep = Instant::now();
         loop {
             let now = Instant::now();
