@@ -59,6 +59,11 @@ mod tests {
     /// comes back holding bytes is never lent again.
     #[test]
     fn lending_is_bounded_and_a_dirty_pipe_is_not_reused() {
+        // 512 descriptors: more than a default soft limit leaves beside other tests.
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let limit = getrlimit(Resource::Nofile);
+        let raised = rustix::process::Rlimit { current: limit.maximum, ..limit };
+        let _ = setrlimit(Resource::Nofile, raised);
         let mut pool = PipePool::new(true);
         let mut lent: Vec<Pipe> = (0..PipePool::MAX_LENT).map_while(|_| pool.lend()).collect();
         assert_eq!(lent.len(), PipePool::MAX_LENT);
