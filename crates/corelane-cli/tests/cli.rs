@@ -529,8 +529,17 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
     // Without root the lab runs on loopback (and says so); both ways it must measure.
     let report = quick_lab(
         "tcp",
-        &["--duration", "1s", "--configs", "baseline,uring"],
-        &["workload", "config", "median_rps", "p99_us", "cpu_us_per_request"],
+        &["--duration", "1s", "--configs", "baseline,uring,scale,files"],
+        &[
+            "workload",
+            "config",
+            "median_rps",
+            "p99_us",
+            "cpu_us_per_request",
+            "connections",
+            "bytes_per_idle_connection",
+            "cpu_ns_per_request",
+        ],
     );
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "two configurations x keep-alive and close");
@@ -540,6 +549,24 @@ fn the_tcp_lab_measures_rows_with_cpu_per_request_and_leaves_nothing_behind() {
         assert_eq!(row["errors"], 0, "{row}");
     }
     assert!(report["interrupt_moderation"].as_str().unwrap().starts_with("not applicable"));
+    // The scale rows (quick: 100 and 1,000 connections) and the file rows, both backends.
+    let scale = report["scale_rows"].as_array().unwrap();
+    assert_eq!(scale.len(), 4, "two counts x two backends: {scale:?}");
+    for row in scale {
+        let per_idle = row["bytes_per_idle_connection"].as_f64().unwrap();
+        assert!((0.0..100_000.0).contains(&per_idle), "{row}");
+        assert_eq!(row["answered_after_idle"], true, "{row}");
+        assert!(row["median_rps"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    }
+    let files = report["file_rows"].as_array().unwrap();
+    assert_eq!(files.len(), 4, "4 KiB and 1 MiB x two backends: {files:?}");
+    for row in files {
+        assert!(row["median_rps"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["cpu_ns_per_request"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!((&row["errors"], &row["non_2xx"]), (&0.into(), &0.into()), "{row}");
+    }
+    assert!(report["skipped"].to_string().contains("largest connection count"));
     if is_root() {
         assert_no_namespace_left(&report);
     }

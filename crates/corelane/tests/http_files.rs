@@ -259,14 +259,14 @@ fn a_file_changed_while_it_is_sent_is_never_a_mix_of_versions() {
         assert_eq!(fresh.body, [0xEE]);
 
         // Truncated while sent: the connection ends short. Bytes before the cut are the
-        // file's; after it, epoll's sendfile may already have queued page-cache pages the
-        // truncation zeroed (a zero-copy send cannot be recalled): the response is incomplete,
-        // which a client discards.
+        // file's; after it, either backend's zero-copy send (epoll's sendfile, io_uring's
+        // splice) may already have queued page-cache pages the truncation zeroed (a send
+        // cannot be recalled): the response is incomplete, which a client discards.
         let cut = 1 << 20;
         std::fs::write(dir.path().join("big"), &old).unwrap();
         let body = change_while_sent(addr, dir.path(), |file| file.set_len(cut as u64).unwrap());
         assert!(body.len() < old.len(), "{backend}: the connection ends short");
-        let checked = if backend == Backend::Epoll { body.len().min(cut) } else { body.len() };
+        let checked = body.len().min(cut);
         let first_wrong = body[..checked].iter().zip(&old).position(|(a, b)| a != b);
         assert_eq!(first_wrong, None, "{backend}: {} bytes came", body.len());
 
@@ -471,5 +471,130 @@ fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
         assert!(dom.contains("relative script ran"), "{backend}: {dom}");
         assert!(dom.contains("206 bytes 4-8/16 45678"), "{backend}: {dom}");
         stop_and_wait(server, &stop);
+    }
+}
+
+/// Sends every request at once on one connection and reads the answers in order.
+fn pipelined(addr: SocketAddr, requests: &[(&str, &str, &str)]) -> Vec<Response> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut all = String::new();
+    for (method, path, extra) in requests {
+        all.push_str(&format!("{method} {path} HTTP/1.1\r\nHost: h\r\n{extra}\r\n"));
+    }
+    s.write_all(all.as_bytes()).unwrap();
+    let mut pending = Vec::new();
+    requests.iter().map(|(m, ..)| read_response(&mut s, &mut pending, *m == "HEAD")).collect()
+}
+
+/// Large bodies (the io_uring lane sends them by splice through a pipe: several pipefuls, a
+/// range across pipefuls, a suffix and an open range), a 0-byte file and a HEAD, pipelined
+/// on one keep-alive connection: each answer whole, exact and in order on both backends.
+#[test]
+fn large_bodies_and_their_ranges_go_whole_and_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = content((3 << 20) + 5);
+    let mid = content(1 << 20);
+    std::fs::write(dir.path().join("big"), &big).unwrap();
+    std::fs::write(dir.path().join("mid"), &mid).unwrap();
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    for backend in BACKENDS {
+        let (server, stop) = serve_root(dir.path(), backend, |_| {});
+        let addr = server.local_addr();
+        let answers = pipelined(
+            addr,
+            &[
+                ("GET", "/big", ""),
+                ("GET", "/big", "Range: bytes=100000-2500000\r\n"),
+                ("GET", "/big", "Range: bytes=-2000000\r\n"),
+                ("GET", "/big", "Range: bytes=1048000-\r\n"),
+                ("HEAD", "/big", ""),
+                ("GET", "/empty", ""),
+                ("GET", "/empty", "Range: bytes=0-\r\n"),
+                ("GET", "/mid", ""),
+            ],
+        );
+        let n = big.len();
+        let want: [(u16, &[u8]); 8] = [
+            (200, &big),
+            (206, &big[100_000..=2_500_000]),
+            (206, &big[n - 2_000_000..]),
+            (206, &big[1_048_000..]),
+            (200, b""),
+            (200, b""),
+            (416, b""),
+            (200, &mid),
+        ];
+        for (i, (got, (status, body))) in answers.iter().zip(want).enumerate() {
+            assert_eq!(got.status, status, "{backend} #{i}: {}", got.head);
+            // A 416's body is its error text.
+            let body_ok = status == 416 || got.body == body;
+            assert!(body_ok, "{backend} #{i}: {} bytes, wrong", got.body.len());
+        }
+        assert_eq!(answers[4].header("content-length"), Some(n.to_string().as_str()));
+        let spliced = server.totals().spliced_bytes;
+        if backend != Backend::Epoll {
+            // Every large body went by splice (the 0-byte and HEAD ones have none).
+            let large = (n + 2_400_001 + 2_000_000 + (n - 1_048_000) + mid.len()) as u64;
+            assert_eq!(spliced, large, "{backend}: spliced bytes");
+        }
+        stop.stop();
+        server.wait().unwrap();
+    }
+}
+
+/// Clients that leave in the middle of a large file (more of them than a lane lends pipes)
+/// leave nothing held: every connection closes, the lane's pipes come back (the next large
+/// file still goes by splice), and a client that stops reading is closed at the idle
+/// timeout, not kept.
+#[test]
+fn clients_that_leave_mid_file_leave_nothing_held() {
+    const LEAVING: usize = 300;
+    if raise_fd_limit(4 * LEAVING as u64 + 1000) < 4 * LEAVING as u64 + 200 {
+        eprintln!("skipped: RLIMIT_NOFILE is below {} and cannot be raised", 4 * LEAVING + 200);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = content(16 << 20);
+    std::fs::write(dir.path().join("big"), &big).unwrap();
+    for backend in BACKENDS {
+        let idle_timeout = Duration::from_secs(4);
+        let limits = Limits { idle_timeout, ..Limits::default() };
+        let (server, stop) = serve_root(dir.path(), backend, |c| c.limits = limits);
+        let addr = server.local_addr();
+        let (_, mut stalled, _) = start_slow_get(addr, "big");
+        let stalled_at = Instant::now();
+        let leaving: Vec<_> = (0..LEAVING).map(|_| start_slow_get(addr, "big").1).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        drop(leaving); // unread bytes: each close is a reset
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.totals().open > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Only the stalled client is left (or it too, had the idle timeout passed already).
+        let open = server.totals().open;
+        assert!(open <= 1, "{backend}: {open} open after {:?}", stalled_at.elapsed());
+        let before = server.totals().spliced_bytes;
+        let whole = get(addr, "/big", "");
+        assert!(whole.status == 200 && whole.body == big, "{backend}: served whole after");
+        if backend != Backend::Epoll {
+            let spliced = server.totals().spliced_bytes - before;
+            assert_eq!(spliced, big.len() as u64, "{backend}: the pipes came back");
+        }
+        // The client that stopped reading: closed by the idle timeout (plus a sweep), the
+        // rest of the file never sent.
+        std::thread::sleep((stalled_at + idle_timeout + Duration::from_secs(1)) - Instant::now());
+        assert_eq!(server.totals().open, 0, "{backend}: the stalled client is closed");
+        stalled.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut sink = Vec::new();
+        let ended = stalled.read_to_end(&mut sink);
+        let closed = match &ended {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        assert!(closed, "{backend}: {ended:?}");
+        assert!(sink.len() < big.len(), "{backend}: the stalled client got it all?");
+        stop.stop();
+        server.wait().unwrap();
     }
 }

@@ -99,8 +99,19 @@ pub const CONFIGS: &[Config] = &[
     },
 ];
 
-pub const CONFIG_IDS: &[&str] =
-    &["baseline", "flow-to-core", "buffers", "fd", "events", "recycling", "all", "uring"];
+/// The configurations `--configs` names: seed 001's rows, then the scale and file rows.
+pub const CONFIG_IDS: &[&str] = &[
+    "baseline",
+    "flow-to-core",
+    "buffers",
+    "fd",
+    "events",
+    "recycling",
+    "all",
+    "uring",
+    "scale",
+    "files",
+];
 
 /// Where a corelane server runs and how it submits, for the affinity lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,8 @@
 //! its user-space part is what a server's own code (and recycling) decides.
 
 mod figures;
+pub mod files;
+pub mod scale;
 mod table;
 
 use std::path::PathBuf;
@@ -49,7 +51,8 @@ pub struct TcpArgs {
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     pub vs: Option<Vec<String>>,
     /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all,
-    /// uring, or none (peers only).
+    /// uring, scale (idle connections and 1k..max connections), files (4 KiB and 1 MiB
+    /// files), or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
     #[command(flatten)]
@@ -100,6 +103,9 @@ pub struct TcpLabOptions {
     pub only: Option<Vec<String>>,
     /// The sides on other machines over SSH; the namespace testbed when `None`.
     pub remote: Option<crate::remote::RemoteSpec>,
+    /// The scale rows' connection counts, and whether the largest the machine allows follows.
+    pub scale_counts: Vec<usize>,
+    pub scale_largest: bool,
 }
 
 impl TcpLabOptions {
@@ -112,12 +118,20 @@ impl TcpLabOptions {
             peers: Peer::ALL.to_vec(),
             only: None,
             remote: None,
+            scale_counts: scale::FULL.to_vec(),
+            scale_largest: true,
         }
     }
 
     /// A short run for CI: one trial of two seconds per row.
     pub fn quick(exe: PathBuf) -> Self {
-        Self { trials: 1, duration: Duration::from_secs(2), ..Self::full(exe) }
+        Self {
+            trials: 1,
+            duration: Duration::from_secs(2),
+            scale_counts: scale::QUICK.to_vec(),
+            scale_largest: false,
+            ..Self::full(exe)
+        }
     }
 }
 
@@ -177,6 +191,10 @@ pub struct TcpLabReport {
     /// Seed 001's interrupt moderation (ITR) row: why it is or is not measured here.
     pub interrupt_moderation: String,
     pub rows: Vec<TcpRow>,
+    /// Idle keep-alive connections and requests/s by connection count.
+    pub scale_rows: Vec<scale::ScaleRow>,
+    /// Static files: CPU per request and requests/s.
+    pub file_rows: Vec<files::FileRow>,
     pub load_generators: Vec<LoadgenRow>,
     pub skipped: Vec<String>,
     pub findings: Vec<String>,
@@ -193,12 +211,16 @@ pub enum Case {
         kind: ServerKind,
     },
     LoadGenerators,
+    Scale(scale::ScaleCase),
+    File(files::FileCase),
 }
 
 /// What one trial of a [`Case`] measured.
 #[derive(Debug, Clone, Copy)]
 pub enum CaseTrial {
     Serve(Measured),
+    Scale(scale::ScaleTrial),
+    File(files::FileTrial),
     /// corelane load's and wrk's requests/s.
     LoadGenerators(f64, f64),
 }
@@ -212,6 +234,8 @@ struct TcpLab<'a> {
     port: u16,
     scratch: WorkDir,
     skipped: Vec<String>,
+    /// What set the largest scale count.
+    largest_decided_by: String,
 }
 
 impl<'a> TcpLab<'a> {
@@ -235,7 +259,17 @@ impl<'a> TcpLab<'a> {
             testbed.preview(&[(format!("rows {rows}"), CpuList::new(vec![server_cpu]))])?;
         }
         let scratch = WorkDir::create("tcp")?;
-        Ok(Self { opts, testbed, server_cpu, client_cpu, port, scratch, skipped })
+        let largest_decided_by = String::new();
+        Ok(Self {
+            opts,
+            testbed,
+            server_cpu,
+            client_cpu,
+            port,
+            scratch,
+            skipped,
+            largest_decided_by,
+        })
     }
 
     fn stage(&self) -> Stage<'_> {
@@ -291,7 +325,8 @@ impl Experiment for TcpLab<'_> {
             .filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|id| id == c.id)))
             .map(|c| ServerKind::Corelane(*c))
             .collect();
-        if self.peer_runs(Peer::Nginx) {
+        let nginx = self.peer_runs(Peer::Nginx);
+        if nginx {
             kinds.push(ServerKind::Nginx);
         }
         if self.peer_runs(Peer::Lighttpd) {
@@ -303,6 +338,7 @@ impl Experiment for TcpLab<'_> {
         if self.peer_runs(Peer::Wrk) {
             cases.push(Case::LoadGenerators);
         }
+        cases.extend(self.scale_and_file_cases(nginx));
         Ok(cases)
     }
 
@@ -312,6 +348,15 @@ impl Experiment for TcpLab<'_> {
                 format!("{} {}", WORKLOADS[*workload].0, kind.config_id())
             }
             Case::LoadGenerators => "load generators".into(),
+            Case::Scale(c) => {
+                format!("scale {} {} {}", c.connections, c.server.name(), c.server.backend())
+            }
+            Case::File(c) => format!(
+                "file {} {} {}",
+                files::MEASURED[c.file].0,
+                c.server.name(),
+                c.server.backend()
+            ),
         }
     }
 
@@ -325,6 +370,16 @@ impl Experiment for TcpLab<'_> {
                 steer(&self.testbed, false, self.server_cpu)?;
                 let (ours, wrk) = servers::measure_load_generators(&self.stage(), index % 2 == 1)?;
                 Ok(CaseTrial::LoadGenerators(ours, wrk))
+            }
+            Case::Scale(c) => {
+                steer(&self.testbed, false, self.server_cpu)?;
+                let root = files::root(self.scratch.path())?;
+                scale::measure(&self.stage(), &c, &root).map(CaseTrial::Scale)
+            }
+            Case::File(c) => {
+                steer(&self.testbed, false, self.server_cpu)?;
+                let root = files::root(self.scratch.path())?;
+                files::measure(&self.stage(), c, &root).map(CaseTrial::File)
             }
         }
     }
@@ -341,6 +396,8 @@ impl Experiment for TcpLab<'_> {
             CaseTrial::LoadGenerators(o, w) => {
                 format!("corelane load {o:.0} req/s, wrk {w:.0} req/s")
             }
+            CaseTrial::Scale(t) => scale::describe(t),
+            CaseTrial::File(t) => files::describe(t),
         }
     }
 
@@ -350,6 +407,7 @@ impl Experiment for TcpLab<'_> {
     ) -> Result<TcpLabReport, LabError> {
         let _ = self.testbed.steer_receive_where_possible(&CpuList::new(Vec::new()));
         let mut rows = Vec::new();
+        let (mut scale_rows, mut file_rows) = (Vec::new(), Vec::new());
         let (mut ours, mut wrk) = (Vec::new(), Vec::new());
         for m in measured {
             match m.config {
@@ -368,6 +426,22 @@ impl Experiment for TcpLab<'_> {
                             wrk.push(*w);
                         }
                     }
+                }
+                Case::Scale(c) => {
+                    let ts: Vec<scale::ScaleTrial> = m
+                        .trials
+                        .iter()
+                        .filter_map(|t| if let CaseTrial::Scale(x) = t { Some(*x) } else { None })
+                        .collect();
+                    scale_rows.push(scale::summarize(&c, &self.largest_decided_by, &ts));
+                }
+                Case::File(c) => {
+                    let ts: Vec<files::FileTrial> = m
+                        .trials
+                        .iter()
+                        .filter_map(|t| if let CaseTrial::File(x) = t { Some(*x) } else { None })
+                        .collect();
+                    file_rows.push(files::summarize(c, &ts));
                 }
             }
         }
@@ -388,7 +462,9 @@ impl Experiment for TcpLab<'_> {
             "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the seed's knob",
             if self.testbed.is_namespaced() { "veth" } else { "loopback" }
         );
-        let findings = findings(&rows, &load_generators);
+        let mut findings = findings(&rows, &load_generators);
+        findings.extend(scale::findings(&scale_rows));
+        findings.extend(files::findings(&file_rows));
         Ok(TcpLabReport {
             testbed: self.testbed.report(None),
             machine: crate::machine(),
@@ -400,10 +476,62 @@ impl Experiment for TcpLab<'_> {
             body: servers::BODY.into(),
             interrupt_moderation,
             rows,
+            scale_rows,
+            file_rows,
             load_generators,
             skipped: self.skipped,
             findings,
         })
+    }
+}
+
+impl TcpLab<'_> {
+    /// The scale and file rows asked for (`--configs` scale, files; both by default): corelane
+    /// on each backend, and nginx if it runs.
+    fn scale_and_file_cases(&mut self, nginx: bool) -> Vec<Case> {
+        let asked = |id: &str| self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id));
+        let (scale_asked, files_asked) = (asked("scale"), asked("files"));
+        if !scale_asked && !files_asked {
+            return Vec::new();
+        }
+        if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_))
+        {
+            self.skipped.push(
+                "scale and file rows: not run across hosts yet (the files and the idle connections live on this machine)".into(),
+            );
+            return Vec::new();
+        }
+        let mut servers = files::FileServer::COREL.to_vec();
+        if nginx {
+            servers.push(files::FileServer::Nginx);
+        }
+        let mut cases = Vec::new();
+        if scale_asked {
+            let mut counts: Vec<(usize, bool)> =
+                self.opts.scale_counts.iter().map(|&n| (n, false)).collect();
+            if self.opts.scale_largest {
+                let (n, why) = scale::largest(&self.testbed.tx());
+                self.largest_decided_by = why;
+                counts.push((n, true));
+            } else {
+                self.skipped.push(
+                    "scale: the largest connection count the machine allows is measured without --quick".into(),
+                );
+            }
+            for (connections, largest) in counts {
+                for &server in &servers {
+                    cases.push(Case::Scale(scale::ScaleCase { server, connections, largest }));
+                }
+            }
+        }
+        if files_asked {
+            for file in 0..files::MEASURED.len() {
+                for &server in &servers {
+                    cases.push(Case::File(files::FileCase { server, file }));
+                }
+            }
+        }
+        cases
     }
 }
 

@@ -7,7 +7,7 @@ use crate::experiment::Report;
 use crate::report;
 
 impl Report for TcpLabReport {
-    const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps";
+    const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
 
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn body(&self) -> String {
@@ -45,6 +45,12 @@ impl Report for TcpLabReport {
             ]);
         }
         out.push_str(&table.to_string());
+        if !r.scale_rows.is_empty() {
+            out.push_str(&super::scale::table(&r.scale_rows));
+        }
+        if !r.file_rows.is_empty() {
+            out.push_str(&super::files::table(&r.file_rows));
+        }
         out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", r.interrupt_moderation));
         for l in &r.load_generators {
             out.push_str(&format!(
@@ -74,8 +80,14 @@ impl Report for TcpLabReport {
                     row.errors.to_string(),
                     row.non_2xx.to_string(),
                     row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
                 ]
             })
+            .chain(super::scale::csv_records(&self.scale_rows))
+            .chain(super::files::csv_records(&self.file_rows))
             .collect()
     }
 

@@ -12,10 +12,14 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::{cqueue, opcode, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use super::pipe::Pipe;
 
 /// The provided-buffer group of the receives.
 const GROUP: u16 = 0;
+/// io_uring worker threads a ring may start for unbounded work (its splices into sockets).
+const IOWQ_WORKERS: u32 = 8;
 
 const ACCEPT: u64 = 1 << 60;
 const RECV: u64 = 2 << 60;
@@ -23,6 +27,7 @@ const SEND: u64 = 3 << 60;
 const OTHER: u64 = 4 << 60;
 const RECVMSG: u64 = 5 << 60;
 const REPLY: u64 = 6 << 60;
+const SPLICE: u64 = 7 << 60;
 const KIND: u64 = 0xf << 60;
 
 /// What one completion reports.
@@ -47,6 +52,9 @@ pub(crate) enum Completion {
     /// An answer sent from provided buffer `buffer` finished with `result` (bytes or -errno);
     /// the buffer is the caller's to give back.
     Replied { buffer: u16, result: i32 },
+    /// A splice from `pipe` to `slot` finished with `result` (bytes or -errno); the pipe
+    /// comes back (bytes it still holds are counted in it).
+    Spliced { slot: u32, result: i32, pipe: Pipe },
     /// A shutdown or close finished.
     Done,
 }
@@ -167,6 +175,8 @@ pub(crate) struct SocketRing {
     bufs: BufRing,
     /// The buffer and offset of the send in flight on each slot.
     sends: Vec<Option<(Vec<u8>, usize)>>,
+    /// The pipe a splice in flight on each slot reads from.
+    splices: Vec<Option<Pipe>>,
     /// The layout every multishot recvmsg follows (room for any sender's address, no
     /// control data); boxed, so its address stays put while receives are armed.
     recvmsg: Box<libc::msghdr>,
@@ -202,6 +212,10 @@ impl SocketRing {
             ));
         }
         ring.submitter().register_files_sparse(config.files)?;
+        // Splices into sockets run in io_uring's workers; they never block (non-blocking
+        // socket and pipe), so a few suffice: at most IOWQ_WORKERS threads per lane instead
+        // of one per splice in flight. A kernel without the limit keeps its own (ignored).
+        let _ = ring.submitter().register_iowq_max_workers(&mut [0, IOWQ_WORKERS]);
         let bufs = BufRing::new(config.buffers, config.buffer_size)?;
         // SAFETY: the entries stay allocated until `bufs` is dropped, after `ring`.
         unsafe {
@@ -215,14 +229,22 @@ impl SocketRing {
         // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
         let mut recvmsg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         recvmsg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        Ok(Self { ring, bufs, sends: (0..config.files).map(|_| None).collect(), recvmsg })
+        let sends = (0..config.files).map(|_| None).collect();
+        let splices = (0..config.files).map(|_| None).collect();
+        Ok(Self { ring, bufs, sends, splices, recvmsg })
     }
 
     fn push(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
+        self.push_all(&[entry])
+    }
+
+    /// Queues `entries` together (a linked chain must not be split by a submit).
+    fn push_all(&mut self, entries: &[io_uring::squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: every entry built here points only at memory this SocketRing keeps alive
-            // until its completion (provided buffers, the send buffers in `sends`), or at none.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+            // until its completion (provided buffers, the send buffers in `sends`), or at none,
+            // and names only descriptors it keeps open until then (the pipes in `splices`).
+            if unsafe { self.ring.submission().push_multiple(entries) }.is_ok() {
                 return Ok(());
             }
             // Full: hand the queue to the kernel and try again.
@@ -232,8 +254,11 @@ impl SocketRing {
 
     /// Accepts connections on `listener` into free fixed-file slots until cancelled.
     pub fn accept(&mut self, listener: BorrowedFd<'_>) -> io::Result<()> {
+        // Non-blocking sockets: a splice into one takes what its buffer has room for and
+        // returns, instead of holding a kernel worker until a slow reader reads.
         let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
             .allocate_file_index(true)
+            .flags(libc::SOCK_NONBLOCK)
             .build()
             .user_data(ACCEPT);
         self.push(entry)
@@ -327,6 +352,22 @@ impl SocketRing {
         self.bufs.size
     }
 
+    /// Keeps the ring's worker threads (its splices into sockets) on the CPUs the calling
+    /// thread may run on: a pinned lane's socket work stays on its core, as the epoll lane's
+    /// sendfile does. Applies to the caller's own workers: call it on the lane's thread.
+    pub fn keep_workers_on_callers_cpus(&self) -> io::Result<()> {
+        let allowed = rustix::thread::sched_getaffinity(None)?;
+        // SAFETY: cpu_set_t is a plain bit array for which all-zero is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for cpu in 0..rustix::thread::CpuSet::MAX_CPU.min(libc::CPU_SETSIZE as usize) {
+            if allowed.is_set(cpu) {
+                // SAFETY: cpu < CPU_SETSIZE, the bit array's size.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+        }
+        self.ring.submitter().register_iowq_aff(&set)
+    }
+
     /// Sends `buf[offset..]` on `slot`; the buffer comes back in `Completion::Sent`.
     pub fn send(&mut self, slot: u32, buf: Vec<u8>, offset: usize) -> io::Result<()> {
         let index = slot as usize;
@@ -339,6 +380,31 @@ impl SocketRing {
             .build()
             .user_data(SEND | slot as u64);
         self.push(entry)
+    }
+
+    /// Sends the bytes `pipe` holds on `slot` once the socket is writable (a poll linked to
+    /// a splice: the splice runs in an io_uring worker, and takes what the socket's buffer
+    /// has room for); the pipe comes back in `Completion::Spliced`.
+    pub fn splice_to_socket(&mut self, slot: u32, pipe: Pipe) -> io::Result<()> {
+        let index = slot as usize;
+        let len = pipe.queued().min(u32::MAX as usize) as u32;
+        let poll = opcode::PollAdd::new(types::Fixed(slot), libc::POLLOUT as u32)
+            .build()
+            .flags(squeue::Flags::IO_LINK)
+            .user_data(OTHER);
+        let splice = opcode::Splice::new(
+            types::Fd(pipe.read_end().as_raw_fd()),
+            -1,
+            types::Fixed(slot),
+            -1,
+            len,
+        )
+        .flags(libc::SPLICE_F_NONBLOCK)
+        .build()
+        .user_data(SPLICE | slot as u64);
+        // The pipe stays open (its descriptor number unreused) until the splice completes.
+        self.splices[index] = Some(pipe);
+        self.push_all(&[poll, splice])
     }
 
     /// Cancels the multishot receive of connection `slot`: it ends with a `RecvEnded`
@@ -427,6 +493,10 @@ impl SocketRing {
                 REPLY => Completion::Replied { buffer: slot as u16, result },
                 SEND => match self.sends.get_mut(slot as usize).and_then(Option::take) {
                     Some((buf, offset)) => Completion::Sent { slot, result, buf, offset },
+                    None => Completion::Done,
+                },
+                SPLICE => match self.splices.get_mut(slot as usize).and_then(Option::take) {
+                    Some(pipe) => Completion::Spliced { slot, result, pipe },
                     None => Completion::Done,
                 },
                 _ => Completion::Done,

@@ -16,6 +16,7 @@ mod epoll;
 mod exchange;
 pub mod http;
 pub mod load;
+mod pipes;
 pub mod recycle;
 pub mod server;
 pub mod static_file;

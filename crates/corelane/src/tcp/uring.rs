@@ -3,6 +3,12 @@
 //! receive per connection draws from a ring of provided buffers shared by the lane, and every
 //! send, shutdown and close of a loop iteration goes to the kernel in one submission, or in
 //! none at all with an SQPOLL thread (the syscall lane of seed 003).
+//!
+//! A file body larger than [`SPLICE_FROM`] goes through a pipe lent by the lane: spliced in
+//! from the page cache (splice(2) on the lane), spliced out to the socket by io_uring (a
+//! poll linked to a splice): no copy through user space, as the epoll lane's sendfile. A
+//! smaller body is read into the output behind its head and goes out in one send: cheaper
+//! than the splice's worker hand-off for a few pages.
 
 use std::io;
 use std::sync::Arc;
@@ -15,8 +21,10 @@ use super::conn::Verdict;
 use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
+use super::pipes::PipePool;
 use super::recycle::{BufferPool, Recycle};
 use crate::lane::StopSignal;
+use crate::sys::pipe::Pipe;
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 
 /// Provided buffers per lane and their size: 8 MiB, drawn only while data is in flight.
@@ -25,6 +33,8 @@ const BUFFER_BYTES: usize = 4096;
 /// A send carries at most this much of a file body (with the response head before it): a
 /// connection sending a file holds one such buffer, only while it sends.
 const FILE_CHUNK: usize = 64 << 10;
+/// A file body with more bytes than this left to send goes by splice through a pipe.
+const SPLICE_FROM: u64 = FILE_CHUNK as u64;
 
 #[derive(Debug)]
 struct Conn {
@@ -36,6 +46,9 @@ struct Conn {
     sending: bool,
     /// Bytes of the send in flight.
     in_flight: usize,
+    /// The pipe a file body goes through, lent while the body is being sent and not inside
+    /// a splice in flight (the ring holds it then).
+    pipe: Option<Pipe>,
     /// A shutdown was asked for: the connection closes once its receive has ended.
     closing: bool,
     last_active: Instant,
@@ -53,6 +66,7 @@ pub(crate) struct UringLane {
     /// Input and output buffers lent to a connection only while it has bytes in flight.
     inputs: BufferPool,
     outputs: BufferPool,
+    pipes: PipePool,
     counters: Arc<ServerCounters>,
     accepting: bool,
     accept_resume: Option<Instant>,
@@ -87,6 +101,7 @@ impl UringLane {
             responder: Responder::new(content, limits),
             inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
             outputs: BufferPool::new(0, recycle.buffers, 1024),
+            pipes: PipePool::new(recycle.buffers),
             counters,
             accepting: false,
             accept_resume: None,
@@ -107,6 +122,8 @@ impl UringLane {
     }
 
     pub fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
+        // Best effort: a kernel that refuses leaves its workers where the scheduler puts them.
+        let _ = self.ring.keep_workers_on_callers_cpus();
         let mut last_sweep = Instant::now();
         loop {
             let now = Instant::now();
@@ -198,16 +215,9 @@ impl UringLane {
                 } else {
                     self.outputs.give(buf);
                 }
-                // Requests that arrived while a file body went out wait in the input.
-                let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
-                if conn.exchange.file.is_none() && conn.exchange.filled > 0 && !conn.closing {
-                    let draining = self.drain_deadline.is_some();
-                    answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
-                }
-                self.flush(slot)?;
-                self.resume_if_read(slot, now)?;
-                self.reclaim(slot);
+                self.after_send(slot, now)?;
             }
+            Completion::Spliced { slot, result, pipe } => self.spliced(slot, result, pipe, now)?,
             // Datagram completions: this lane arms none.
             Completion::Done | Completion::ReceivedFrom { .. } | Completion::Replied { .. } => {}
         }
@@ -266,6 +276,81 @@ impl UringLane {
         Ok(())
     }
 
+    /// A send or splice is done: requests that arrived while a file body went out (waiting
+    /// in the input) are answered, the next bytes sent, a paused receive resumed.
+    fn after_send(&mut self, slot: u32, now: Instant) -> io::Result<()> {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        if conn.exchange.file.is_none() && conn.exchange.filled > 0 && !conn.closing {
+            let draining = self.drain_deadline.is_some();
+            answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
+        }
+        self.flush(slot)?;
+        self.resume_if_read(slot, now)?;
+        self.reclaim(slot);
+        Ok(())
+    }
+
+    /// A splice from a connection's pipe to its socket finished.
+    fn spliced(&mut self, slot: u32, result: i32, mut pipe: Pipe, now: Instant) -> io::Result<()> {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else {
+            self.pipes.give(pipe);
+            return Ok(());
+        };
+        conn.sending = false;
+        conn.in_flight = 0;
+        if result == -libc::EAGAIN {
+            // Writable by the poll, full again by the splice: wait for room again (no byte
+            // moved, so the idle deadline runs on).
+            conn.pipe = Some(pipe);
+            return self.flush(slot);
+        }
+        conn.last_active = now;
+        if result <= 0 {
+            // The peer left, or the socket was shut down (a deadline): the body ends short.
+            self.pipes.give(pipe);
+            conn.exchange.file = None;
+            return self.abort(slot);
+        }
+        bump(&self.counters.bytes_out, result as u64);
+        bump(&self.counters.spliced_bytes, result as u64);
+        pipe.drained(result as usize);
+        if pipe.queued() == 0 && conn.exchange.file.as_ref().is_some_and(|b| b.offset == b.end) {
+            conn.exchange.file = None;
+        }
+        if pipe.queued() > 0 || conn.exchange.file.is_some() {
+            conn.pipe = Some(pipe);
+        } else {
+            self.pipes.give(pipe);
+        }
+        self.after_send(slot, now)
+    }
+
+    /// Sends the file body's next bytes through the connection's pipe: what the pipe still
+    /// holds, else the next pipeful spliced in from the file. The pipe holds the file's
+    /// pages, not a copy: before each splice to the socket the file must still be the
+    /// version the head named, or the connection ends short (a file that shrank too).
+    fn splice_file(&mut self, slot: u32) -> io::Result<()> {
+        use std::os::fd::AsFd;
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+        let Some(mut pipe) = conn.pipe.take() else { return Ok(()) };
+        let sendable = conn.exchange.file.as_mut().is_some_and(|body| {
+            if pipe.queued() == 0 && body.unchanged() {
+                let want = usize::try_from(body.end - body.offset).unwrap_or(usize::MAX);
+                let got = pipe.fill_from(body.file.as_fd(), body.offset, want).unwrap_or(0);
+                body.offset += got as u64;
+            }
+            pipe.queued() > 0 && body.unchanged()
+        });
+        if !sendable {
+            self.pipes.give(pipe);
+            conn.exchange.file = None;
+            return self.abort(slot);
+        }
+        conn.sending = true;
+        conn.in_flight = pipe.queued();
+        self.ring.splice_to_socket(slot, pipe)
+    }
+
     fn admit(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         bump(&self.counters.accepted, 1);
         let mut conn = Conn {
@@ -276,6 +361,7 @@ impl UringLane {
             recv_paused: false,
             sending: false,
             in_flight: 0,
+            pipe: None,
             closing: false,
             last_active: now,
         };
@@ -308,11 +394,29 @@ impl UringLane {
         if conn.sending {
             return Ok(());
         }
-        if conn.exchange.file.is_some() && !fill_from_file(&mut conn.exchange) {
-            // The file shrank under us: what was promised cannot be sent, so the connection
-            // ends short rather than padded or mixed.
-            conn.exchange.file = None;
-            return self.abort(slot);
+        // The rest of a body already in the pipe goes on.
+        if conn.pipe.as_ref().is_some_and(|p| p.queued() > 0) {
+            return self.splice_file(slot);
+        }
+        if let Some(body) = &conn.exchange.file {
+            let large = body.end - body.offset > SPLICE_FROM;
+            if (large || conn.pipe.is_some()) && conn.exchange.output.is_empty() {
+                if conn.pipe.is_none() {
+                    conn.pipe = self.pipes.lend();
+                }
+                if conn.pipe.is_some() {
+                    return self.splice_file(slot);
+                }
+            }
+            // A small body (or a large one when no pipe is to be had) is read in behind its
+            // head; a large one's head goes first, alone, and the body by splice after it.
+            let head_first = large && !conn.exchange.output.is_empty();
+            if !head_first && !fill_from_file(&mut conn.exchange) {
+                // The file shrank under us: what was promised cannot be sent, so the
+                // connection ends short rather than padded or mixed.
+                conn.exchange.file = None;
+                return self.abort(slot);
+            }
         }
         if !conn.exchange.output.is_empty() {
             let buf = std::mem::take(&mut conn.exchange.output);
@@ -372,6 +476,9 @@ impl UringLane {
         if let Some(conn) = self.conns[slot as usize].take() {
             self.inputs.give(conn.exchange.input);
             self.outputs.give(conn.exchange.output);
+            if let Some(pipe) = conn.pipe {
+                self.pipes.give(pipe);
+            }
         }
         self.open -= 1;
         self.counters.open.store(self.open as u64, std::sync::atomic::Ordering::Relaxed);
@@ -435,9 +542,8 @@ impl UringLane {
 /// Appends the file body's next bytes to the output, up to [`FILE_CHUNK`] in all; false if the
 /// file ended before the length its head announced, or was written while it was sent.
 ///
-/// A read into the send buffer, then an io_uring send: the simplest correct way to send a file
-/// through the ring (a splice needs a pipe per connection, two more descriptors each). The
-/// read is from the page cache on the lane, as sendfile's is on the epoll lane.
+/// A read into the send buffer, then an io_uring send: for a body that fits in one send behind
+/// its head, or when no pipe is to be had. The read is from the page cache on the lane.
 fn fill_from_file(exchange: &mut Exchange) -> bool {
     use std::os::unix::fs::FileExt;
     let Some(body) = &mut exchange.file else { return true };

@@ -1,0 +1,322 @@
+//! `lab tcp`'s file rows: a 4 KiB and a 1 MiB static file served by corelane on each backend
+//! and by nginx with sendfile, under the same load, with the server's CPU per request exact
+//! (schedstat of every thread of its processes, io_uring's kernel workers included).
+//! Also the servers the scale rows start: the same root, the same peers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use comfy_table::Cell;
+use corelane::tcp::load::{LoadInterval, LoadSummary};
+use serde::Serialize;
+
+use super::servers::{wait_listening, Stage};
+use crate::process::ChildProcess;
+use crate::{median_of, output, report, LabError};
+
+/// A server of files: corelane on one backend, or nginx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileServer {
+    /// `--backend` value.
+    Corelane(&'static str),
+    Nginx,
+}
+
+impl FileServer {
+    pub const COREL: [FileServer; 2] =
+        [FileServer::Corelane("epoll"), FileServer::Corelane("uring")];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Corelane(_) => "corelane",
+            Self::Nginx => "nginx",
+        }
+    }
+
+    /// `epoll`, `uring`, or how nginx sends files.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::Corelane(backend) => backend,
+            Self::Nginx => "sendfile",
+        }
+    }
+}
+
+/// The files served: name under the root and size. `hello.txt` is the body of the scale rows.
+pub const FILES: [(&str, usize); 3] =
+    [("hello.txt", 13), ("small.bin", 4 << 10), ("large.bin", 1 << 20)];
+
+/// The file rows' sizes, by name.
+pub const MEASURED: [(&str, &str); 2] = [("4 KiB", "small.bin"), ("1 MiB", "large.bin")];
+
+/// One file row's measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileCase {
+    pub server: FileServer,
+    /// Index into [`MEASURED`].
+    pub file: usize,
+}
+
+/// What one trial of a file row measured.
+#[derive(Debug, Clone, Copy)]
+pub struct FileTrial {
+    pub rps: f64,
+    pub cpu_ns_per_request: f64,
+    pub errors: u64,
+    pub non_2xx: u64,
+}
+
+/// One server and file, over all trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileRow {
+    /// `4 KiB` or `1 MiB`.
+    pub file: String,
+    pub bytes: usize,
+    pub server: String,
+    /// `epoll`, `uring` or `sendfile` (nginx).
+    pub backend: String,
+    pub trials_rps: Vec<f64>,
+    pub median_rps: f64,
+    /// Server CPU time per request, exact (schedstat of every server thread), in ns; median
+    /// over trials.
+    pub cpu_ns_per_request: f64,
+    pub trials_cpu_ns: Vec<f64>,
+    pub errors: u64,
+    pub non_2xx: u64,
+}
+
+/// The root every file server serves: `scratch/files`, written once (again on every run).
+pub fn root(scratch: &Path) -> Result<PathBuf, LabError> {
+    let www = scratch.join("files");
+    match std::fs::create_dir(&www) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        other => other.map_err(|e| LabError::io("cannot create the file servers' root", e))?,
+    }
+    for (name, size) in FILES {
+        let path = www.join(name);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == size as u64) {
+            continue;
+        }
+        let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+        corelane::fs::write_atomic(&path, &bytes)
+            .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
+    }
+    Ok(www)
+}
+
+/// Starts `server` on the stage's server CPU serving `root`, for up to `connections` at
+/// once, and waits until it listens.
+pub fn start(
+    stage: &Stage<'_>,
+    server: FileServer,
+    root: &Path,
+    connections: usize,
+) -> Result<ChildProcess, LabError> {
+    let rx = stage.testbed.rx();
+    let port = stage.port.to_string();
+    // The lab's scratch is private (0700): the servers read it as root, not as nobody.
+    let root_user = rustix::process::geteuid().is_root();
+    let child = match server {
+        FileServer::Corelane(backend) => {
+            let mut args: Vec<String> = [
+                "serve",
+                "http",
+                "--port",
+                &port,
+                "--lanes",
+                "1",
+                "--pin",
+                &stage.server_cpu.to_string(),
+                "--backend",
+                backend,
+                "--root",
+                &root.display().to_string(),
+                "--max-connections",
+                &(connections + 64).to_string(),
+                "--idle-timeout",
+                "600s",
+                "--json",
+            ]
+            .map(String::from)
+            .to_vec();
+            if root_user {
+                args.extend(["--user".into(), "root".into()]);
+            }
+            rx.spawn("corelane serve", &rx.corelane()?, &args)?
+        }
+        FileServer::Nginx => {
+            let conf = nginx_conf(stage.scratch, stage.port, root, connections, root_user)?;
+            let nginx = rx.find_program("nginx").ok_or_else(|| {
+                LabError::Options("nginx is not installed (apt-get install nginx-light)".into())
+            })?;
+            let args = ["-c".to_string(), conf.display().to_string()];
+            rx.spawn_pinned("nginx", stage.server_cpu, &nginx, &args)?
+        }
+    };
+    wait_listening(stage, child)
+}
+
+/// nginx, one worker, serving `root` with sendfile, keep-alive unlimited.
+fn nginx_conf(
+    dir: &Path,
+    port: u16,
+    root: &Path,
+    connections: usize,
+    root_user: bool,
+) -> Result<PathBuf, LabError> {
+    let d = dir.display();
+    let user = if root_user { "user root;\n" } else { "" };
+    let text = format!(
+        "{user}worker_processes 1;\ndaemon off;\npid {d}/nginx-files.pid;\nerror_log {d}/nginx-files-error.log;\n\
+         worker_rlimit_nofile {files};\nevents {{ worker_connections {conns}; }}\n\
+         http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000000;\n  keepalive_timeout 600s;\n\
+         client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
+         uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         server {{ listen {port} reuseport backlog=4096; root {root}; }}\n}}\n",
+        files = 2 * connections + 256,
+        conns = connections + 64,
+        root = root.display(),
+    );
+    let path = dir.join("nginx-files.conf");
+    corelane::fs::write_atomic(&path, text.as_bytes())
+        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
+    Ok(path)
+}
+
+/// `corelane load http` of `path` with `connections` connections from the client side, for
+/// `duration`.
+pub fn load(
+    stage: &Stage<'_>,
+    path: &str,
+    connections: usize,
+    duration: Duration,
+) -> Result<LoadSummary, LabError> {
+    let url = format!("{}{}", stage.url(), path.trim_start_matches('/'));
+    let args: Vec<String> = [
+        "load",
+        "http",
+        &url,
+        "--json",
+        "--connections",
+        &connections.to_string(),
+        "--duration",
+        &format!("{}ms", duration.as_millis()),
+        "--pin",
+        &stage.client_cpu.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    const LOAD: &str = "corelane load";
+    let tx = stage.testbed.tx();
+    let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
+    let lines = child.finish(duration + Duration::from_secs(60))?;
+    output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
+}
+
+/// One trial of a file row: a fresh server, the load, the server's CPU over it.
+pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTrial, LabError> {
+    let rx = stage.testbed.rx();
+    let mut server = start(stage, case.server, root, stage.connections)?;
+    let before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    let load = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
+    // Read while the server runs: its io_uring workers' times are theirs only while alive.
+    let after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    if let Some(status) = server.wait_timeout(Duration::ZERO) {
+        return Err(server.failed(status));
+    }
+    let cpu = after.saturating_sub(before).as_nanos() as f64;
+    Ok(FileTrial {
+        rps: load.requests_per_sec,
+        cpu_ns_per_request: if load.responses == 0 { 0.0 } else { cpu / load.responses as f64 },
+        errors: load.errors,
+        non_2xx: load.non_2xx,
+    })
+}
+
+pub fn describe(t: &FileTrial) -> String {
+    format!("{:.0} req/s, server CPU {:.0} ns/request", t.rps, t.cpu_ns_per_request)
+}
+
+pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
+    let (file, name) = MEASURED[case.file];
+    FileRow {
+        file: file.into(),
+        bytes: FILES.iter().find(|(n, _)| *n == name).map_or(0, |(_, size)| *size),
+        server: case.server.name().into(),
+        backend: case.server.backend().into(),
+        trials_rps: trials.iter().map(|t| t.rps).collect(),
+        median_rps: median_of(trials.iter().map(|t| t.rps)),
+        cpu_ns_per_request: median_of(trials.iter().map(|t| t.cpu_ns_per_request)),
+        trials_cpu_ns: trials.iter().map(|t| t.cpu_ns_per_request).collect(),
+        errors: trials.iter().map(|t| t.errors).sum(),
+        non_2xx: trials.iter().map(|t| t.non_2xx).sum(),
+    }
+}
+
+/// Per file size: io_uring's CPU per request against epoll's and nginx's.
+pub fn findings(rows: &[FileRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, _) in MEASURED {
+        let find = |backend: &str| rows.iter().find(|r| r.file == file && r.backend == backend);
+        let Some(uring) = find("uring") else { continue };
+        let others: Vec<String> = ["epoll", "sendfile"]
+            .into_iter()
+            .filter_map(find)
+            .map(|o| {
+                let who = if o.server == "nginx" { "nginx (sendfile)" } else { "epoll (sendfile)" };
+                format!(
+                    "{:.2}x {who}'s {:.0} ns",
+                    uring.cpu_ns_per_request / o.cpu_ns_per_request.max(1.0),
+                    o.cpu_ns_per_request
+                )
+            })
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        out.push(format!(
+            "{file} file: corelane on io_uring spends {:.0} ns of server CPU per request, {} ({:.0} req/s).",
+            uring.cpu_ns_per_request,
+            others.join(", "),
+            uring.median_rps
+        ));
+    }
+    out
+}
+
+pub fn table(rows: &[FileRow]) -> String {
+    let mut table = report::table();
+    table.set_header(["file", "server", "backend", "req/s", "CPU ns/req", "errors"]);
+    for row in rows {
+        table.add_row(vec![
+            Cell::new(&row.file),
+            Cell::new(&row.server),
+            Cell::new(&row.backend),
+            report::right(format!("{:.0}", row.median_rps)),
+            report::right(format!("{:.0}", row.cpu_ns_per_request)),
+            report::right(format!("{}", row.errors + row.non_2xx)),
+        ]);
+    }
+    format!("\nstatic files (server CPU per request exact, schedstat):\n{table}\n")
+}
+
+/// The rows in `lab tcp`'s CSV columns: workload `file 4 KiB` / `file 1 MiB`, config the
+/// backend.
+pub fn csv_records(rows: &[FileRow]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|row| {
+            let mut record = vec![String::new(); 16];
+            record[0] = format!("file {}", row.file);
+            record[1] = row.server.clone();
+            record[2] = row.backend.clone();
+            record[3] = format!("{:.1}", row.median_rps);
+            record[6] = format!("{:.3}", row.cpu_ns_per_request / 1000.0);
+            record[9] = row.errors.to_string();
+            record[10] = row.non_2xx.to_string();
+            record[11] =
+                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[14] = format!("{:.0}", row.cpu_ns_per_request);
+            record
+        })
+        .collect()
+}
