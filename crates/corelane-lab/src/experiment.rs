@@ -14,6 +14,9 @@ use crate::report::run::{self, Envelope, Host, RunInfo};
 use crate::report::Outline;
 use crate::LabError;
 
+/// Where an experiment's progress lines go (the CLI prints them; tests collect them).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
 /// One experiment on its prepared stage.
 pub trait Experiment {
     /// One configuration: a row of the table, or a peer pairing.
@@ -99,7 +102,7 @@ pub fn run<E: Experiment>(
     mut experiment: E,
     trials: usize,
     stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
+    progress: Progress<'_>,
 ) -> Result<E::Report, LabError> {
     let configs = experiment.configurations()?;
     let n = configs.len();
@@ -143,11 +146,7 @@ pub fn step_of(line: &str) -> Option<(usize, usize)> {
 pub trait Options: clap::Args + clap::FromArgMatches {
     type Report: Report;
     /// Runs the experiment these options describe.
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<Self::Report, LabError>;
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError>;
 }
 
 /// The options every measuring experiment shares: how long and how often.
@@ -187,7 +186,7 @@ impl TrialArgs {
 
 /// How an [`Entry`] runs its experiment from parsed options.
 pub type RunFn =
-    fn(&Entry, &clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;
+    fn(&Entry, &clap::ArgMatches, &StopSignal, Progress<'_>) -> Result<Published, LabError>;
 
 /// An experiment as `corelane lab` lists and runs it: the one list of them is
 /// [`EXPERIMENTS`](crate::EXPERIMENTS), from which the CLI's subcommands, `lab all` and CI's
@@ -221,7 +220,7 @@ impl Entry {
         &self,
         matches: &clap::ArgMatches,
         stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
+        progress: Progress<'_>,
     ) -> Result<Published, LabError> {
         (self.run)(self, matches, stop, progress)
     }
@@ -235,7 +234,7 @@ fn run_from_matches<O: Options>(
     entry: &Entry,
     matches: &clap::ArgMatches,
     stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
+    progress: Progress<'_>,
 ) -> Result<Published, LabError> {
     let options = O::from_arg_matches(matches).map_err(|e| LabError::Options(e.to_string()))?;
     let started = std::time::SystemTime::now();
