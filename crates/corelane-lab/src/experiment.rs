@@ -60,9 +60,9 @@ pub trait Report: serde::Serialize {
     /// What every report has around its tables: which experiment ran on which machine and
     /// testbed, what could not run here, the findings.
     fn outline(&self) -> Outline<'_>;
-    /// The table(s) in the seed's shape, with their notes, under the heading (a dry run,
-    /// which measured nothing, has none).
-    fn body(&self) -> String;
+    /// Writes the table(s) in the seed's shape, with their notes, under the heading (a dry
+    /// run, which measured nothing, has none).
+    fn body(&self, out: &mut String);
     /// One CSV record per configuration, in `CSV_HEADER`'s order.
     fn csv_records(&self) -> Vec<Vec<String>>;
     /// What `corelane report` draws of it: its rows as charts (none by default; the page
@@ -76,7 +76,7 @@ pub trait Report: serde::Serialize {
         let outline = self.outline();
         let mut out = outline.heading();
         if !outline.is_dry_run() {
-            out.push_str(&self.body());
+            self.body(&mut out);
         }
         for s in outline.skipped {
             out.push_str(&format!("skipped: {s}\n"));
@@ -314,9 +314,7 @@ mod tests {
         fn outline(&self) -> Outline<'_> {
             Outline::of("recorder", "test", &self.1)
         }
-        fn body(&self) -> String {
-            String::new()
-        }
+        fn body(&self, _: &mut String) {}
         fn csv_records(&self) -> Vec<Vec<String>> {
             self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]).collect()
         }
