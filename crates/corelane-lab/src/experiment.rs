@@ -14,6 +14,9 @@ use crate::report::run::{self, Envelope, Host, RunInfo};
 use crate::report::Outline;
 use crate::LabError;
 
+/// Where an experiment's progress lines go (the CLI prints them; tests collect them).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
 /// One experiment on its prepared stage.
 pub trait Experiment {
     /// One configuration: a row of the table, or a peer pairing.
@@ -57,9 +60,9 @@ pub trait Report: serde::Serialize {
     /// What every report has around its tables: which experiment ran on which machine and
     /// testbed, what could not run here, the findings.
     fn outline(&self) -> Outline<'_>;
-    /// The table(s) in the seed's shape, with their notes, under the heading (a dry run,
-    /// which measured nothing, has none).
-    fn body(&self) -> String;
+    /// Writes the table(s) in the seed's shape, with their notes, under the heading (a dry
+    /// run, which measured nothing, has none).
+    fn body(&self, out: &mut String);
     /// One CSV record per configuration, in `CSV_HEADER`'s order.
     fn csv_records(&self) -> Vec<Vec<String>>;
     /// What `corelane report` draws of it: its rows as charts (none by default; the page
@@ -73,7 +76,7 @@ pub trait Report: serde::Serialize {
         let outline = self.outline();
         let mut out = outline.heading();
         if !outline.is_dry_run() {
-            out.push_str(&self.body());
+            self.body(&mut out);
         }
         for s in outline.skipped {
             out.push_str(&format!("skipped: {s}\n"));
@@ -99,7 +102,7 @@ pub fn run<E: Experiment>(
     mut experiment: E,
     trials: usize,
     stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
+    progress: Progress<'_>,
 ) -> Result<E::Report, LabError> {
     let configs = experiment.configurations()?;
     let n = configs.len();
@@ -143,11 +146,7 @@ pub fn step_of(line: &str) -> Option<(usize, usize)> {
 pub trait Options: clap::Args + clap::FromArgMatches {
     type Report: Report;
     /// Runs the experiment these options describe.
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<Self::Report, LabError>;
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError>;
 }
 
 /// The options every measuring experiment shares: how long and how often.
@@ -187,7 +186,7 @@ impl TrialArgs {
 
 /// How an [`Entry`] runs its experiment from parsed options.
 pub type RunFn =
-    fn(&Entry, &clap::ArgMatches, &StopSignal, &mut dyn FnMut(&str)) -> Result<Published, LabError>;
+    fn(&Entry, &clap::ArgMatches, &StopSignal, Progress<'_>) -> Result<Published, LabError>;
 
 /// An experiment as `corelane lab` lists and runs it: the one list of them is
 /// [`EXPERIMENTS`](crate::EXPERIMENTS), from which the CLI's subcommands, `lab all` and CI's
@@ -221,7 +220,7 @@ impl Entry {
         &self,
         matches: &clap::ArgMatches,
         stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
+        progress: Progress<'_>,
     ) -> Result<Published, LabError> {
         (self.run)(self, matches, stop, progress)
     }
@@ -235,7 +234,7 @@ fn run_from_matches<O: Options>(
     entry: &Entry,
     matches: &clap::ArgMatches,
     stop: &StopSignal,
-    progress: &mut dyn FnMut(&str),
+    progress: Progress<'_>,
 ) -> Result<Published, LabError> {
     let options = O::from_arg_matches(matches).map_err(|e| LabError::Options(e.to_string()))?;
     let started = std::time::SystemTime::now();
@@ -315,9 +314,7 @@ mod tests {
         fn outline(&self) -> Outline<'_> {
             Outline::of("recorder", "test", &self.1)
         }
-        fn body(&self) -> String {
-            String::new()
-        }
+        fn body(&self, _: &mut String) {}
         fn csv_records(&self) -> Vec<Vec<String>> {
             self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]).collect()
         }

@@ -76,14 +76,19 @@ pub(crate) fn parse_names<T: Copy>(
     names.iter().map(lookup).collect()
 }
 
-/// Checks `--configs` names against the experiment's ids (`none` runs only the peers).
-pub(crate) fn check_ids(names: &[String], ids: &[&str]) -> Result<(), LabError> {
+/// `--configs` checked against the experiment's ids (`none` runs only the peers): the
+/// configurations to run, all when `None`.
+pub(crate) fn only_configs(
+    names: Option<Vec<String>>,
+    ids: &[&str],
+) -> Result<Option<Vec<String>>, LabError> {
+    let Some(names) = names else { return Ok(None) };
     match names.iter().find(|n| *n != "none" && !ids.contains(&n.as_str())) {
         Some(bad) => Err(LabError::Options(format!(
             "unknown configuration `{bad}`: choose from {}, or none",
             ids.join(", ")
         ))),
-        None => Ok(()),
+        None => Ok(Some(names)),
     }
 }
 

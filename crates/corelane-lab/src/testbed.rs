@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use corelane::topology::CpuList;
 
+use crate::experiment::Progress;
 use crate::host::Host;
 use crate::remote::topo::{self, HostTopology};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
@@ -446,7 +447,7 @@ impl Testbed {
 
     /// Progress lines for what building the testbed did: stale namespaces removed, a
     /// fallback to loopback and why.
-    pub fn announce(&self, progress: &mut dyn FnMut(&str)) {
+    pub fn announce(&self, progress: Progress<'_>) {
         for name in &self.removed_stale {
             progress(&format!("removed a stale namespace of a killed run: {name}"));
         }

@@ -18,7 +18,7 @@ use corelane::lane::StopSignal;
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
-use crate::experiment::{self, Experiment, Measured, Options};
+use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::servers::{self, Placement, ServerKind, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
 use crate::testbed::{Testbed, TestbedReport};
@@ -47,11 +47,7 @@ pub struct AffinityArgs {
 
 impl Options for AffinityArgs {
     type Report = AffinityLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<AffinityLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let exe = crate::corelane_exe()?;
         let mut opts = if self.run.quick {
             AffinityLabOptions::quick(exe)
@@ -165,10 +161,7 @@ struct AffinityLab<'a> {
 }
 
 impl<'a> AffinityLab<'a> {
-    fn prepare(
-        opts: &'a AffinityLabOptions,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<Self, LabError> {
+    fn prepare(opts: &'a AffinityLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options("--duration must be at least 3s".into()));
         }

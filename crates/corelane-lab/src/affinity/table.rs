@@ -10,16 +10,14 @@ impl Report for AffinityLabReport {
     const CSV_HEADER: &'static str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
 
     /// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
-            r.irq_cpu, r.other_cpu, r.load_cpu, r.packages, r.numa_nodes, r.trials, r.duration_secs
+            self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.trials, self.duration_secs
         ));
         let mut table = report::table();
         table.set_header(["workload", "kind", "placement", "rate", "vs NC", "CPU per unit"]);
-        for row in &r.rows {
+        for row in &self.rows {
             let (rate, cpu) = if row.workload == "udp" {
                 (report::mpps(row.median), format!("{:.0} ns/datagram", row.cpu_ns_per_unit))
             } else {
@@ -39,17 +37,17 @@ impl Report for AffinityLabReport {
         }
         out.push_str(&table.to_string());
         out.push('\n');
-        for n in &r.not_measurable {
+        for n in &self.not_measurable {
             out.push_str(&format!("- {n}\n"));
         }
-        let a = &r.model_assumptions;
+        let a = &self.model_assumptions;
         out.push_str(&format!(
             "\nMODEL, not a measurement — two packages, NIC on package 0: base {:.0} ns/request (measured here, NC), LLC line {:.0} ns, remote line {:.0} ns, DMA lines {}, socket lines {}, message lines {} x {} syscalls, pollution lines {}\n",
             a.base_ns, a.llc_ns, a.remote_ns, a.dma_lines, a.socket_lines, a.message_lines, a.syscalls, a.pollution_lines
         ));
         let mut model = report::table();
         model.set_header(["case", "placement", "ns/request", "relative rate"]);
-        for m in &r.model {
+        for m in &self.model {
             model.add_row(vec![
                 Cell::new(&m.case),
                 Cell::new(&m.label),
@@ -59,7 +57,6 @@ impl Report for AffinityLabReport {
         }
         out.push_str(&model.to_string());
         out.push('\n');
-        out
     }
 
     /// One CSV row per measured placement (the model is in the JSON).

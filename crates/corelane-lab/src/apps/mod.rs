@@ -34,7 +34,7 @@ pub use report::AppsLabReport;
 pub use rows::{AppRow, PingRow};
 use trial::{PingTrial, Placed, ServeTrial};
 
-use crate::experiment::{self, Experiment, Measured, Options};
+use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::testbed::{Network, Testbed};
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -77,11 +77,7 @@ const MAX_FILE: usize = 64 << 20;
 
 impl Options for AppsArgs {
     type Report = AppsLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<AppsLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let opts = self.options()?;
         let lab = AppsLab::prepare(&opts, progress)?;
         experiment::run(lab, opts.trials, stop, progress)
@@ -192,7 +188,7 @@ struct AppsLab<'a> {
 }
 
 impl<'a> AppsLab<'a> {
-    fn prepare(opts: &'a AppsLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+    fn prepare(opts: &'a AppsLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let testbed = Testbed::create();
         testbed.announce(progress);
         let online = testbed.rx().online_cpus()?;

@@ -10,14 +10,12 @@ impl Report for AppsLabReport {
     const CSV_HEADER: &'static str = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct";
 
     /// The placements, the programs' rows, the side-effect check and the model, as text.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "programs started under {}; {} connections, a {}-byte file; {} trial(s) of {:.0}s, medians\n",
-            r.launcher, r.connections, r.file_bytes, r.trials, r.duration_secs
+            self.launcher, self.connections, self.file_bytes, self.trials, self.duration_secs
         ));
-        for p in &r.placements {
+        for p in &self.placements {
             out.push_str(&format!("- {p}\n"));
         }
         out.push('\n');
@@ -34,7 +32,7 @@ impl Report for AppsLabReport {
             "CPU change",
             "checked",
         ]);
-        for row in &r.rows {
+        for row in &self.rows {
             table.add_row(vec![
                 Cell::new(&row.app),
                 Cell::new(&row.placement),
@@ -50,7 +48,7 @@ impl Report for AppsLabReport {
         }
         out.push_str(&table.to_string());
         out.push('\n');
-        if !r.ping.is_empty() {
+        if !self.ping.is_empty() {
             let mut ping = report::table();
             ping.set_header([
                 "side-effect check",
@@ -60,7 +58,7 @@ impl Report for AppsLabReport {
                 "CPU us/round trip",
                 "CPU change",
             ]);
-            for p in &r.ping {
+            for p in &self.ping {
                 ping.add_row(vec![
                     Cell::new(format!("UDP ping-pong, lane {}", p.lane)),
                     report::right(format!("{:.1}", p.p50_us)),
@@ -73,7 +71,7 @@ impl Report for AppsLabReport {
             out.push_str(&ping.to_string());
             out.push('\n');
         }
-        if !r.model.is_empty() {
+        if !self.model.is_empty() {
             out.push_str("\nMODEL, not a measurement — one core for the program, a spare core near the NIC for its syscall threads, the load generator elsewhere; this run's CPU per request, no cache effects:\n");
             let mut model = report::table();
             model.set_header([
@@ -85,7 +83,7 @@ impl Report for AppsLabReport {
                 "one core, no lane",
                 "gain",
             ]);
-            for m in &r.model {
+            for m in &self.model {
                 model.add_row(vec![
                     Cell::new(&m.app),
                     Cell::new(&m.lane),
@@ -99,7 +97,6 @@ impl Report for AppsLabReport {
             out.push_str(&model.to_string());
             out.push('\n');
         }
-        out
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {

@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use compare::{compare, Comparison};
 pub use scratch::{remove_stale_mounts, Scratch};
 
-use crate::experiment::{self, Experiment, Measured, Options};
+use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::host::Host;
 use crate::{median_of, LabError};
 
@@ -53,11 +53,7 @@ pub struct CopyArgs {
 
 impl Options for CopyArgs {
     type Report = CopyLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<CopyLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let mut opts = if self.quick { CopyLabOptions::quick() } else { CopyLabOptions::full() };
         if let Some(size) = self.size {
             if size < 1 << 20 {
@@ -381,7 +377,7 @@ struct CopyLab<'a> {
 }
 
 impl<'a> CopyLab<'a> {
-    fn prepare(opts: &'a CopyLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+    fn prepare(opts: &'a CopyLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let removed_stale_mounts = remove_stale_mounts();
         for m in &removed_stale_mounts {
             progress(&format!("unmounted a stale scratch tmpfs of a killed run: {m}"));
@@ -431,7 +427,7 @@ impl<'a> CopyLab<'a> {
     fn stage_real_tree(
         dir: &Path,
         lanes: usize,
-        progress: &mut dyn FnMut(&str),
+        progress: Progress<'_>,
     ) -> Result<Option<(Scratch, RealTree)>, LabError> {
         if !dir.is_dir() {
             progress(&format!("skipping the real-tree rows: {} is not a directory", dir.display()));

@@ -10,15 +10,13 @@ impl Report for CopyLabReport {
     const CSV_HEADER: &'static str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
 
     /// Seed 002's tables, the modern methods, the trees and the findings, as text.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
-        out.push_str(&format!("scratch: {}\nhuge pages: {}\n", r.scratch, r.huge_scratch));
+    fn body(&self, out: &mut String) {
+        out.push_str(&format!("scratch: {}\nhuge pages: {}\n", self.scratch, self.huge_scratch));
         out.push_str(&format!(
             "file: {} MiB; {} trial(s) per row, medians; memcpy of the same bytes: {:.2} GB/s\n\n",
-            r.size_bytes >> 20,
-            r.trials,
-            r.memcpy_gb_per_sec
+            self.size_bytes >> 20,
+            self.trials,
+            self.memcpy_gb_per_sec
         ));
         let mut table = report::table();
         table.set_header([
@@ -31,7 +29,7 @@ impl Report for CopyLabReport {
             "of memcpy",
             "calls/GiB",
         ]);
-        for row in &r.rows {
+        for row in &self.rows {
             table.add_row(vec![
                 Cell::new(&row.section),
                 Cell::new(&row.config),
@@ -45,14 +43,13 @@ impl Report for CopyLabReport {
         }
         out.push_str(&table.to_string());
         out.push('\n');
-        for row in r.rows.iter().filter(|row| row.note.is_some()) {
+        for row in self.rows.iter().filter(|row| row.note.is_some()) {
             out.push_str(&format!(
                 "note ({}): {}\n",
                 row.config,
                 row.note.as_deref().unwrap_or("")
             ));
         }
-        out
     }
 
     /// One CSV row per configuration.

@@ -24,7 +24,7 @@ use corelane::topology::CpuList;
 pub use rows::{Knee, LatencyReport, LatencyRow};
 pub use sides::{HttpServer, Point, UdpClient, UdpServer};
 
-use crate::experiment::{self, Experiment, Options};
+use crate::experiment::{self, Experiment, Options, Progress};
 use crate::stage::servers::Stage;
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
@@ -50,11 +50,7 @@ pub struct LatencyArgs {
 
 impl Options for LatencyArgs {
     type Report = LatencyReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<LatencyReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let mut opts =
             if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
@@ -135,7 +131,7 @@ struct LatencyLab {
 }
 
 impl LatencyLab {
-    fn prepare(opts: LatencyOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+    fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let testbed = Testbed::create();
         testbed.announce(progress);
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];

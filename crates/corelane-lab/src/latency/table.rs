@@ -160,8 +160,7 @@ impl Report for LatencyReport {
         super::figures::figures(self)
     }
 
-    fn body(&self) -> String {
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
             self.server_cpu, self.client_cpu, self.trials, self.duration_secs
@@ -196,7 +195,6 @@ impl Report for LatencyReport {
             ]);
         }
         out.push_str(&format!("{table}\n"));
-        out
     }
 
     fn csv_records(&self) -> Vec<Vec<String>> {

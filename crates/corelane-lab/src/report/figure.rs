@@ -22,20 +22,20 @@ pub enum Figure {
 
 impl Figure {
     pub fn id(&self) -> &str {
-        match self {
-            Figure::Bars(f) => &f.id,
-            Figure::Stacked(f) => &f.id,
-            Figure::Lines(f) => &f.id,
-            Figure::Scatter(f) => &f.id,
-        }
+        self.id_and_title().0
     }
 
     pub fn title(&self) -> &str {
+        self.id_and_title().1
+    }
+
+    /// What every kind of figure has: its id and its title.
+    fn id_and_title(&self) -> (&str, &str) {
         match self {
-            Figure::Bars(f) => &f.title,
-            Figure::Stacked(f) => &f.title,
-            Figure::Lines(f) => &f.title,
-            Figure::Scatter(f) => &f.title,
+            Figure::Bars(f) => (&f.id, &f.title),
+            Figure::Stacked(f) => (&f.id, &f.title),
+            Figure::Lines(f) => (&f.id, &f.title),
+            Figure::Scatter(f) => (&f.id, &f.title),
         }
     }
 

@@ -14,7 +14,7 @@ use corelane::sched::{simulate, Kind, RunResult, SimConfig, Workload};
 use corelane::topology::Topology;
 use serde::Serialize;
 
-use crate::experiment::{self, Experiment, Measured, Options};
+use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::host::Host;
 use crate::LabError;
 
@@ -88,11 +88,7 @@ impl SchedArgs {
 
 impl Options for SchedArgs {
     type Report = SchedLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<SchedLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let opts = self.options()?;
         // Every case once: the simulation is deterministic; the threaded runs are measured
         // over `thread_duration` each.

@@ -10,15 +10,13 @@ impl Report for SchedLabReport {
     const CSV_HEADER: &'static str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
 
     /// A table per workload: every scheduler, simulated and threaded, with its ratios to DSW.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "sim: deterministic, {} completions per run, mean cost {:.0} ns (0.5–1.5x visible at dispatch, ±10 % unseen), rings of 64, offered 1.2x capacity; threads: producer on CPU {:?}, one worker, no per-event work\n",
-            r.sim_events, r.mean_cost_ns, r.thread_cpus.first()
+            self.sim_events, self.mean_cost_ns, self.thread_cpus.first()
         ));
         let mut workloads: Vec<&str> = Vec::new();
-        for row in &r.rows {
+        for row in &self.rows {
             if !workloads.contains(&row.run.workload.as_str()) {
                 workloads.push(&row.run.workload);
             }
@@ -43,7 +41,7 @@ impl Report for SchedLabReport {
                 "vs par. reorder",
                 "sched %",
             ]);
-            for row in r.rows.iter().filter(|row| row.run.workload == workload) {
+            for row in self.rows.iter().filter(|row| row.run.workload == workload) {
                 let x = &row.run;
                 table.add_row(vec![
                     Cell::new(&x.mode),
@@ -67,7 +65,7 @@ impl Report for SchedLabReport {
             out.push_str(&table.to_string());
             out.push('\n');
         }
-        if let Some(d) = &r.dpdk {
+        if let Some(d) = &self.dpdk {
             out.push_str(&format!(
                 "dpdk-test-eventdev (DSW, perf_queue, 1 producer, 1 worker): median {:.2} M events/s over {} seconds\n  {}\n",
                 d.median_mevps,
@@ -75,7 +73,6 @@ impl Report for SchedLabReport {
                 d.command
             ));
         }
-        out
     }
 
     /// One CSV row per run.

@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
 
-use crate::experiment::{self, Experiment, Options};
+use crate::experiment::{self, Experiment, Options, Progress};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -68,10 +68,7 @@ impl TcpArgs {
         opts.connections = self.connections;
         opts.peers =
             crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
-        if let Some(configs) = self.configs {
-            crate::check_ids(&configs, CONFIG_IDS)?;
-            opts.only = Some(configs);
-        }
+        opts.only = crate::only_configs(self.configs, CONFIG_IDS)?;
         opts.remote = self.remote.spec()?;
         Ok(opts)
     }
@@ -79,11 +76,7 @@ impl TcpArgs {
 
 impl Options for TcpArgs {
     type Report = TcpLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<TcpLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let opts = self.options(crate::corelane_exe()?)?;
         experiment::run(TcpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
@@ -239,7 +232,7 @@ struct TcpLab<'a> {
 }
 
 impl<'a> TcpLab<'a> {
-    fn prepare(opts: &'a TcpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+    fn prepare(opts: &'a TcpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let mut testbed = match &opts.remote {
             Some(spec) => Testbed::remote(spec)?,
             None => Testbed::create(),

@@ -10,12 +10,10 @@ impl Report for TcpLabReport {
     const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
 
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
-            r.server_cpu, r.client_cpu, r.connections, r.body, r.body.len(), r.trials, r.duration_secs
+            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.trials, self.duration_secs
         ));
         let mut table = report::table();
         table.set_header([
@@ -30,7 +28,7 @@ impl Report for TcpLabReport {
             "CPU change",
             "errors",
         ]);
-        for row in &r.rows {
+        for row in &self.rows {
             table.add_row(vec![
                 Cell::new(&row.workload),
                 Cell::new(&row.server),
@@ -45,20 +43,19 @@ impl Report for TcpLabReport {
             ]);
         }
         out.push_str(&table.to_string());
-        if !r.scale_rows.is_empty() {
-            out.push_str(&super::scale::table(&r.scale_rows));
+        if !self.scale_rows.is_empty() {
+            out.push_str(&super::scale::table(&self.scale_rows));
         }
-        if !r.file_rows.is_empty() {
-            out.push_str(&super::files::table(&r.file_rows));
+        if !self.file_rows.is_empty() {
+            out.push_str(&super::files::table(&self.file_rows));
         }
-        out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", r.interrupt_moderation));
-        for l in &r.load_generators {
+        out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", self.interrupt_moderation));
+        for l in &self.load_generators {
             out.push_str(&format!(
                 "load generator {}: {:.0} req/s (median)\n",
                 l.tool, l.median_rps
             ));
         }
-        out
     }
 
     /// One CSV row per server configuration and workload.

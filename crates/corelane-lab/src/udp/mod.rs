@@ -27,7 +27,7 @@ use serde::Serialize;
 pub use configs::IDS as CONFIG_IDS;
 pub use peers::Peer;
 
-use crate::experiment::{self, Experiment, Measured, Options};
+use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
@@ -86,10 +86,7 @@ impl UdpArgs {
         opts.offered_gro_pps = self.offered_gro;
         opts.peers =
             crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.name(), p)), "peer")?;
-        if let Some(configs) = self.configs {
-            crate::check_ids(&configs, &CONFIG_IDS)?;
-            opts.only = Some(configs);
-        }
+        opts.only = crate::only_configs(self.configs, &CONFIG_IDS)?;
         opts.remote = self.remote.spec()?;
         Ok(opts)
     }
@@ -97,11 +94,7 @@ impl UdpArgs {
 
 impl Options for UdpArgs {
     type Report = UdpLabReport;
-    fn run(
-        self,
-        stop: &StopSignal,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<UdpLabReport, LabError> {
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let opts = self.options(crate::corelane_exe()?)?;
         experiment::run(UdpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
@@ -243,7 +236,7 @@ struct UdpLab<'a> {
 }
 
 impl<'a> UdpLab<'a> {
-    fn prepare(opts: &'a UdpLabOptions, progress: &mut dyn FnMut(&str)) -> Result<Self, LabError> {
+    fn prepare(opts: &'a UdpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options(
                 "--duration must be at least 3s (1s warm-up, 2 measured)".into(),

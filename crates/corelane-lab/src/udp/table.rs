@@ -10,16 +10,17 @@ impl Report for UdpLabReport {
     const CSV_HEADER: &'static str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
 
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
-    fn body(&self) -> String {
-        let r = self;
-        let mut out = String::new();
+    fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
-            r.sender_cpu, r.receiver_cpus, r.trials, r.duration_secs
+            self.sender_cpu, self.receiver_cpus, self.trials, self.duration_secs
         ));
         let mut table = report::table();
-        let cpu_ids: Vec<usize> =
-            r.rows.first().map(|row| row.cpu.iter().map(|c| c.cpu).collect()).unwrap_or_default();
+        let cpu_ids: Vec<usize> = self
+            .rows
+            .first()
+            .map(|row| row.cpu.iter().map(|c| c.cpu).collect())
+            .unwrap_or_default();
         let mut header: Vec<String> = [
             "configuration",
             "offered",
@@ -34,7 +35,7 @@ impl Report for UdpLabReport {
         .to_vec();
         header.extend(cpu_ids.iter().map(|c| format!("CPU{c} usr/sys/si %")));
         table.set_header(header);
-        for row in &r.rows {
+        for row in &self.rows {
             let mut cells = vec![
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
@@ -62,10 +63,10 @@ impl Report for UdpLabReport {
         }
         out.push_str(&table.to_string());
         out.push('\n');
-        for row in &r.rows {
+        for row in &self.rows {
             out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
         }
-        if !r.peers.is_empty() {
+        if !self.peers.is_empty() {
             let mut peers = report::table();
             peers.set_header([
                 "receiver",
@@ -75,7 +76,7 @@ impl Report for UdpLabReport {
                 "corelane pps ×",
                 "their CPU ×",
             ]);
-            for p in &r.peers {
+            for p in &self.peers {
                 let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
                 peers.add_row(vec![
                     Cell::new(&p.receiver),
@@ -86,16 +87,16 @@ impl Report for UdpLabReport {
                     report::right(ratio(p.corelane_cpu_ratio)),
                 ]);
             }
-            let steering = if r.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
+            let steering =
+                if self.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
             out.push_str(&format!(
                 "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
-                r.receiver_cpus
+                self.receiver_cpus
             ));
             out.push_str(&peers.to_string());
             out.push('\n');
         }
-        out.push_str(&format!("CPU accounting: {}\n", r.cpu_accounting));
-        out
+        out.push_str(&format!("CPU accounting: {}\n", self.cpu_accounting));
     }
 
     /// One CSV row per configuration and per peer.
