@@ -314,6 +314,14 @@ fn interval_line(i: &RecvInterval) -> String {
         "  drops {}  cpu {:.0} ns/dgram",
         i.kernel_drops, i.cpu_ns_per_datagram
     ));
+    if let Some(x) = &i.xsk {
+        line.push_str(&format!(
+            "  xsk lost {} (ring full {}, no fill frame {})",
+            x.rx_lost(),
+            x.rx_ring_full,
+            x.rx_dropped
+        ));
+    }
     line
 }
 
@@ -389,15 +397,23 @@ fn print_recv_summary(s: &RecvSummary) {
         );
         let c = &x.counts;
         outln!(
-            "frames {}: lying length {}, malformed {}, not UDP {}, other port {} (all dropped); kernel dropped {} (RX ring full {}, fill ring empty {})",
+            "frames {}: lying length {}, malformed {}, not UDP {}, other port {} (all dropped)",
             c.frames,
             c.lying_length,
             c.malformed,
             c.not_udp,
             c.other_port,
-            x.kernel_rx_dropped,
-            x.rx_ring_full,
-            x.fill_ring_empty
+        );
+        let k = &x.xsk;
+        outln!(
+            "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
+            k.rx_lost(),
+            k.rx_ring_full,
+            k.rx_dropped,
+            k.rx_fill_ring_empty_descs,
+            k.rx_invalid_descs,
+            k.tx_invalid_descs,
+            k.tx_ring_empty_descs
         );
     }
 }

@@ -147,6 +147,10 @@ pub struct RecvInterval {
     pub kernel_drops: u64,
     /// The receiver process's user+system CPU time per datagram read this interval.
     pub cpu_ns_per_datagram: f64,
+    /// With `xdp`: the AF_XDP sockets' kernel counters this interval (frames lost at the
+    /// sockets: `rx_ring_full`, `rx_dropped`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xsk: Option<crate::xdp::rx::XskStats>,
 }
 
 /// One lane's totals.
@@ -436,6 +440,12 @@ impl Receiver {
         let mut meter = Meter::new(cfg.threads);
         let mut busy_pps: Vec<f64> = Vec::new();
         let mut last_total = 0u64;
+        let xsk_total = |x: &XdpReceive| {
+            let mut sum = crate::xdp::rx::XskStats::default();
+            x.kernel_counters().iter().for_each(|s| sum.add(s));
+            sum
+        };
+        let mut xsk_last = self.xdp.as_ref().map(xsk_total);
         let mut ticker = Ticker::every(Duration::from_secs(1));
         let start = ticker.start();
         let deadline = cfg.duration.map(|d| start + d);
@@ -458,11 +468,14 @@ impl Receiver {
                 if interval.rate.pps > 0.0 {
                     busy_pps.push(interval.rate.pps);
                 }
+                let xsk_now = self.xdp.as_ref().map(xsk_total);
                 let report = RecvInterval {
                     kernel_drops: snmp.since(&snmp_last).rcvbuf_errors,
                     cpu_ns_per_datagram: ns_per(used, got),
                     interval,
+                    xsk: xsk_now.zip(xsk_last).map(|(now, last)| now.since(&last)),
                 };
+                xsk_last = xsk_now;
                 snmp_last = snmp;
                 runtime_last = runtime;
                 on_interval(&report);
