@@ -143,8 +143,10 @@ pub struct RecvArgs {
     /// for 0.0.0.0 or ::).
     #[arg(long, value_name = "DEV")]
     xdp_dev: Option<String>,
-    /// With --backend xdp: busy-poll the AF_XDP sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL
-    /// of this many microseconds).
+    /// With --backend xdp: preferred busy polling. Each lane runs its queue's NAPI itself
+    /// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL of this many microseconds, SO_BUSY_POLL_BUDGET 64),
+    /// and the interface's napi_defer_hard_irqs (2) and gro_flush_timeout (200 µs) are set
+    /// for the run and restored after it, however it ends.
     #[arg(long, value_name = "USECS")]
     busy_poll: Option<u32>,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane
@@ -237,6 +239,8 @@ fn print_send_summary(s: &SendSummary) {
 
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
+    let xdp_dev = args.xdp_dev.clone();
+    let busy_poll = args.busy_poll.is_some();
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
         threads: args.threads,
@@ -287,6 +291,15 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = receiver.backend_note() {
         eprintln!("note: {note}");
     }
+    // Preferred busy polling: the device's deferral settings for the run, restored when this
+    // is dropped (or by the keeper, if the run is killed).
+    let _busy_poll = match (busy_poll, receiver.local_addrs().first()) {
+        (true, Some(&addr)) => {
+            let iface = corelane::xdp::Interface::for_address(addr, xdp_dev.as_deref())?;
+            Some(crate::apply::busy_poll_for_run(&iface.name)?)
+        }
+        _ => None,
+    };
     let json = args.json;
     if json {
         print_json(&serde_json::json!({

@@ -445,6 +445,32 @@ impl XskSocket {
         n
     }
 
+    /// Whether the RX ring holds frames for us.
+    pub(crate) fn rx_ready(&self) -> bool {
+        self.rx.index(self.rx.producer).load(Ordering::Acquire) != self.rx.local
+    }
+
+    /// One pass of the kernel's busy-poll path: a non-blocking recvfrom, which (with
+    /// SO_BUSY_POLL set) runs the queue's NAPI poll in this thread, up to the budget.
+    pub(crate) fn busy_poll_once(&self) -> io::Result<()> {
+        match syscall!(recvfrom(
+            self.fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut()
+        )) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR | libc::EBUSY)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Waits up to `timeout_ms` for frames (poll), which also wakes the kernel's RX side.
     pub(crate) fn wait(&self, timeout_ms: i32) -> io::Result<()> {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };

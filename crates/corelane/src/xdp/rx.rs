@@ -94,6 +94,8 @@ pub struct XskLane {
     pub queue: u32,
     port: u16,
     pub counts: FrameCounts,
+    /// SO_BUSY_POLL's time when the lane busy-polls.
+    busy_poll_us: Option<u32>,
 }
 
 impl XskLane {
@@ -114,8 +116,27 @@ impl XskLane {
     }
 
     /// Waits for frames up to `timeout` (poll; it also wakes the kernel when need_wakeup asks).
+    /// A busy-polling lane first runs its queue's NAPI itself (recvfrom, the kernel's busy-poll
+    /// path) until frames are on the ring or its busy-poll time is up, and sleeps only then.
     pub fn wait(&self, timeout: Duration) -> std::io::Result<()> {
+        if let Some(usecs) = self.busy_poll_us {
+            let end = std::time::Instant::now() + Duration::from_micros(u64::from(usecs));
+            loop {
+                self.socket.busy_poll_once()?;
+                if self.socket.rx_ready() {
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= end {
+                    break;
+                }
+            }
+        }
         self.socket.wait(timeout.as_millis().min(i32::MAX as u128) as i32)
+    }
+
+    /// Whether this lane runs its queue's NAPI itself.
+    pub fn busy_polling(&self) -> bool {
+        self.busy_poll_us.is_some()
     }
 
     /// The kernel's counters for this lane's socket.
@@ -252,6 +273,7 @@ impl XdpReceive {
                 queue,
                 port: c.addr.port(),
                 counts: FrameCounts::default(),
+                busy_poll_us: c.busy_poll_us,
             });
         }
         let mode = match (attachment.native, zerocopy) {
