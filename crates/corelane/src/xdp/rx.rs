@@ -16,14 +16,16 @@ pub use crate::sys::xsk::XskStats;
 
 /// The size of a UMEM frame (one frame per datagram; MTU 1500 fits).
 pub const FRAME_SIZE: u32 = 2048;
-/// Entries of each receiving socket's RX ring: 27 ms of frames at 150,000/s before a lane that
-/// fell behind loses any (counted as `rx_ring_full`).
-pub const RX_RING: u32 = 4096;
-/// UMEM frames (and fill ring entries) of each receiving socket: twice the RX ring, so that
-/// with the RX ring full and a batch in the lane's hands the fill ring still holds frames;
-/// the kernel then never finds it empty (`rx_dropped`) and a lane that falls behind loses
-/// frames only to the RX ring, under that one name. 16 MiB per queue.
-pub const RX_FRAMES: u32 = 2 * RX_RING;
+/// Entries of each receiving socket's RX ring: 55 ms of frames at 150,000/s before a lane that
+/// fell behind (descheduled on a busy CPU) loses any, counted as `rx_ring_full`.
+pub const RX_RING: u32 = 8192;
+/// UMEM frames of each receiving socket: the RX ring's worth plus 2048, so that with the RX
+/// ring full, a batch in the lane's hands (64) and one in the driver's (a NAPI budget) the fill
+/// ring still holds frames: the kernel never finds it empty (`rx_dropped`), and a lane that
+/// falls behind loses frames only to the RX ring, under that one name. 20 MiB per queue.
+pub const RX_FRAMES: u32 = RX_RING + 2048;
+/// The fill ring holds every RX frame at once, so giving one back never waits for room.
+const FILL_RING: u32 = RX_FRAMES.next_power_of_two();
 /// The receiving socket sends nothing: the smallest TX and completion rings.
 const RX_SOCKET_TX_RING: u32 = 64;
 
@@ -237,7 +239,7 @@ impl XdpReceive {
                 rx_frames: RX_FRAMES,
                 tx_frames: 0,
                 frame_size: FRAME_SIZE,
-                fill_ring: RX_FRAMES,
+                fill_ring: FILL_RING,
                 rx_ring: RX_RING,
                 tx_ring: RX_SOCKET_TX_RING,
                 zerocopy: Some(zerocopy),
