@@ -36,6 +36,8 @@ pub struct Trial {
     pub nic: Option<NicRates>,
     /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
     pub napi_ns_per_datagram: Option<f64>,
+    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame).
+    pub xsk_lost: Option<u64>,
 }
 
 /// A port for the receiver: fixed inside namespaces and on remote hosts, a free one on a
@@ -203,6 +205,7 @@ pub fn run(
         cpu: steady.cpu,
         nic,
         napi_ns_per_datagram: steady.napi_ns,
+        xsk_lost: received.xdp.as_ref().map(|x| x.xsk.rx_lost()),
     })
 }
 
@@ -305,6 +308,7 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .first()
             .and_then(|t| t.napi_ns_per_datagram)
             .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
+        xsk_lost: trials.iter().filter_map(|t| t.xsk_lost).reduce(|a, b| a + b),
         nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
             let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
             let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();
