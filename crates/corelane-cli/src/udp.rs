@@ -240,7 +240,7 @@ fn print_send_summary(s: &SendSummary) {
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let xdp_dev = args.xdp_dev.clone();
-    let busy_poll = args.busy_poll.is_some();
+    let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
         threads: args.threads,

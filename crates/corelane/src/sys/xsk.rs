@@ -33,7 +33,8 @@ pub(crate) struct XskConfig {
     pub fill_ring: u32,
     /// Entries of the RX ring (a power of two).
     pub rx_ring: u32,
-    /// Entries of the TX and completion rings (a power of two).
+    /// Entries of the TX and completion rings (a power of two); 0: no TX ring (receive only),
+    /// and the smallest completion ring the bind requires.
     pub tx_ring: u32,
     /// `Some(true)`: XDP_ZEROCOPY; `Some(false)`: XDP_COPY; `None`: the kernel picks.
     pub zerocopy: Option<bool>,
@@ -226,7 +227,9 @@ pub(crate) struct XskSocket {
     fill: Ring,
     completion: Ring,
     rx: Ring,
-    tx: Ring,
+    /// None for a socket that only receives (no TX ring: a poll then never runs the kernel's
+    /// copy-mode transmit path).
+    tx: Option<Ring>,
     /// TX frames that are ours.
     tx_free: Vec<u64>,
     zerocopy: bool,
@@ -303,13 +306,16 @@ impl XskSocket {
             tx_metadata_len: 0,
         };
         setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)?;
+        let completion_ring = c.tx_ring.max(1);
         for (name, size) in [
             (libc::XDP_UMEM_FILL_RING, c.fill_ring),
-            (libc::XDP_UMEM_COMPLETION_RING, c.tx_ring),
+            (libc::XDP_UMEM_COMPLETION_RING, completion_ring),
             (libc::XDP_RX_RING, c.rx_ring),
             (libc::XDP_TX_RING, c.tx_ring),
         ] {
-            setsockopt(fd.as_fd(), libc::SOL_XDP, name, &size)?;
+            if size > 0 {
+                setsockopt(fd.as_fd(), libc::SOL_XDP, name, &size)?;
+            }
         }
         let off = Self::offsets(fd.as_fd())?;
         let desc = std::mem::size_of::<libc::xdp_desc>();
@@ -318,9 +324,12 @@ impl XskSocket {
             Ok::<_, io::Error>(Ring::new(map, o, size))
         };
         let fill = ring(&off.fr, c.fill_ring, 8, libc::XDP_UMEM_PGOFF_FILL_RING)?;
-        let completion = ring(&off.cr, c.tx_ring, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        let completion = ring(&off.cr, completion_ring, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
         let rx = ring(&off.rx, c.rx_ring, desc, libc::XDP_PGOFF_RX_RING as u64)?;
-        let tx = ring(&off.tx, c.tx_ring, desc, libc::XDP_PGOFF_TX_RING as u64)?;
+        let tx = match c.tx_ring {
+            0 => None,
+            size => Some(ring(&off.tx, size, desc, libc::XDP_PGOFF_TX_RING as u64)?),
+        };
         let rx_frames = c.rx_frames;
         let mut socket = Self {
             fd,
@@ -503,8 +512,9 @@ impl XskSocket {
         mut build: impl FnMut(u32, &mut [u8]) -> usize,
     ) -> io::Result<u32> {
         self.reclaim();
-        let ring_free = self.tx.mask + 1
-            - self.tx.local.wrapping_sub(self.tx.index(self.tx.consumer).load(Ordering::Acquire));
+        let Some(tx) = self.tx.as_mut() else { return Ok(0) };
+        let ring_free =
+            tx.mask + 1 - tx.local.wrapping_sub(tx.index(tx.consumer).load(Ordering::Acquire));
         let n = n.min(ring_free).min(self.tx_free.len() as u32);
         for i in 0..n {
             let Some(addr) = self.tx_free.pop() else { break };
@@ -518,15 +528,15 @@ impl XskSocket {
             let desc = libc::xdp_desc { addr, len, options: 0 };
             // SAFETY: fewer than ring-size entries are outstanding (ring_free above), so the slot
             // is ours to write before the release store.
-            unsafe { self.tx.entry::<libc::xdp_desc>(self.tx.local).write(desc) };
-            self.tx.local = self.tx.local.wrapping_add(1);
+            unsafe { tx.entry::<libc::xdp_desc>(tx.local).write(desc) };
+            tx.local = tx.local.wrapping_add(1);
         }
-        self.tx.index(self.tx.producer).store(self.tx.local, Ordering::Release);
+        tx.index(tx.producer).store(tx.local, Ordering::Release);
         // Copy mode sends only from a syscall (at most 32 frames per call: the kernel's
         // TX budget), zero-copy only when it asks (need_wakeup); kick while frames wait on
         // the ring, whether or not this call queued any.
-        let pending = self.tx.local != self.tx.index(self.tx.consumer).load(Ordering::Acquire);
-        if pending && (!self.zerocopy || self.tx.needs_wakeup()) {
+        let pending = tx.local != tx.index(tx.consumer).load(Ordering::Acquire);
+        if pending && (!self.zerocopy || tx.needs_wakeup()) {
             match syscall!(sendto(
                 self.fd.as_raw_fd(),
                 std::ptr::null(),

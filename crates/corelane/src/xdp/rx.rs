@@ -26,8 +26,6 @@ pub const RX_RING: u32 = 8192;
 pub const RX_FRAMES: u32 = RX_RING + 2048;
 /// The fill ring holds every RX frame at once, so giving one back never waits for room.
 const FILL_RING: u32 = RX_FRAMES.next_power_of_two();
-/// The receiving socket sends nothing: the smallest TX and completion rings.
-const RX_SOCKET_TX_RING: u32 = 64;
 
 /// The UMEM a receiving socket locks, for the RLIMIT_MEMLOCK error.
 const RX_UMEM_BYTES: u64 = RX_FRAMES as u64 * FRAME_SIZE as u64;
@@ -241,7 +239,8 @@ impl XdpReceive {
                 frame_size: FRAME_SIZE,
                 fill_ring: FILL_RING,
                 rx_ring: RX_RING,
-                tx_ring: RX_SOCKET_TX_RING,
+                // Receive only: no TX ring.
+                tx_ring: 0,
                 zerocopy: Some(zerocopy),
                 busy_poll_us: c.busy_poll_us,
             };
