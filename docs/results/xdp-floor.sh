@@ -16,7 +16,7 @@ ip -n hc-tx neigh replace 10.207.0.2 lladdr $MAC dev hct nud permanent
 case $MODE in
   mmsg) A="";; xdp) A="--backend xdp";; xdp-bp) A="--backend xdp --busy-poll ${BP:-50}";; xdp-drop) A="--backend xdp-drop";;
 esac
-ip netns exec hc-rx taskset -c 1 $BIN udp recv 10.207.0.2:9000 $A --duration 30s --pin 1 --json > $W/cpu-recv.json 2>$W/cpu-recv.err &
+ip netns exec hc-rx taskset -c 1 $BIN udp recv 10.207.0.2:9000 $A --duration 30s --pin 1 --json ${EXTRA:-} > $W/cpu-recv.json 2>$W/cpu-recv.err &
 R=$!
 sleep 1.2
 NAPI=""
