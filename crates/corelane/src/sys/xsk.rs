@@ -471,8 +471,12 @@ impl XskSocket {
             std::ptr::null_mut()
         )) {
             Ok(_) => Ok(()),
+            // Nothing to poll now, or the device is down: the poll() that follows waits.
             Err(e)
-                if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR | libc::EBUSY)) =>
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EINTR | libc::EBUSY | libc::ENETDOWN | libc::ENOBUFS)
+                ) =>
             {
                 Ok(())
             }
