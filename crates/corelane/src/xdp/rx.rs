@@ -82,8 +82,10 @@ pub struct XdpReport {
     pub counts: FrameCounts,
     /// The kernel's counters of this run's sockets, summed (XDP_STATISTICS): every frame the
     /// program redirected and no lane read is in `rx_ring_full` or `rx_dropped`.
+    #[serde(default)]
     pub xsk: XskStats,
     /// Per RX queue, in queue order.
+    #[serde(default)]
     pub xsk_per_queue: Vec<XskStats>,
 }
 
