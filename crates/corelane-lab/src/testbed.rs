@@ -325,16 +325,6 @@ impl Testbed {
         }
         ip(&["-n", tx, "link", "set", "vtx", "up"])?;
         ip(&["-n", rx, "link", "set", "vrx", "up"])?;
-        // A queue on the sending veth, as a NIC's driver has: with XDP on vrx, veth hands
-        // frames over through a 256-frame ring and, without a qdisc, drops what does not fit
-        // (vtx's tx_dropped) whenever the NAPI thread is late; with one it stops the queue and
-        // the sender waits, as the non-XDP path's 1,000-packet backlog lets it.
-        Host::Local
-            .run(
-                "tc",
-                &["-n", tx, "qdisc", "replace", "dev", "vtx", "root", "pfifo", "limit", "1000"],
-            )
-            .map_err(|e| e.to_string())?;
         // Permanent neighbour entries: without them the first datagrams of every trial wait
         // for ARP and are flushed from the neighbour queue while later ones overtake them,
         // which would show as reordering that no receiver configuration caused.
