@@ -198,3 +198,59 @@ fn show_skipped_to_stderr(skipped: &[Skipped]) {
         eprintln!("corelane run: {}: {} skipped: {}", s.path.display(), s.to, s.reason);
     }
 }
+
+/// The interface settings preferred busy polling runs with, held for one `udp recv
+/// --busy-poll`: restored through the descriptors that changed them when dropped (normal end,
+/// Ctrl-C, SIGTERM), and by the keeper from the revert file if the run is killed.
+#[derive(Debug)]
+pub struct BusyPollRun {
+    napi: corelane::xdp::busy_poll::DeviceNapi,
+    revert: corelane::fs::OutputFile,
+    _keeper: RunKeeper,
+}
+
+impl Drop for BusyPollRun {
+    fn drop(&mut self) {
+        if let Err(e) = self.napi.restore() {
+            // The revert file stays: the keeper tries again as it lets go.
+            eprintln!(
+                "corelane: cannot restore {}'s busy-poll settings: {e}",
+                self.napi.interface()
+            );
+            return;
+        }
+        let _ = self.revert.remove();
+    }
+}
+
+/// Sets `dev`'s napi_defer_hard_irqs and gro_flush_timeout for a run: a keeper is started and
+/// the revert file saved before the first change.
+pub fn busy_poll_for_run(dev: &str) -> anyhow::Result<BusyPollRun> {
+    let root = Path::new("/");
+    let mut napi = corelane::xdp::busy_poll::DeviceNapi::open(root, dev)
+        .with_context(|| format!("cannot open {dev}'s busy-poll settings in /sys/class/net"))?;
+    // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
+    let dir = tempfile::Builder::new()
+        .prefix("corelane-nic.")
+        .rand_bytes(8)
+        .tempdir_in("/tmp")
+        .context("cannot make a private directory for the revert file")?;
+    let revert_file = dir.path().join("revert.json");
+    let keeper = start_keeper(revert_file.clone())?;
+    let _ = dir.keep();
+    let revert = corelane::fs::OutputFile::open(&revert_file)
+        .with_context(|| format!("cannot write {}", revert_file.display()))?;
+    revert.write(&serde_json::to_vec_pretty(&napi.changes())?)?;
+    if let Err(e) = napi.apply() {
+        let _ = revert.remove();
+        return Err(e.into());
+    }
+    let now: Vec<String> =
+        napi.changes().iter().map(|c| format!("{} {}", file_name(&c.path), c.to)).collect();
+    eprintln!("busy polling: {dev} {} for the run (restored after)", now.join(", "));
+    Ok(BusyPollRun { napi, revert, _keeper: keeper })
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+}

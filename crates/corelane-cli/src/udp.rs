@@ -143,8 +143,10 @@ pub struct RecvArgs {
     /// for 0.0.0.0 or ::).
     #[arg(long, value_name = "DEV")]
     xdp_dev: Option<String>,
-    /// With --backend xdp: busy-poll the AF_XDP sockets (SO_PREFER_BUSY_POLL, SO_BUSY_POLL
-    /// of this many microseconds).
+    /// With --backend xdp: preferred busy polling. Each lane runs its queue's NAPI itself
+    /// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL of this many microseconds, SO_BUSY_POLL_BUDGET 64),
+    /// and the interface's napi_defer_hard_irqs (2) and gro_flush_timeout (200 µs) are set
+    /// for the run and restored after it, however it ends.
     #[arg(long, value_name = "USECS")]
     busy_poll: Option<u32>,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane
@@ -237,6 +239,8 @@ fn print_send_summary(s: &SendSummary) {
 
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
+    let xdp_dev = args.xdp_dev.clone();
+    let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
         threads: args.threads,
@@ -287,6 +291,15 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = receiver.backend_note() {
         eprintln!("note: {note}");
     }
+    // Preferred busy polling: the device's deferral settings for the run, restored when this
+    // is dropped (or by the keeper, if the run is killed).
+    let _busy_poll = match (busy_poll, receiver.local_addrs().first()) {
+        (true, Some(&addr)) => {
+            let iface = corelane::xdp::Interface::for_address(addr, xdp_dev.as_deref())?;
+            Some(crate::apply::busy_poll_for_run(&iface.name)?)
+        }
+        _ => None,
+    };
     let json = args.json;
     if json {
         print_json(&serde_json::json!({
@@ -314,6 +327,14 @@ fn interval_line(i: &RecvInterval) -> String {
         "  drops {}  cpu {:.0} ns/dgram",
         i.kernel_drops, i.cpu_ns_per_datagram
     ));
+    if let Some(x) = &i.xsk {
+        line.push_str(&format!(
+            "  xsk lost {} (ring full {}, no fill frame {})",
+            x.rx_lost(),
+            x.rx_ring_full,
+            x.rx_dropped
+        ));
+    }
     line
 }
 
@@ -389,15 +410,23 @@ fn print_recv_summary(s: &RecvSummary) {
         );
         let c = &x.counts;
         outln!(
-            "frames {}: lying length {}, malformed {}, not UDP {}, other port {} (all dropped); kernel dropped {} (RX ring full {}, fill ring empty {})",
+            "frames {}: lying length {}, malformed {}, not UDP {}, other port {} (all dropped)",
             c.frames,
             c.lying_length,
             c.malformed,
             c.not_udp,
             c.other_port,
-            x.kernel_rx_dropped,
-            x.rx_ring_full,
-            x.fill_ring_empty
+        );
+        let k = &x.xsk;
+        outln!(
+            "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
+            k.rx_lost(),
+            k.rx_ring_full,
+            k.rx_dropped,
+            k.rx_fill_ring_empty_descs,
+            k.rx_invalid_descs,
+            k.tx_invalid_descs,
+            k.tx_ring_empty_descs
         );
     }
 }

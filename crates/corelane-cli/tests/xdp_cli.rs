@@ -58,9 +58,15 @@ impl Netns {
 
     /// Starts the receiver and waits for its "ready" line.
     fn start(&self) -> Child {
+        self.start_with(&[])
+    }
+
+    /// [`start`](Self::start) with more arguments.
+    fn start_with(&self, extra: &[&str]) -> Child {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_corelane")])
             .args(["udp", "recv", &format!("{}:4321", self.addr), "--backend", "xdp", "--json"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -86,6 +92,43 @@ impl Netns {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+}
+
+impl Netns {
+    /// The receiver interface's busy-poll settings, as its namespace's sysfs shows them.
+    fn napi_settings(&self) -> String {
+        let files = ["napi_defer_hard_irqs", "gro_flush_timeout"]
+            .map(|f| format!("/sys/class/net/{}/{f}", self.dev));
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "cat"])
+            .args(files)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn set_napi_settings(&self, defer: u32, timeout: u64) {
+        let script = format!(
+            "echo {defer} > /sys/class/net/{0}/napi_defer_hard_irqs && echo {timeout} > /sys/class/net/{0}/gro_flush_timeout",
+            self.dev
+        );
+        let status =
+            Command::new("ip").args(["netns", "exec", &self.name, "sh", "-c", &script]).status();
+        assert!(status.unwrap().success());
+    }
+
+    /// Waits (5 s at most) until the settings read `want`.
+    fn napi_settings_become(&self, want: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.napi_settings() != want {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
     }
 }
 
@@ -175,4 +218,65 @@ fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("RLIMIT_MEMLOCK (65536 bytes)") && err.contains("ulimit -l"), "{err}");
     assert!(ns.wait_until_clear(), "the interface is as found");
+}
+
+/// `--busy-poll`: the interface's napi_defer_hard_irqs and gro_flush_timeout hold the run's
+/// values while it runs, and exactly what they held before (values set here, not the defaults)
+/// after Ctrl-C, SIGTERM and SIGKILL; after SIGKILL the keeper restores them and goes.
+#[test]
+fn busy_poll_settings_are_restored_after_sigint_sigterm_and_sigkill() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let ns = Netns::new();
+    use rustix::process::Signal;
+    for (i, sig) in [Signal::INT, Signal::TERM, Signal::KILL].into_iter().enumerate() {
+        let (defer, timeout) = (7 + i as u32, 12_345 + i as u64);
+        ns.set_napi_settings(defer, timeout);
+        let before = format!("{defer} {timeout}");
+        assert_eq!(ns.napi_settings(), before);
+        let mut child = ns.start_with(&["--busy-poll", "50"]);
+        let during = format!(
+            "{} {}",
+            corelane::xdp::busy_poll::DEFER_HARD_IRQS,
+            corelane::xdp::busy_poll::GRO_FLUSH_TIMEOUT_NS
+        );
+        assert_eq!(ns.napi_settings(), during, "set for the run ({sig:?})");
+        let keeper = keeper_of(&ns.dev);
+        assert!(keeper.is_some(), "a keeper holds the revert file ({sig:?})");
+        signal(&child, sig);
+        let status = child.wait().unwrap();
+        if sig != Signal::KILL {
+            assert!(status.success(), "{sig:?}: {status}");
+            assert_eq!(ns.napi_settings(), before, "restored by the run itself ({sig:?})");
+        }
+        assert!(ns.napi_settings_become(&before), "{sig:?} left {}", ns.napi_settings());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while keeper.is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+            assert!(Instant::now() < deadline, "the keeper outlived the run ({sig:?})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(ns.wait_until_clear(), "{sig:?} left the program on the interface");
+    }
+}
+
+/// The PID of the keeper holding a busy-poll revert file for a run on `dev`, if one runs.
+fn keeper_of(dev: &str) -> Option<u32> {
+    let procs = std::fs::read_dir("/proc").ok()?;
+    procs.filter_map(Result::ok).find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !cmdline.contains(" guard ") || !cmdline.contains("--revert-on-close") {
+            return None;
+        }
+        let file = cmdline.split_whitespace().last()?.to_string();
+        // Only a revert file in the keeper's private directory is read (never a pipe).
+        if !file.starts_with("/tmp/corelane-nic.") || !file.ends_with("/revert.json") {
+            return None;
+        }
+        let text = std::fs::read_to_string(&file).ok()?;
+        text.contains(&format!("/net/{dev}/")).then_some(pid)
+    })
 }

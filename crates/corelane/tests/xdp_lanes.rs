@@ -373,13 +373,18 @@ fn bad_input_is_one_clear_error() {
 
 /// The AF_XDP sender (frames built once per flow, rewritten per sequence number, through the
 /// TX ring) into a plain recvmmsg receiver: every numbered datagram of every flow arrives
-/// exactly once, and the destination MAC came from the neighbour table.
+/// exactly once, and the destination MAC came from the neighbour table. Over IPv6 too, where
+/// the kernel drops a datagram whose UDP checksum (rewritten per datagram) is wrong.
 #[test]
 fn the_af_xdp_sender_delivers_every_numbered_datagram_once() {
     skip_unless_able!();
     let pair = Pair::new();
+    sender_delivers_every_datagram_once(SocketAddr::from((pair.rx_ip, 4322)), &pair);
+    sender_delivers_every_datagram_once(SocketAddr::from((rx_ip6(&pair), 4325)), &pair);
+}
+
+fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     const N: u64 = 20_000;
-    let addr = SocketAddr::from((pair.rx_ip, 4322));
     let stop = StopSignal::new();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let rx_stop = stop.clone();
@@ -418,7 +423,7 @@ fn the_af_xdp_sender_delivers_every_numbered_datagram_once() {
     assert!(note.contains("neighbour table") || note.contains("resolved"), "{note}");
     let s = handle.join().unwrap();
     stop.stop();
-    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.datagrams, N, "{addr}: {s:?}");
     assert_eq!(s.sequence.flows, 4);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.corrupt, s.foreign), (0, 0, 0, 0));
 }
@@ -486,5 +491,74 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     assert_eq!(s.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
     assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("XDP_DROP ceiling")), "{s:?}");
+    pair.assert_no_program_left("the run");
+}
+
+/// A counter of `dev`'s in namespace `ns` (`/sys/class/net/DEV/statistics/NAME`).
+fn link_counter(ns: &str, dev: &str, name: &str) -> u64 {
+    let file = format!("/sys/class/net/{dev}/statistics/{name}");
+    let out = Command::new("ip").args(["netns", "exec", ns, "cat", &file]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// A burst far larger than the rings into a socket no lane reads: the RX ring fills and
+/// every frame after it is counted by the kernel as `rx_ring_full` (never a silent gap), the
+/// fill ring never runs dry (it holds twice the RX ring), and the frames on the ring are the
+/// burst's first, each once. The sender's veth gets a qdisc so that veth's own 256-frame XDP
+/// ring pushes back on the sender instead of dropping (its drops would be `tx_dropped`).
+#[test]
+fn a_burst_larger_than_the_rings_is_counted_where_it_is_lost() {
+    skip_unless_able!();
+    let pair = Pair::new();
+    let qdisc = ["-n", &pair.tx_ns, "qdisc", "replace", "dev", &pair.tx_dev, "root"];
+    let tc = Command::new("tc").args(qdisc).args(["pfifo", "limit", "10000"]).output();
+    if !tc.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: needs iproute2's `tc` to give the sender's veth a qdisc");
+        return;
+    }
+    let ring = u64::from(xdp::rx::RX_RING);
+    let n = u64::from(xdp::rx::RX_FRAMES) + ring + 1_000;
+    let addr = SocketAddr::from((pair.rx_ip, 4330));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+    let rx = Pair::within(&pair.rx_ns, move || {
+        let rx = xdp::rx::RxConfig { addr, dev: None, mode: XdpMode::Auto, busy_poll_us: None };
+        let mut receive = xdp::rx::XdpReceive::setup(&rx).unwrap();
+        ready_tx.send(()).unwrap();
+        sent_rx.recv().unwrap();
+        // Wait until every frame is on the ring or counted lost, then read the ring.
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut lanes = receive.take_lanes();
+        while lanes[0].stats().rx_lost() + ring < n && Instant::now() < end {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let mut seqs = Vec::new();
+        for lane in &mut lanes {
+            while lane.receive(64, |p| seqs.push(payload::read(p).unwrap().seq)) > 0 {}
+        }
+        (seqs, receive.finish(&lanes))
+    });
+    ready_rx.recv().unwrap();
+    Pair::within(&pair.tx_ns, move || {
+        let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let mut buf = vec![0u8; 64];
+        payload::prefill(&mut buf);
+        for seq in 0..n {
+            payload::write_header(&mut buf, 0, seq);
+            socket.send_to(&buf, addr).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    sent_tx.send(()).unwrap();
+    let (seqs, report) = rx.join().unwrap();
+    let veth_dropped = link_counter(&pair.tx_ns, &pair.tx_dev, "tx_dropped");
+    let k = report.xsk;
+    assert_eq!(seqs.len() as u64 + k.rx_lost() + veth_dropped, n, "a silent gap: {k:?}");
+    assert_eq!(veth_dropped, 0, "the qdisc pushed back on the sender: {k:?}");
+    assert_eq!(seqs, (0..ring).collect::<Vec<_>>(), "the ring holds the first frames, once");
+    assert_eq!(k.rx_ring_full, n - ring, "{k:?}");
+    assert_eq!((k.rx_dropped, k.rx_fill_ring_empty_descs), (0, 0), "the fill ring never ran dry");
+    assert_eq!(report.xsk_per_queue.iter().map(|q| q.rx_ring_full).sum::<u64>(), n - ring);
     pair.assert_no_program_left("the run");
 }

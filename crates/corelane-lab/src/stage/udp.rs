@@ -114,6 +114,8 @@ pub struct Trial {
     pub nic: Option<NicRates>,
     /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
     pub napi_ns_per_datagram: Option<f64>,
+    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame).
+    pub xsk_lost: Option<u64>,
 }
 
 /// The receiver's command line for `cfg`.
@@ -163,6 +165,26 @@ fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String)
 /// The receiving end of the namespace testbed's veth pair.
 const RX_DEV: &str = "vrx";
 
+/// A queue on the sending veth for an XDP receive row, removed after it. With XDP on vrx,
+/// veth hands frames over through a 256-frame ring and, without a qdisc on vtx, drops what
+/// does not fit (vtx's tx_dropped) whenever the NAPI thread is late; with one it stops the
+/// queue and the sender waits, as a NIC's driver makes it (the non-XDP path has the
+/// 1,000-packet backlog instead).
+struct SenderQueue(Host);
+
+impl SenderQueue {
+    fn add(tx: Host) -> Result<Self, LabError> {
+        tx.run("tc", &["qdisc", "replace", "dev", "vtx", "root", "pfifo", "limit", "1000"])?;
+        Ok(Self(tx))
+    }
+}
+
+impl Drop for SenderQueue {
+    fn drop(&mut self) {
+        let _ = self.0.run("tc", &["qdisc", "del", "dev", "vtx", "root"]);
+    }
+}
+
 /// The paced GSO sender's command line for `cfg`.
 fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     let mut args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
@@ -206,6 +228,10 @@ pub fn run(
     let port = udp_port(testbed)?;
     let secs = duration.as_secs();
     let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::Drop);
+    let _queue = match xdp_rx {
+        true => Some(SenderQueue::add(tx.clone())?),
+        false => None,
+    };
     let napi_before = NapiThreads::before(RX_DEV);
     let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
     wait_ready(&mut receiver, RECEIVER)?;
@@ -243,6 +269,7 @@ pub fn run(
         cpu: steady.cpu,
         nic,
         napi_ns_per_datagram: steady.napi_ns,
+        xsk_lost: received.xdp.as_ref().map(|x| x.xsk.rx_lost()),
     })
 }
 

@@ -168,6 +168,9 @@ pub struct ConfigRow {
     /// lanes' CPU); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub napi_ns_per_datagram: Option<f64>,
+    /// AF_XDP rows: frames the AF_XDP sockets lost, summed over the trials (XDP_STATISTICS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xsk_lost: Option<u64>,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
     /// A remote rx NIC's own counters per second over the trial (warm-up second included;

@@ -39,6 +39,7 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .first()
             .and_then(|t| t.napi_ns_per_datagram)
             .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
+        xsk_lost: trials.iter().filter_map(|t| t.xsk_lost).reduce(|a, b| a + b),
         nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
             let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
             let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();

@@ -175,6 +175,7 @@ mod tests {
                 lane_pps: vec![5e5],
                 cpu: vec![split(0), split(1)],
                 napi_ns_per_datagram: None,
+                xsk_lost: None,
                 nic: None,
             }],
             peers: Vec::new(),

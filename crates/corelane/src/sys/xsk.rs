@@ -23,11 +23,19 @@ const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 pub(crate) struct XskConfig {
     pub ifindex: u32,
     pub queue: u32,
-    /// Frames in the UMEM; half for receiving, half for sending.
-    pub frames: u32,
+    /// UMEM frames for receiving: they live in the fill ring, the RX ring or the lane's hands.
+    pub rx_frames: u32,
+    /// UMEM frames for sending.
+    pub tx_frames: u32,
     pub frame_size: u32,
-    /// Entries per ring (a power of two).
-    pub ring: u32,
+    /// Entries of the fill ring (a power of two, at least `rx_frames` so every free RX frame
+    /// fits in it at once).
+    pub fill_ring: u32,
+    /// Entries of the RX ring (a power of two).
+    pub rx_ring: u32,
+    /// Entries of the TX and completion rings (a power of two); 0: no TX ring (receive only),
+    /// and the smallest completion ring the bind requires.
+    pub tx_ring: u32,
     /// `Some(true)`: XDP_ZEROCOPY; `Some(false)`: XDP_COPY; `None`: the kernel picks.
     pub zerocopy: Option<bool>,
     /// Busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL (µs) and a budget.
@@ -132,14 +140,82 @@ impl Ring {
     }
 }
 
-/// Frame counters the kernel keeps for one socket (XDP_STATISTICS).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct XskStats {
+/// Frame counters the kernel keeps for one socket (XDP_STATISTICS, struct xdp_statistics).
+/// A frame the kernel could not deliver is counted in exactly one of `rx_dropped` (no free
+/// UMEM frame: the fill ring was empty) and `rx_ring_full` (no room on the RX ring).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct XskStats {
+    /// Frames dropped for want of a UMEM frame (the fill ring was empty), or for any reason on
+    /// kernels older than 5.9, which count no `rx_ring_full` apart.
     pub rx_dropped: u64,
+    /// RX descriptors the kernel found invalid.
     pub rx_invalid_descs: u64,
-    pub rx_ring_full: u64,
-    pub rx_fill_ring_empty: u64,
+    /// TX descriptors user space wrote that the kernel refused (bad address or length).
     pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full (the lane did not keep up).
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel found the TX ring empty when asked to send.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl XskStats {
+    /// Frames that reached this socket's queue and were dropped there.
+    pub fn rx_lost(&self) -> u64 {
+        self.rx_dropped + self.rx_ring_full
+    }
+
+    /// The counts since `earlier` (a later reading minus an earlier one).
+    pub fn since(&self, earlier: &XskStats) -> XskStats {
+        XskStats {
+            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
+            rx_invalid_descs: self.rx_invalid_descs.saturating_sub(earlier.rx_invalid_descs),
+            tx_invalid_descs: self.tx_invalid_descs.saturating_sub(earlier.tx_invalid_descs),
+            rx_ring_full: self.rx_ring_full.saturating_sub(earlier.rx_ring_full),
+            rx_fill_ring_empty_descs: self
+                .rx_fill_ring_empty_descs
+                .saturating_sub(earlier.rx_fill_ring_empty_descs),
+            tx_ring_empty_descs: self
+                .tx_ring_empty_descs
+                .saturating_sub(earlier.tx_ring_empty_descs),
+        }
+    }
+
+    /// Adds another socket's counts.
+    pub fn add(&mut self, o: &XskStats) {
+        self.rx_dropped += o.rx_dropped;
+        self.rx_invalid_descs += o.rx_invalid_descs;
+        self.tx_invalid_descs += o.tx_invalid_descs;
+        self.rx_ring_full += o.rx_ring_full;
+        self.rx_fill_ring_empty_descs += o.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += o.tx_ring_empty_descs;
+    }
+}
+
+/// Reads XDP_STATISTICS of one socket through its own descriptor (a duplicate), so that a
+/// thread other than the lane's can read the counters while the lane runs.
+#[derive(Debug)]
+pub(crate) struct XskStatsReader(OwnedFd);
+
+impl XskStatsReader {
+    pub(crate) fn read(&self) -> io::Result<XskStats> {
+        read_stats(self.0.as_fd())
+    }
+}
+
+/// XDP_STATISTICS of the socket `fd`. A kernel older than 5.9 fills only the first three
+/// fields (the rest read as zero).
+fn read_stats(fd: BorrowedFd<'_>) -> io::Result<XskStats> {
+    let s: Stats = getsockopt(fd, libc::SOL_XDP, libc::XDP_STATISTICS)?;
+    Ok(XskStats {
+        rx_dropped: s.0[0],
+        rx_invalid_descs: s.0[1],
+        tx_invalid_descs: s.0[2],
+        rx_ring_full: s.0[3],
+        rx_fill_ring_empty_descs: s.0[4],
+        tx_ring_empty_descs: s.0[5],
+    })
 }
 
 /// A bound AF_XDP socket.
@@ -151,7 +227,9 @@ pub(crate) struct XskSocket {
     fill: Ring,
     completion: Ring,
     rx: Ring,
-    tx: Ring,
+    /// None for a socket that only receives (no TX ring: a poll then never runs the kernel's
+    /// copy-mode transmit path).
+    tx: Option<Ring>,
     /// TX frames that are ours.
     tx_free: Vec<u64>,
     zerocopy: bool,
@@ -218,11 +296,18 @@ impl XskSocket {
     /// four rings and binds to the queue. Errors keep the kernel's errno (ENOBUFS: UMEM over
     /// RLIMIT_MEMLOCK; EOPNOTSUPP with zero-copy: the driver has no XSK buffer pool).
     pub(crate) fn bind(c: &XskConfig) -> io::Result<Self> {
+        if c.rx_frames > c.fill_ring {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "more RX frames than the fill ring holds",
+            ));
+        }
         // SAFETY: no pointer arguments.
         let raw = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
         // SAFETY: socket returned a new descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem = Mapping::anonymous(c.frames as usize * c.frame_size as usize)?;
+        let frames = c.rx_frames + c.tx_frames;
+        let umem = Mapping::anonymous(frames as usize * c.frame_size as usize)?;
         let reg = libc::xdp_umem_reg {
             addr: umem.ptr as u64,
             len: umem.len as u64,
@@ -232,25 +317,31 @@ impl XskSocket {
             tx_metadata_len: 0,
         };
         setsockopt(fd.as_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)?;
-        for name in [
-            libc::XDP_UMEM_FILL_RING,
-            libc::XDP_UMEM_COMPLETION_RING,
-            libc::XDP_RX_RING,
-            libc::XDP_TX_RING,
+        let completion_ring = c.tx_ring.max(1);
+        for (name, size) in [
+            (libc::XDP_UMEM_FILL_RING, c.fill_ring),
+            (libc::XDP_UMEM_COMPLETION_RING, completion_ring),
+            (libc::XDP_RX_RING, c.rx_ring),
+            (libc::XDP_TX_RING, c.tx_ring),
         ] {
-            setsockopt(fd.as_fd(), libc::SOL_XDP, name, &c.ring)?;
+            if size > 0 {
+                setsockopt(fd.as_fd(), libc::SOL_XDP, name, &size)?;
+            }
         }
         let off = Self::offsets(fd.as_fd())?;
         let desc = std::mem::size_of::<libc::xdp_desc>();
-        let map = |o: &libc::xdp_ring_offset, entry: usize, pgoff: u64| {
-            Mapping::ring(fd.as_fd(), o.desc as usize + c.ring as usize * entry, pgoff)
+        let ring = |o: &libc::xdp_ring_offset, size: u32, entry: usize, pgoff: u64| {
+            let map = Mapping::ring(fd.as_fd(), o.desc as usize + size as usize * entry, pgoff)?;
+            Ok::<_, io::Error>(Ring::new(map, o, size))
         };
-        let fill = Ring::new(map(&off.fr, 8, libc::XDP_UMEM_PGOFF_FILL_RING)?, &off.fr, c.ring);
-        let completion =
-            Ring::new(map(&off.cr, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?, &off.cr, c.ring);
-        let rx = Ring::new(map(&off.rx, desc, libc::XDP_PGOFF_RX_RING as u64)?, &off.rx, c.ring);
-        let tx = Ring::new(map(&off.tx, desc, libc::XDP_PGOFF_TX_RING as u64)?, &off.tx, c.ring);
-        let rx_frames = (c.frames / 2).min(c.ring);
+        let fill = ring(&off.fr, c.fill_ring, 8, libc::XDP_UMEM_PGOFF_FILL_RING)?;
+        let completion = ring(&off.cr, completion_ring, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        let rx = ring(&off.rx, c.rx_ring, desc, libc::XDP_PGOFF_RX_RING as u64)?;
+        let tx = match c.tx_ring {
+            0 => None,
+            size => Some(ring(&off.tx, size, desc, libc::XDP_PGOFF_TX_RING as u64)?),
+        };
+        let rx_frames = c.rx_frames;
         let mut socket = Self {
             fd,
             umem,
@@ -260,7 +351,7 @@ impl XskSocket {
             completion,
             rx,
             tx,
-            tx_free: (rx_frames..c.frames)
+            tx_free: (rx_frames..rx_frames + c.tx_frames)
                 .map(|i| u64::from(i) * u64::from(c.frame_size))
                 .collect(),
             zerocopy: false,
@@ -325,7 +416,8 @@ impl XskSocket {
         self.zerocopy
     }
 
-    /// Puts `addrs` (frame starts) on the fill ring; the ring has room for every RX frame.
+    /// Puts `addrs` (frame starts) on the fill ring; the ring has room for every RX frame
+    /// (`rx_frames <= fill ring size`), so this never waits.
     fn refill(&mut self, addrs: &[u64]) {
         let ring = &mut self.fill;
         for &addr in addrs {
@@ -375,6 +467,37 @@ impl XskSocket {
         n
     }
 
+    /// Whether the RX ring holds frames for us.
+    pub(crate) fn rx_ready(&self) -> bool {
+        self.rx.index(self.rx.producer).load(Ordering::Acquire) != self.rx.local
+    }
+
+    /// One pass of the kernel's busy-poll path: a non-blocking recvfrom, which (with
+    /// SO_BUSY_POLL set) runs the queue's NAPI poll in this thread, up to the budget.
+    pub(crate) fn busy_poll_once(&self) -> io::Result<()> {
+        // SAFETY: no buffer (null with length 0) and no address: the kernel writes nothing.
+        match syscall!(recvfrom(
+            self.fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut()
+        )) {
+            Ok(_) => Ok(()),
+            // Nothing to poll now, or the device is down: the poll() that follows waits.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EINTR | libc::EBUSY | libc::ENETDOWN | libc::ENOBUFS)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Waits up to `timeout_ms` for frames (poll), which also wakes the kernel's RX side.
     pub(crate) fn wait(&self, timeout_ms: i32) -> io::Result<()> {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -408,8 +531,9 @@ impl XskSocket {
         mut build: impl FnMut(u32, &mut [u8]) -> usize,
     ) -> io::Result<u32> {
         self.reclaim();
-        let ring_free = self.tx.mask + 1
-            - self.tx.local.wrapping_sub(self.tx.index(self.tx.consumer).load(Ordering::Acquire));
+        let Some(tx) = self.tx.as_mut() else { return Ok(0) };
+        let ring_free =
+            tx.mask + 1 - tx.local.wrapping_sub(tx.index(tx.consumer).load(Ordering::Acquire));
         let n = n.min(ring_free).min(self.tx_free.len() as u32);
         for i in 0..n {
             let Some(addr) = self.tx_free.pop() else { break };
@@ -423,15 +547,15 @@ impl XskSocket {
             let desc = libc::xdp_desc { addr, len, options: 0 };
             // SAFETY: fewer than ring-size entries are outstanding (ring_free above), so the slot
             // is ours to write before the release store.
-            unsafe { self.tx.entry::<libc::xdp_desc>(self.tx.local).write(desc) };
-            self.tx.local = self.tx.local.wrapping_add(1);
+            unsafe { tx.entry::<libc::xdp_desc>(tx.local).write(desc) };
+            tx.local = tx.local.wrapping_add(1);
         }
-        self.tx.index(self.tx.producer).store(self.tx.local, Ordering::Release);
+        tx.index(tx.producer).store(tx.local, Ordering::Release);
         // Copy mode sends only from a syscall (at most 32 frames per call: the kernel's
         // TX budget), zero-copy only when it asks (need_wakeup); kick while frames wait on
         // the ring, whether or not this call queued any.
-        let pending = self.tx.local != self.tx.index(self.tx.consumer).load(Ordering::Acquire);
-        if pending && (!self.zerocopy || self.tx.needs_wakeup()) {
+        let pending = tx.local != tx.index(tx.consumer).load(Ordering::Acquire);
+        if pending && (!self.zerocopy || tx.needs_wakeup()) {
             // SAFETY: no buffer and no address (null with length 0): a wake-up of the TX side.
             match syscall!(sendto(
                 self.fd.as_raw_fd(),
@@ -458,18 +582,16 @@ impl XskSocket {
         self.reclaim();
         let total =
             (self.umem.len / self.frame_size as usize).saturating_sub(self.rx_frames as usize);
-        total - self.tx_free.len()
+        total.saturating_sub(self.tx_free.len())
     }
 
     pub(crate) fn stats(&self) -> io::Result<XskStats> {
-        let s: Stats = getsockopt(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_STATISTICS)?;
-        Ok(XskStats {
-            rx_dropped: s.0[0],
-            rx_invalid_descs: s.0[1],
-            tx_invalid_descs: s.0[2],
-            rx_ring_full: s.0[3],
-            rx_fill_ring_empty: s.0[4],
-        })
+        read_stats(self.fd.as_fd())
+    }
+
+    /// A reader of this socket's counters for another thread (a duplicate descriptor).
+    pub(crate) fn stats_reader(&self) -> io::Result<XskStatsReader> {
+        Ok(XskStatsReader(self.fd.try_clone()?))
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {

@@ -214,6 +214,9 @@ fn set(setting: &Setting, root: &Path, value: &str) -> io::Result<()> {
             ethtool::set_rx_flow_hash(nic.as_str(), *flow, bits)
         }
         Setting::Address { nic, addr, prefix } => address::set(nic.as_str(), *addr, *prefix, value),
+        Setting::BusyPoll { nic, file } => {
+            crate::xdp::busy_poll::write_device_file(root, nic, file, value)
+        }
         _ => {
             use rustix::fs::{Mode, OFlags};
             let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;

@@ -16,7 +16,7 @@ pub enum SettingError {
     BadInterface(String),
     #[error("no network interface `{name}` here (see `ip link`); the file names one this machine does not have")]
     NoInterface { name: String },
-    #[error("`{0}` is not a setting a plan may change: only /proc/irq/N/smp_affinity_list, /sys/class/net/IFACE/queues/rx-N/rps_cpus, .../tx-N/xps_cpus and ethtool:IFACE/{{queues,rx-usecs,rx-flow-hash/FLOW}}")]
+    #[error("`{0}` is not a setting a plan may change: only /proc/irq/N/smp_affinity_list, /sys/class/net/IFACE/queues/rx-N/rps_cpus, .../tx-N/xps_cpus, /sys/class/net/IFACE/{{napi_defer_hard_irqs,gro_flush_timeout}} and ethtool:IFACE/{{queues,rx-usecs,rx-flow-hash/FLOW}}")]
     NotASetting(String),
     #[error("interrupt {irq} ({name}) does not belong to {owner}: the interrupts of {owner} here are {owned}; make the plan again on this machine (`corelane plan`)")]
     ForeignIrq { irq: u32, name: String, owner: String, owned: String },
@@ -81,6 +81,12 @@ pub enum Setting {
         nic: IfName,
         setting: Ethtool,
     },
+    /// A busy-poll setting of an interface (`napi_defer_hard_irqs`, `gro_flush_timeout`), which
+    /// `udp recv --backend xdp --busy-poll` changes for its run.
+    BusyPoll {
+        nic: IfName,
+        file: &'static str,
+    },
     /// An address on an interface: `present` or `absent`.
     Address {
         nic: IfName,
@@ -101,6 +107,7 @@ impl Setting {
             Setting::XpsCpus { nic, queue } => {
                 root.join(format!("sys/class/net/{}/queues/tx-{queue}/xps_cpus", nic.0))
             }
+            Setting::BusyPoll { nic, file } => root.join(format!("sys/class/net/{}/{file}", nic.0)),
             Setting::Address { nic, addr, prefix } => {
                 PathBuf::from(format!("address:{}/{addr}/{prefix}", nic.0))
             }
@@ -159,6 +166,13 @@ impl Setting {
         };
         match parts.as_slice() {
             ["proc", "irq", n, "smp_affinity_list"] => Ok(Setting::IrqAffinity { irq: number(n)? }),
+            ["sys", "class", "net", nic, file] => {
+                let file = crate::xdp::busy_poll::FILES
+                    .into_iter()
+                    .find(|f| f == file)
+                    .ok_or_else(refuse)?;
+                Ok(Setting::BusyPoll { nic: IfName::existing(nic, root)?, file })
+            }
             ["sys", "class", "net", nic, "queues", queue, file] => {
                 let nic = IfName::existing(nic, root)?;
                 match (queue.split_once('-'), *file) {
@@ -187,6 +201,9 @@ impl Setting {
             }
             Setting::Ethtool { setting: Ethtool::Queues | Ethtool::RxUsecs, .. } => {
                 (value.len() <= 10 && value.parse::<u32>().is_ok(), "a whole number")
+            }
+            Setting::BusyPoll { .. } => {
+                (value.len() <= 20 && value.parse::<u64>().is_ok(), "a whole number")
             }
             Setting::Ethtool { setting: Ethtool::RxFlowHash { .. }, .. } => (
                 !value.is_empty() && ethtool::hash_bits(value).is_some(),
@@ -243,6 +260,8 @@ mod tests {
                 nic: eth0.clone(),
                 setting: Ethtool::RxFlowHash { flow: 2, name: "udp4" },
             },
+            Setting::BusyPoll { nic: eth0.clone(), file: "napi_defer_hard_irqs" },
+            Setting::BusyPoll { nic: eth0.clone(), file: "gro_flush_timeout" },
             Setting::Address { nic: eth0.clone(), addr: "10.0.0.5".parse().unwrap(), prefix: 24 },
             Setting::Address { nic: eth0.clone(), addr: "fd00::5".parse().unwrap(), prefix: 64 },
         ] {
@@ -256,6 +275,9 @@ mod tests {
             format!("{}/proc/irq/-1/smp_affinity_list", root.display()),
             format!("{}/proc/irq/38/smp_affinity", root.display()),
             format!("{}/sys/class/net/eth0/queues/rx-0/xps_cpus", root.display()),
+            format!("{}/sys/class/net/eth0/mtu", root.display()),
+            format!("{}/sys/class/net/eth0/threaded", root.display()),
+            format!("{}/sys/class/net/../gro_flush_timeout", root.display()),
             "ethtool:eth0/../../x".to_string(),
             "ethtool:eth0/rx-flow-hash/sctp4".to_string(),
             "address:eth0/10.0.0.5".to_string(),

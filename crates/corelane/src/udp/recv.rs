@@ -21,7 +21,7 @@ use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Wat
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{self, LaneCounters, Meter, Rate, UdpCounters};
 use crate::sys::mmsg;
-use crate::xdp::rx::XdpReceive;
+use crate::xdp::rx::{XdpReceive, XskStats};
 
 /// What to receive and how.
 #[derive(Debug, Clone)]
@@ -246,7 +246,8 @@ impl Receiver {
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &lane_stop)?;
         let cfg = &self.config;
-        let mut watch = RecvWatch::new(&counters, cfg.until_datagrams, on_interval);
+        let mut watch =
+            RecvWatch::new(&counters, cfg.until_datagrams, self.xdp.as_ref(), on_interval);
         let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
         let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let snmp_end = UdpCounters::read().unwrap_or_default();
@@ -257,6 +258,7 @@ impl Receiver {
         let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         let totals = Totals::of(results, &counters);
+        let (median_pps, snmp_start) = (stats::median(&watch.busy_pps), watch.snmp_start);
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
         Ok(RecvSummary {
@@ -268,9 +270,9 @@ impl Receiver {
             elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             bytes,
-            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
+            median_pps: median_pps.unwrap_or(0.0),
             mean: Rate::over(datagrams, bytes, stopped.elapsed),
-            kernel_drops: snmp_end.since(&watch.snmp_start).rcvbuf_errors,
+            kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
             truncated: totals.truncated,
             corrupt: totals.corrupt,
             foreign: totals.foreign,
@@ -299,13 +301,22 @@ struct RecvWatch<'a, F> {
     snmp_start: UdpCounters,
     snmp_last: UdpCounters,
     last_total: u64,
+    /// With `xdp`: the receive whose AF_XDP sockets' counters each second reports, and
+    /// their sums at the last second.
+    xdp: Option<&'a XdpReceive>,
+    xsk_last: Option<XskStats>,
     /// Each second's rate, when any arrived.
     busy_pps: Vec<f64>,
     on_interval: F,
 }
 
 impl<'a, F> RecvWatch<'a, F> {
-    fn new(counters: &'a [LaneCounters], until: Option<u64>, on_interval: F) -> Self {
+    fn new(
+        counters: &'a [LaneCounters],
+        until: Option<u64>,
+        xdp: Option<&'a XdpReceive>,
+        on_interval: F,
+    ) -> Self {
         let snmp_start = UdpCounters::read().unwrap_or_default();
         Self {
             counters,
@@ -314,6 +325,8 @@ impl<'a, F> RecvWatch<'a, F> {
             snmp_start,
             snmp_last: snmp_start,
             last_total: 0,
+            xdp,
+            xsk_last: xdp.map(xsk_total),
             busy_pps: Vec::new(),
             on_interval,
         }
@@ -335,14 +348,24 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
         if interval.rate.pps > 0.0 {
             self.busy_pps.push(interval.rate.pps);
         }
+        let xsk_now = self.xdp.map(xsk_total);
         let report = RecvInterval {
             kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
             cpu_ns_per_datagram: second.cpu_ns_per(got),
             interval,
+            xsk: xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last)),
         };
+        self.xsk_last = xsk_now;
         self.snmp_last = snmp;
         (self.on_interval)(&report);
     }
+}
+
+/// The AF_XDP sockets' kernel counters, summed over the receive's sockets.
+fn xsk_total(xdp: &XdpReceive) -> XskStats {
+    let mut sum = XskStats::default();
+    xdp.kernel_counters().iter().for_each(|s| sum.add(s));
+    sum
 }
 
 /// The options no receive can run with, refused before anything is bound.

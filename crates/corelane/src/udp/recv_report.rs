@@ -21,6 +21,10 @@ pub struct RecvInterval {
     pub kernel_drops: u64,
     /// The receiver process's user+system CPU time per datagram read this interval.
     pub cpu_ns_per_datagram: f64,
+    /// With `xdp`: the AF_XDP sockets' kernel counters this interval (frames lost at the
+    /// sockets: `rx_ring_full`, `rx_dropped`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xsk: Option<crate::xdp::rx::XskStats>,
 }
 
 /// One lane's totals.

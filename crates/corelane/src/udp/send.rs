@@ -387,7 +387,11 @@ impl Sender {
 /// `xdp`: one AF_XDP socket per lane on the route's interface and each flow's frame, built
 /// from the flow socket's own address (which keeps the source port reserved).
 fn xdp_lanes(config: &SenderConfig, lane_flows: &[Vec<Flow>]) -> Result<XdpLanes, UdpError> {
-    let max = crate::xdp::rx::FRAME_SIZE as usize - crate::xdp::frame::IPV4_PAYLOAD_OFFSET;
+    let header = match config.targets.iter().any(SocketAddr::is_ipv6) {
+        true => crate::xdp::frame::IPV6_PAYLOAD_OFFSET,
+        false => crate::xdp::frame::IPV4_PAYLOAD_OFFSET,
+    };
+    let max = crate::xdp::rx::FRAME_SIZE as usize - header;
     if config.gso.is_some_and(|g| g > 1) || config.size > max {
         return Err(crate::xdp::XdpError::SendOptions { max }.into());
     }

@@ -35,7 +35,7 @@ pub enum XdpError {
     Options,
     #[error("the next hop {next_hop} on {dev} did not answer ARP/neighbour discovery within 1s: check that it is up (`ip neigh show dev {dev}`)")]
     NoNeighbour { next_hop: IpAddr, dev: String },
-    #[error("--backend xdp sends IPv4 only (UDP over IPv6 needs a checksum per datagram): use --backend mmsg for {0}")]
+    #[error("--backend xdp: a flow socket's address and the target {0} are of different address families: give targets of one family")]
     Ipv6Send(SocketAddr),
     #[error("--backend xdp sends frame by frame, one datagram per frame of at most {max} bytes of payload: drop --gso, keep --size within it")]
     SendOptions { max: usize },

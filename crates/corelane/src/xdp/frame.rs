@@ -172,6 +172,90 @@ pub fn build_ipv4(
 /// Where the payload starts in a frame from [`build_ipv4`].
 pub const IPV4_PAYLOAD_OFFSET: usize = ETH_HLEN + 20 + 8;
 
+/// Where the UDP header starts in a frame from [`build_ipv6`].
+const IPV6_UDP_OFFSET: usize = ETH_HLEN + 40;
+/// Where the payload starts in a frame from [`build_ipv6`].
+pub const IPV6_PAYLOAD_OFFSET: usize = IPV6_UDP_OFFSET + 8;
+
+/// The one's complement sum of `bytes` as big-endian 16-bit words (an odd last byte padded
+/// with zero), not yet folded.
+fn sum_words(bytes: &[u8]) -> u32 {
+    bytes
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .fold(0u32, |a, w| a.wrapping_add(w))
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The UDP checksum of an IPv6 frame from [`build_ipv6`] (IPv6 requires one), kept right while
+/// only the first `head` bytes of the payload change: the sum of everything else (pseudo-header,
+/// UDP header, the rest of the payload) is taken once, and each datagram adds its head.
+#[derive(Debug, Clone, Copy)]
+pub struct Udp6Checksum {
+    rest: u32,
+    head: usize,
+}
+
+impl Udp6Checksum {
+    /// The sum of `frame` without its checksum field and the payload's first `head` bytes
+    /// (`head` even, so the rest stays word-aligned).
+    pub fn of(frame: &[u8], head: usize) -> Self {
+        let udp = &frame[IPV6_UDP_OFFSET..];
+        let head = head.min(udp.len() - 8) & !1;
+        let mut pseudo = [0u8; 40];
+        pseudo[..32].copy_from_slice(&frame[ETH_HLEN + 8..ETH_HLEN + 40]);
+        pseudo[32..36].copy_from_slice(&(udp.len() as u32).to_be_bytes());
+        pseudo[39] = IPPROTO_UDP;
+        let rest = sum_words(&pseudo)
+            .wrapping_add(sum_words(&udp[..6]))
+            .wrapping_add(sum_words(&udp[8 + head..]));
+        Self { rest, head }
+    }
+
+    /// Writes the checksum of `frame` (its payload head as it is now) into its UDP header.
+    pub fn write(&self, frame: &mut [u8]) {
+        let at = IPV6_PAYLOAD_OFFSET;
+        let sum = !fold(self.rest.wrapping_add(sum_words(&frame[at..at + self.head])));
+        // A computed 0 goes on the wire as 0xffff (0 means "no checksum", refused over IPv6).
+        let sum = if sum == 0 { 0xffff } else { sum };
+        frame[IPV6_UDP_OFFSET + 6..IPV6_UDP_OFFSET + 8].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
+/// Builds the frame of one UDP datagram over IPv6, its UDP checksum filled: the sender's
+/// per-flow template.
+pub fn build_ipv6(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: std::net::SocketAddrV6,
+    dst: std::net::SocketAddrV6,
+    payload: &[u8],
+) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut f = Vec::with_capacity(IPV6_PAYLOAD_OFFSET + payload.len());
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&[IPPROTO_UDP, 64]);
+    f.extend_from_slice(&src.ip().octets());
+    f.extend_from_slice(&dst.ip().octets());
+    f.extend_from_slice(&src.port().to_be_bytes());
+    f.extend_from_slice(&dst.port().to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    Udp6Checksum::of(&f, 0).write(&mut f);
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +333,29 @@ mod tests {
         f[20] = 0x20; // more fragments
         seal_ipv4_checksum(&mut f[14..34]);
         assert_eq!(parse(&f), Err(FrameError::NotUdp));
+    }
+
+    #[test]
+    fn an_ipv6_frames_udp_checksum_verifies_and_follows_the_payload_head() {
+        let src = "[fd00::1]:5000".parse().unwrap();
+        let dst = "[fd00::2]:4321".parse().unwrap();
+        let mut f = build_ipv6([1; 6], [2; 6], src, dst, &[7u8; 33]);
+        let verify = |f: &[u8]| {
+            let udp = &f[IPV6_UDP_OFFSET..];
+            let mut pseudo = f[ETH_HLEN + 8..ETH_HLEN + 40].to_vec();
+            pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, IPPROTO_UDP]);
+            fold(sum_words(&pseudo).wrapping_add(sum_words(udp)))
+        };
+        assert_eq!(verify(&f), 0xffff, "the receiver's sum over all of it is all ones");
+        let v = parse(&f).unwrap();
+        assert_eq!((v.src, v.dst, v.payload.len()), (src.into(), dst.into(), 33));
+        let c = Udp6Checksum::of(&f, 16);
+        for seq in [1u8, 200, 255] {
+            f[IPV6_PAYLOAD_OFFSET..IPV6_PAYLOAD_OFFSET + 16].fill(seq);
+            c.write(&mut f);
+            assert_eq!(verify(&f), 0xffff, "head {seq}");
+        }
     }
 
     #[test]

@@ -10,12 +10,25 @@ use serde::{Deserialize, Serialize};
 use super::attach::Attachment;
 use super::frame::{self, FrameError};
 use super::{Interface, XdpError, XdpMode};
-use crate::sys::xsk::{XskConfig, XskSocket, XskStats};
+use crate::sys::xsk::{XskConfig, XskSocket, XskStatsReader};
 
-/// UMEM frames per socket (half receive, half send) and their size: 8 MiB per queue.
-pub const UMEM_FRAMES: u32 = 4096;
+pub use crate::sys::xsk::XskStats;
+
+/// The size of a UMEM frame (one frame per datagram; MTU 1500 fits).
 pub const FRAME_SIZE: u32 = 2048;
-const RING: u32 = 2048;
+/// Entries of each receiving socket's RX ring: 55 ms of frames at 150,000/s before a lane that
+/// fell behind (descheduled on a busy CPU) loses any, counted as `rx_ring_full`.
+pub const RX_RING: u32 = 8192;
+/// UMEM frames of each receiving socket: the RX ring's worth plus 2048, so that with the RX
+/// ring full, a batch in the lane's hands (64) and one in the driver's (a NAPI budget) the fill
+/// ring still holds frames: the kernel never finds it empty (`rx_dropped`), and a lane that
+/// falls behind loses frames only to the RX ring, under that one name. 20 MiB per queue.
+pub const RX_FRAMES: u32 = RX_RING + 2048;
+/// The fill ring holds every RX frame at once, so giving one back never waits for room.
+const FILL_RING: u32 = RX_FRAMES.next_power_of_two();
+
+/// The UMEM a receiving socket locks, for the RLIMIT_MEMLOCK error.
+const RX_UMEM_BYTES: u64 = RX_FRAMES as u64 * FRAME_SIZE as u64;
 
 /// What to receive.
 #[derive(Debug, Clone)]
@@ -67,10 +80,13 @@ pub struct XdpReport {
     pub busy_poll: bool,
     #[serde(flatten)]
     pub counts: FrameCounts,
-    /// Frames the kernel dropped for this run's sockets (RX ring full, no fill frame).
-    pub kernel_rx_dropped: u64,
-    pub rx_ring_full: u64,
-    pub fill_ring_empty: u64,
+    /// The kernel's counters of this run's sockets, summed (XDP_STATISTICS): every frame the
+    /// program redirected and no lane read is in `rx_ring_full` or `rx_dropped`.
+    #[serde(default)]
+    pub xsk: XskStats,
+    /// Per RX queue, in queue order.
+    #[serde(default)]
+    pub xsk_per_queue: Vec<XskStats>,
 }
 
 /// One RX queue's socket, read by one lane.
@@ -80,6 +96,8 @@ pub struct XskLane {
     pub queue: u32,
     port: u16,
     pub counts: FrameCounts,
+    /// SO_BUSY_POLL's time when the lane busy-polls.
+    busy_poll_us: Option<u32>,
 }
 
 impl XskLane {
@@ -100,11 +118,31 @@ impl XskLane {
     }
 
     /// Waits for frames up to `timeout` (poll; it also wakes the kernel when need_wakeup asks).
+    /// A busy-polling lane first runs its queue's NAPI itself (recvfrom, the kernel's busy-poll
+    /// path) until frames are on the ring or its busy-poll time is up, and sleeps only then.
     pub fn wait(&self, timeout: Duration) -> std::io::Result<()> {
+        if let Some(usecs) = self.busy_poll_us {
+            let end = std::time::Instant::now() + Duration::from_micros(u64::from(usecs));
+            loop {
+                self.socket.busy_poll_once()?;
+                if self.socket.rx_ready() {
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= end {
+                    break;
+                }
+            }
+        }
         self.socket.wait(timeout.as_millis().min(i32::MAX as u128) as i32)
     }
 
-    fn stats(&self) -> XskStats {
+    /// Whether this lane runs its queue's NAPI itself.
+    pub fn busy_polling(&self) -> bool {
+        self.busy_poll_us.is_some()
+    }
+
+    /// The kernel's counters for this lane's socket.
+    pub fn stats(&self) -> XskStats {
         self.socket.stats().unwrap_or_default()
     }
 }
@@ -114,6 +152,8 @@ impl XskLane {
 pub struct XdpReceive {
     attachment: Attachment,
     lanes: Vec<XskLane>,
+    /// Each socket's counters, readable while its lane runs.
+    readers: Vec<XskStatsReader>,
     mode: String,
     why: String,
     busy_poll: bool,
@@ -125,7 +165,7 @@ fn bind_error(iface: &Interface, queue: u32, e: std::io::Error) -> XdpError {
             let limit = rustix::process::getrlimit(rustix::process::Resource::Memlock)
                 .current
                 .map_or("unlimited".to_string(), |b| format!("{b} bytes"));
-            XdpError::Memlock { bytes: u64::from(UMEM_FRAMES) * u64::from(FRAME_SIZE), limit }
+            XdpError::Memlock { bytes: RX_UMEM_BYTES, limit }
         }
         Some(libc::EBUSY) => XdpError::io(
             format!(
@@ -191,14 +231,18 @@ impl XdpReceive {
         if c.mode == XdpMode::Copy {
             why = "asked for (--xdp-mode copy)".to_string();
         }
-        let mut lanes = Vec::new();
+        let (mut lanes, mut readers) = (Vec::new(), Vec::new());
         for queue in 0..iface.rx_queues {
             let mut config = XskConfig {
                 ifindex: iface.index,
                 queue,
-                frames: UMEM_FRAMES,
+                rx_frames: RX_FRAMES,
+                tx_frames: 0,
                 frame_size: FRAME_SIZE,
-                ring: RING,
+                fill_ring: FILL_RING,
+                rx_ring: RX_RING,
+                // Receive only: no TX ring.
+                tx_ring: 0,
                 zerocopy: Some(zerocopy),
                 busy_poll_us: c.busy_poll_us,
             };
@@ -222,11 +266,17 @@ impl XdpReceive {
             attachment
                 .register(queue, socket.fd())
                 .map_err(|e| XdpError::io("cannot put the AF_XDP socket in the XSKMAP", e))?;
+            readers.push(
+                socket
+                    .stats_reader()
+                    .map_err(|e| XdpError::io("cannot duplicate the AF_XDP socket", e))?,
+            );
             lanes.push(XskLane {
                 socket,
                 queue,
                 port: c.addr.port(),
                 counts: FrameCounts::default(),
+                busy_poll_us: c.busy_poll_us,
             });
         }
         let mode = match (attachment.native, zerocopy) {
@@ -240,6 +290,7 @@ impl XdpReceive {
         Ok(Self {
             attachment,
             lanes,
+            readers,
             mode: mode.to_string(),
             why,
             busy_poll: c.busy_poll_us.is_some(),
@@ -272,17 +323,22 @@ impl XdpReceive {
         self.attachment.removed_stale
     }
 
+    /// The kernel's counters of every socket, in queue order (read while the lanes run).
+    pub fn kernel_counters(&self) -> Vec<XskStats> {
+        self.readers.iter().map(|r| r.read().unwrap_or_default()).collect()
+    }
+
     /// The report over the lanes handed back; dropping `self` then detaches the program.
     pub fn finish(self, lanes: &[XskLane]) -> XdpReport {
         let mut counts = FrameCounts::default();
-        let mut kernel = XskStats::default();
         for lane in lanes {
             counts.add(&lane.counts);
-            let s = lane.stats();
-            kernel.rx_dropped += s.rx_dropped;
-            kernel.rx_ring_full += s.rx_ring_full;
-            kernel.rx_fill_ring_empty += s.rx_fill_ring_empty;
             let _ = self.attachment.unregister(lane.queue);
+        }
+        let xsk_per_queue = self.kernel_counters();
+        let mut xsk = XskStats::default();
+        for s in &xsk_per_queue {
+            xsk.add(s);
         }
         XdpReport {
             interface: self.attachment.iface.name.clone(),
@@ -293,9 +349,8 @@ impl XdpReceive {
             removed_stale_program: self.attachment.removed_stale,
             busy_poll: self.busy_poll,
             counts,
-            kernel_rx_dropped: kernel.rx_dropped,
-            rx_ring_full: kernel.rx_ring_full,
-            fill_ring_empty: kernel.rx_fill_ring_empty,
+            xsk,
+            xsk_per_queue,
         }
     }
 }

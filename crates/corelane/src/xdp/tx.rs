@@ -5,7 +5,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::rx::{FRAME_SIZE, UMEM_FRAMES};
+use super::rx::FRAME_SIZE;
+
+/// The sending socket's frames and ring entries (its RX side is unused but must exist).
+const TX_FRAMES: u32 = 2048;
 use super::{Interface, XdpError};
 use crate::sys::xsk::{XskConfig, XskSocket};
 
@@ -25,9 +28,12 @@ impl XskTx {
         let mut config = XskConfig {
             ifindex: iface.index,
             queue,
-            frames: UMEM_FRAMES,
+            rx_frames: TX_FRAMES,
+            tx_frames: TX_FRAMES,
             frame_size: FRAME_SIZE,
-            ring: 2048,
+            fill_ring: TX_FRAMES,
+            rx_ring: TX_FRAMES,
+            tx_ring: TX_FRAMES,
             zerocopy: Some(true),
             busy_poll_us: None,
         };
