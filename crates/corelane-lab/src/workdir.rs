@@ -20,9 +20,20 @@ impl WorkDir {
 
     /// Creates `<parent>/corelane-lab-<what>-<pid>-<random>`.
     pub fn create_in(parent: &Path, what: &str) -> Result<Self, LabError> {
+        Self::made(parent, what, 0o700)
+    }
+
+    /// Creates `$TMPDIR/corelane-lab-<what>-<pid>-<random>` readable by every user (0755
+    /// under the umask), made the same way: for what a server serves after it gives up root
+    /// (nothing secret goes there; nobody else can write there).
+    pub fn create_served(what: &str) -> Result<Self, LabError> {
+        Self::made(&std::env::temp_dir(), what, 0o755)
+    }
+
+    fn made(parent: &Path, what: &str, mode: u32) -> Result<Self, LabError> {
         tempfile::Builder::new()
             .prefix(&format!("{}{}-", prefix(what), std::process::id()))
-            .permissions(std::fs::Permissions::from_mode(0o700))
+            .permissions(std::fs::Permissions::from_mode(mode))
             .tempdir_in(parent)
             .map(Self)
             .map_err(|e| {

@@ -85,23 +85,30 @@ pub struct FileRow {
     pub non_2xx: u64,
 }
 
-/// The root every file server serves: `scratch/files`, written once (again on every run).
-pub fn root(scratch: &Path) -> Result<PathBuf, LabError> {
-    let www = scratch.join("files");
-    match std::fs::create_dir(&www) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        other => other.map_err(|e| LabError::io("cannot create the file servers' root", e))?,
-    }
+/// The root every file server serves: the run's served directory, its files written once
+/// per run, then made readable by the unprivileged user the servers run as whatever the
+/// umask (through descriptors of what was just written: no symlink followed).
+pub fn root(served: &Path) -> Result<PathBuf, LabError> {
+    use rustix::fs::{fchmod, open, openat, Mode, OFlags};
+    let failed = |what: &str, e: std::io::Error| LabError::io(format!("cannot {what}"), e);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = open(served, flags | OFlags::DIRECTORY, Mode::empty())
+        .map_err(|e| failed("open the file servers' root", e.into()))?;
+    fchmod(&dir, Mode::from_raw_mode(0o755))
+        .map_err(|e| failed("make the file servers' root readable", e.into()))?;
     for (name, size) in FILES {
-        let path = www.join(name);
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() == size as u64) {
-            continue;
+        let path = served.join(name);
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() == size as u64) {
+            let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+            corelane::fs::write_atomic(&path, &bytes)
+                .map_err(|e| failed(&format!("write {}", path.display()), e))?;
         }
-        let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
-        corelane::fs::write_atomic(&path, &bytes)
-            .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
+        let file = openat(&dir, name, flags, Mode::empty())
+            .map_err(|e| failed(&format!("open {}", path.display()), e.into()))?;
+        fchmod(&file, Mode::from_raw_mode(0o644))
+            .map_err(|e| failed(&format!("make {} readable", path.display()), e.into()))?;
     }
-    Ok(www)
+    Ok(served.to_path_buf())
 }
 
 /// Starts `server` on the stage's server CPU serving `root`, for up to `connections` at
@@ -114,11 +121,9 @@ pub fn start(
 ) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
     let port = stage.port.to_string();
-    // The lab's scratch is private (0700): the servers read it as root, not as nobody.
-    let root_user = rustix::process::geteuid().is_root();
     let child = match server {
         FileServer::Corelane(backend) => {
-            let mut args: Vec<String> = [
+            let args: Vec<String> = [
                 "serve",
                 "http",
                 "--port",
@@ -139,13 +144,10 @@ pub fn start(
             ]
             .map(String::from)
             .to_vec();
-            if root_user {
-                args.extend(["--user".into(), "root".into()]);
-            }
             rx.spawn("corelane serve", &rx.corelane()?, &args)?
         }
         FileServer::Nginx => {
-            let conf = nginx_conf(stage.scratch, stage.port, root, connections, root_user)?;
+            let conf = nginx_conf(stage.scratch, stage.port, root, connections)?;
             let nginx = rx.find_program("nginx").ok_or_else(|| {
                 LabError::Options("nginx is not installed (apt-get install nginx-light)".into())
             })?;
@@ -157,17 +159,10 @@ pub fn start(
 }
 
 /// nginx, one worker, serving `root` with sendfile, keep-alive unlimited.
-fn nginx_conf(
-    dir: &Path,
-    port: u16,
-    root: &Path,
-    connections: usize,
-    root_user: bool,
-) -> Result<PathBuf, LabError> {
+fn nginx_conf(dir: &Path, port: u16, root: &Path, connections: usize) -> Result<PathBuf, LabError> {
     let d = dir.display();
-    let user = if root_user { "user root;\n" } else { "" };
     let text = format!(
-        "{user}worker_processes 1;\ndaemon off;\npid {d}/nginx-files.pid;\nerror_log {d}/nginx-files-error.log;\n\
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx-files.pid;\nerror_log {d}/nginx-files-error.log;\n\
          worker_rlimit_nofile {files};\nevents {{ worker_connections {conns}; }}\n\
          http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000000;\n  keepalive_timeout 600s;\n\
          client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\

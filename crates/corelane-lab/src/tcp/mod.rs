@@ -226,6 +226,8 @@ struct TcpLab<'a> {
     client_cpu: usize,
     port: u16,
     scratch: WorkDir,
+    /// What the file servers serve, readable by the user they run as.
+    served: WorkDir,
     skipped: Vec<String>,
     /// What set the largest scale count.
     largest_decided_by: String,
@@ -252,6 +254,7 @@ impl<'a> TcpLab<'a> {
             testbed.preview(&[(format!("rows {rows}"), CpuList::new(vec![server_cpu]))])?;
         }
         let scratch = WorkDir::create("tcp")?;
+        let served = WorkDir::create_served("tcp-files")?;
         let largest_decided_by = String::new();
         Ok(Self {
             opts,
@@ -260,6 +263,7 @@ impl<'a> TcpLab<'a> {
             client_cpu,
             port,
             scratch,
+            served,
             skipped,
             largest_decided_by,
         })
@@ -366,12 +370,12 @@ impl Experiment for TcpLab<'_> {
             }
             Case::Scale(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.scratch.path())?;
+                let root = files::root(self.served.path())?;
                 scale::measure(&self.stage(), &c, &root).map(CaseTrial::Scale)
             }
             Case::File(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.scratch.path())?;
+                let root = files::root(self.served.path())?;
                 files::measure(&self.stage(), c, &root).map(CaseTrial::File)
             }
         }
