@@ -25,14 +25,20 @@ if [ $MODE != mmsg ]; then
   for p in $(pgrep '^napi/hcr-'); do taskset -p -c 1 $p >/dev/null; chrt -f -p 1 $p; NAPI="$NAPI $p"; done
 fi
 n0=0; for p in $NAPI; do n0=$((n0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
-ip netns exec hc-tx taskset -c 0 $BIN udp send 10.207.0.2:9000 --rate $RATE --gso 16 --count $N --duration 10s --pin 0 --json > $W/cpu-send.json 2>&1
+# The sender's whole CPU time from wait4's rusage (Linux derives it from the exact runtime):
+# with RPS off, the recvmmsg path's kernel receive work runs as softirq in its sends.
+OUT=$W/cpu-send.json ip netns exec hc-tx taskset -c 0 python3 -c 'import os,subprocess,sys
+p=subprocess.Popen(sys.argv[1:], stdout=open(os.environ["OUT"],"w"), stderr=subprocess.STDOUT)
+_,_,ru=os.wait4(p.pid,0); open(os.environ["OUT"]+".cpu","w").write(str(int((ru.ru_utime+ru.ru_stime)*1e9)))' \
+  $BIN udp send 10.207.0.2:9000 --rate $RATE --gso 16 --count $N --duration 10s --pin 0 --json
 sleep 0.3
 n1=0; for p in $NAPI; do n1=$((n1 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
 RP=$(pgrep -f "udp recv 10.207.0.2:9000" | head -1); kill -INT $RP; wait $R
 TXD=$(ip netns exec hc-tx cat /sys/class/net/hct/statistics/tx_dropped)
-python3 - "$MODE" "$((n1-n0))" "$TXD" "$W" <<'PY'
+python3 - "$MODE" "$((n1-n0))" "$TXD" "$W" "$N" <<'PY'
 import json,sys
 mode,napi,txd=sys.argv[1],int(sys.argv[2]),sys.argv[3]
+sender=int(open(sys.argv[4]+'/cpu-send.json.cpu').read()); sent=int(sys.argv[5])
 s=[json.loads(l) for l in open(sys.argv[4]+'/cpu-recv.json') if l.strip()]
 s=[x['summary'] for x in s if x.get('type')=='summary'][-1]
 d=s['datagrams']; q=s['sequence']
@@ -44,6 +50,6 @@ for i in iv:
 lane=used/max(got,1)
 x=s.get('xdp') or {}
 lost=(x.get('xsk') or {})
-print(f"{mode:9s} got {d} missing {q['missing']} dup {q['duplicates']} late {q['late']} veth_txdrop {txd} xsk_lost {lost.get('rx_ring_full',0)+lost.get('rx_dropped',0)}  kdrops {s['kernel_drops']}  lane {lane:.0f} (whole run {s['cpu_ns_per_datagram']:.0f}) + napi {napi/max(d,1):.0f} = {lane+napi/max(d,1):.0f} ns/dgram")
+print(f"{mode:9s} got {d} missing {q['missing']} dup {q['duplicates']} late {q['late']} veth_txdrop {txd} xsk_lost {lost.get('rx_ring_full',0)+lost.get('rx_dropped',0)}  kdrops {s['kernel_drops']}  lane {lane:.0f} (whole run {s['cpu_ns_per_datagram']:.0f}) + napi {napi/max(d,1):.0f} = {lane+napi/max(d,1):.0f} ns/dgram; sender {sender/sent:.0f} per sent; all {lane+napi/max(d,1)+sender/sent:.0f}")
 PY
 ip netns del hc-tx; ip netns del hc-rx

@@ -124,6 +124,10 @@ impl Drop for RunKeeper {
     }
 }
 
+/// The keeper outlives any run it guards (it lets go when the run closes its stdin): ten
+/// years, so a long run is never restored under its feet.
+const KEEPER_LIFE: &str = "315360000s";
+
 fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
@@ -132,7 +136,7 @@ fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let thread = std::thread::spawn(move || {
         let spawned = std::process::Command::new(exe)
-            .args(["guard", "--life", "86400s", "--revert-on-close"])
+            .args(["guard", "--life", KEEPER_LIFE, "--revert-on-close"])
             .arg(&revert_file)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -225,10 +229,23 @@ impl Drop for BusyPollRun {
 
 /// Sets `dev`'s napi_defer_hard_irqs and gro_flush_timeout for a run: a keeper is started and
 /// the revert file saved before the first change.
-pub fn busy_poll_for_run(dev: &str) -> anyhow::Result<BusyPollRun> {
+/// `Ok(None)` where the settings cannot be changed here at all (a read-only `/sys`, a kernel
+/// without them, no permission): the sockets still busy poll, and the run says so.
+pub fn busy_poll_for_run(dev: &str, ifindex: u32) -> anyhow::Result<Option<BusyPollRun>> {
     let root = Path::new("/");
-    let mut napi = corelane::xdp::busy_poll::DeviceNapi::open(root, dev)
-        .with_context(|| format!("cannot open {dev}'s busy-poll settings in /sys/class/net"))?;
+    let mut napi = match corelane::xdp::busy_poll::DeviceNapi::open(root, dev, Some(ifindex)) {
+        Ok(napi) => napi,
+        Err(e) if unchangeable(&e) => {
+            eprintln!(
+                "note: {dev}'s napi_defer_hard_irqs and gro_flush_timeout cannot be changed here ({e}); the sockets busy poll with the device's own settings"
+            );
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open {dev}'s busy-poll settings in /sys/class/net")))
+        }
+    };
     // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
     let dir = tempfile::Builder::new()
         .prefix("corelane-nic.")
@@ -248,7 +265,14 @@ pub fn busy_poll_for_run(dev: &str) -> anyhow::Result<BusyPollRun> {
     let now: Vec<String> =
         napi.changes().iter().map(|c| format!("{} {}", file_name(&c.path), c.to)).collect();
     eprintln!("busy polling: {dev} {} for the run (restored after)", now.join(", "));
-    Ok(BusyPollRun { napi, revert, _keeper: keeper })
+    Ok(Some(BusyPollRun { napi, revert, _keeper: keeper }))
+}
+
+/// Settings this machine does not let anyone change: read-only sysfs, missing files (a kernel
+/// before 5.10), no permission.
+fn unchangeable(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{NotFound, PermissionDenied, ReadOnlyFilesystem};
+    matches!(e.kind(), ReadOnlyFilesystem | NotFound | PermissionDenied)
 }
 
 fn file_name(path: &Path) -> String {

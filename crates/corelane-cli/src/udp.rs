@@ -296,7 +296,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let _busy_poll = match (busy_poll, receiver.local_addrs().first()) {
         (true, Some(&addr)) => {
             let iface = corelane::xdp::Interface::for_address(addr, xdp_dev.as_deref())?;
-            Some(crate::apply::busy_poll_for_run(&iface.name)?)
+            crate::apply::busy_poll_for_run(&iface.name, iface.index)?
         }
         _ => None,
     };

@@ -601,4 +601,5 @@ impl XskSocket {
 
 /// struct xdp_statistics as six u64s.
 #[derive(Default)]
+#[repr(C)]
 struct Stats([u64; 6]);

@@ -35,7 +35,8 @@ const STRICT: ResolveFlags =
 
 /// The directory of `nic` in sysfs under `root` (`/` on a live machine), opened once:
 /// `class/net/NIC` beneath `ROOT/sys`. sysfs makes that name a symlink into `devices/`, which
-/// is followed only because it stays beneath `/sys`.
+/// is followed only because it stays beneath `/sys`. Opened for reading (not `O_PATH`) so a
+/// run can lock it.
 fn device_dir(root: &Path, nic: &IfName) -> io::Result<OwnedFd> {
     let sys = rustix::fs::open(
         root.join("sys"),
@@ -43,7 +44,7 @@ fn device_dir(root: &Path, nic: &IfName) -> io::Result<OwnedFd> {
         Mode::empty(),
     )?;
     let rel = format!("class/net/{}", nic.as_str());
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let beneath = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
     Ok(rustix::fs::openat2(&sys, rel, flags, Mode::empty(), beneath)?)
 }
@@ -98,6 +99,9 @@ struct Held {
 /// A device's busy-poll settings, held open for a run and restored when dropped.
 #[derive(Debug)]
 pub struct DeviceNapi {
+    /// The device's sysfs directory, locked (`flock`, exclusive) for the run: a second run
+    /// on the same device would record this run's values as the ones to restore.
+    _lock: OwnedFd,
     nic: IfName,
     root: PathBuf,
     held: Vec<Held>,
@@ -106,9 +110,38 @@ pub struct DeviceNapi {
 
 impl DeviceNapi {
     /// Opens `nic`'s two settings under `root` and reads what they hold; changes nothing yet.
-    pub fn open(root: &Path, nic: &str) -> io::Result<Self> {
+    /// With `ifindex`, the sysfs directory must be that interface's (sysfs shows the network
+    /// namespace it was mounted in, which may not be this process's). Refused while another
+    /// run holds the device.
+    pub fn open(root: &Path, nic: &str, ifindex: Option<u32>) -> io::Result<Self> {
         let nic = IfName::parse(nic).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let dir = device_dir(root, &nic)?;
+        if let Err(e) =
+            rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        {
+            let busy = format!(
+                "another run is busy polling {} (its settings are held until it ends): {e}",
+                nic.as_str()
+            );
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, busy));
+        }
+        if let Some(want) = ifindex {
+            let file = rustix::fs::openat2(
+                &dir,
+                "ifindex",
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+                STRICT,
+            )?;
+            let found = read_value(&file)?;
+            if found.parse::<u32>().ok() != Some(want) {
+                let other = format!(
+                    "/sys/class/net/{} is interface {found}, not this network namespace's {want}: mount this namespace's sysfs (ip netns exec does)",
+                    nic.as_str()
+                );
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, other));
+            }
+        }
         let values = [DEFER_HARD_IRQS.to_string(), GRO_FLUSH_TIMEOUT_NS.to_string()];
         let mut held = Vec::new();
         for (name, to) in FILES.into_iter().zip(values) {
@@ -116,7 +149,7 @@ impl DeviceNapi {
             let before = read_value(&fd)?;
             held.push(Held { name, fd, before, to });
         }
-        Ok(Self { nic, root: root.to_path_buf(), held, applied: false })
+        Ok(Self { _lock: dir, nic, root: root.to_path_buf(), held, applied: false })
     }
 
     /// The changes, as `corelane apply`'s revert file records them.
@@ -198,7 +231,7 @@ mod tests {
     fn applies_through_descriptors_and_restores_on_drop() {
         let root = fake_sysfs("veth9");
         let dev = root.path().join("sys/devices/virtual/net/veth9");
-        let mut napi = DeviceNapi::open(root.path(), "veth9").unwrap();
+        let mut napi = DeviceNapi::open(root.path(), "veth9", None).unwrap();
         napi.apply().unwrap();
         assert_eq!(std::fs::read_to_string(dev.join("napi_defer_hard_irqs")).unwrap(), "2");
         let changes = napi.changes();
@@ -206,6 +239,25 @@ mod tests {
         assert_eq!(changes[1].from, "0");
         drop(napi);
         assert_eq!(std::fs::read_to_string(dev.join("gro_flush_timeout")).unwrap(), "0");
+    }
+
+    /// A second run on a device is refused while the first holds it (it would record the
+    /// first run's values as the ones to restore), and so is a sysfs directory that is not
+    /// the interface asked for (another namespace's device of the same name).
+    #[test]
+    fn a_second_run_and_another_namespaces_device_are_refused() {
+        let root = fake_sysfs("veth9");
+        let dev = root.path().join("sys/devices/virtual/net/veth9");
+        std::fs::write(dev.join("ifindex"), "7\n").unwrap();
+        let mut first = DeviceNapi::open(root.path(), "veth9", Some(7)).unwrap();
+        first.apply().unwrap();
+        let second = DeviceNapi::open(root.path(), "veth9", Some(7)).unwrap_err();
+        assert_eq!(second.kind(), io::ErrorKind::WouldBlock, "{second}");
+        drop(first);
+        assert_eq!(std::fs::read_to_string(dev.join("gro_flush_timeout")).unwrap(), "0");
+        let other = DeviceNapi::open(root.path(), "veth9", Some(8)).unwrap_err();
+        assert!(other.to_string().contains("not this network namespace"), "{other}");
+        DeviceNapi::open(root.path(), "veth9", Some(7)).unwrap();
     }
 
     /// The device directory may be a symlink only into `/sys`; a setting file that is a
@@ -218,7 +270,7 @@ mod tests {
         std::fs::write(outside.path().join("gro_flush_timeout"), "secret").unwrap();
         let evil = root.path().join("sys/class/net/evil0");
         std::os::unix::fs::symlink(outside.path(), &evil).unwrap();
-        assert!(DeviceNapi::open(root.path(), "evil0").is_err(), "a link out of /sys");
+        assert!(DeviceNapi::open(root.path(), "evil0", None).is_err(), "a link out of /sys");
         let planted = root.path().join("sys/devices/virtual/net/plant0");
         std::fs::create_dir_all(&planted).unwrap();
         std::os::unix::fs::symlink(
@@ -232,9 +284,9 @@ mod tests {
             root.path().join("sys/class/net/plant0"),
         )
         .unwrap();
-        assert!(DeviceNapi::open(root.path(), "plant0").is_err(), "a symlinked setting file");
+        assert!(DeviceNapi::open(root.path(), "plant0", None).is_err(), "a symlinked setting file");
         for bad in ["../../../etc", "a/b", ""] {
-            assert!(DeviceNapi::open(root.path(), bad).is_err(), "{bad:?}");
+            assert!(DeviceNapi::open(root.path(), bad, None).is_err(), "{bad:?}");
         }
         assert_eq!(
             std::fs::read_to_string(outside.path().join("gro_flush_timeout")).unwrap(),
