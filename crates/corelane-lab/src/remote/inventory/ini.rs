@@ -50,12 +50,14 @@ fn header(text: &str, line: usize) -> Result<Section, Bad> {
         None => Section::Hosts(inner.into()),
         Some((group, "vars")) => Section::Vars(group.into()),
         Some((group, "children")) => Section::Children(group.into()),
-        Some((_, kind)) => return Err(Bad::at(
-            line,
-            format!(
+        Some((_, kind)) => {
+            return Err(Bad::at(
+                line,
+                format!(
                 "[...:{kind}]: unknown section kind: use [group], [group:vars] or [group:children]"
             ),
-        )),
+            ))
+        }
     })
 }
 
