@@ -21,8 +21,11 @@ enum Value {
     Scalar(String),
     /// A list: no part of an inventory the lab reads is one (its size is counted).
     Seq,
-    Map(Vec<(Rc<Node>, Rc<Node>)>),
+    Map(Vec<Entry>),
 }
+
+/// A mapping's key and value.
+type Entry = (Rc<Node>, Rc<Node>);
 
 #[derive(Debug)]
 struct Node {
@@ -149,7 +152,7 @@ fn scalar(node: &Node, what: &str) -> Result<String, Bad> {
 }
 
 /// The entries of a mapping that may be empty (`hosts:` with nothing under it).
-fn entries<'a>(node: &'a Node, what: &str) -> Result<&'a [(Rc<Node>, Rc<Node>)], Bad> {
+fn entries<'a>(node: &'a Node, what: &str) -> Result<&'a [Entry], Bad> {
     match &node.value {
         Value::Null => Ok(&[]),
         Value::Map(pairs) => Ok(pairs),
