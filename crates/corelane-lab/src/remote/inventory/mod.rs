@@ -141,6 +141,15 @@ fn check_name(kind: &str, name: &str, line: usize) -> Result<(), Bad> {
     Ok(())
 }
 
+/// Up to five names, then how many more: an error line stays a line.
+fn listed(names: &[String]) -> String {
+    let shown = names.iter().take(5).map(String::as_str).collect::<Vec<_>>().join(", ");
+    match names.len() {
+        0..=5 => shown,
+        n => format!("{shown} and {} more", n - 5),
+    }
+}
+
 impl Inventory {
     fn group(&mut self, name: &str, line: usize) -> Result<&mut Group, Bad> {
         check_name("group", name, line)?;
@@ -152,10 +161,8 @@ impl Inventory {
 
     fn add_host(&mut self, group: &str, name: &str, line: usize) -> Result<&mut Host, Bad> {
         check_name("host", name, line)?;
-        let g = self.group(group, line)?;
-        if !g.hosts.iter().any(|h| h == name) {
-            g.hosts.push(name.to_string());
-        }
+        // Repeats are kept (and skipped when read): a check here would cost a scan per line.
+        self.group(group, line)?.hosts.push(name.to_string());
         Ok(self.hosts.entry(name.to_string()).or_insert_with(|| Host { line, ..Host::default() }))
     }
 
@@ -164,10 +171,7 @@ impl Inventory {
             return Err(Bad::at(line, format!("group {child} cannot be a child of itself")));
         }
         self.group(child, line)?;
-        let p = self.group(parent, line)?;
-        if !p.children.iter().any(|c| c == child) {
-            p.children.push(child.to_string());
-        }
+        self.group(parent, line)?.children.push(child.to_string());
         Ok(())
     }
 
@@ -177,9 +181,8 @@ impl Inventory {
         let depths = self.depths()?;
         let tx = self.members(TX_GROUP);
         let rx = self.members(RX_GROUP);
-        if let Some((name, host)) =
-            self.hosts.iter().find(|(name, _)| !tx.contains(name) && !rx.contains(name))
-        {
+        let placed: BTreeSet<&String> = tx.iter().chain(&rx).collect();
+        if let Some((name, host)) = self.hosts.iter().find(|(name, _)| !placed.contains(name)) {
             return Err(Bad::at(
                 host.line,
                 format!("host {name} is in neither {TX_GROUP} nor {RX_GROUP}: put it in {TX_GROUP} (the sender) or {RX_GROUP} (the receiver), or leave it out of this inventory"),
@@ -194,7 +197,7 @@ impl Inventory {
         if tx.len() > 1 {
             return Err(Bad::at(
                 self.groups[TX_GROUP].line,
-                format!("{TX_GROUP} holds {} hosts ({}): several load hosts are not supported yet: keep one", tx.len(), tx.join(", ")),
+                format!("{TX_GROUP} holds {} hosts ({}): several load hosts are not supported yet: keep one", tx.len(), listed(&tx)),
             ));
         }
         if rx.len() > 1 {
@@ -203,7 +206,7 @@ impl Inventory {
                 format!(
                     "{RX_GROUP} holds {} hosts ({}): the lab runs one receiver: keep one",
                     rx.len(),
-                    rx.join(", ")
+                    listed(&rx)
                 ),
             ));
         }
@@ -215,10 +218,11 @@ impl Inventory {
     /// The hosts of `group` and of its children, each once, in the order first met.
     fn members(&self, group: &str) -> Vec<String> {
         let (mut hosts, mut seen, mut todo) = (Vec::new(), BTreeSet::new(), vec![group]);
+        let mut met = BTreeSet::new();
         while let Some(name) = todo.pop() {
             let Some(g) = self.groups.get(name).filter(|_| seen.insert(name)) else { continue };
             for h in &g.hosts {
-                if !hosts.contains(h) {
+                if met.insert(h) {
                     hosts.push(h.clone());
                 }
             }
@@ -281,10 +285,15 @@ impl Inventory {
             .map(|(n, _)| n.as_str())
             .collect();
         todo.push("all");
+        let mut parents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (parent, g) in &self.groups {
+            for c in &g.children {
+                parents.entry(c.as_str()).or_default().push(parent.as_str());
+            }
+        }
         while let Some(g) = todo.pop() {
             if groups.insert(g) {
-                let parents = self.groups.iter().filter(|(_, p)| p.children.iter().any(|c| c == g));
-                todo.extend(parents.map(|(n, _)| n.as_str()));
+                todo.extend(parents.get(g).into_iter().flatten());
             }
         }
         let mut ordered: Vec<&str> =

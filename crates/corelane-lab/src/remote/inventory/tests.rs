@@ -200,6 +200,23 @@ fn only_a_regular_file_within_the_cap_is_read() {
     assert_eq!(load(&good).unwrap().rx, Some(target("10.0.0.2")));
 }
 
+/// The largest files the cap lets in, shaped for quadratic work (one group of 60,000 hosts;
+/// a chain of 30,000 children groups above the sender), resolve in well under a second's
+/// order, not minutes.
+#[test]
+fn a_large_inventory_resolves_in_linear_time() {
+    let mut wide = String::from("[corelane_rx]\nr\n[corelane_tx]\n");
+    wide.extend((0..60_000).map(|i| format!("h{i}\n")));
+    let mut chain = String::from("[corelane_rx]\nr\n[g0]\nsender\n");
+    chain.extend((1..30_000).map(|i| format!("[g{i}:children]\ng{}\n", i - 1)));
+    chain.push_str("[corelane_tx:children]\ng29999\n");
+    assert!(wide.len() < MAX_BYTES as usize && chain.len() < MAX_BYTES as usize);
+    let started = std::time::Instant::now();
+    fails_at(ini(&wide), 3, "holds 60000 hosts (h0, h1, h2, h3, h4 and 59995 more)");
+    assert_eq!(ini(&chain).unwrap().tx, Some(target("sender")));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
 mod no_panic {
     use super::*;
     use proptest::prelude::*;
