@@ -182,7 +182,8 @@ impl Inventory {
         let tx = self.members(TX_GROUP);
         let rx = self.members(RX_GROUP);
         let placed: BTreeSet<&String> = tx.iter().chain(&rx).collect();
-        if let Some((name, host)) = self.hosts.iter().find(|(name, _)| !placed.contains(name)) {
+        let stray = self.hosts.iter().filter(|(name, _)| !placed.contains(name));
+        if let Some((name, host)) = stray.min_by_key(|(_, host)| host.line) {
             return Err(Bad::at(
                 host.line,
                 format!("host {name} is in neither {TX_GROUP} nor {RX_GROUP}: put it in {TX_GROUP} (the sender) or {RX_GROUP} (the receiver), or leave it out of this inventory"),

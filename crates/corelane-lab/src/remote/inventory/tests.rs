@@ -110,6 +110,7 @@ fn ini_errors_name_the_line_and_the_fix() {
     fails_at(ini("[corelane_tx]\na 'x=1\n"), 2, "unclosed quote");
     fails_at(ini("[g:vars]\nno value\n"), 2, "key=value");
     fails_at(ini("[x]\na\n"), 2, "neither");
+    fails_at(ini("[x]\nzz\naa\n[corelane_tx]\nt\n"), 2, "host zz is in neither");
     fails_at(ini("# nothing\n"), 0, "no host in corelane_tx or corelane_rx");
     fails_at(ini("[a:children]\nb\n[b:children]\na\n"), 1, "its own ancestor");
 }

@@ -60,7 +60,8 @@ pub(super) fn parse(text: &str) -> Result<Inventory, Bad> {
 /// Builds the document's tree from the parser's events, within [`MAX_DEPTH`] and
 /// [`MAX_NODES`].
 fn tree(text: &str) -> Result<Rc<Node>, Bad> {
-    // Open collections: their start line, anchor, items so far, and a key awaiting its value.
+    // Open collections: their start line, anchor, kind, and items so far (a mapping's keys
+    // and values alternate).
     struct Open {
         line: usize,
         anchor: usize,
@@ -95,7 +96,9 @@ fn tree(text: &str) -> Result<Rc<Node>, Bad> {
                 None
             }
             Event::MappingEnd | Event::SequenceEnd => {
-                let open = stack.pop().expect("the parser balances collections");
+                let open = stack
+                    .pop()
+                    .ok_or_else(|| Bad::at(line, "a collection ends that never began"))?;
                 let size = open.items.iter().fold(1, |sum: usize, n| sum.saturating_add(n.size));
                 let value = if open.map {
                     let mut items = open.items.into_iter();
