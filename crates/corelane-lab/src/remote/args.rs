@@ -15,7 +15,8 @@ pub struct RemoteArgs {
     /// --rx-host (INI, or YAML for .yml/.yaml): the host of group corelane_tx sends, the host of
     /// corelane_rx receives (children groups count; one host each). Of the host and group vars
     /// (host over group, child group over parent) only ansible_host, ansible_user, ansible_port
-    /// and ansible_ssh_private_key_file are used; other vars are ignored. Ansible is not needed.
+    /// and ansible_ssh_private_key_file are used (or their older ansible_ssh_* spellings); other
+    /// vars are ignored. Ansible is not needed.
     #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
     pub inventory: Option<PathBuf>,
     /// Run the sender on this host over SSH (`[USER@]HOST[:PORT]`); default: this machine.

@@ -312,19 +312,31 @@ impl Inventory {
     fn target(&self, name: &str, depths: &BTreeMap<&str, usize>) -> Result<SshTarget, Bad> {
         let vars = self.vars_of(name, depths);
         let line = self.hosts.get(name).map_or(0, |h| h.line);
-        let scalar = |key: &str| -> Result<Option<(&str, usize)>, Bad> {
-            match vars.get(key) {
+        // Each var under its name and its older `ansible_ssh_` spelling, which Ansible also
+        // reads; both at once is refused rather than guessed.
+        let scalar = |key: &str, old: &str| -> Result<Option<(&str, usize)>, Bad> {
+            let found = match (vars.get(key), vars.get(old)) {
+                (Some(a), Some(b)) if a.value != b.value => {
+                    return Err(Bad::at(
+                        a.line.max(b.line),
+                        format!("host {name} has both {key} and {old}: keep one"),
+                    ))
+                }
+                (Some(var), _) => Some((key, var)),
+                (None, var) => var.map(|var| (old, var)),
+            };
+            match found {
                 None => Ok(None),
-                Some(Var { value: Some(v), line }) => Ok(Some((v.as_str(), *line))),
-                Some(Var { value: None, line }) => Err(Bad::at(
+                Some((_, Var { value: Some(v), line })) => Ok(Some((v.as_str(), *line))),
+                Some((key, Var { value: None, line })) => Err(Bad::at(
                     *line,
                     format!("{key} for host {name} is a list or mapping: give one value"),
                 )),
             }
         };
-        let host = scalar("ansible_host")?.unwrap_or((name, line));
-        let user = scalar("ansible_user")?;
-        let port = match scalar("ansible_port")? {
+        let host = scalar("ansible_host", "ansible_ssh_host")?.unwrap_or((name, line));
+        let user = scalar("ansible_user", "ansible_ssh_user")?;
+        let port = match scalar("ansible_port", "ansible_ssh_port")? {
             None => None,
             Some((p, at)) => {
                 Some(p.trim().parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
@@ -344,7 +356,8 @@ impl Inventory {
                     format!("host {name}: {why}"),
                 )
             })?;
-        if let Some((key, at)) = scalar("ansible_ssh_private_key_file")? {
+        if let Some((key, at)) = scalar("ansible_ssh_private_key_file", "ansible_private_key_file")?
+        {
             if key.is_empty() || key.chars().any(char::is_control) {
                 return Err(Bad::at(
                     at,

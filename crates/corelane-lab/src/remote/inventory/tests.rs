@@ -87,6 +87,30 @@ fn yaml_children_host_and_group_vars_merge_as_ansible_does() {
 }
 
 #[test]
+fn older_spellings_and_yaml_merge_keys_are_read() {
+    let old =
+        "[corelane_tx]\nt ansible_ssh_host=10.0.0.1 ansible_ssh_port=2022 ansible_ssh_user=u\n";
+    assert_eq!(ini(old).unwrap().tx, Some(target("u@10.0.0.1:2022")));
+    let both =
+        "[corelane_tx]\nt ansible_host=10.0.0.1\n[corelane_tx:vars]\nansible_ssh_host=10.0.0.9\n";
+    fails_at(ini(both), 4, "both ansible_host and ansible_ssh_host");
+    let merged = "\
+defaults: &defaults {ansible_user: ops, ansible_port: 2022}
+corelane_tx:
+  hosts:
+    t:
+      <<: *defaults
+      ansible_port: 2222
+      ansible_host: 10.0.0.1
+";
+    // `defaults` is a group without hosts: the merge is all that uses it.
+    let merged = merged.replace("defaults: &defaults", "spare:\n  vars: &defaults");
+    assert_eq!(yaml(&merged).unwrap().tx, Some(target("ops@10.0.0.1:2222")));
+    let list = "corelane_tx:\n  hosts:\n    t:\n      <<: [{a: 1}]\n";
+    fails_at(yaml(list), 4, "merge one mapping");
+}
+
+#[test]
 fn a_host_without_ansible_host_is_reached_by_its_name_and_host_port() {
     let fleet = ini("[corelane_tx]\nbox1:2022\n[corelane_rx]\nfd00::2\n").unwrap();
     assert_eq!(fleet.tx, Some(target("box1:2022")));

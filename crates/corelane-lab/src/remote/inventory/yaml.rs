@@ -204,15 +204,30 @@ fn read_group(
     Ok(())
 }
 
+/// A vars mapping into `vars`; a merge key (`<<: *defaults`) fills what the mapping leaves
+/// unset, as YAML merges do.
 fn read_vars(vars: &mut BTreeMap<String, Var>, node: &Node, what: &str) -> Result<(), Bad> {
+    let (mut own, mut merged) = (BTreeMap::new(), BTreeMap::new());
     for (key_node, value) in entries(node, what)? {
         let key = scalar(key_node, "a var name")?;
         let value = match &value.value {
+            Value::Map(_) if key == "<<" => {
+                read_vars(&mut merged, value, "<<")?;
+                continue;
+            }
+            _ if key == "<<" => {
+                return Err(Bad::at(
+                    key_node.line,
+                    "merge one mapping here (<<: *name), not a list",
+                ))
+            }
             Value::Scalar(s) => Some(s.clone()),
             Value::Null => Some(String::new()),
             _ => None,
         };
-        vars.insert(key, Var { value, line: key_node.line });
+        own.insert(key, Var { value, line: key_node.line });
     }
+    merged.extend(own);
+    vars.extend(merged);
     Ok(())
 }
