@@ -171,7 +171,7 @@ impl Session {
         let said = &corelane::child_output::printable(said, 500);
         let lower = said.to_ascii_lowercase();
         let fix = if lower.contains("permission denied") {
-            "authentication refused: give a key the host accepts (ssh-agent, IdentityFile in --ssh-config, or --ssh-option IdentityFile=PATH)"
+            "authentication refused: give a key the host accepts (ssh-agent, IdentityFile in --ssh-config, --ssh-option IdentityFile=PATH, or ansible_ssh_private_key_file in --inventory)"
         } else if lower.contains("host key verification") {
             "the host key is unknown or changed: connect once with `ssh` to accept it, or pass --ssh-option StrictHostKeyChecking=accept-new"
         } else if ["timed out", "no route", "refused", "could not resolve", "unreachable"]
