@@ -647,3 +647,98 @@ fn lab_affinity_runs_across_two_ssh_hosts_and_restores_the_nic() {
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     hosts.assert_clean(&copies_before, "after lab affinity");
 }
+
+/// The dry run above with its hosts from an Ansible inventory, INI and then YAML: the
+/// inventory's names are aliases reached by `ansible_host`, the host's own `ansible_port`
+/// wins over the group's wrong one, and only the inventory's `ansible_ssh_private_key_file`
+/// logs in (the ssh config offers a key the hosts refuse).
+#[test]
+fn an_ansible_inventory_names_the_hosts_in_ini_and_yaml() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let d = hosts.dir.path().display().to_string();
+    let ini = format!(
+        "# the lab's machines\n[corelane_tx]\nsender ansible_host={H1} ansible_port=22\n\n\
+         [receivers]\nreceiver ansible_host={H2} ansible_port=22\n\n\
+         [corelane_rx:children]\nreceivers\n\n\
+         [all:vars]\nansible_user=root\nansible_port=2\nansible_ssh_private_key_file={d}/id\nignored=1\n"
+    );
+    let yaml = format!(
+        "all:\n  vars:\n    ansible_user: root\n    ansible_port: 2\n    ansible_ssh_private_key_file: {d}/id\n\
+         \x20 children:\n    corelane_tx:\n      hosts:\n        sender: {{ansible_host: {H1}, ansible_port: 22}}\n\
+         \x20   corelane_rx:\n      children:\n        receivers:\n          hosts:\n            receiver:\n\
+         \x20             ansible_host: {H2}\n              ansible_port: 22\n"
+    );
+    let wrong_key = hosts.path("wrong-key").display().to_string();
+    for (name, contents) in [("fleet.ini", ini), ("fleet.yml", yaml)] {
+        let inventory = hosts.path(name).display().to_string();
+        std::fs::write(&inventory, contents).unwrap();
+        let json = hosts.path("inventory.json").display().to_string();
+        let out = hosts.corelane(&[
+            "lab",
+            "udp",
+            "--quick",
+            "--configs",
+            "default,placement",
+            "--vs",
+            "none",
+            "--inventory",
+            &inventory,
+            "--rx-addr",
+            DATA_H2,
+            "--ssh-config",
+            &wrong_key,
+            "--deploy",
+            "--dry-run",
+            "--json",
+            &json,
+        ]);
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let sides: Vec<(String, String)> = report["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["role"].as_str().unwrap().into(), h["host"].as_str().unwrap().into()))
+            .collect();
+        let expected = [("tx", format!("root@{H1}:22")), ("rx", format!("root@{H2}:22"))];
+        assert_eq!(sides, expected.map(|(r, h)| (r.to_string(), h)), "{name}: {report}");
+        let planned = report["dry_run"].as_array().unwrap();
+        assert!(planned.iter().all(|p| p["host"] == format!("root@{H2}:22")), "{report}");
+        hosts.assert_clean(&copies_before, &format!("{name} dry run"));
+    }
+}
+
+/// Inventories the lab refuses before it connects anywhere, each in one line naming the
+/// file (and line) and the fix. Needs no hosts.
+#[test]
+fn a_bad_inventory_is_refused_in_one_line_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let two = write("two.ini", "[corelane_tx]\ngen1\ngen2\n[corelane_rx]\nrecv\n");
+    let stray = write("stray.ini", "[corelane_tx]\ngen1\n[corelane_rx]\nrecv\n[web]\nw1\n");
+    let port = write("port.yml", "corelane_rx:\n  hosts:\n    r:\n      ansible_port: 70000\n");
+    let inject = write("inject.ini", "[corelane_tx]\ng ansible_host=-oProxyCommand=touch\n");
+    let no_rx = write("no-rx.ini", "[corelane_tx]\ngen1\n");
+    let cases: [(&[&str], String); 6] = [
+        (&["--inventory", &two], format!("inventory {two}:1: corelane_tx holds 2 hosts (gen1, gen2): several load hosts are not supported yet")),
+        (&["--inventory", &stray], format!("inventory {stray}:6: host w1 is in neither corelane_tx nor corelane_rx")),
+        (&["--inventory", &port], format!("inventory {port}:4: ansible_port=\"70000\" for host r is not a port")),
+        (&["--inventory", &inject], format!("inventory {inject}:2: host g: ")),
+        (&["--inventory", &no_rx], format!("inventory {no_rx}: no host in corelane_rx")),
+        (&["--inventory", &two, "--tx-host", "h"], format!("--inventory {two} names the hosts: drop --tx-host/--rx-host")),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["lab", "udp", "--quick", "--vs", "none"];
+        all.extend(args);
+        let out = Command::new(env!("CARGO_BIN_EXE_corelane")).args(&all).output().unwrap();
+        let said = text(&out);
+        assert!(!out.status.success(), "{args:?} accepted: {said}");
+        assert!(said.contains(&expected), "{args:?}: {said}");
+        assert_eq!(said.trim().lines().count(), 1, "{args:?}: {said}");
+    }
+}

@@ -2,7 +2,7 @@
 //! how to reach them, which corelane runs there, and where the traffic goes.
 
 use std::net::{IpAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{RemoteCorelane, SshOptions, SshTarget};
@@ -11,6 +11,14 @@ use crate::LabError;
 /// Remote sides of an experiment (without `--tx-host`/`--rx-host`: the namespace testbed).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RemoteArgs {
+    /// Take the sender and receiver from this Ansible inventory instead of --tx-host and
+    /// --rx-host (INI, or YAML for .yml/.yaml): the host of group corelane_tx sends, the host of
+    /// corelane_rx receives (children groups count; one host each). Of the host and group vars
+    /// (host over group, child group over parent) only ansible_host, ansible_user, ansible_port
+    /// and ansible_ssh_private_key_file are used (or their older ansible_ssh_* spellings); other
+    /// vars are ignored. Ansible is not needed.
+    #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
+    pub inventory: Option<PathBuf>,
     /// Run the sender on this host over SSH (`[USER@]HOST[:PORT]`); default: this machine.
     #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
     pub tx_host: Option<SshTarget>,
@@ -68,7 +76,8 @@ pub struct RemoteSpec {
 impl RemoteArgs {
     /// The remote setup asked for, or `None` for the namespace testbed.
     pub fn spec(&self) -> Result<Option<RemoteSpec>, LabError> {
-        if self.tx_host.is_none() && self.rx_host.is_none() {
+        let (tx_host, rx_host) = self.hosts()?;
+        if tx_host.is_none() && rx_host.is_none() {
             let stray = !self.rx_addr.is_empty()
                 || self.ssh_config.is_some()
                 || !self.ssh_option.is_empty()
@@ -79,7 +88,7 @@ impl RemoteArgs {
                 || self.dry_run;
             if stray {
                 return Err(LabError::Options(
-                    "--rx-addr, --rx-nic, --rx-add-addr, --ssh-*, --remote-corelane, --deploy and --dry-run need --tx-host or --rx-host"
+                    "--rx-addr, --rx-nic, --rx-add-addr, --ssh-*, --remote-corelane, --deploy and --dry-run need --tx-host, --rx-host or --inventory"
                         .into(),
                 ));
             }
@@ -92,8 +101,14 @@ impl RemoteArgs {
                 )));
             }
         }
-        let rx_addrs = match (&self.rx_addr[..], &self.rx_host) {
+        let rx_addrs = match (&self.rx_addr[..], &rx_host) {
             ([], Some(rx)) => vec![resolve(rx)?],
+            ([], None) if self.inventory.is_some() => {
+                return Err(LabError::Options(format!(
+                    "inventory {}: no host in corelane_rx: put the receiver in group corelane_rx, or give --rx-addr for a receiver on this machine",
+                    self.inventory.as_deref().map(Path::display).expect("checked")
+                )))
+            }
             ([], None) => {
                 return Err(LabError::Options(
                     "the receiver runs here (no --rx-host): give --rx-addr, this machine's address the remote sender targets".into(),
@@ -112,7 +127,7 @@ impl RemoteArgs {
                     "--rx-add-addr {cidr:?}: give an address with its prefix length, such as 192.0.2.11/24"
                 ))
             })?;
-            if self.rx_host.is_none() {
+            if rx_host.is_none() {
                 return Err(LabError::Options(
                     "--rx-add-addr adds addresses on a remote rx host: give --rx-host".into(),
                 ));
@@ -123,8 +138,8 @@ impl RemoteArgs {
             rx_add_addrs.push(parsed);
         }
         Ok(Some(RemoteSpec {
-            tx: self.tx_host.clone(),
-            rx: self.rx_host.clone(),
+            tx: tx_host,
+            rx: rx_host,
             rx_addrs,
             rx_nic: self.rx_nic.clone(),
             rx_add_addrs,
@@ -140,6 +155,23 @@ impl RemoteArgs {
             },
             dry_run: self.dry_run,
         }))
+    }
+}
+
+impl RemoteArgs {
+    /// The sender and receiver: from --inventory, or --tx-host and --rx-host.
+    fn hosts(&self) -> Result<(Option<SshTarget>, Option<SshTarget>), LabError> {
+        let Some(file) = &self.inventory else {
+            return Ok((self.tx_host.clone(), self.rx_host.clone()));
+        };
+        if self.tx_host.is_some() || self.rx_host.is_some() {
+            return Err(LabError::Options(format!(
+                "--inventory {} names the hosts: drop --tx-host/--rx-host, or the inventory",
+                file.display()
+            )));
+        }
+        let fleet = super::inventory::load(file)?;
+        Ok((fleet.tx, fleet.rx))
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod guard;
+pub mod inventory;
 pub mod ssh;
 pub mod topo;
 

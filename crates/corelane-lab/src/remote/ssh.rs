@@ -20,6 +20,30 @@ pub struct SshTarget {
     pub user: Option<String>,
     pub host: String,
     pub port: Option<u16>,
+    /// The key to log in with (`ssh -i`), from an inventory's `ansible_ssh_private_key_file`.
+    pub identity_file: Option<PathBuf>,
+}
+
+impl SshTarget {
+    /// A target from its parts, checked: ssh would read a leading '-' as an option and
+    /// spaces or quotes as more arguments, so host and user are plain names.
+    pub fn new(user: Option<String>, host: &str, port: Option<u16>) -> Result<Self, String> {
+        let plain = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with('-')
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-:%".contains(c))
+        };
+        if !plain(host) {
+            return Err("the host must be a name or an address".into());
+        }
+        if user.as_deref().is_some_and(|u| !plain(u)) {
+            return Err("the user must be a plain name".into());
+        }
+        if port == Some(0) {
+            return Err("bad port".into());
+        }
+        Ok(Self { user, host: host.to_string(), port, identity_file: None })
+    }
 }
 
 impl FromStr for SshTarget {
@@ -46,19 +70,7 @@ impl FromStr for SshTarget {
         let port = port
             .map(|p| p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| bad("bad port")))
             .transpose()?;
-        // ssh would read a leading '-' as an option and spaces or quotes as more arguments.
-        let plain = |s: &str| {
-            !s.is_empty()
-                && !s.starts_with('-')
-                && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-:%".contains(c))
-        };
-        if !plain(host) {
-            return Err(bad("the host must be a name or an address"));
-        }
-        if user.as_deref().is_some_and(|u| !plain(u)) {
-            return Err(bad("the user must be a plain name"));
-        }
-        Ok(Self { user, host: host.to_string(), port })
+        Self::new(user, host, port).map_err(|why| bad(&why))
     }
 }
 
@@ -159,7 +171,7 @@ impl Session {
         let said = &corelane::child_output::printable(said, 500);
         let lower = said.to_ascii_lowercase();
         let fix = if lower.contains("permission denied") {
-            "authentication refused: give a key the host accepts (ssh-agent, IdentityFile in --ssh-config, or --ssh-option IdentityFile=PATH)"
+            "authentication refused: give a key the host accepts (ssh-agent, IdentityFile in --ssh-config, --ssh-option IdentityFile=PATH, or ansible_ssh_private_key_file in --inventory)"
         } else if lower.contains("host key verification") {
             "the host key is unknown or changed: connect once with `ssh` to accept it, or pass --ssh-option StrictHostKeyChecking=accept-new"
         } else if ["timed out", "no route", "refused", "could not resolve", "unreachable"]
@@ -234,6 +246,9 @@ fn common_args(target: &SshTarget, options: &SshOptions, socket: &Path) -> Vec<S
     }
     if let Some(user) = &target.user {
         args.extend(["-l".into(), user.clone()]);
+    }
+    if let Some(key) = &target.identity_file {
+        args.extend(["-i".into(), key.display().to_string()]);
     }
     args
 }
