@@ -175,20 +175,13 @@ impl Inventory {
         Ok(())
     }
 
-    /// The sender and receiver, checked: every host in one of the two groups, at most one
-    /// host in each, the vars the lab uses valid.
+    /// The sender and receiver, checked: at most one host in each of the two groups, the vars
+    /// the lab uses valid; hosts in neither group are not the lab's and are ignored.
     fn fleet(&self) -> Result<Fleet, Bad> {
         let depths = self.depths()?;
         let tx = self.members(TX_GROUP);
         let rx = self.members(RX_GROUP);
-        let placed: BTreeSet<&String> = tx.iter().chain(&rx).collect();
-        let stray = self.hosts.iter().filter(|(name, _)| !placed.contains(name));
-        if let Some((name, host)) = stray.min_by_key(|(_, host)| host.line) {
-            return Err(Bad::at(
-                host.line,
-                format!("host {name} is in neither {TX_GROUP} nor {RX_GROUP}: put it in {TX_GROUP} (the sender) or {RX_GROUP} (the receiver), or leave it out of this inventory"),
-            ));
-        }
+        // Other hosts (the rest of a fleet) are not the lab's: left alone, whatever they hold.
         if tx.is_empty() && rx.is_empty() {
             return Err(Bad::at(
                 0,

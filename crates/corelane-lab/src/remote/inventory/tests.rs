@@ -121,11 +121,6 @@ fn a_host_without_ansible_host_is_reached_by_its_name_and_host_port() {
 fn ini_errors_name_the_line_and_the_fix() {
     fails_at(ini("[corelane_tx]\na\n[corelane_rx:hosts]\nb\n"), 3, "unknown section kind");
     fails_at(ini("[corelane_tx\na\n"), 1, "section header");
-    fails_at(
-        ini("[corelane_tx]\na\n[corelane_rx]\nb\n[other]\nc\n"),
-        6,
-        "neither corelane_tx nor corelane_rx",
-    );
     fails_at(ini("[corelane_tx]\na ansible_port=70000\n"), 2, "1-65535");
     fails_at(ini("[corelane_tx]\na ansible_port=0\n"), 2, "1-65535");
     fails_at(ini("[corelane_tx:vars]\nansible_port=x\n[corelane_tx]\na\n"), 2, "not a port");
@@ -133,10 +128,19 @@ fn ini_errors_name_the_line_and_the_fix() {
     fails_at(ini("[corelane_tx]\na b\n"), 2, "key=value");
     fails_at(ini("[corelane_tx]\na 'x=1\n"), 2, "unclosed quote");
     fails_at(ini("[g:vars]\nno value\n"), 2, "key=value");
-    fails_at(ini("[x]\na\n"), 2, "neither");
-    fails_at(ini("[x]\nzz\naa\n[corelane_tx]\nt\n"), 2, "host zz is in neither");
+    fails_at(ini("[x]\na\n"), 0, "no host in corelane_tx or corelane_rx");
     fails_at(ini("# nothing\n"), 0, "no host in corelane_tx or corelane_rx");
     fails_at(ini("[a:children]\nb\n[b:children]\na\n"), 1, "its own ancestor");
+}
+
+/// A fleet's inventory lists more than the lab's two hosts: the others are left alone.
+#[test]
+fn hosts_outside_the_two_groups_are_ignored() {
+    let fleet = ini("[web]\nw1\nw2\n[corelane_tx]\na\n[corelane_rx]\nb\n[db]\nd1 ansible_port=5\n")
+        .unwrap();
+    assert_eq!((fleet.tx, fleet.rx), (Some(target("a")), Some(target("b"))));
+    let fleet = yaml("web:\n  hosts:\n    w1:\ncorelane_tx:\n  hosts:\n    a:\n").unwrap();
+    assert_eq!(fleet.tx, Some(target("a")));
 }
 
 #[test]
@@ -159,7 +163,7 @@ fn yaml_errors_name_the_line_and_the_fix() {
     fails_at(yaml("corelane_tx:\n  hosts:\n    a: {\n"), 4, "fix the YAML");
     fails_at(yaml("- a\n"), 1, "mapping of groups");
     fails_at(yaml("corelane_tx:\n  hosts:\n    web[01:03]:\n"), 3, "host ranges");
-    fails_at(yaml("x:\n  hosts:\n    a:\n"), 3, "neither");
+    fails_at(yaml("x:\n  hosts:\n    a:\n"), 0, "no host in corelane_tx or corelane_rx");
 }
 
 /// Every string that would reach ssh as an option or as more than one argument is refused,
