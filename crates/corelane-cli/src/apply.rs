@@ -124,10 +124,6 @@ impl Drop for RunKeeper {
     }
 }
 
-/// The keeper outlives any run it guards (it lets go when the run closes its stdin): ten
-/// years, so a long run is never restored under its feet.
-const KEEPER_LIFE: &str = "315360000s";
-
 fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
@@ -136,7 +132,9 @@ fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let thread = std::thread::spawn(move || {
         let spawned = std::process::Command::new(exe)
-            .args(["guard", "--life", KEEPER_LIFE, "--revert-on-close"])
+            // No --life: the keeper holds as long as the run (it lets go when the run closes its
+            // stdin), so a long run is never restored under its feet.
+            .args(["guard", "--revert-on-close"])
             .arg(&revert_file)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
