@@ -1,5 +1,5 @@
 #!/bin/bash
-# The AF_XDP floor measurement of docs/RESULTS.md (issue 29): one mode per run, root only,
+# The AF_XDP floor measurement of docs/RESULTS.md: one mode per run, root only,
 # run it alone under a lock. Builds namespaces hc-tx/hc-rx (removed after).
 # usage: xdp-floor.sh BIN MODE [N] [RATE]   MODE: mmsg | xdp | xdp-bp | xdp-drop
 BIN=$1; MODE=$2; N=${3:-300000}; RATE=${4:-150000}

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The AF_XDP sender measurement of docs/RESULTS.md (issue 29), root only, run alone under a lock.
-# usage: txcpu.sh BIN MODE   MODE: mmsg | gso | xdp ; sender CPU per datagram (exact, steady 2 s window)
+# The AF_XDP sender measurement of docs/RESULTS.md, root only, run alone under a lock.
+# usage: xdp-sender.sh BIN MODE   MODE: mmsg | gso | xdp ; sender CPU per datagram (exact, steady 2 s window)
 BIN=$1; MODE=$2; RATE=${RATE:-150000}
 ip netns del ht-tx 2>/dev/null; ip netns del ht-rx 2>/dev/null
 ip netns add ht-tx; ip netns add ht-rx

@@ -206,7 +206,7 @@ fn show_skipped_to_stderr(skipped: &[Skipped]) {
 /// Ctrl-C, SIGTERM), and by the keeper from the revert file if the run is killed.
 #[derive(Debug)]
 pub struct BusyPollRun {
-    napi: corelane::xdp::busy_poll::DeviceNapi,
+    napi: corelane::tune::busy_poll::DeviceNapi,
     revert: corelane::fs::OutputFile,
     _keeper: RunKeeper,
 }
@@ -231,7 +231,7 @@ impl Drop for BusyPollRun {
 /// without them, no permission): the sockets still busy poll, and the run says so.
 pub fn busy_poll_for_run(dev: &str, ifindex: u32) -> anyhow::Result<Option<BusyPollRun>> {
     let root = Path::new("/");
-    let mut napi = match corelane::xdp::busy_poll::DeviceNapi::open(root, dev, Some(ifindex)) {
+    let mut napi = match corelane::tune::busy_poll::DeviceNapi::open(root, dev, Some(ifindex)) {
         Ok(napi) => napi,
         Err(e) if unchangeable(&e) => {
             eprintln!(

@@ -239,8 +239,8 @@ fn busy_poll_settings_are_restored_after_sigint_sigterm_and_sigkill() {
         let mut child = ns.start_with(&["--busy-poll", "50"]);
         let during = format!(
             "{} {}",
-            corelane::xdp::busy_poll::DEFER_HARD_IRQS,
-            corelane::xdp::busy_poll::GRO_FLUSH_TIMEOUT_NS
+            corelane::tune::busy_poll::DEFER_HARD_IRQS,
+            corelane::tune::busy_poll::GRO_FLUSH_TIMEOUT_NS
         );
         assert_eq!(ns.napi_settings(), during, "set for the run ({sig:?})");
         let keeper = keeper_of(&ns.dev);

@@ -22,6 +22,7 @@ pub mod sched;
 pub mod stage;
 pub mod tcp;
 pub mod testbed;
+pub mod topo;
 pub mod udp;
 pub mod workdir;
 

@@ -232,7 +232,7 @@ impl Drop for RemoteNic {
 /// The NIC's packets per RX queue as `corelane topo --json` reads them on the host (empty
 /// where the driver does not count them per queue).
 fn queue_packets(host: &Host, corelane: &str, nic: &str) -> Result<Vec<u64>, LabError> {
-    let reply = crate::remote::topo::read(host, corelane)?;
+    let reply = crate::topo::read(host, corelane)?;
     reply
         .topology
         .rx_queue_packets(nic)

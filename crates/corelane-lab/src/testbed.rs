@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use corelane::topology::CpuList;
 
-use crate::experiment::Progress;
 use crate::host::Host;
-use crate::remote::topo::{self, HostTopology};
 use crate::remote::{Remote, RemoteSpec, SshTarget};
 use crate::rx_nic::{NicCounters, RemoteNic};
+use crate::topo::{self, HostTopology};
 use crate::LabError;
 
 const PREFIX: &str = "corelane-";
@@ -447,7 +446,7 @@ impl Testbed {
 
     /// Progress lines for what building the testbed did: stale namespaces removed, a
     /// fallback to loopback and why.
-    pub fn announce(&self, progress: Progress<'_>) {
+    pub fn announce(&self, progress: &mut dyn FnMut(&str)) {
         for name in &self.removed_stale {
             progress(&format!("removed a stale namespace of a killed run: {name}"));
         }

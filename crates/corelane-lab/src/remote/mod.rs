@@ -7,7 +7,6 @@ pub mod args;
 pub mod guard;
 pub mod inventory;
 pub mod ssh;
-pub mod topo;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

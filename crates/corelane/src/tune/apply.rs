@@ -215,7 +215,7 @@ fn set(setting: &Setting, root: &Path, value: &str) -> io::Result<()> {
         }
         Setting::Address { nic, addr, prefix } => address::set(nic.as_str(), *addr, *prefix, value),
         Setting::BusyPoll { nic, file } => {
-            crate::xdp::busy_poll::write_device_file(root, nic, file, value)
+            crate::tune::busy_poll::write_device_file(root, nic, file, value)
         }
         _ => {
             use rustix::fs::{Mode, OFlags};

@@ -3,6 +3,7 @@
 
 mod address;
 mod apply;
+pub mod busy_poll;
 mod ownership;
 mod plan;
 mod refusal;

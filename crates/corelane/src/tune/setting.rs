@@ -167,7 +167,7 @@ impl Setting {
         match parts.as_slice() {
             ["proc", "irq", n, "smp_affinity_list"] => Ok(Setting::IrqAffinity { irq: number(n)? }),
             ["sys", "class", "net", nic, file] => {
-                let file = crate::xdp::busy_poll::FILES
+                let file = crate::tune::busy_poll::FILES
                     .into_iter()
                     .find(|f| f == file)
                     .ok_or_else(refuse)?;

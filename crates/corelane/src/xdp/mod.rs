@@ -13,7 +13,6 @@
 
 mod asm;
 mod attach;
-pub mod busy_poll;
 mod error;
 pub mod frame;
 mod iface;
