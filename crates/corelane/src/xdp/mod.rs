@@ -7,7 +7,7 @@
 //! * `attach` owns the lifecycle: what the interface carries, left-over corelane programs,
 //!   programs of others (never replaced), the link.
 //! * [`frame`] is the checked parser the lanes read frames with.
-//! * [`busy_poll`] holds the device settings preferred busy polling runs with.
+//! * [`crate::tune::busy_poll`] holds the device settings preferred busy polling runs with.
 //! * [`rx`] sets up the sockets and reads them; [`tx`] pushes frames, [`route`] finds where
 //!   they go.
 
