@@ -124,6 +124,21 @@ impl Drop for RunKeeper {
     }
 }
 
+/// A fresh private directory for a run's revert file and the keeper that restores it if the
+/// run is killed; from then on the keeper removes the directory when it lets go.
+fn kept_revert_file() -> anyhow::Result<(PathBuf, RunKeeper)> {
+    // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
+    let dir = tempfile::Builder::new()
+        .prefix("corelane-nic.")
+        .rand_bytes(8)
+        .tempdir_in("/tmp")
+        .context("cannot make a private directory for the revert file")?;
+    let revert_file = dir.path().join("revert.json");
+    let keeper = start_keeper(revert_file.clone())?;
+    let _ = dir.keep();
+    Ok((revert_file, keeper))
+}
+
 fn start_keeper(revert_file: PathBuf) -> anyhow::Result<RunKeeper> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
@@ -175,16 +190,7 @@ pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
         eprintln!("corelane run: {} is already set as the plan says", plan.nic);
         return Ok(None);
     }
-    // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
-    let dir = tempfile::Builder::new()
-        .prefix("corelane-nic.")
-        .rand_bytes(8)
-        .tempdir_in("/tmp")
-        .context("cannot make a private directory for the revert file")?;
-    let revert_file = dir.path().join("revert.json");
-    let keeper = start_keeper(revert_file.clone())?;
-    // From here the keeper removes the directory when it lets go.
-    let _ = dir.keep();
+    let (revert_file, keeper) = kept_revert_file()?;
     let skipped = apply_saving_revert(&review.changes, root, &revert_file)?;
     show_skipped_to_stderr(&skipped);
     eprintln!(
@@ -244,15 +250,7 @@ pub fn busy_poll_for_run(dev: &str, ifindex: u32) -> anyhow::Result<Option<BusyP
                 .context(format!("cannot open {dev}'s busy-poll settings in /sys/class/net")))
         }
     };
-    // The keeper removes exactly such a directory (`corelane-nic.` and 8 letters or digits).
-    let dir = tempfile::Builder::new()
-        .prefix("corelane-nic.")
-        .rand_bytes(8)
-        .tempdir_in("/tmp")
-        .context("cannot make a private directory for the revert file")?;
-    let revert_file = dir.path().join("revert.json");
-    let keeper = start_keeper(revert_file.clone())?;
-    let _ = dir.keep();
+    let (revert_file, keeper) = kept_revert_file()?;
     let revert = corelane::fs::OutputFile::open(&revert_file)
         .with_context(|| format!("cannot write {}", revert_file.display()))?;
     revert.write(&serde_json::to_vec_pretty(&napi.changes())?)?;
