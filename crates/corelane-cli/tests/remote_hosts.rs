@@ -742,3 +742,141 @@ fn a_bad_inventory_is_refused_in_one_line_naming_the_file_and_line() {
         assert_eq!(said.trim().lines().count(), 1, "{args:?}: {said}");
     }
 }
+
+/// The lab's private run directories in /tmp (the rx host's, holding the NIC plan and the
+/// compiled C loop): the hosts share this machine's /tmp.
+fn run_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("corelane-nic."))
+        .collect()
+}
+
+/// The peers this machine (and so every namespace host) has installed, besides the C loop.
+fn installed_peers() -> Vec<&'static str> {
+    let on_path = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output();
+    let mut peers = vec!["c-loop"];
+    for peer in ["sockperf", "iperf3"] {
+        match on_path(peer) {
+            Ok(out) if out.status.success() => peers.push(peer),
+            _ => eprintln!("{peer} not measured: it is not installed (apt-get install {peer})"),
+        }
+    }
+    peers
+}
+
+/// Every peer row runs its receiver on h2 and its sender on h1, measured on h2: each row has
+/// figures, none is skipped, and both hosts are left as found (no process, no file). The old
+/// lab skipped them all ("peers: not run across hosts yet").
+#[test]
+fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    if !Path::new("/usr/bin/cc").exists() {
+        eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
+        return;
+    }
+    let dirs_before = run_dirs();
+    let peers = installed_peers().join(",");
+    let report = run_across_without_peers(
+        &hosts,
+        &["lab", "udp", "--quick", "--configs", "none", "--vs", &peers],
+    );
+    let skipped = report["skipped"].to_string();
+    assert!(!skipped.contains("peers:") && !skipped.contains("c-loop"), "{skipped}");
+    let rows = report["peers"].as_array().unwrap();
+    let receivers: Vec<&str> = rows.iter().map(|r| r["receiver"].as_str().unwrap()).collect();
+    assert!(receivers.contains(&"C recvmmsg loop (batch 32)"), "{receivers:?}");
+    let expected = 1
+        + 2 * peers.contains("c-loop") as usize
+        + 2 * peers.contains("sockperf") as usize
+        + peers.contains("iperf3") as usize;
+    assert_eq!(rows.len(), expected, "{peers}: {report}");
+    for row in rows {
+        assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
+        assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    hosts.assert_clean(&copies_before, "after the peers");
+    assert_eq!(run_dirs(), dirs_before, "a run directory (and the C loop in it) was left");
+}
+
+/// SIGKILL of the controller while the C loop receives on h2: within 30 s neither host runs
+/// anything of the lab, and the compiled loop is gone with the run's directory.
+#[test]
+fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    if !Path::new("/usr/bin/cc").exists() {
+        eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
+        return;
+    }
+    let dirs_before = run_dirs();
+    let config = hosts.path("config").display().to_string();
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "none"];
+    args.extend(["--vs", "c-loop", "--deploy"]);
+    args.extend(remote_args(&hosts, &config));
+    let mut lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("recvmmsg_loop")) {
+        assert!(Instant::now() < end, "the C loop never started on h2");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(run_dirs().len() > dirs_before.len(), "the loop was not compiled in a run directory");
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = hosts.names[1..].iter().flat_map(|ns| hosts.strays(ns)).collect();
+        if left.is_empty() && run_dirs() == dirs_before && deployed_copies() == copies_before {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "30 s after the kill: running {left:?}, run directories {:?}",
+            run_dirs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A dry run lists what each peer row would run on each host (the C loop's compilation on
+/// h2, each receiver on h2 and each sender on h1) and compiles, starts and leaves nothing.
+#[test]
+fn a_dry_run_lists_the_peer_steps_per_host() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let dirs_before = run_dirs();
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("dry-peers.json").display().to_string();
+    let peers = installed_peers().join(",");
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", &peers];
+    args.extend(remote_args(&hosts, &config));
+    args.extend(["--deploy", "--dry-run", "--json", &json]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
+    let compile =
+        stdout.lines().find(|l| l.starts_with(&rx) && l.contains(" -O2 -o /tmp/corelane-nic."));
+    assert!(compile.is_some_and(|l| l.ends_with("recvmmsg_loop.c")), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&rx) && l.contains("/recvmmsg_loop 10.210.3.2 4321")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&tx) && l.contains(" udp send 10.210.3.2:4321")),
+        "{stdout}"
+    );
+    if peers.contains("iperf3") {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&tx) && l.contains("iperf3 -c 10.210.3.2")),
+            "{stdout}"
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["peers"].as_array().map(Vec::len), Some(0), "{report}");
+    assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 7), "{report}");
+    hosts.assert_clean(&copies_before, "a dry run with peers");
+    assert_eq!(run_dirs(), dirs_before, "a dry run left a run directory");
+}

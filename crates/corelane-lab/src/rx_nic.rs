@@ -158,6 +158,11 @@ impl RemoteNic {
         &self.nic
     }
 
+    /// The private directory on the host (removed with the NIC's keeper).
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
     /// The NIC's own receive counters (sysfs statistics): packets, drops, misses.
     pub fn counters(&self) -> Result<NicCounters, LabError> {
         let script =

@@ -39,6 +39,18 @@ pub struct TestbedReport {
     /// A dry run's changes, per row that changes the rx host's NIC (nothing was measured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<Vec<PlannedChange>>,
+    /// A dry run's peer rows: what each would run on each host (nothing was started).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peer_steps: Vec<PeerStep>,
+}
+
+/// One command a peer row runs on one host (per trial, under `corelane guard` on a remote
+/// host; the C loop's compilation once).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PeerStep {
+    pub row: String,
+    pub host: String,
+    pub command: String,
 }
 
 /// What one row would change on the rx host, as `corelane apply` (dry run) showed it there.
@@ -83,6 +95,17 @@ impl TestbedReport {
                 p.receive_cpus,
                 p.shown.trim_end()
             ));
+        }
+        let mut row = None;
+        for step in &self.peer_steps {
+            if row.is_none() {
+                out.push_str("\npeer rows, each command under `corelane guard` on a remote host, ended by PID when the row ends:\n");
+            }
+            if row != Some(&step.row) {
+                out.push_str(&format!("{}\n", step.row));
+                row = Some(&step.row);
+            }
+            out.push_str(&format!("  on {}: {}\n", step.host, step.command));
         }
         out
     }
@@ -441,6 +464,7 @@ impl Testbed {
             removed_stale_namespaces: self.removed_stale.clone(),
             hosts: self.hosts.clone(),
             dry_run: self.planned.clone(),
+            peer_steps: Vec::new(),
         }
     }
 
@@ -506,6 +530,14 @@ impl Testbed {
         drop(nic);
         self.planned = Some(planned);
         Ok(())
+    }
+
+    /// The remote rx host's private directory for the run (`mktemp -d` there, mode 0700),
+    /// removed at the end, and by the NIC keeper when the lab dies or loses the connection;
+    /// `None` without a remote rx host.
+    pub fn rx_run_dir(&self) -> Option<String> {
+        let nic = self.rx_nic.as_ref()?;
+        Some(nic.lock().unwrap_or_else(|e| e.into_inner()).dir().to_string())
     }
 
     /// Whether this is a dry run (see [`preview`](Self::preview)).

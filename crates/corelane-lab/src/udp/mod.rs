@@ -270,12 +270,6 @@ impl<'a> UdpLab<'a> {
             plan.configs.retain(|c| only.iter().any(|o| o == c.id));
         }
         let mut skipped = plan.skipped.clone();
-        let mut peer_opts = opts.clone();
-        if opts.remote.is_some() && !opts.peers.is_empty() {
-            skipped
-                .push("peers: not run across hosts yet (they run on the namespace testbed)".into());
-            peer_opts.peers.clear();
-        }
         if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
             let rows: Vec<(String, CpuList)> = plan
                 .configs
@@ -284,9 +278,9 @@ impl<'a> UdpLab<'a> {
                 .collect();
             testbed.preview(&rows)?;
             plan.configs.clear();
-            peer_opts.peers.clear();
         }
-        let peers = peers::Stage::prepare(&peer_opts, sender_cpu, plan.receiver_cpu, &mut skipped)?;
+        let receiver_cpu = plan.receiver_cpu;
+        let peers = peers::Stage::prepare(opts, &testbed, sender_cpu, receiver_cpu, &mut skipped)?;
         Ok(Self { opts, testbed, online, sender_cpu, plan, peers, skipped })
     }
 }
@@ -352,8 +346,12 @@ impl Experiment for UdpLab<'_> {
         }
         let peer_rows = peers::rows(&pairs);
         let findings = findings(&rows, &peer_rows, &self.online);
+        let mut testbed = self.testbed.report(None);
+        if testbed.is_dry_run() {
+            testbed.peer_steps = self.peers.steps(&self.testbed)?;
+        }
         Ok(UdpLabReport {
-            testbed: self.testbed.report(None),
+            testbed,
             machine: crate::machine(),
             sender_cpu: self.sender_cpu,
             receiver_cpus: self.plan.receiver_cpus.to_string(),

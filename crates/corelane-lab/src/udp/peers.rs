@@ -3,18 +3,24 @@
 //! from the same sender. Every receiver here is measured the same way, from outside: the
 //! receiving namespace's InDatagrams (counted when an application reads a datagram) and the
 //! receiver process's CPU time from /proc/PID/stat, over the same steady window.
+//!
+//! Across hosts the two sides run where corelane's rows run theirs: the receiver on the rx
+//! host, the sender on the (first) tx host, each under `corelane guard` there, and both
+//! figures are read on the rx host. sockperf and iperf3 are taken from each host's own PATH;
+//! the C loop is compiled with that host's `cc` into the run's private directory there, which
+//! its keeper removes when the lab lets go or dies.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
 use serde::Serialize;
 
 use super::{PeerRow, UdpLabOptions};
-use crate::process::{on_path, ChildProcess};
+use crate::host::Host;
+use crate::process::ChildProcess;
 use crate::stage::{udp_port, wait_ready};
-use crate::testbed::Testbed;
+use crate::testbed::{PeerStep, Testbed};
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -22,7 +28,8 @@ use crate::{median_of, LabError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Peer {
-    /// Seed 000's receiver: one thread, recvmmsg of 32, compiled here with `cc -O2`.
+    /// Seed 000's receiver: one thread, recvmmsg of 32, compiled with `cc -O2` on the host
+    /// that runs it.
     CLoop,
     Sockperf,
     Iperf3,
@@ -39,16 +46,36 @@ impl Peer {
         }
     }
 
-    /// Why the peer cannot run here, if it cannot.
-    fn missing(self) -> Option<String> {
-        let (program, package) = match self {
+    /// The program the peer needs on the receiving host (and, for a pair of its own, on the
+    /// sending host), and the Debian/Ubuntu package that installs it.
+    fn program(self) -> (&'static str, &'static str) {
+        match self {
             Peer::CLoop => ("cc", "gcc"),
             Peer::Sockperf => ("sockperf", "sockperf"),
             Peer::Iperf3 => ("iperf3", "iperf3"),
-        };
-        (!on_path(program)).then(|| {
-            format!("{}: `{program}` is not installed (apt-get install {package})", self.name())
-        })
+        }
+    }
+
+    /// `program` as found on `host` (its path there), or the one-line reason the peer is
+    /// skipped, naming the host when it is another machine and how to install it.
+    fn find(self, host: &Host) -> Result<String, String> {
+        let (program, _) = self.program();
+        let remote = matches!(host, Host::Remote(_)).then(|| host.name());
+        host.find_program(program).ok_or_else(|| self.not_installed(remote.as_deref()))
+    }
+
+    /// Why the peer is skipped: its program is not installed here, or on `remote`.
+    fn not_installed(self, remote: Option<&str>) -> String {
+        let (program, package) = self.program();
+        match remote {
+            Some(host) => format!(
+                "{}: `{program}` is not installed on {host} (apt-get install {package} there)",
+                self.name()
+            ),
+            None => {
+                format!("{}: `{program}` is not installed (apt-get install {package})", self.name())
+            }
+        }
     }
 }
 
@@ -113,79 +140,142 @@ pub struct Sample {
     pub cpu_ns_per_datagram: f64,
 }
 
-/// What the peer rows need: the binaries, the CPUs, the peers that can run here.
+/// The C loop, compiled where it runs: on a remote rx host in the run's private directory
+/// there (removed with it, by its keeper if the lab dies), else in a private work directory
+/// here, removed with the stage.
+#[derive(Debug)]
+struct CLoop {
+    bin: String,
+    /// The compiler that built it, as found on its host.
+    cc: String,
+    _here: Option<WorkDir>,
+}
+
+/// A program's path on the receiving and on the sending host.
+#[derive(Debug, Clone)]
+struct Found {
+    rx: String,
+    tx: String,
+}
+
+/// What the peer rows need: the programs on each side, the CPUs, the peers that can run.
 #[derive(Debug)]
 pub struct Stage {
-    exe: String,
-    c_loop: Option<PathBuf>,
-    /// Holds the compiled C loop; removed with the stage.
-    _workdir: Option<WorkDir>,
-    peers: Vec<Peer>,
+    /// corelane on the rx and on the tx host.
+    corelane: Found,
+    c_loop: Option<CLoop>,
+    sockperf: Option<Found>,
+    iperf3: Option<Found>,
     sender_cpu: usize,
     receiver_cpu: usize,
     duration: Duration,
+    /// A dry run: the programs are found, nothing is compiled or started.
+    dry_run: bool,
 }
 
 impl Stage {
-    /// Checks which peers are installed (the others go to `skipped` with the reason) and
-    /// compiles the C loop into a private directory.
+    /// Finds each peer's programs on the hosts that run them (a peer missing on either goes
+    /// to `skipped` with the reason) and compiles the C loop on the rx host (not in a dry
+    /// run).
     pub fn prepare(
         opts: &UdpLabOptions,
+        testbed: &Testbed,
         sender_cpu: usize,
         receiver_cpu: usize,
         skipped: &mut Vec<String>,
     ) -> Result<Self, LabError> {
-        let mut peers = Vec::new();
-        for &peer in &opts.peers {
-            match peer.missing() {
-                Some(reason) => skipped.push(reason),
-                None => peers.push(peer),
+        let (rx, tx) = (testbed.rx(), testbed.tx());
+        let corelane = match (&rx, &tx) {
+            (Host::Remote(_), _) | (_, Host::Remote(_)) => {
+                Found { rx: rx.corelane()?, tx: tx.corelane()? }
             }
-        }
-        let (mut c_loop, mut workdir) = (None, None);
-        if peers.contains(&Peer::CLoop) {
-            // Compiled and run as root: a private directory, never a predictable path.
-            let dir = WorkDir::create("udp")?;
-            match build_c_loop(dir.path()) {
-                Ok(bin) => c_loop = Some(bin),
-                Err(reason) => {
-                    skipped.push(format!("c-loop: {reason}"));
-                    peers.retain(|p| *p != Peer::CLoop);
-                }
+            _ => {
+                let exe = opts.exe.to_string_lossy().into_owned();
+                Found { rx: exe.clone(), tx: exe }
             }
-            workdir = Some(dir);
-        }
-        Ok(Self {
-            exe: opts.exe.to_string_lossy().into_owned(),
-            c_loop,
-            _workdir: workdir,
-            peers,
+        };
+        let dry_run = testbed.is_dry_run();
+        let mut stage = Self {
+            corelane,
+            c_loop: None,
+            sockperf: None,
+            iperf3: None,
             sender_cpu,
             receiver_cpu,
             duration: opts.duration,
-        })
+            dry_run,
+        };
+        let both = |peer: Peer| Ok(Found { rx: peer.find(&rx)?, tx: peer.find(&tx)? });
+        for &peer in &opts.peers {
+            let found: Result<(), String> = match peer {
+                Peer::CLoop => peer
+                    .find(&rx)
+                    .and_then(|cc| {
+                        c_loop(testbed, &cc, dry_run).map_err(|e| format!("c-loop: {e}"))
+                    })
+                    .map(|c| stage.c_loop = Some(c)),
+                Peer::Sockperf => both(peer).map(|f| stage.sockperf = Some(f)),
+                Peer::Iperf3 => both(peer).map(|f| stage.iperf3 = Some(f)),
+            };
+            if let Err(reason) = found {
+                skipped.push(reason);
+            }
+        }
+        Ok(stage)
     }
 
-    /// The pairs to measure; corelane first in each group, as the reference the peer's
-    /// ratio is taken against.
+    /// The pairs to measure (none in a dry run); corelane first in each group, as the
+    /// reference the peer's ratio is taken against.
     pub fn pairs(&self) -> Vec<Pair> {
+        match self.dry_run {
+            true => Vec::new(),
+            false => self.planned_pairs(),
+        }
+    }
+
+    fn planned_pairs(&self) -> Vec<Pair> {
         let pair = |rx, tx| Pair { rx, tx };
-        if self.peers.is_empty() {
+        if self.c_loop.is_none() && self.sockperf.is_none() && self.iperf3.is_none() {
             return Vec::new();
         }
         let mut pairs = vec![pair(Receiver::Corelane, Sender::CorelanePlain)];
-        if self.peers.contains(&Peer::CLoop) {
+        if self.c_loop.is_some() {
             pairs.push(pair(Receiver::CorelaneNoCoalesce, Sender::CorelanePlain));
             pairs.push(pair(Receiver::CLoop, Sender::CorelanePlain));
         }
-        if self.peers.contains(&Peer::Sockperf) {
+        if self.sockperf.is_some() {
             pairs.push(pair(Receiver::Corelane, Sender::SockperfClient));
             pairs.push(pair(Receiver::SockperfServer, Sender::SockperfClient));
         }
-        if self.peers.contains(&Peer::Iperf3) {
+        if self.iperf3.is_some() {
             pairs.push(pair(Receiver::Iperf3Server, Sender::Iperf3Client));
         }
         pairs
+    }
+
+    /// What the peer rows run on each host, as commands: the C loop's compilation, then per
+    /// pair its receiver and its sender (what a dry run shows).
+    pub fn steps(&self, testbed: &Testbed) -> Result<Vec<PeerStep>, LabError> {
+        let (rx, tx) = (testbed.rx(), testbed.tx());
+        let target = SocketAddr::new(testbed.rx_addrs()[0], udp_port(testbed)?);
+        let mut steps = Vec::new();
+        if let Some(c_loop) = &self.c_loop {
+            let bin = &c_loop.bin;
+            let cc = shell_words::join(cc_args(&c_loop.cc, bin, &source_of(bin)));
+            steps.push(PeerStep {
+                row: "c-loop (once, into the run's private directory there)".into(),
+                host: rx.name(),
+                command: cc,
+            });
+        }
+        for pair in self.planned_pairs() {
+            let row = pair.label();
+            let receiver = self.receiver(pair.rx, target);
+            let sender = self.sender(pair.tx, target);
+            steps.push(PeerStep { row: row.clone(), host: rx.name(), command: receiver.shown() });
+            steps.push(PeerStep { row, host: tx.name(), command: sender.shown() });
+        }
+        Ok(steps)
     }
 }
 
@@ -223,33 +313,97 @@ pub fn rows(measured: &[(Pair, Vec<Sample>)]) -> Vec<PeerRow> {
     rows
 }
 
-/// Compiles the C loop into a private temporary directory; `None` with a reason on failure.
-fn build_c_loop(dir: &std::path::Path) -> Result<PathBuf, String> {
-    let src = dir.join("recvmmsg_loop.c");
-    let bin = dir.join("recvmmsg_loop");
-    corelane::fs::create_new(&src)
-        .and_then(|mut f| {
-            std::io::Write::write_all(
-                &mut f,
-                include_str!("../../peers/recvmmsg_loop.c").as_bytes(),
-            )
-        })
+/// The C loop's source file beside its binary.
+fn source_of(bin: &str) -> String {
+    format!("{bin}.c")
+}
+
+/// `cc -O2 -o BIN SRC`, with `cc` as found on the host.
+fn cc_args(cc: &str, bin: &str, src: &str) -> Vec<String> {
+    strings(&[cc, "-O2", "-o", bin, src])
+}
+
+const C_LOOP_SOURCE: &str = include_str!("../../peers/recvmmsg_loop.c");
+
+/// Compiles the C loop with `cc` (as found on the rx host) where it will run: on a remote rx
+/// host into the run's private directory there, else into a private work directory here.
+/// In a dry run only the path it would have.
+fn c_loop(testbed: &Testbed, cc: &str, dry_run: bool) -> Result<CLoop, String> {
+    let rx = testbed.rx();
+    if let Some(dir) = testbed.rx_run_dir() {
+        let bin = format!("{dir}/recvmmsg_loop");
+        if !dry_run {
+            rx.write_file(&source_of(&bin), C_LOOP_SOURCE).map_err(|e| e.to_string())?;
+            let args = cc_args(cc, &bin, &source_of(&bin));
+            let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            rx.run(cc, &args).map_err(|e| format!("cc failed: {e}"))?;
+        }
+        return Ok(CLoop { bin, cc: cc.into(), _here: None });
+    }
+    if dry_run {
+        return Err("a dry run shows the steps on a remote rx host only".into());
+    }
+    // Compiled and run as root: a private directory, never a predictable path.
+    let dir = WorkDir::create("udp").map_err(|e| e.to_string())?;
+    let bin = dir.path().join("recvmmsg_loop").display().to_string();
+    build_here(cc, &bin)?;
+    Ok(CLoop { bin, cc: cc.into(), _here: Some(dir) })
+}
+
+/// Compiles the C loop on this machine into `bin` (in a private directory).
+fn build_here(cc: &str, bin: &str) -> Result<(), String> {
+    let src = source_of(bin);
+    corelane::fs::create_new(std::path::Path::new(&src))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, C_LOOP_SOURCE.as_bytes()))
         .map_err(|e| e.to_string())?;
-    let mut cc = std::process::Command::new("cc");
-    cc.args(["-O2", "-o"]).arg(&bin).arg(&src);
+    let args = cc_args(cc, bin, &src);
+    let mut cc = std::process::Command::new(&args[0]);
+    cc.args(&args[1..]);
     let out = corelane::child_output::run(&mut cc, None, &corelane::child_output::Limits::REPLY)
         .map_err(|e| format!("cannot run cc: {e}"))?;
     if !out.status.success() {
         let said = corelane::child_output::printable(&String::from_utf8_lossy(&out.stderr), 2000);
         return Err(format!("cc failed: {said}"));
     }
-    Ok(bin)
+    Ok(())
+}
+
+/// How much longer a sender is told to send than the trial lasts (see [`Stage::sender`]).
+const SENDER_MARGIN: Duration = Duration::from_secs(2);
+
+/// A program to start on one side: its name in errors, and its command line there.
+struct Launch {
+    name: &'static str,
+    program: String,
+    args: Vec<String>,
+    /// The CPU it is pinned to with taskset, if it cannot pin itself.
+    pin: Option<usize>,
+}
+
+impl Launch {
+    fn spawn(&self, host: &Host) -> Result<ChildProcess, LabError> {
+        match self.pin {
+            Some(cpu) => host.spawn_pinned(self.name, cpu, &self.program, &self.args),
+            None => host.spawn(self.name, &self.program, &self.args),
+        }
+    }
+
+    /// The command line as the host runs it (under `corelane guard` on a remote host).
+    fn shown(&self) -> String {
+        let mut words = match self.pin {
+            Some(cpu) => strings(&["taskset", "-c", &cpu.to_string()]),
+            None => Vec::new(),
+        };
+        words.push(self.program.clone());
+        words.extend(self.args.iter().cloned());
+        shell_words::join(words)
+    }
 }
 
 impl Stage {
     /// One trial of `pair`: datagrams/s the receiver read and its CPU per datagram, both
-    /// read from outside the receiver over the same steady window. The peers run on the
-    /// default configuration: RPS off.
+    /// read from outside the receiver, on its host, over the same steady window. The peers
+    /// run on the default configuration: RPS off (a remote rx NIC as found).
     pub fn measure(
         &self,
         testbed: &Testbed,
@@ -258,7 +412,8 @@ impl Stage {
     ) -> Result<Sample, LabError> {
         testbed.steer_receive_where_possible(&corelane::topology::CpuList::default())?;
         let target = SocketAddr::new(testbed.rx_addrs()[0], udp_port(testbed)?);
-        let mut receiver = self.start_receiver(testbed, pair.rx, target)?;
+        let rx_host = testbed.rx();
+        let mut receiver = self.receiver(pair.rx, target).spawn(&rx_host)?;
         match pair.rx {
             Receiver::Corelane | Receiver::CorelaneNoCoalesce | Receiver::CLoop => {
                 wait_ready(&mut receiver, pair.rx.label())?
@@ -268,9 +423,8 @@ impl Stage {
                 std::thread::sleep(Duration::from_millis(500))
             }
         }
-        let sender = self.start_sender(testbed, pair.tx, target)?;
+        let sender = self.sender(pair.tx, target).spawn(&testbed.tx())?;
         let started = Instant::now();
-        let rx_host = testbed.rx();
         let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
             // The receiver's own namespace, never the lab's: a process that is gone reads as None.
             let udp = rx_host.udp_counters_of(pid)?;
@@ -282,11 +436,10 @@ impl Stage {
         wait_until(started, self.duration - Duration::from_millis(500), stop)?;
         let last = sample(receiver.pid());
         let (Some((t0, d0, c0)), Some((t1, d1, c1))) = (first, last) else {
-            return Err(LabError::ChildOutput {
-                child: pair.rx.label().into(),
-                problem: format!("exited early: {}", receiver.stderr_text()),
-            });
+            return Err(exited_early(pair.rx.label(), receiver));
         };
+        let mut sender = sender;
+        sender.interrupt();
         let _ = sender.finish(Duration::from_secs(10));
         receiver.interrupt();
         drop(receiver);
@@ -294,23 +447,24 @@ impl Stage {
         Ok(Sample {
             pps: datagrams as f64 / (t1 - t0).as_secs_f64(),
             cpu_ns_per_datagram: if datagrams > 0 {
-                (c1 - c0).as_nanos() as f64 / datagrams as f64
+                c1.saturating_sub(c0).as_nanos() as f64 / datagrams as f64
             } else {
                 0.0
             },
         })
     }
 
-    fn start_receiver(
-        &self,
-        testbed: &Testbed,
-        rx: Receiver,
-        target: SocketAddr,
-    ) -> Result<ChildProcess, LabError> {
-        let host = testbed.rx();
+    /// The receiving side of a pair, run on the rx host.
+    fn receiver(&self, rx: Receiver, target: SocketAddr) -> Launch {
         let (ip, port) = (target.ip().to_string(), target.port().to_string());
         let life = (self.duration.as_secs() + 5).to_string();
         let cpu = self.receiver_cpu;
+        let launch = |name, program: &str, args: Vec<String>, pin| Launch {
+            name,
+            program: program.to_string(),
+            args,
+            pin,
+        };
         match rx {
             Receiver::Corelane | Receiver::CorelaneNoCoalesce => {
                 let mut args = strings(&["udp", "recv", &target.to_string(), "--json"]);
@@ -319,51 +473,68 @@ impl Stage {
                 if rx == Receiver::CorelaneNoCoalesce {
                     args.extend(strings(&["--coalesce", "0"]));
                 }
-                host.spawn("corelane receiver", &self.exe, &args)
+                launch("corelane receiver", &self.corelane.rx, args, None)
             }
             Receiver::CLoop => {
-                let bin = self.c_loop.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-                host.spawn_pinned(rx.label(), cpu, &bin, &strings(&[&ip, &port, &life]))
+                let bin = self.c_loop.as_ref().map_or("", |c| &c.bin);
+                launch(rx.label(), bin, strings(&[&ip, &port, &life]), Some(cpu))
             }
             Receiver::SockperfServer => {
+                let program = self.sockperf.as_ref().map_or("sockperf", |f| &f.rx);
                 let args = strings(&["server", "-i", &ip, "-p", &port]);
-                host.spawn_pinned("sockperf server", cpu, "sockperf", &args)
+                launch("sockperf server", program, args, Some(cpu))
             }
             Receiver::Iperf3Server => {
+                let program = self.iperf3.as_ref().map_or("iperf3", |f| &f.rx);
                 let args = strings(&["-s", "-1", "-p", &port, "-A", &cpu.to_string()]);
-                host.spawn("iperf3 server", "iperf3", &args)
+                launch("iperf3 server", program, args, None)
             }
         }
     }
 
-    fn start_sender(
-        &self,
-        testbed: &Testbed,
-        tx: Sender,
-        target: SocketAddr,
-    ) -> Result<ChildProcess, LabError> {
-        let host = testbed.tx();
+    /// The sending side of a pair, run on the tx host: for [`SENDER_MARGIN`] longer than the
+    /// trial, so that however late its start is seen here (over SSH, or on a loaded machine)
+    /// it still sends through the whole window; it is ended when the window closes.
+    fn sender(&self, tx: Sender, target: SocketAddr) -> Launch {
         let (ip, port) = (target.ip().to_string(), target.port().to_string());
-        let secs = self.duration.as_secs().to_string();
+        let secs = (self.duration + SENDER_MARGIN).as_secs().to_string();
         let cpu = self.sender_cpu;
+        let launch = |name, program: &str, args: Vec<String>, pin| Launch {
+            name,
+            program: program.to_string(),
+            args,
+            pin,
+        };
         match tx {
             Sender::CorelanePlain => {
                 let mut args = strings(&["udp", "send", &target.to_string(), "--json"]);
                 args.extend(strings(&["--pin", &cpu.to_string(), "--duration", &secs]));
-                host.spawn("corelane sender", &self.exe, &args)
+                launch("corelane sender", &self.corelane.tx, args, None)
             }
             Sender::SockperfClient => {
+                let program = self.sockperf.as_ref().map_or("sockperf", |f| &f.tx);
                 let mut args = strings(&["throughput", "-i", &ip, "-p", &port, "-m", "32"]);
                 args.extend(strings(&["-t", &secs, "--mps", "max"]));
-                host.spawn_pinned("sockperf client", cpu, "sockperf", &args)
+                launch("sockperf client", program, args, Some(cpu))
             }
             Sender::Iperf3Client => {
+                let program = self.iperf3.as_ref().map_or("iperf3", |f| &f.tx);
                 let mut args = strings(&["-c", &ip, "-p", &port, "-u", "-b", "0", "-l", "32"]);
                 args.extend(strings(&["-t", &secs, "-A", &cpu.to_string()]));
-                host.spawn("iperf3 client", "iperf3", &args)
+                launch("iperf3 client", program, args, None)
             }
         }
     }
+}
+
+/// The error for a receiver gone before the window ended, with what it said on stderr and
+/// its last lines on stdout (where iperf3 and sockperf print their errors).
+fn exited_early(name: &str, receiver: ChildProcess) -> LabError {
+    let stderr = receiver.stderr_text();
+    let stdout = receiver.output_after(Duration::from_secs(2));
+    let last = stdout[stdout.len().saturating_sub(3)..].join(" | ");
+    let said = corelane::child_output::printable(&format!("{stderr} {last}"), 600);
+    LabError::ChildOutput { child: name.into(), problem: format!("exited early: {}", said.trim()) }
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -379,4 +550,23 @@ fn wait_until(started: Instant, at: Duration, stop: &StopSignal) -> Result<(), L
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer missing on another machine is skipped in one line naming that machine and the
+    /// package to install there; missing here, as before.
+    #[test]
+    fn a_missing_peer_names_the_host_and_the_package() {
+        assert_eq!(
+            Peer::Iperf3.not_installed(Some("root@10.0.0.2")),
+            "iperf3: `iperf3` is not installed on root@10.0.0.2 (apt-get install iperf3 there)"
+        );
+        assert_eq!(
+            Peer::CLoop.not_installed(None),
+            "c-loop: `cc` is not installed (apt-get install gcc)"
+        );
+    }
 }

@@ -87,8 +87,13 @@ impl Report for UdpLabReport {
                     report::right(ratio(p.corelane_cpu_ratio)),
                 ]);
             }
-            let steering =
-                if self.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
+            let steering = if self.testbed.fallback_reason.is_some() {
+                "loopback"
+            } else if !self.testbed.hosts.is_empty() {
+                "the rx NIC as found"
+            } else {
+                "RPS off"
+            };
             out.push_str(&format!(
                 "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
                 self.receiver_cpus
