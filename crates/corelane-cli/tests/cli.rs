@@ -651,3 +651,32 @@ fn interrupt_for_summary(
     assert!(server.wait().unwrap().success());
     served
 }
+
+/// The C loop on the namespace testbed: compiled here into a private work directory, run in
+/// the receiving namespace, measured, and removed with its directory.
+#[test]
+fn lab_udp_measures_the_c_loop_on_the_namespace_testbed_and_removes_it() {
+    if !is_root() || !std::path::Path::new("/usr/bin/cc").exists() {
+        eprintln!("skipped: needs root (the namespace testbed) and cc (apt-get install gcc)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("peers.json");
+    let lab = ["lab", "udp", "--quick", "--configs", "none", "--vs", "c-loop", "--json"];
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(lab)
+        .arg(&json)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = report["peers"].as_array().unwrap();
+    let c_loop = rows.iter().find(|r| r["receiver"] == "C recvmmsg loop (batch 32)");
+    let c_loop = c_loop.unwrap_or_else(|| panic!("no C loop row: {report}"));
+    assert!(c_loop["median_pps"].as_f64().unwrap() > 1000.0, "{c_loop}");
+    assert!(c_loop["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{c_loop}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(left, vec![json], "the C loop's work directory was left");
+    assert_no_namespace_left(&report);
+}
