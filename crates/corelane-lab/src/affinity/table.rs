@@ -19,10 +19,10 @@ impl Report for AffinityLabReport {
         table.set_header(["workload", "kind", "placement", "rate", "vs NC", "CPU per unit"]);
         for row in &self.rows {
             let (rate, cpu) = if row.workload == "udp" {
-                (report::mpps(row.median), format!("{:.0} ns/datagram", row.cpu_ns_per_unit))
+                (report::mpps(row.rate.median), format!("{:.0} ns/datagram", row.cpu_ns_per_unit))
             } else {
                 (
-                    format!("{:.0} req/s", row.median),
+                    format!("{:.0} req/s", row.rate.median),
                     format!("{:.2} us/request", row.cpu_ns_per_unit / 1000.0),
                 )
             };
@@ -67,10 +67,10 @@ impl Report for AffinityLabReport {
                 vec![
                     row.workload.clone(),
                     row.kind.clone(),
-                    format!("{:.1}", row.median),
+                    format!("{:.1}", row.rate.median),
                     row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                     format!("{:.1}", row.cpu_ns_per_unit),
-                    row.trials.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rate.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
                 ]
             })
             .collect()

@@ -37,7 +37,7 @@ impl Report for AppsLabReport {
                 Cell::new(&row.app),
                 Cell::new(&row.placement),
                 Cell::new(&row.lane),
-                report::right(format!("{:.0}", row.median_rps)),
+                report::right(format!("{:.0}", row.rps.median)),
                 report::right(report::pct(row.rps_change_pct)),
                 report::right(row.p99_us.map_or("—".into(), |p| format!("{p:.0}"))),
                 report::right(format!("{:.2}", row.cpu_us_per_request)),
@@ -61,7 +61,7 @@ impl Report for AppsLabReport {
             for p in &self.ping {
                 ping.add_row(vec![
                     Cell::new(format!("UDP ping-pong, lane {}", p.lane)),
-                    report::right(format!("{:.1}", p.p50_us)),
+                    report::right(format!("{:.1}", p.p50_us.median)),
                     report::right(format!("{:.1}", p.p99_us)),
                     report::right(report::pct(p.p50_change_pct)),
                     report::right(format!("{:.2}", p.cpu_us_per_round_trip)),
@@ -115,7 +115,7 @@ impl Report for AppsLabReport {
                     row.app.clone(),
                     row.placement.clone(),
                     row.lane.clone(),
-                    format!("{:.1}", row.median_rps),
+                    format!("{:.1}", row.rps.median),
                     opt(row.rps_change_pct),
                     opt(row.p99_us),
                     format!("{:.3}", row.cpu_us_per_request),
@@ -126,7 +126,7 @@ impl Report for AppsLabReport {
                     row.delegated
                         .as_ref()
                         .map_or(String::new(), |d| d.values().sum::<u64>().to_string()),
-                    row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rps.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
                     String::new(),
                     String::new(),
                 ]
@@ -148,7 +148,7 @@ impl Report for AppsLabReport {
                 String::new(),
                 p.delegated.as_ref().map_or(String::new(), |d| d.values().sum::<u64>().to_string()),
                 String::new(),
-                format!("{:.2}", p.p50_us),
+                format!("{:.2}", p.p50_us.median),
                 opt(p.p50_change_pct),
             ]);
         }
@@ -156,8 +156,8 @@ impl Report for AppsLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("apps — seed 003", &self.machine, &self.findings)
+        report::Outline::of("apps — seed 003", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }

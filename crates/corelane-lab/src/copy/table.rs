@@ -34,7 +34,7 @@ impl Report for CopyLabReport {
                 Cell::new(&row.section),
                 Cell::new(&row.config),
                 Cell::new(&row.ran),
-                report::right(format!("{:.3}", row.median_secs)),
+                report::right(format!("{:.3}", row.secs.median)),
                 report::right(row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%"))),
                 report::right(format!("{:.2}", row.gb_per_sec)),
                 report::right(format!("{:.0}%", row.fraction_of_memcpy * 100.0)),
@@ -65,12 +65,12 @@ impl Report for CopyLabReport {
                 row.section.clone(),
                 row.config.clone(),
                 row.ran.clone(),
-                format!("{:.4}", row.median_secs),
+                format!("{:.4}", row.secs.median),
                 row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}")),
                 format!("{:.3}", row.gb_per_sec),
                 format!("{:.3}", row.fraction_of_memcpy),
                 row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
-                row.trials_secs.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
+                row.secs.each.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
             ]);
         }
         records

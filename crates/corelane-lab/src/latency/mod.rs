@@ -26,6 +26,7 @@ pub use sides::{HttpServer, Point, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::stage::servers::Stage;
+use crate::summary::Outcome;
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -287,8 +288,7 @@ impl Experiment for LatencyLab {
             measure: "round_trip".into(),
             rows,
             knees,
-            skipped: self.skipped,
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }

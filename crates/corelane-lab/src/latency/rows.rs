@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::sides::Point;
+use crate::summary::Outcome;
 use crate::testbed::TestbedReport;
 
 /// One pair at one offered load; round trips in µs, medians over trials.
@@ -48,6 +49,7 @@ pub struct LatencyReport {
     pub measure: String,
     pub rows: Vec<LatencyRow>,
     pub knees: Vec<Knee>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
+    /// What could not run here, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }

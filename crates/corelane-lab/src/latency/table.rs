@@ -223,10 +223,10 @@ impl Report for LatencyReport {
         report::Outline::of(
             "latency — round trips under load (seeds 000 and 001)",
             &self.machine,
-            &self.findings,
+            &self.outcome.findings,
         )
         .on(&self.testbed)
-        .skipping(&self.skipped)
+        .skipping(&self.outcome.skipped)
     }
 }
 

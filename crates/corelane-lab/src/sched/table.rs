@@ -108,7 +108,7 @@ impl Report for SchedLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("sched — seed 004", &self.machine, &self.findings)
-            .skipping(&self.skipped)
+        report::Outline::of("sched — seed 004", &self.machine, &self.outcome.findings)
+            .skipping(&self.outcome.skipped)
     }
 }

@@ -33,7 +33,7 @@ impl Report for TcpLabReport {
                 Cell::new(&row.workload),
                 Cell::new(&row.server),
                 Cell::new(&row.label),
-                report::right(format!("{:.0}", row.median_rps)),
+                report::right(format!("{:.0}", row.rps.median)),
                 report::right(report::pct(row.gain_pct)),
                 report::right(format!("{:.0}", row.p99_us)),
                 report::right(format!("{:.2}", row.cpu_us_per_request)),
@@ -53,7 +53,7 @@ impl Report for TcpLabReport {
         for l in &self.load_generators {
             out.push_str(&format!(
                 "load generator {}: {:.0} req/s (median)\n",
-                l.tool, l.median_rps
+                l.tool, l.rps.median
             ));
         }
     }
@@ -68,7 +68,7 @@ impl Report for TcpLabReport {
                     row.workload.clone(),
                     row.server.clone(),
                     row.config.clone(),
-                    format!("{:.1}", row.median_rps),
+                    format!("{:.1}", row.rps.median),
                     opt(row.gain_pct),
                     format!("{:.1}", row.p99_us),
                     format!("{:.3}", row.cpu_us_per_request),
@@ -76,7 +76,7 @@ impl Report for TcpLabReport {
                     opt(row.cpu_gain_pct),
                     row.errors.to_string(),
                     row.non_2xx.to_string(),
-                    row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rps.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
                     String::new(),
                     String::new(),
                     String::new(),
@@ -93,8 +93,8 @@ impl Report for TcpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("tcp — seed 001", &self.machine, &self.findings)
+        report::Outline::of("tcp — seed 001", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }

@@ -40,7 +40,7 @@ impl Report for UdpLabReport {
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
                 report::right(report::mpps(row.sent_pps)),
-                report::right(report::mpps(row.median_pps)),
+                report::right(report::mpps(row.pps.median)),
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
                 report::right(format!("{:.0}", row.drops_per_sec)),
                 report::right(format!("{:.3}%", row.reordered_pct)),
@@ -81,7 +81,7 @@ impl Report for UdpLabReport {
                 peers.add_row(vec![
                     Cell::new(&p.receiver),
                     Cell::new(&p.sender),
-                    report::right(report::mpps(p.median_pps)),
+                    report::right(report::mpps(p.pps.median)),
                     report::right(format!("{:.0}", p.cpu_ns_per_datagram)),
                     report::right(ratio(p.corelane_pps_ratio)),
                     report::right(ratio(p.corelane_cpu_ratio)),
@@ -108,12 +108,12 @@ impl Report for UdpLabReport {
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
                 format!("{:.0}", row.sent_pps),
-                format!("{:.0}", row.median_pps),
+                format!("{:.0}", row.pps.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                 format!("{:.0}", row.drops_per_sec),
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
-                join(&row.trials_pps),
+                join(&row.pps.each),
             ]
         });
         let peers = self.peers.iter().map(|p| {
@@ -123,12 +123,12 @@ impl Report for UdpLabReport {
                 format!("{} <- {}", p.receiver, p.sender),
                 blank(),
                 blank(),
-                format!("{:.0}", p.median_pps),
+                format!("{:.0}", p.pps.median),
                 blank(),
                 blank(),
                 blank(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
-                join(&p.trials_pps),
+                join(&p.pps.each),
             ]
         });
         rows.chain(peers).collect()
@@ -139,9 +139,9 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.findings)
+        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }
 
@@ -166,8 +166,7 @@ mod tests {
                 label: "default".into(),
                 offered_pps: 1e6,
                 sent_pps: 1e6,
-                trials_pps: vec![5e5],
-                median_pps: 5e5,
+                pps: crate::summary::Trials::of([5e5]),
                 gap_pct: Some(0.0),
                 drops_per_sec: 7.0,
                 cpu_ns_per_datagram: 900.0,
@@ -179,9 +178,8 @@ mod tests {
                 nic: None,
             }],
             peers: Vec::new(),
-            skipped: Vec::new(),
             cpu_accounting: String::new(),
-            findings: Vec::new(),
+            outcome: Default::default(),
         }
     }
 
