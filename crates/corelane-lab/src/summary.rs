@@ -62,6 +62,11 @@ impl<U> Trials<U> {
         let median = median_of(each.iter().copied());
         Self { each, median, unit: PhantomData }
     }
+
+    /// The trials' figures for a CSV cell: `decimals` places each, `;` between them.
+    pub fn joined(&self, decimals: usize) -> String {
+        self.each.iter().map(|x| format!("{x:.decimals$}")).collect::<Vec<_>>().join(";")
+    }
 }
 
 impl<U: Keys> fmt::Debug for Trials<U> {
@@ -114,5 +119,11 @@ mod tests {
         let none = Trials::<Pps>::of([]);
         assert!(none.each.is_empty());
         assert_eq!(none.median, 0.0);
+        assert_eq!(none.joined(1), "");
+    }
+
+    #[test]
+    fn joined_keeps_the_trials_order_and_places() {
+        assert_eq!(Trials::<Secs>::of([1.26, 0.5]).joined(1), "1.3;0.5");
     }
 }

@@ -2,9 +2,41 @@
 
 use comfy_table::Cell;
 
-use super::AffinityLabReport;
+use super::model::ModelRow;
+use super::{AffinityLabReport, AffinityRow};
 use crate::experiment::Report;
 use crate::report;
+
+/// Seed 003's placements as measured here: one line per workload and placement, the rate
+/// and CPU in the workload's unit (datagrams for udp, requests for tcp).
+const COLUMNS: [report::Column<AffinityRow>; 6] = [
+    ("workload", |r| Cell::new(&r.workload)),
+    ("kind", |r| Cell::new(&r.kind)),
+    ("placement", |r| Cell::new(&r.label)),
+    ("rate", |r| {
+        report::right(if r.workload == "udp" {
+            report::mpps(r.rate.median)
+        } else {
+            format!("{:.0} req/s", r.rate.median)
+        })
+    }),
+    ("vs NC", |r| report::right(report::pct(r.gap_pct))),
+    ("CPU per unit", |r| {
+        report::right(if r.workload == "udp" {
+            format!("{:.0} ns/datagram", r.cpu_ns_per_unit)
+        } else {
+            format!("{:.2} us/request", r.cpu_ns_per_unit / 1000.0)
+        })
+    }),
+];
+
+/// The two-package model: one line per case and placement.
+const MODEL_COLUMNS: [report::Column<ModelRow>; 4] = [
+    ("case", |m| Cell::new(&m.case)),
+    ("placement", |m| Cell::new(&m.label)),
+    ("ns/request", |m| report::right(format!("{:.0}", m.cost_ns))),
+    ("relative rate", |m| report::right(format!("{:.3}", m.relative_throughput))),
+];
 
 impl Report for AffinityLabReport {
     const CSV_HEADER: &'static str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
@@ -15,27 +47,7 @@ impl Report for AffinityLabReport {
             "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
             self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.trials, self.duration_secs
         ));
-        let mut table = report::table();
-        table.set_header(["workload", "kind", "placement", "rate", "vs NC", "CPU per unit"]);
-        for row in &self.rows {
-            let (rate, cpu) = if row.workload == "udp" {
-                (report::mpps(row.rate.median), format!("{:.0} ns/datagram", row.cpu_ns_per_unit))
-            } else {
-                (
-                    format!("{:.0} req/s", row.rate.median),
-                    format!("{:.2} us/request", row.cpu_ns_per_unit / 1000.0),
-                )
-            };
-            table.add_row(vec![
-                Cell::new(&row.workload),
-                Cell::new(&row.kind),
-                Cell::new(&row.label),
-                report::right(rate),
-                report::right(report::pct(row.gap_pct)),
-                report::right(cpu),
-            ]);
-        }
-        out.push_str(&table.to_string());
+        out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         out.push('\n');
         for n in &self.not_measurable {
             out.push_str(&format!("- {n}\n"));
@@ -45,17 +57,7 @@ impl Report for AffinityLabReport {
             "\nMODEL, not a measurement — two packages, NIC on package 0: base {:.0} ns/request (measured here, NC), LLC line {:.0} ns, remote line {:.0} ns, DMA lines {}, socket lines {}, message lines {} x {} syscalls, pollution lines {}\n",
             a.base_ns, a.llc_ns, a.remote_ns, a.dma_lines, a.socket_lines, a.message_lines, a.syscalls, a.pollution_lines
         ));
-        let mut model = report::table();
-        model.set_header(["case", "placement", "ns/request", "relative rate"]);
-        for m in &self.model {
-            model.add_row(vec![
-                Cell::new(&m.case),
-                Cell::new(&m.label),
-                report::right(format!("{:.0}", m.cost_ns)),
-                report::right(format!("{:.3}", m.relative_throughput)),
-            ]);
-        }
-        out.push_str(&model.to_string());
+        out.push_str(&report::table_of(&MODEL_COLUMNS, &self.model).to_string());
         out.push('\n');
     }
 
@@ -70,7 +72,7 @@ impl Report for AffinityLabReport {
                     format!("{:.1}", row.rate.median),
                     row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                     format!("{:.1}", row.cpu_ns_per_unit),
-                    row.rate.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rate.joined(1),
                 ]
             })
             .collect()

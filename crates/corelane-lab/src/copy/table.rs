@@ -2,9 +2,23 @@
 
 use comfy_table::Cell;
 
-use super::CopyLabReport;
+use super::{CopyLabReport, CopyRow};
 use crate::experiment::Report;
 use crate::report;
+
+/// Seed 002's table: one line per configuration.
+const COLUMNS: [report::Column<CopyRow>; 8] = [
+    ("section", |r| Cell::new(&r.section)),
+    ("configuration", |r| Cell::new(&r.config)),
+    ("ran", |r| Cell::new(&r.ran)),
+    ("seconds", |r| report::right(format!("{:.3}", r.secs.median))),
+    ("% of 1K", |r| report::right(r.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%")))),
+    ("GB/s", |r| report::right(format!("{:.2}", r.gb_per_sec))),
+    ("of memcpy", |r| report::right(format!("{:.0}%", r.fraction_of_memcpy * 100.0))),
+    ("calls/GiB", |r| {
+        report::right(r.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")))
+    }),
+];
 
 impl Report for CopyLabReport {
     const CSV_HEADER: &'static str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
@@ -18,30 +32,7 @@ impl Report for CopyLabReport {
             self.trials,
             self.memcpy_gb_per_sec
         ));
-        let mut table = report::table();
-        table.set_header([
-            "section",
-            "configuration",
-            "ran",
-            "seconds",
-            "% of 1K",
-            "GB/s",
-            "of memcpy",
-            "calls/GiB",
-        ]);
-        for row in &self.rows {
-            table.add_row(vec![
-                Cell::new(&row.section),
-                Cell::new(&row.config),
-                Cell::new(&row.ran),
-                report::right(format!("{:.3}", row.secs.median)),
-                report::right(row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%"))),
-                report::right(format!("{:.2}", row.gb_per_sec)),
-                report::right(format!("{:.0}%", row.fraction_of_memcpy * 100.0)),
-                report::right(row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
-            ]);
-        }
-        out.push_str(&table.to_string());
+        out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         out.push('\n');
         for row in self.rows.iter().filter(|row| row.note.is_some()) {
             out.push_str(&format!(
@@ -70,7 +61,7 @@ impl Report for CopyLabReport {
                 format!("{:.3}", row.gb_per_sec),
                 format!("{:.3}", row.fraction_of_memcpy),
                 row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
-                row.secs.each.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
+                row.secs.joined(4),
             ]);
         }
         records

@@ -153,6 +153,23 @@ pub fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
     out
 }
 
+/// Seeds 000 and 001's table: one line per pair and offered load, round trips in µs.
+const COLUMNS: [report::Column<LatencyRow>; 11] = [
+    ("proto", |r| Cell::new(&r.protocol)),
+    ("server", |r| Cell::new(&r.server)),
+    ("client", |r| Cell::new(&r.client)),
+    ("load/s", |r| report::right(r.load.clone())),
+    ("achieved", |r| report::right(format!("{:.0}", r.point.achieved))),
+    ("p50", |r| report::right(format!("{:.1}", r.point.p50_us))),
+    ("p99", |r| report::right(format!("{:.1}", r.point.p99_us))),
+    ("p99.9", |r| report::right(format!("{:.1}", r.point.p999_us))),
+    ("max", |r| report::right(format!("{:.1}", r.point.max_us))),
+    ("p99 uncorr.", |r| {
+        report::right(r.point.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}")))
+    }),
+    ("lost", |r| report::right(r.point.lost.to_string())),
+];
+
 impl Report for LatencyReport {
     const CSV_HEADER: &'static str = "protocol,server,client,load,achieved,p50_us,p99_us,p999_us,max_us,p99_uncorrected_us,lost,sent";
 
@@ -165,36 +182,7 @@ impl Report for LatencyReport {
             "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
             self.server_cpu, self.client_cpu, self.trials, self.duration_secs
         ));
-        let mut table = report::table();
-        table.set_header([
-            "proto",
-            "server",
-            "client",
-            "load/s",
-            "achieved",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "p99 uncorr.",
-            "lost",
-        ]);
-        for r in &self.rows {
-            table.add_row(vec![
-                Cell::new(&r.protocol),
-                Cell::new(&r.server),
-                Cell::new(&r.client),
-                report::right(r.load.clone()),
-                report::right(format!("{:.0}", r.point.achieved)),
-                report::right(format!("{:.1}", r.point.p50_us)),
-                report::right(format!("{:.1}", r.point.p99_us)),
-                report::right(format!("{:.1}", r.point.p999_us)),
-                report::right(format!("{:.1}", r.point.max_us)),
-                report::right(r.point.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}"))),
-                report::right(r.point.lost.to_string()),
-            ]);
-        }
-        out.push_str(&format!("{table}\n"));
+        out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
     }
 
     fn csv_records(&self) -> Vec<Vec<String>> {

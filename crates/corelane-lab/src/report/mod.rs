@@ -72,6 +72,23 @@ pub(crate) fn table() -> Table {
     table
 }
 
+/// One column of a table of `R` rows: its heading, and its cell for a row.
+pub(crate) type Column<R> = (&'static str, fn(&R) -> Cell);
+
+/// A table in the lab's style with these columns, one line per row: each heading sits
+/// beside the cell it heads, so the two cannot drift apart.
+pub(crate) fn table_of<'r, R: 'r>(
+    columns: &[Column<R>],
+    rows: impl IntoIterator<Item = &'r R>,
+) -> Table {
+    let mut table = table();
+    table.set_header(columns.iter().map(|(heading, _)| *heading));
+    for row in rows {
+        table.add_row(columns.iter().map(|(_, cell)| cell(row)));
+    }
+    table
+}
+
 pub(crate) fn mpps(pps: f64) -> String {
     format!("{:.3}M", pps / 1e6)
 }

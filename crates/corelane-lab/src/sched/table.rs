@@ -2,9 +2,34 @@
 
 use comfy_table::Cell;
 
-use super::SchedLabReport;
+use super::{SchedLabReport, SchedRow};
 use crate::experiment::Report;
 use crate::report;
+
+/// A workload's table: one line per scheduler, mode and workers, with its ratios to DSW.
+const COLUMNS: [report::Column<SchedRow>; 14] = [
+    ("mode", |r| Cell::new(&r.run.mode)),
+    ("workers", |r| report::right(r.run.workers.to_string())),
+    ("scheduler", |r| Cell::new(&r.run.scheduler)),
+    ("Mev/s", |r| report::right(format!("{:.2}", r.run.throughput_mevps))),
+    ("reorder", |r| report::right(format!("{:.4}", r.run.reorder.reorder_ratio))),
+    ("n-reord", |r| report::right(format!("{:.4}", r.run.reorder.n_reordered_ratio))),
+    ("CoV", |r| report::right(format!("{:.3}", r.run.imbalance_cov))),
+    ("Jain", |r| report::right(format!("{:.3}", r.run.jain))),
+    ("p99 us", |r| report::right(format!("{:.1}", r.run.p99_latency_us))),
+    ("migr/s", |r| report::right(format!("{:.0}", r.run.migrations_per_sec))),
+    ("vs atomic", |r| report::right(ratio(r.vs_dsw_atomic_throughput))),
+    ("vs par. tput", |r| report::right(ratio(r.vs_dsw_parallel_throughput))),
+    ("vs par. reorder", |r| report::right(ratio(r.vs_dsw_parallel_reorder))),
+    ("sched %", |r| {
+        report::right(r.run.scheduling_share.map_or(String::new(), |s| format!("{:.0}", s * 100.0)))
+    }),
+];
+
+/// A ratio to DSW's, to two places, `—` where there is none.
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("—".to_string(), |x| format!("{x:.2}x"))
+}
 
 impl Report for SchedLabReport {
     const CSV_HEADER: &'static str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
@@ -21,48 +46,10 @@ impl Report for SchedLabReport {
                 workloads.push(&row.run.workload);
             }
         }
-        let ratio = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.2}x"));
         for workload in workloads {
             out.push_str(&format!("\nworkload {workload}\n"));
-            let mut table = report::table();
-            table.set_header([
-                "mode",
-                "workers",
-                "scheduler",
-                "Mev/s",
-                "reorder",
-                "n-reord",
-                "CoV",
-                "Jain",
-                "p99 us",
-                "migr/s",
-                "vs atomic",
-                "vs par. tput",
-                "vs par. reorder",
-                "sched %",
-            ]);
-            for row in self.rows.iter().filter(|row| row.run.workload == workload) {
-                let x = &row.run;
-                table.add_row(vec![
-                    Cell::new(&x.mode),
-                    report::right(x.workers.to_string()),
-                    Cell::new(&x.scheduler),
-                    report::right(format!("{:.2}", x.throughput_mevps)),
-                    report::right(format!("{:.4}", x.reorder.reorder_ratio)),
-                    report::right(format!("{:.4}", x.reorder.n_reordered_ratio)),
-                    report::right(format!("{:.3}", x.imbalance_cov)),
-                    report::right(format!("{:.3}", x.jain)),
-                    report::right(format!("{:.1}", x.p99_latency_us)),
-                    report::right(format!("{:.0}", x.migrations_per_sec)),
-                    report::right(ratio(row.vs_dsw_atomic_throughput)),
-                    report::right(ratio(row.vs_dsw_parallel_throughput)),
-                    report::right(ratio(row.vs_dsw_parallel_reorder)),
-                    report::right(
-                        x.scheduling_share.map_or(String::new(), |s| format!("{:.0}", s * 100.0)),
-                    ),
-                ]);
-            }
-            out.push_str(&table.to_string());
+            let rows = self.rows.iter().filter(|row| row.run.workload == workload);
+            out.push_str(&report::table_of(&COLUMNS, rows).to_string());
             out.push('\n');
         }
         if let Some(d) = &self.dpdk {

@@ -309,8 +309,7 @@ pub fn csv_records(rows: &[FileRow]) -> Vec<Vec<String>> {
             record[6] = format!("{:.3}", row.cpu_ns_per_request / 1000.0);
             record[9] = row.errors.to_string();
             record[10] = row.non_2xx.to_string();
-            record[11] =
-                row.rps.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] = row.rps.joined(1);
             record[14] = format!("{:.0}", row.cpu_ns_per_request);
             record
         })

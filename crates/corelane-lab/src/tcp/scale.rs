@@ -362,8 +362,7 @@ pub fn csv_records(rows: &[ScaleRow]) -> Vec<Vec<String>> {
             record[3] = format!("{:.1}", row.rps.median);
             record[6] = format!("{:.3}", row.cpu_us_per_request);
             record[9] = row.errors.to_string();
-            record[11] =
-                row.rps.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] = row.rps.joined(1);
             record[12] = row.connections.to_string();
             record[13] = format!("{:.0}", row.bytes_per_idle_connection);
             record[15] = row.decided_by.clone();

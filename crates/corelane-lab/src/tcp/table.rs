@@ -2,9 +2,23 @@
 
 use comfy_table::Cell;
 
-use super::TcpLabReport;
+use super::{TcpLabReport, TcpRow};
 use crate::experiment::Report;
 use crate::report;
+
+/// Seed 001's table: one line per server configuration and workload.
+const COLUMNS: [report::Column<TcpRow>; 10] = [
+    ("workload", |r| Cell::new(&r.workload)),
+    ("server", |r| Cell::new(&r.server)),
+    ("configuration", |r| Cell::new(&r.label)),
+    ("req/s", |r| report::right(format!("{:.0}", r.rps.median))),
+    ("gain", |r| report::right(report::pct(r.gain_pct))),
+    ("p99 us", |r| report::right(format!("{:.0}", r.p99_us))),
+    ("CPU us/req", |r| report::right(format!("{:.2}", r.cpu_us_per_request))),
+    ("user us/req", |r| report::right(format!("{:.2}", r.user_us_per_request))),
+    ("CPU change", |r| report::right(report::pct(r.cpu_gain_pct))),
+    ("errors", |r| report::right(format!("{}", r.errors + r.non_2xx))),
+];
 
 impl Report for TcpLabReport {
     const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
@@ -15,34 +29,7 @@ impl Report for TcpLabReport {
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
             self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.trials, self.duration_secs
         ));
-        let mut table = report::table();
-        table.set_header([
-            "workload",
-            "server",
-            "configuration",
-            "req/s",
-            "gain",
-            "p99 us",
-            "CPU us/req",
-            "user us/req",
-            "CPU change",
-            "errors",
-        ]);
-        for row in &self.rows {
-            table.add_row(vec![
-                Cell::new(&row.workload),
-                Cell::new(&row.server),
-                Cell::new(&row.label),
-                report::right(format!("{:.0}", row.rps.median)),
-                report::right(report::pct(row.gain_pct)),
-                report::right(format!("{:.0}", row.p99_us)),
-                report::right(format!("{:.2}", row.cpu_us_per_request)),
-                report::right(format!("{:.2}", row.user_us_per_request)),
-                report::right(report::pct(row.cpu_gain_pct)),
-                report::right(format!("{}", row.errors + row.non_2xx)),
-            ]);
-        }
-        out.push_str(&table.to_string());
+        out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         if !self.scale_rows.is_empty() {
             out.push_str(&super::scale::table(&self.scale_rows));
         }
@@ -76,7 +63,7 @@ impl Report for TcpLabReport {
                     opt(row.cpu_gain_pct),
                     row.errors.to_string(),
                     row.non_2xx.to_string(),
-                    row.rps.each.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rps.joined(1),
                     String::new(),
                     String::new(),
                     String::new(),

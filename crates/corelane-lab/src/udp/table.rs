@@ -2,9 +2,24 @@
 
 use comfy_table::Cell;
 
-use super::UdpLabReport;
+use super::{PeerRow, UdpLabReport};
 use crate::experiment::Report;
 use crate::report;
+
+/// The peers' table: one line per peer receiver and its sender.
+const PEER_COLUMNS: [report::Column<PeerRow>; 6] = [
+    ("receiver", |p| Cell::new(&p.receiver)),
+    ("driven by", |p| Cell::new(&p.sender)),
+    ("received", |p| report::right(report::mpps(p.pps.median))),
+    ("rx ns/dgram", |p| report::right(format!("{:.0}", p.cpu_ns_per_datagram))),
+    ("corelane pps ×", |p| report::right(ratio(p.corelane_pps_ratio))),
+    ("their CPU ×", |p| report::right(ratio(p.corelane_cpu_ratio))),
+];
+
+/// A ratio to two places, `—` where there is none.
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("—".to_string(), |v| format!("{v:.2}"))
+}
 
 impl Report for UdpLabReport {
     const CSV_HEADER: &'static str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
@@ -67,26 +82,7 @@ impl Report for UdpLabReport {
             out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
         }
         if !self.peers.is_empty() {
-            let mut peers = report::table();
-            peers.set_header([
-                "receiver",
-                "driven by",
-                "received",
-                "rx ns/dgram",
-                "corelane pps ×",
-                "their CPU ×",
-            ]);
-            for p in &self.peers {
-                let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
-                peers.add_row(vec![
-                    Cell::new(&p.receiver),
-                    Cell::new(&p.sender),
-                    report::right(report::mpps(p.pps.median)),
-                    report::right(format!("{:.0}", p.cpu_ns_per_datagram)),
-                    report::right(ratio(p.corelane_pps_ratio)),
-                    report::right(ratio(p.corelane_cpu_ratio)),
-                ]);
-            }
+            let peers = report::table_of(&PEER_COLUMNS, &self.peers);
             let steering =
                 if self.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
             out.push_str(&format!(
@@ -101,7 +97,6 @@ impl Report for UdpLabReport {
 
     /// One CSV row per configuration and per peer.
     fn csv_records(&self) -> Vec<Vec<String>> {
-        let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
         let rows = self.rows.iter().map(|row| {
             vec![
                 "config".to_string(),
@@ -113,7 +108,7 @@ impl Report for UdpLabReport {
                 format!("{:.0}", row.drops_per_sec),
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
-                join(&row.pps.each),
+                row.pps.joined(0),
             ]
         });
         let peers = self.peers.iter().map(|p| {
@@ -128,7 +123,7 @@ impl Report for UdpLabReport {
                 blank(),
                 blank(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
-                join(&p.pps.each),
+                p.pps.joined(0),
             ]
         });
         rows.chain(peers).collect()
