@@ -38,9 +38,17 @@ const MODEL_COLUMNS: [report::Column<ModelRow>; 4] = [
     ("relative rate", |m| report::right(format!("{:.3}", m.relative_throughput))),
 ];
 
-impl Report for AffinityLabReport {
-    const CSV_HEADER: &'static str = "workload,kind,median,gap_pct,cpu_ns_per_unit,trials";
+/// The CSV: one record per measured placement (the model is in the JSON).
+const CSV_COLUMNS: [report::CsvColumn<AffinityRow>; 6] = [
+    ("workload", |r| r.workload.clone()),
+    ("kind", |r| r.kind.clone()),
+    ("median", |r| format!("{:.1}", r.rate.median)),
+    ("gap_pct", |r| r.gap_pct.map_or(String::new(), |g| format!("{g:.2}"))),
+    ("cpu_ns_per_unit", |r| format!("{:.1}", r.cpu_ns_per_unit)),
+    ("trials", |r| r.rate.joined(1)),
+];
 
+impl Report for AffinityLabReport {
     /// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -61,21 +69,8 @@ impl Report for AffinityLabReport {
         out.push('\n');
     }
 
-    /// One CSV row per measured placement (the model is in the JSON).
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        self.rows
-            .iter()
-            .map(|row| {
-                vec![
-                    row.workload.clone(),
-                    row.kind.clone(),
-                    format!("{:.1}", row.rate.median),
-                    row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
-                    format!("{:.1}", row.cpu_ns_per_unit),
-                    row.rate.joined(1),
-                ]
-            })
-            .collect()
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {

@@ -20,9 +20,20 @@ const COLUMNS: [report::Column<CopyRow>; 8] = [
     }),
 ];
 
-impl Report for CopyLabReport {
-    const CSV_HEADER: &'static str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
+/// The CSV: one record per configuration.
+const CSV_COLUMNS: [report::CsvColumn<CopyRow>; 9] = [
+    ("section", |r| r.section.clone()),
+    ("config", |r| r.config.clone()),
+    ("ran", |r| r.ran.clone()),
+    ("median_secs", |r| format!("{:.4}", r.secs.median)),
+    ("pct_of_baseline", |r| r.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}"))),
+    ("gb_per_sec", |r| format!("{:.3}", r.gb_per_sec)),
+    ("fraction_of_memcpy", |r| format!("{:.3}", r.fraction_of_memcpy)),
+    ("syscalls_per_gib", |r| r.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
+    ("trials_secs", |r| r.secs.joined(4)),
+];
 
+impl Report for CopyLabReport {
     /// Seed 002's tables, the modern methods, the trees and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!("scratch: {}\nhuge pages: {}\n", self.scratch, self.huge_scratch));
@@ -43,28 +54,12 @@ impl Report for CopyLabReport {
         }
     }
 
-    /// One CSV row per configuration.
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
-        for row in &r.rows {
-            records.push(vec![
-                row.section.clone(),
-                row.config.clone(),
-                row.ran.clone(),
-                format!("{:.4}", row.secs.median),
-                row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}")),
-                format!("{:.3}", row.gb_per_sec),
-                format!("{:.3}", row.fraction_of_memcpy),
-                row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
-                row.secs.joined(4),
-            ]);
-        }
-        records
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn outline(&self) -> report::Outline<'_> {

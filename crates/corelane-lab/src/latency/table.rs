@@ -170,9 +170,25 @@ const COLUMNS: [report::Column<LatencyRow>; 11] = [
     ("lost", |r| report::right(r.point.lost.to_string())),
 ];
 
-impl Report for LatencyReport {
-    const CSV_HEADER: &'static str = "protocol,server,client,load,achieved,p50_us,p99_us,p999_us,max_us,p99_uncorrected_us,lost,sent";
+/// The CSV: one record per pair and offered load, round trips in µs.
+const CSV_COLUMNS: [report::CsvColumn<LatencyRow>; 12] = [
+    ("protocol", |r| r.protocol.clone()),
+    ("server", |r| r.server.clone()),
+    ("client", |r| r.client.clone()),
+    ("load", |r| r.load.clone()),
+    ("achieved", |r| format!("{:.1}", r.point.achieved)),
+    ("p50_us", |r| format!("{:.3}", r.point.p50_us)),
+    ("p99_us", |r| format!("{:.3}", r.point.p99_us)),
+    ("p999_us", |r| format!("{:.3}", r.point.p999_us)),
+    ("max_us", |r| format!("{:.3}", r.point.max_us)),
+    ("p99_uncorrected_us", |r| {
+        r.point.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}"))
+    }),
+    ("lost", |r| r.point.lost.to_string()),
+    ("sent", |r| r.point.sent.to_string()),
+];
 
+impl Report for LatencyReport {
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
@@ -185,26 +201,8 @@ impl Report for LatencyReport {
         out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        self.rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.protocol.clone(),
-                    r.server.clone(),
-                    r.client.clone(),
-                    r.load.clone(),
-                    format!("{:.1}", r.point.achieved),
-                    format!("{:.3}", r.point.p50_us),
-                    format!("{:.3}", r.point.p99_us),
-                    format!("{:.3}", r.point.p999_us),
-                    format!("{:.3}", r.point.max_us),
-                    r.point.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}")),
-                    r.point.lost.to_string(),
-                    r.point.sent.to_string(),
-                ]
-            })
-            .collect()
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn outline(&self) -> report::Outline<'_> {

@@ -31,9 +31,27 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or("—".to_string(), |x| format!("{x:.2}x"))
 }
 
-impl Report for SchedLabReport {
-    const CSV_HEADER: &'static str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
+/// The CSV: one record per run.
+const CSV_COLUMNS: [report::CsvColumn<SchedRow>; 16] = [
+    ("scheduler", |r| r.run.scheduler.clone()),
+    ("workload", |r| r.run.workload.clone()),
+    ("workers", |r| r.run.workers.to_string()),
+    ("mode", |r| r.run.mode.clone()),
+    ("throughput_mevps", |r| format!("{:.4}", r.run.throughput_mevps)),
+    ("reorder_ratio", |r| format!("{:.6}", r.run.reorder.reorder_ratio)),
+    ("n_reordered_ratio", |r| format!("{:.6}", r.run.reorder.n_reordered_ratio)),
+    ("mean_extent", |r| format!("{:.3}", r.run.reorder.mean_extent)),
+    ("imbalance_cov", |r| format!("{:.4}", r.run.imbalance_cov)),
+    ("imbalance_max_over_mean", |r| format!("{:.4}", r.run.imbalance_max_over_mean)),
+    ("jain", |r| format!("{:.4}", r.run.jain)),
+    ("p50_latency_us", |r| format!("{:.2}", r.run.p50_latency_us)),
+    ("p99_latency_us", |r| format!("{:.2}", r.run.p99_latency_us)),
+    ("p999_latency_us", |r| format!("{:.2}", r.run.p999_latency_us)),
+    ("migrations_per_sec", |r| format!("{:.1}", r.run.migrations_per_sec)),
+    ("scheduling_share", |r| r.run.scheduling_share.map_or(String::new(), |s| format!("{s:.4}"))),
+];
 
+impl Report for SchedLabReport {
     /// A table per workload: every scheduler, simulated and threaded, with its ratios to DSW.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -62,32 +80,8 @@ impl Report for SchedLabReport {
         }
     }
 
-    /// One CSV row per run.
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        self.rows
-            .iter()
-            .map(|row| {
-                let x = &row.run;
-                vec![
-                    x.scheduler.clone(),
-                    x.workload.clone(),
-                    x.workers.to_string(),
-                    x.mode.clone(),
-                    format!("{:.4}", x.throughput_mevps),
-                    format!("{:.6}", x.reorder.reorder_ratio),
-                    format!("{:.6}", x.reorder.n_reordered_ratio),
-                    format!("{:.3}", x.reorder.mean_extent),
-                    format!("{:.4}", x.imbalance_cov),
-                    format!("{:.4}", x.imbalance_max_over_mean),
-                    format!("{:.4}", x.jain),
-                    format!("{:.2}", x.p50_latency_us),
-                    format!("{:.2}", x.p99_latency_us),
-                    format!("{:.2}", x.p999_latency_us),
-                    format!("{:.1}", x.migrations_per_sec),
-                    x.scheduling_share.map_or(String::new(), |s| format!("{s:.4}")),
-                ]
-            })
-            .collect()
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {

@@ -20,9 +20,10 @@ const COLUMNS: [report::Column<TcpRow>; 10] = [
     ("errors", |r| report::right(format!("{}", r.errors + r.non_2xx))),
 ];
 
-impl Report for TcpLabReport {
-    const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
+/// The CSV's columns: its records are of several kinds, each filling the columns it has.
+const CSV_HEADER: &str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
 
+impl Report for TcpLabReport {
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -46,9 +47,10 @@ impl Report for TcpLabReport {
     }
 
     /// One CSV row per server configuration and workload.
-    fn csv_records(&self) -> Vec<Vec<String>> {
+    fn csv_table(&self) -> report::Csv {
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
-        self.rows
+        let records = self
+            .rows
             .iter()
             .map(|row| {
                 vec![
@@ -72,7 +74,8 @@ impl Report for TcpLabReport {
             })
             .chain(super::scale::csv_records(&self.scale_rows))
             .chain(super::files::csv_records(&self.file_rows))
-            .collect()
+            .collect();
+        report::Csv::with_header(CSV_HEADER, records)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
