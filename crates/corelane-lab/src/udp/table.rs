@@ -135,9 +135,9 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.outcome.findings)
+        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.findings)
             .on(&self.testbed)
-            .skipping(&self.outcome.skipped)
+            .skipping(&self.skipped)
     }
 }
 
@@ -174,8 +174,9 @@ mod tests {
                 nic: None,
             }],
             peers: Vec::new(),
+            skipped: Vec::new(),
             cpu_accounting: String::new(),
-            outcome: Default::default(),
+            findings: Vec::new(),
         }
     }
 
