@@ -222,6 +222,32 @@ pub enum CaseTrial {
     LoadGenerators(f64, f64),
 }
 
+impl CaseTrial {
+    fn serve(&self) -> Option<Measured> {
+        if let Self::Serve(x) = self {
+            Some(*x)
+        } else {
+            None
+        }
+    }
+
+    fn scale(&self) -> Option<scale::ScaleTrial> {
+        if let Self::Scale(x) = self {
+            Some(*x)
+        } else {
+            None
+        }
+    }
+
+    fn file(&self) -> Option<files::FileTrial> {
+        if let Self::File(x) = self {
+            Some(*x)
+        } else {
+            None
+        }
+    }
+}
+
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
 struct TcpLab<'a> {
     opts: &'a TcpLabOptions,
@@ -413,11 +439,7 @@ impl Experiment for TcpLab<'_> {
         for m in measured {
             match m.config {
                 Case::Serve { workload, kind } => {
-                    let ms: Vec<Measured> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| if let CaseTrial::Serve(x) = t { Some(*x) } else { None })
-                        .collect();
+                    let ms: Vec<Measured> = m.trials.iter().filter_map(CaseTrial::serve).collect();
                     rows.push(summarize(WORKLOADS[workload].0, kind, &ms));
                 }
                 Case::LoadGenerators => {
@@ -429,19 +451,11 @@ impl Experiment for TcpLab<'_> {
                     }
                 }
                 Case::Scale(c) => {
-                    let ts: Vec<scale::ScaleTrial> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| if let CaseTrial::Scale(x) = t { Some(*x) } else { None })
-                        .collect();
+                    let ts: Vec<_> = m.trials.iter().filter_map(CaseTrial::scale).collect();
                     scale_rows.push(scale::summarize(&c, &self.largest_decided_by, &ts));
                 }
                 Case::File(c) => {
-                    let ts: Vec<files::FileTrial> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| if let CaseTrial::File(x) = t { Some(*x) } else { None })
-                        .collect();
+                    let ts: Vec<_> = m.trials.iter().filter_map(CaseTrial::file).collect();
                     file_rows.push(files::summarize(c, &ts));
                 }
             }
