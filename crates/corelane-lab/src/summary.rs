@@ -87,6 +87,12 @@ impl<U: Keys> Serialize for Trials<U> {
     }
 }
 
+/// `value` against `base`, in % (+10: 10 % above it); `None` when there is no base above 0
+/// to compare with (a row that did not run, a figure of 0).
+pub fn change_pct(value: f64, base: f64) -> Option<f64> {
+    (base > 0.0).then(|| (value / base - 1.0) * 100.0)
+}
+
 /// How a report ends: what could not run here, each with why, and the sentences computed
 /// from the figures.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -120,6 +126,14 @@ mod tests {
         assert!(none.each.is_empty());
         assert_eq!(none.median, 0.0);
         assert_eq!(none.joined(1), "");
+    }
+
+    #[test]
+    fn a_change_needs_a_base_above_zero() {
+        assert_eq!(change_pct(150.0, 100.0), Some(50.0));
+        assert_eq!(change_pct(50.0, 100.0), Some(-50.0));
+        assert_eq!(change_pct(1.0, 0.0), None);
+        assert_eq!(change_pct(1.0, -1.0), None);
     }
 
     #[test]

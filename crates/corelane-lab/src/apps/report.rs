@@ -13,7 +13,7 @@ use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
 use crate::experiment::Measured;
 use crate::median_of;
-use crate::summary::{Outcome, Trials};
+use crate::summary::{change_pct, Outcome, Trials};
 use crate::testbed::TestbedReport;
 
 /// Everything `corelane lab apps` measured.
@@ -177,10 +177,6 @@ fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
     }
 }
 
-fn change(value: f64, base: f64) -> Option<f64> {
-    (base > 0.0).then(|| (value / base - 1.0) * 100.0)
-}
-
 /// Each lane row against its program and placement without a lane.
 fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
     let bases: Vec<(String, String, f64, f64)> = rows
@@ -190,16 +186,16 @@ fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
         .collect();
     for r in rows.iter_mut().filter(|r| r.lane != "none") {
         if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
-            r.rps_change_pct = change(r.rps.median, b.2);
-            r.cpu_change_pct = change(r.cpu_us_per_request, b.3);
+            r.rps_change_pct = change_pct(r.rps.median, b.2);
+            r.cpu_change_pct = change_pct(r.cpu_us_per_request, b.3);
         }
     }
     let base =
         ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us.median, p.cpu_us_per_round_trip));
     if let Some((p50, cpu)) = base {
         for p in ping.iter_mut().filter(|p| p.lane != "none") {
-            p.p50_change_pct = change(p.p50_us.median, p50);
-            p.cpu_change_pct = change(p.cpu_us_per_round_trip, cpu);
+            p.p50_change_pct = change_pct(p.p50_us.median, p50);
+            p.cpu_change_pct = change_pct(p.cpu_us_per_round_trip, cpu);
         }
     }
 }

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
-use crate::summary::{Outcome, Rps, Trials};
+use crate::summary::{change_pct, Outcome, Rps, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::testbed::{Testbed, TestbedReport};
@@ -555,8 +555,8 @@ fn gains_against_baseline(rows: &mut [TcpRow]) {
             .map(|r| (r.rps.median, r.cpu_us_per_request));
         let Some((rps, cpu)) = base else { continue };
         for r in rows.iter_mut().filter(|r| r.workload == workload) {
-            r.gain_pct = (rps > 0.0).then(|| (r.rps.median / rps - 1.0) * 100.0);
-            r.cpu_gain_pct = (cpu > 0.0).then(|| (r.cpu_us_per_request / cpu - 1.0) * 100.0);
+            r.gain_pct = change_pct(r.rps.median, rps);
+            r.cpu_gain_pct = change_pct(r.cpu_us_per_request, cpu);
         }
     }
 }

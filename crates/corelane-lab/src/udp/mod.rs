@@ -29,7 +29,7 @@ pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
-use crate::summary::{Pps, Trials};
+use crate::summary::{change_pct, Pps, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -350,7 +350,7 @@ impl Experiment for UdpLab<'_> {
         }
         if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.pps.median) {
             for row in &mut rows {
-                row.gap_pct = (default > 0.0).then(|| (row.pps.median / default - 1.0) * 100.0);
+                row.gap_pct = change_pct(row.pps.median, default);
             }
         }
         let peer_rows = peers::rows(&pairs);
