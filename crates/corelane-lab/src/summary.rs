@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use serde::ser::SerializeStruct;
 use serde::Serialize;
@@ -87,6 +88,27 @@ impl<U: Keys> Serialize for Trials<U> {
     }
 }
 
+/// How a run measured: the trials of every configuration and each one's measured time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Schedule {
+    pub trials: usize,
+    pub duration_secs: f64,
+}
+
+impl Schedule {
+    /// `trials` trials of `duration` each.
+    pub fn of(trials: usize, duration: Duration) -> Self {
+        Self { trials, duration_secs: duration.as_secs_f64() }
+    }
+}
+
+impl fmt::Display for Schedule {
+    /// `3 trial(s) of 5s`, as the reports' headings say it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} trial(s) of {:.0}s", self.trials, self.duration_secs)
+    }
+}
+
 /// `value` against `base`, in % (+10: 10 % above it); `None` when there is no base above 0
 /// to compare with (a row that did not run, a figure of 0).
 pub fn change_pct(value: f64, base: f64) -> Option<f64> {
@@ -126,6 +148,14 @@ mod tests {
         assert!(none.each.is_empty());
         assert_eq!(none.median, 0.0);
         assert_eq!(none.joined(1), "");
+    }
+
+    #[test]
+    fn a_schedule_reads_as_the_headings_say_it_and_keeps_its_keys() {
+        let s = Schedule::of(3, Duration::from_millis(2500));
+        assert_eq!(s.to_string(), "3 trial(s) of 2s");
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, r#"{"trials":3,"duration_secs":2.5}"#);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::servers::{self, Placement, ServerKind, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
-use crate::summary::{Rate, Trials};
+use crate::summary::{Rate, Schedule, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -127,8 +127,9 @@ pub struct AffinityLabReport {
     pub load_cpu: usize,
     pub packages: usize,
     pub numa_nodes: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub rows: Vec<AffinityRow>,
     /// Seed cases this machine cannot show, with why.
     pub not_measurable: Vec<String>,
@@ -390,8 +391,7 @@ impl Experiment for AffinityLab<'_> {
             load_cpu: self.load_cpu,
             packages,
             numa_nodes,
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs_f64(),
+            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             not_measurable: self.not_measurable(packages, numa_nodes),
             rows,
             model,

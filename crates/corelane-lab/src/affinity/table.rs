@@ -52,8 +52,8 @@ impl Report for AffinityLabReport {
     /// Seed 003's placements as measured here, what cannot be measured, and the model, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {} trial(s) of {:.0}s, medians\n\n",
-            self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.trials, self.duration_secs
+            "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {}, medians\n\n",
+            self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.schedule
         ));
         out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         out.push('\n');

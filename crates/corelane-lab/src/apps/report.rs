@@ -13,7 +13,7 @@ use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
 use crate::experiment::Measured;
 use crate::median_of;
-use crate::summary::{change_pct, Outcome, Trials};
+use crate::summary::{change_pct, Outcome, Schedule, Trials};
 use crate::testbed::TestbedReport;
 
 /// Everything `corelane lab apps` measured.
@@ -30,8 +30,9 @@ pub struct AppsLabReport {
     pub placements: Vec<String>,
     pub connections: usize,
     pub file_bytes: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub rows: Vec<AppRow>,
     pub ping: Vec<PingRow>,
     /// A machine with a spare core near the NIC, from the per-request CPU measured here.
@@ -80,8 +81,7 @@ pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
         placements: i.placements,
         connections: i.opts.connections,
         file_bytes: i.opts.file_size,
-        trials: i.opts.trials,
-        duration_secs: i.opts.duration.as_secs_f64(),
+        schedule: Schedule::of(i.opts.trials, i.opts.duration),
         rows,
         ping,
         model,

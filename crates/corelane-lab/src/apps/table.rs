@@ -50,8 +50,8 @@ impl Report for AppsLabReport {
     /// The placements, the programs' rows, the side-effect check and the model, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "programs started under {}; {} connections, a {}-byte file; {} trial(s) of {:.0}s, medians\n",
-            self.launcher, self.connections, self.file_bytes, self.trials, self.duration_secs
+            "programs started under {}; {} connections, a {}-byte file; {}, medians\n",
+            self.launcher, self.connections, self.file_bytes, self.schedule
         ));
         for p in &self.placements {
             out.push_str(&format!("- {p}\n"));

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::sides::Point;
-use crate::summary::Outcome;
+use crate::summary::{Outcome, Schedule};
 use crate::testbed::TestbedReport;
 
 /// One pair at one offered load; round trips in µs, medians over trials.
@@ -43,8 +43,9 @@ pub struct LatencyReport {
     pub machine: String,
     pub server_cpu: usize,
     pub client_cpu: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     /// Always `round_trip`: sockperf ran with --full-rtt.
     pub measure: String,
     pub rows: Vec<LatencyRow>,

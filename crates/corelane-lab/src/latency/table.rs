@@ -195,8 +195,8 @@ impl Report for LatencyReport {
 
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
-            self.server_cpu, self.client_cpu, self.trials, self.duration_secs
+            "server on CPU {}, client on CPU {}; {} per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
+            self.server_cpu, self.client_cpu, self.schedule
         ));
         out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
     }

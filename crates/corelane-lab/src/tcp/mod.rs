@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
-use crate::summary::{change_pct, Outcome, Rps, Trials};
+use crate::summary::{change_pct, Outcome, Rps, Schedule, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::testbed::{Testbed, TestbedReport};
@@ -181,8 +181,9 @@ pub struct TcpLabReport {
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub connections: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub body: String,
     /// Seed 001's interrupt moderation (ITR) row: why it is or is not measured here.
     pub interrupt_moderation: String,
@@ -482,8 +483,7 @@ impl Experiment for TcpLab<'_> {
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
             connections: self.opts.connections,
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs_f64(),
+            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             body: servers::BODY.into(),
             interrupt_moderation,
             rows,

@@ -27,8 +27,8 @@ impl Report for TcpLabReport {
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
-            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.trials, self.duration_secs
+            "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {}, medians\n\n",
+            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.schedule
         ));
         out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         if !self.scale_rows.is_empty() {
