@@ -43,9 +43,6 @@ const MODEL_COLUMNS: [report::Column<ModelRow>; 7] = [
     ("gain", |m| report::right(report::pct(Some(m.gain_pct)))),
 ];
 
-/// The CSV's columns: its records are of several kinds, each filling the columns it has.
-const CSV_HEADER: &str = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct";
-
 impl Report for AppsLabReport {
     /// The placements, the programs' rows, the side-effect check and the model, as text.
     fn body(&self, out: &mut String) {
@@ -76,6 +73,7 @@ impl Report for AppsLabReport {
 
     /// One record per program row, then one per side-effect row.
     fn csv_table(&self) -> report::Csv {
+        let header = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct";
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         let mut records: Vec<Vec<String>> = self
             .rows
@@ -123,7 +121,7 @@ impl Report for AppsLabReport {
                 opt(p.p50_change_pct),
             ]);
         }
-        report::Csv::with_header(CSV_HEADER, records)
+        report::Csv::with_header(header, records)
     }
 
     fn outline(&self) -> report::Outline<'_> {

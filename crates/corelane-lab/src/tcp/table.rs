@@ -20,9 +20,6 @@ const COLUMNS: [report::Column<TcpRow>; 10] = [
     ("errors", |r| report::right(format!("{}", r.errors + r.non_2xx))),
 ];
 
-/// The CSV's columns: its records are of several kinds, each filling the columns it has.
-const CSV_HEADER: &str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
-
 impl Report for TcpLabReport {
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn body(&self, out: &mut String) {
@@ -48,6 +45,7 @@ impl Report for TcpLabReport {
 
     /// One CSV row per server configuration and workload.
     fn csv_table(&self) -> report::Csv {
+        let header = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         let records = self
             .rows
@@ -75,7 +73,7 @@ impl Report for TcpLabReport {
             .chain(super::scale::csv_records(&self.scale_rows))
             .chain(super::files::csv_records(&self.file_rows))
             .collect();
-        report::Csv::with_header(CSV_HEADER, records)
+        report::Csv::with_header(header, records)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {

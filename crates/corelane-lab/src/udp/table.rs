@@ -21,9 +21,6 @@ fn ratio(x: Option<f64>) -> String {
     x.map_or("—".to_string(), |v| format!("{v:.2}"))
 }
 
-/// The CSV's columns: its records are of several kinds, each filling the columns it has.
-const CSV_HEADER: &str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
-
 impl Report for UdpLabReport {
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
     fn body(&self, out: &mut String) {
@@ -98,6 +95,7 @@ impl Report for UdpLabReport {
 
     /// One CSV row per configuration and per peer.
     fn csv_table(&self) -> report::Csv {
+        let header = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
         let rows = self.rows.iter().map(|row| {
             vec![
                 "config".to_string(),
@@ -127,7 +125,7 @@ impl Report for UdpLabReport {
                 p.pps.joined(0),
             ]
         });
-        report::Csv::with_header(CSV_HEADER, rows.chain(peers).collect())
+        report::Csv::with_header(header, rows.chain(peers).collect())
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
