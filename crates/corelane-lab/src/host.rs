@@ -212,11 +212,7 @@ impl Host {
             Host::Remote(_) => {
                 let script =
                     "command -v \"$1\" || { [ -x \"/usr/sbin/$1\" ] && echo \"/usr/sbin/$1\"; }";
-                let found = self.run("sh", &["-c", script, "sh", program]).ok()?;
-                // One absolute path, or the name itself: anything else is not an answer.
-                let found = found.trim();
-                let plain = found.len() <= 4096 && !found.chars().any(char::is_control);
-                (plain && (found.starts_with('/') || found == program)).then(|| found.to_string())
+                program_path_in(&self.run("sh", &["-c", script, "sh", program]).ok()?, program)
             }
         }
     }
@@ -226,6 +222,14 @@ impl Host {
         let out = self.run("sh", &["-c", script, "sh", &pid.to_string()]).ok()?;
         Some(out.lines().map(str::to_owned).collect())
     }
+}
+
+/// The path a remote `command -v PROGRAM` printed: one absolute path, or the name itself (a
+/// builtin), at most 4 KiB without control characters; anything else is not an answer.
+fn program_path_in(reply: &str, program: &str) -> Option<String> {
+    let found = reply.trim();
+    let plain = found.len() <= 4096 && !found.chars().any(char::is_control);
+    (plain && (found.starts_with('/') || found == program)).then(|| found.to_string())
 }
 
 /// Every thread's schedstat line of process `$1`.
@@ -340,6 +344,22 @@ mod tests {
         }
         let lines = vec![format!("1 (x) S{big}"), format!("2 (y) S{big}")];
         let _ = sum_cpu_split(&lines);
+    }
+
+    /// What a remote host answers to `command -v` is run as a program there only if it is
+    /// one plain path: no second line, no escape sequence, no relative path, no flood.
+    #[test]
+    fn a_program_path_from_a_remote_is_one_plain_path_or_nothing() {
+        assert_eq!(
+            program_path_in("/usr/bin/iperf3\n", "iperf3").as_deref(),
+            Some("/usr/bin/iperf3")
+        );
+        assert_eq!(program_path_in("cc\n", "cc").as_deref(), Some("cc"));
+        let long = format!("/{}", "a".repeat(5000));
+        for bad in ["", "iperf", "bin/iperf3", "/usr/bin/iperf3\n/tmp/x", "/a\x1b[2J", "-oX", &long]
+        {
+            assert_eq!(program_path_in(bad, "iperf3"), None, "{bad:?}");
+        }
     }
 
     /// schedstat runtimes that add up past u64 saturate instead of panicking.

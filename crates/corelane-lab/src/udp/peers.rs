@@ -141,6 +141,30 @@ pub struct Sample {
     pub cpu_ns_per_datagram: f64,
 }
 
+/// The receiving host's counters for the receiver at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    at: Instant,
+    /// InDatagrams of the receiver's network namespace.
+    datagrams: u64,
+    /// The receiver's CPU time (its threads' schedstat runtime).
+    cpu: Duration,
+}
+
+impl Sample {
+    /// The rate and CPU per datagram between two readings. A remote host's counters that run
+    /// backwards read as nothing done, never as a panic.
+    fn between(first: Reading, last: Reading) -> Self {
+        let datagrams = last.datagrams.saturating_sub(first.datagrams);
+        let secs = last.at.saturating_duration_since(first.at).as_secs_f64();
+        let cpu = last.cpu.saturating_sub(first.cpu).as_nanos() as f64;
+        Sample {
+            pps: if secs > 0.0 { datagrams as f64 / secs } else { 0.0 },
+            cpu_ns_per_datagram: if datagrams > 0 { cpu / datagrams as f64 } else { 0.0 },
+        }
+    }
+}
+
 /// The C loop, compiled where it runs: on a remote rx host in the run's private directory
 /// there (removed with it, by its keeper if the lab dies), else in a private work directory
 /// here, removed with the stage.
@@ -425,17 +449,18 @@ impl Stage {
         }
         let sender = self.sender(pair.tx, target).spawn(&testbed.tx())?;
         let started = Instant::now();
-        let sample = |pid: u32| -> Option<(Instant, u64, Duration)> {
+        let sample = |pid: u32| -> Option<Reading> {
             // The receiver's own namespace, never the lab's: a process that is gone reads as None.
             let udp = rx_host.udp_counters_of(pid)?;
-            Some((Instant::now(), udp.in_datagrams, rx_host.cpu_time(pid)?))
+            let at = Instant::now();
+            Some(Reading { at, datagrams: udp.in_datagrams, cpu: rx_host.cpu_time(pid)? })
         };
         // Measure from 1 s after the sender started to 0.5 s before it stops.
         wait_until(started, Duration::from_secs(1), stop)?;
         let first = sample(receiver.pid());
         wait_until(started, self.duration - Duration::from_millis(500), stop)?;
         let last = sample(receiver.pid());
-        let (Some((t0, d0, c0)), Some((t1, d1, c1))) = (first, last) else {
+        let (Some(first), Some(last)) = (first, last) else {
             return Err(exited_early(pair.rx.label(), receiver));
         };
         let mut sender = sender;
@@ -443,15 +468,7 @@ impl Stage {
         let _ = sender.finish(Duration::from_secs(10));
         receiver.interrupt();
         drop(receiver);
-        let datagrams = d1.saturating_sub(d0);
-        Ok(Sample {
-            pps: datagrams as f64 / (t1 - t0).as_secs_f64(),
-            cpu_ns_per_datagram: if datagrams > 0 {
-                c1.saturating_sub(c0).as_nanos() as f64 / datagrams as f64
-            } else {
-                0.0
-            },
-        })
+        Ok(Sample::between(first, last))
     }
 
     /// The receiving side of a pair, run on the rx host.
@@ -555,6 +572,24 @@ fn wait_until(started: Instant, at: Duration, stop: &StopSignal) -> Result<(), L
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hostile rx host whose InDatagrams or CPU time go backwards between the two readings
+    /// gives a row of nothing, not a panic (the old subtraction of CPU times panicked).
+    #[test]
+    fn counters_that_run_backwards_read_as_nothing_done() {
+        let at = Instant::now();
+        let first = Reading { at, datagrams: 1_000, cpu: Duration::from_secs(5) };
+        let later = at + Duration::from_secs(2);
+        let last = Reading { at: later, datagrams: 500, cpu: Duration::from_secs(1) };
+        let s = Sample::between(first, last);
+        assert_eq!((s.pps, s.cpu_ns_per_datagram), (0.0, 0.0));
+        let last = Reading { at: later, datagrams: 3_000, cpu: Duration::from_secs(1) };
+        let s = Sample::between(first, last);
+        assert_eq!((s.pps, s.cpu_ns_per_datagram), (1_000.0, 0.0));
+        let last = Reading { at: later, datagrams: 3_000, cpu: Duration::from_secs(6) };
+        assert_eq!(Sample::between(first, last).cpu_ns_per_datagram, 500_000.0);
+        assert_eq!(Sample::between(last, first).pps, 0.0, "a reading from before the first");
+    }
 
     /// A peer missing on another machine is skipped in one line naming that machine and the
     /// package to install there; missing here, as before.
