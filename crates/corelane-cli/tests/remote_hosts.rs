@@ -880,3 +880,82 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
     hosts.assert_clean(&copies_before, "a dry run with peers");
     assert_eq!(run_dirs(), dirs_before, "a dry run left a run directory");
 }
+
+/// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf and iperf3 (a
+/// directory of links to every other program), as on a sender where they are not installed.
+fn start_sshd_without_peers(hosts: &mut Hosts) {
+    let bin = hosts.path("bin-without-peers");
+    std::fs::create_dir(&bin).unwrap();
+    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name != "sockperf" && name != "iperf3" && !bin.join(&name).exists() {
+                let _ = std::os::unix::fs::symlink(entry.path(), bin.join(&name));
+            }
+        }
+    }
+    let wrapper = hosts.path("path-without-peers");
+    let script = format!(
+        "#!/bin/sh\nexec env PATH={} /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
+        bin.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    run("chmod", &["755", &wrapper.display().to_string()]);
+    let base = std::fs::read_to_string(hosts.path("sshd_config")).unwrap();
+    let config = hosts.path("sshd_config_2222");
+    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper.display()))
+        .unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &hosts.names[1], SSHD, "-D", "-e", "-f"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    hosts.sshd.push(child);
+    let end = Instant::now() + Duration::from_secs(10);
+    let up = || {
+        Command::new("ip")
+            .args(["netns", "exec", &hosts.names[0], "ssh", "-F"])
+            .arg(hosts.path("config"))
+            .args(["-o", "BatchMode=yes", "-p", "2222", &format!("root@{H1}"), "true"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    while !up() {
+        assert!(Instant::now() < end, "the second sshd on h1 did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// sockperf and iperf3 are installed on the rx host but not on the tx host: each is skipped
+/// in one line naming the tx host and the package, and the C loop is still planned.
+#[test]
+fn a_peer_missing_on_a_host_is_skipped_naming_that_host_and_the_package() {
+    let Some((_one, copies_before, mut hosts)) = fixture() else { return };
+    let peers = installed_peers();
+    if peers.len() < 3 {
+        eprintln!("skipped: needs sockperf and iperf3 installed on the rx host");
+        return;
+    }
+    start_sshd_without_peers(&mut hosts);
+    let config = hosts.path("config").display().to_string();
+    let tx = format!("root@{H1}:2222");
+    let rx = format!("root@{H2}");
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default"];
+    args.extend(["--vs", "c-loop,sockperf,iperf3", "--tx-host", &tx, "--rx-host", &rx]);
+    args.extend(["--rx-addr", DATA_H2, "--ssh-config", &config, "--deploy", "--dry-run"]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for (peer, package) in [("sockperf", "sockperf"), ("iperf3", "iperf3")] {
+        let line = format!(
+            "skipped: {peer}: `{peer}` is not installed on {tx} (apt-get install {package} there)"
+        );
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in {stdout}");
+    }
+    assert!(stdout.contains("recvmmsg_loop 10.210.3.2 4321"), "{stdout}");
+    assert!(!stdout.contains("iperf3 -s") && !stdout.contains("sockperf server"), "{stdout}");
+    hosts.assert_clean(&copies_before, "a dry run with peers missing on the tx host");
+}
