@@ -210,15 +210,7 @@ impl Stage {
         skipped: &mut Vec<String>,
     ) -> Result<Self, LabError> {
         let (rx, tx) = (testbed.rx(), testbed.tx());
-        let corelane = match (&rx, &tx) {
-            (Host::Remote(_), _) | (_, Host::Remote(_)) => {
-                Found { rx: rx.corelane()?, tx: tx.corelane()? }
-            }
-            _ => {
-                let exe = opts.exe.to_string_lossy().into_owned();
-                Found { rx: exe.clone(), tx: exe }
-            }
-        };
+        let corelane = Found { rx: rx.corelane()?, tx: tx.corelane()? };
         let dry_run = testbed.is_dry_run();
         let mut stage = Self {
             corelane,
