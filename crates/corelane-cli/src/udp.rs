@@ -334,6 +334,8 @@ fn interval_line(i: &RecvInterval) -> String {
             x.rx_ring_full,
             x.rx_dropped
         ));
+    } else if i.xsk_unknown {
+        line.push_str("  xsk lost unknown (XDP_STATISTICS unreadable)");
     }
     line
 }
@@ -417,16 +419,21 @@ fn print_recv_summary(s: &RecvSummary) {
             c.not_udp,
             c.other_port,
         );
-        let k = &x.xsk;
-        outln!(
-            "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
-            k.rx_lost(),
-            k.rx_ring_full,
-            k.rx_dropped,
-            k.rx_fill_ring_empty_descs,
-            k.rx_invalid_descs,
-            k.tx_invalid_descs,
-            k.tx_ring_empty_descs
-        );
+        match &x.xsk {
+            Some(k) => outln!(
+                "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
+                k.rx_lost(),
+                k.rx_ring_full,
+                k.rx_dropped,
+                k.rx_fill_ring_empty_descs,
+                k.rx_invalid_descs,
+                k.tx_invalid_descs,
+                k.tx_ring_empty_descs
+            ),
+            None => outln!(
+                "AF_XDP sockets' losses unknown: {}",
+                x.xsk_error.as_deref().unwrap_or("their counters could not be read")
+            ),
+        }
     }
 }
