@@ -419,8 +419,8 @@ fn print_recv_summary(s: &RecvSummary) {
             c.not_udp,
             c.other_port,
         );
-        match &x.xsk {
-            Some(k) => outln!(
+        if let Some(k) = &x.xsk {
+            outln!(
                 "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
                 k.rx_lost(),
                 k.rx_ring_full,
@@ -429,11 +429,12 @@ fn print_recv_summary(s: &RecvSummary) {
                 k.rx_invalid_descs,
                 k.tx_invalid_descs,
                 k.tx_ring_empty_descs
-            ),
-            None => outln!(
+            );
+        } else {
+            outln!(
                 "AF_XDP sockets' losses unknown: {}",
                 x.xsk_error.as_deref().unwrap_or("their counters could not be read")
-            ),
+            );
         }
     }
 }
