@@ -237,7 +237,7 @@ pub enum Row {
 /// What one trial of a [`Row`] measured.
 #[derive(Debug, Clone)]
 pub enum RowTrial {
-    Table(trial::Trial),
+    Table(Box<trial::Trial>),
     Peer(peers::Sample),
 }
 
@@ -324,9 +324,8 @@ impl Experiment for UdpLab<'_> {
 
     fn trial(&mut self, row: &Row, _: usize, stop: &StopSignal) -> Result<RowTrial, LabError> {
         match row {
-            Row::Table(config) => {
-                trial::run(&self.testbed, config, self.opts.duration, stop).map(RowTrial::Table)
-            }
+            Row::Table(config) => trial::run(&self.testbed, config, self.opts.duration, stop)
+                .map(|t| RowTrial::Table(Box::new(t))),
             Row::Peer(pair) => self.peers.measure(&self.testbed, *pair, stop).map(RowTrial::Peer),
         }
     }
@@ -346,7 +345,7 @@ impl Experiment for UdpLab<'_> {
                 Row::Table(c) => {
                     let t: Vec<trial::Trial> = trials
                         .into_iter()
-                        .filter_map(|t| if let RowTrial::Table(t) = t { Some(t) } else { None })
+                        .filter_map(|t| if let RowTrial::Table(t) = t { Some(*t) } else { None })
                         .collect();
                     rows.push(rows::summarize(&c, &t));
                 }

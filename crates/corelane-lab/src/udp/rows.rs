@@ -65,7 +65,7 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
 /// The median of `part` over the trials, when every trial measured it.
 fn median_if_all(trials: &[Trial], part: impl Fn(&Trial) -> Option<f64>) -> Option<f64> {
     let values: Option<Vec<f64>> = trials.iter().map(part).collect();
-    values.filter(|v| !v.is_empty()).map(|v| median_of(v.into_iter()))
+    values.filter(|v| !v.is_empty()).map(median_of)
 }
 
 /// The AF_XDP sockets' counters summed over the trials; unknown (`None`) when any trial's
