@@ -202,7 +202,9 @@ impl Drop for SenderQueue {
     }
 }
 
-/// The paced GSO sender's command line for `cfg`.
+/// The paced GSO sender's command line for `cfg`. It sends one second longer than the
+/// receiver's measured seconds, so that it is still running (its runtime readable) when the
+/// last of them ends: started after the receiver, it would otherwise end about then.
 fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     let mut args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
@@ -212,7 +214,7 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
     push_options(
         &mut args,
         [
-            ("--duration", secs.to_string()),
+            ("--duration", (secs + 1).to_string()),
             ("--rate", cfg.offered_pps.to_string()),
             ("--gso", cfg.gso_segments.to_string()),
             ("--flows", FLOWS.to_string()),

@@ -22,20 +22,24 @@ pub fn whole_ns(r: &ConfigRow) -> Option<f64> {
     Some(total_ns(r) + r.ksoftirqd_ns_per_datagram.unwrap_or(0.0) + r.sender_ns_per_datagram?)
 }
 
-/// "lanes 55 + NAPI threads 650 + ksoftirqd 3 + sender 530 = 1238" (the parts measured).
-pub fn parts(r: &ConfigRow) -> String {
+/// "lanes 55 + NAPI threads 650 + ksoftirqd 3 + sender 530 = 1238": the parts measured, or
+/// with `whole` false the receiving side's alone.
+pub fn parts_of(r: &ConfigRow, whole: bool) -> String {
     let mut text = format!("lanes {:.0}", r.cpu_ns_per_datagram);
-    let named = [
-        ("NAPI threads", r.napi_ns_per_datagram),
-        ("ksoftirqd", r.ksoftirqd_ns_per_datagram),
-        ("sender", r.sender_ns_per_datagram),
-    ];
+    let mut named = vec![("NAPI threads", r.napi_ns_per_datagram)];
+    if whole {
+        named.extend([
+            ("ksoftirqd", r.ksoftirqd_ns_per_datagram),
+            ("sender", r.sender_ns_per_datagram),
+        ]);
+    }
     for (name, ns) in named {
         if let Some(ns) = ns {
             text.push_str(&format!(" + {name} {ns:.0}"));
         }
     }
-    format!("{text} = {:.0}", whole_ns(r).unwrap_or_else(|| total_ns(r)))
+    let sum = if whole { whole_ns(r) } else { None };
+    format!("{text} = {:.0}", sum.unwrap_or_else(|| total_ns(r)))
 }
 
 /// What the AF_XDP sockets' counters say of a row.
@@ -53,12 +57,27 @@ fn socket_losses(r: &ConfigRow) -> String {
     }
 }
 
-/// The cost of `r` against the recvmmsg lane's, everything counted when both were measured,
-/// else the receiving sides: the figures, the ratio, and which it was.
-fn against(r: &ConfigRow, base: &ConfigRow) -> (f64, f64, &'static str) {
-    match (whole_ns(r), whole_ns(base)) {
-        (Some(a), Some(b)) => (a, b, "everything each path ran"),
-        _ => (total_ns(r), total_ns(base), "the receiving sides only (the sender ran elsewhere)"),
+/// How `r` compares with `base` (the recvmmsg lane): everything each ran when both senders
+/// were measured, else the receiving sides alone.
+struct Against {
+    r: f64,
+    base: f64,
+    whole: bool,
+}
+
+impl Against {
+    fn of(r: &ConfigRow, base: &ConfigRow) -> Self {
+        match (whole_ns(r), whole_ns(base)) {
+            (Some(a), Some(b)) => Self { r: a, base: b, whole: true },
+            _ => Self { r: total_ns(r), base: total_ns(base), whole: false },
+        }
+    }
+
+    fn counted(&self) -> &'static str {
+        match self.whole {
+            true => "everything each path ran",
+            false => "the receiving sides only (a sender's CPU was not measured)",
+        }
     }
 }
 
@@ -66,13 +85,14 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
     let mut out = Vec::new();
     let base = row(rows, "recvmmsg");
     if let (Some(base), Some(xdp)) = (base, row(rows, "af-xdp")) {
-        let (a, b, counted) = against(xdp, base);
-        let ratio = a / b.max(1.0);
+        let cmp = Against::of(xdp, base);
+        let ratio = cmp.r / cmp.base.max(1.0);
         out.push(format!(
-            "AF_XDP vs recvmmsg from the same sender at {:.3} Mpps offered, {counted}: AF_XDP {} ns per datagram against the recvmmsg lane's {} = {ratio:.2}x ({} the goal of at most 0.9x); receiving sides alone {:.2}x; received {:.4} vs {:.4} Mpps ({:+.1}%); {}.",
+            "AF_XDP vs recvmmsg from the same sender at {:.3} Mpps offered, {}: AF_XDP {} ns per datagram against the recvmmsg lane's {} = {ratio:.2}x ({} the goal of at most 0.9x); receiving sides alone {:.2}x; received {:.4} vs {:.4} Mpps ({:+.1}%); {}.",
             base.offered_pps / 1e6,
-            parts(xdp),
-            parts(base),
+            cmp.counted(),
+            parts_of(xdp, cmp.whole),
+            parts_of(base, cmp.whole),
             if ratio <= 0.9 { "meets" } else { "misses" },
             total_ns(xdp) / total_ns(base).max(1.0),
             xdp.median_pps / 1e6,
@@ -84,25 +104,28 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
     if let (Some(base), Some(xdp), Some(floor)) =
         (base, row(rows, "af-xdp"), row(rows, "xdp-floor"))
     {
-        let (f, b, counted) = against(floor, base);
-        let (a, _, _) = against(xdp, base);
+        let (f, a) = (Against::of(floor, base), Against::of(xdp, base));
+        let whole = f.whole && a.whole;
+        let (f, a, b) = match whole {
+            true => (f.r, a.r, f.base),
+            false => (total_ns(floor), total_ns(xdp), total_ns(base)),
+        };
         out.push(format!(
-            "The floor, measured in the same run ({counted}): XDP_DROP of the same frames at the same rate costs {} ns per datagram, {:.2}x the recvmmsg lane's, delivering nothing. AF_XDP sits {:.0} ns above it: the redirect, the copy into the UMEM that veth's copy mode needs, the lanes' wake-ups and per-frame work. On veth no XDP consumer gets below the floor, because veth copies every sender skb with less than 256 bytes of headroom into a page-pool buffer before any program runs; a NIC's driver runs XDP on its own DMA buffers.",
-            parts(floor),
+            "The floor, measured in the same run ({}): XDP_DROP of the same frames at the same rate costs {} ns per datagram, {:.2}x the recvmmsg lane's, delivering nothing. AF_XDP sits {:.0} ns above it: the redirect, the copy into the UMEM that veth's copy mode needs, the lanes' wake-ups and per-frame work. On veth no XDP consumer gets below the floor, because veth copies every sender skb with less than 256 bytes of headroom into a page-pool buffer before any program runs; a NIC's driver runs XDP on its own DMA buffers.",
+            Against { r: f, base: b, whole }.counted(),
+            parts_of(floor, whole),
             f / b.max(1.0),
             a - f,
         ));
     }
     if let (Some(xdp), Some(bp)) = (row(rows, "af-xdp"), row(rows, "af-xdp-bp")) {
-        let (a, b) = match (whole_ns(bp), whole_ns(xdp)) {
-            (Some(a), Some(b)) => (a, b),
-            _ => (total_ns(bp), total_ns(xdp)),
-        };
+        let cmp = Against::of(bp, xdp);
         out.push(format!(
-            "Busy polling against threaded NAPI at the same rate: {} ns per datagram against {} = {:.2}x; received {:.4} Mpps; {}.",
-            parts(bp),
-            parts(xdp),
-            a / b.max(1.0),
+            "Busy polling against threaded NAPI at the same rate, {}: {} ns per datagram against {} = {:.2}x; received {:.4} Mpps; {}.",
+            cmp.counted(),
+            parts_of(bp, cmp.whole),
+            parts_of(xdp, cmp.whole),
+            cmp.r / cmp.base.max(1.0),
             bp.median_pps / 1e6,
             socket_losses(bp),
         ));
@@ -180,6 +203,17 @@ mod tests {
         assert!(found[0].contains("receiving sides alone 1.09x"), "{}", found[0]);
         assert!(found[1].contains("costs lanes 30 + NAPI threads 500 + ksoftirqd 10 + sender 520 = 1060 ns per datagram, 0.68x"), "{}", found[1]);
         assert!(found[1].contains("AF_XDP sits 190 ns above it"), "{}", found[1]);
+    }
+
+    /// A trial whose sender's CPU was not read leaves the row without it: the comparison then
+    /// says it counts the receiving sides only, and shows only their parts.
+    #[test]
+    fn without_a_senders_figure_the_comparison_counts_the_receiving_sides_and_says_so() {
+        let mut base = row("recvmmsg", 650.0, None, 900.0);
+        base.sender_ns_per_datagram = None;
+        let found = findings(&[base, row("af-xdp", 60.0, Some(650.0), 530.0)]);
+        assert!(found[0].contains("the receiving sides only"), "{}", found[0]);
+        assert!(found[0].contains("AF_XDP lanes 60 + NAPI threads 650 = 710 ns per datagram against the recvmmsg lane's lanes 650 = 650 = 1.09x"), "{}", found[0]);
     }
 
     #[test]
