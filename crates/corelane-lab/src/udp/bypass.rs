@@ -57,6 +57,15 @@ fn socket_losses(r: &ConfigRow) -> String {
     }
 }
 
+/// What AF_XDP's distance above the floor says; below it, the trials' spread (a delivery
+/// cannot cost less than none).
+fn above_the_floor(ns: f64) -> String {
+    match ns >= 0.0 {
+        true => format!("AF_XDP sits {ns:.0} ns above it: the redirect, the copy into the UMEM that veth's copy mode needs, the lanes' wake-ups and per-frame work."),
+        false => format!("AF_XDP measured {:.0} ns below it, which only the spread between trials can do (delivering costs more than dropping): rerun with more trials.", -ns),
+    }
+}
+
 /// How `r` compares with `base` (the recvmmsg lane): everything each ran when both senders
 /// were measured, else the receiving sides alone.
 struct Against {
@@ -111,11 +120,11 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             false => (total_ns(floor), total_ns(xdp), total_ns(base)),
         };
         out.push(format!(
-            "The floor, measured in the same run ({}): XDP_DROP of the same frames at the same rate costs {} ns per datagram, {:.2}x the recvmmsg lane's, delivering nothing. AF_XDP sits {:.0} ns above it: the redirect, the copy into the UMEM that veth's copy mode needs, the lanes' wake-ups and per-frame work. On veth no XDP consumer gets below the floor, because veth copies every sender skb with less than 256 bytes of headroom into a page-pool buffer before any program runs; a NIC's driver runs XDP on its own DMA buffers.",
+            "The floor, measured in the same run ({}): XDP_DROP of the same frames at the same rate costs {} ns per datagram, {:.2}x the recvmmsg lane's, delivering nothing. {} On veth no XDP consumer gets below the floor, because veth copies every sender skb with less than 256 bytes of headroom into a page-pool buffer before any program runs; a NIC's driver runs XDP on its own DMA buffers.",
             Against { r: f, base: b, whole }.counted(),
             parts_of(floor, whole),
             f / b.max(1.0),
-            a - f,
+            above_the_floor(a - f),
         ));
     }
     if let (Some(xdp), Some(bp)) = (row(rows, "af-xdp"), row(rows, "af-xdp-bp")) {
@@ -203,6 +212,13 @@ mod tests {
         assert!(found[0].contains("receiving sides alone 1.09x"), "{}", found[0]);
         assert!(found[1].contains("costs lanes 30 + NAPI threads 500 + ksoftirqd 10 + sender 520 = 1060 ns per datagram, 0.68x"), "{}", found[1]);
         assert!(found[1].contains("AF_XDP sits 190 ns above it"), "{}", found[1]);
+        let noisy = [rows[0].clone(), rows[1].clone(), row("xdp-floor", 30.0, Some(800.0), 520.0)];
+        let found = findings(&noisy);
+        assert!(
+            found[1].contains("AF_XDP measured 110 ns below it, which only the spread"),
+            "{}",
+            found[1]
+        );
     }
 
     /// A trial whose sender's CPU was not read leaves the row without it: the comparison then
