@@ -7,6 +7,7 @@
 #         sender's sends on CPU 0, as the recvmmsg path's receive work does)
 # DEFER=T (ns, optional): napi_defer_hard_irqs 2 and gro_flush_timeout T on the receiving veth,
 #   so that while frames flow its NAPI polls on a T-ns timer instead of on every send.
+# NAPI_POLICY=other (optional): the NAPI threads under the default scheduler, not SCHED_FIFO 1.
 # Charged: the receiver (schedstat), the NAPI threads, ksoftirqd/0 and /1 (softirq work that
 # left the sender's context), and the sender (wait4's rusage).
 BIN=$1; MODE=$2; N=${3:-300000}; RATE=${4:-150000}
@@ -34,7 +35,11 @@ fi
 case $MODE in mmsg|*-sirq) THREADED=0;; *) THREADED=1;; esac
 if [ $THREADED = 1 ]; then
   ip netns exec hc-rx sh -c 'echo 1 > /sys/class/net/hcr/threaded'; sleep 0.3
-  for p in $(pgrep '^napi/hcr-'); do taskset -p -c 1 $p >/dev/null; chrt -f -p 1 $p; NAPI="$NAPI $p"; done
+  for p in $(pgrep '^napi/hcr-'); do
+    taskset -p -c 1 $p >/dev/null
+    if [ "${NAPI_POLICY:-fifo}" = other ]; then chrt -o -p 0 $p; else chrt -f -p 1 $p; fi
+    NAPI="$NAPI $p"
+  done
 fi
 SIRQ=$(pgrep '^ksoftirqd/[01]$')
 n0=0; for p in $NAPI; do n0=$((n0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
