@@ -9,8 +9,8 @@ use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendBackend, SendInterval,
-    SendSummary, Sender, SenderConfig, SocketMode, Steering,
+    Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
+    SendBackend, SendInterval, SendSummary, Sender, SenderConfig, SocketMode, Steering,
 };
 
 use crate::args::{
@@ -184,13 +184,15 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let sender = Sender::connect(SenderConfig {
         targets: args.targets,
-        threads: args.threads,
-        batch: args.batch,
+        lanes: Lanes {
+            threads: args.threads,
+            placement: Placement::from_pin(args.pin),
+            batch: args.batch,
+        },
         size: args.size,
         flows: args.flows,
         rate: args.rate,
         gso: args.gso,
-        placement: Placement::from_pin(args.pin),
         duration: Some(args.duration),
         count: args.count,
         backend: if args.backend == "xdp" { SendBackend::Xdp } else { SendBackend::Mmsg },
@@ -237,13 +239,43 @@ fn print_send_summary(s: &SendSummary) {
     }
 }
 
+/// The receive backend `--backend` (with its options) names.
+fn recv_backend(args: &RecvArgs) -> anyhow::Result<RecvBackend> {
+    Ok(match (args.backend.as_str(), args.sqpoll) {
+        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+        ("xdp-drop", None) => RecvBackend::XdpDrop,
+        ("xdp", None) => RecvBackend::Xdp {
+            mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
+            busy_poll_us: args.busy_poll,
+        },
+        (_, Some(_)) => {
+            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+        }
+        _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
+            anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
+        }
+        _ => RecvBackend::Mmsg,
+    })
+}
+
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let xdp_dev = args.xdp_dev.clone();
     let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
+    let backend = recv_backend(&args)?;
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
-        threads: args.threads,
+        lanes: Lanes {
+            threads: args.threads,
+            placement: Placement::from_pin(args.pin),
+            batch: args.batch,
+        },
+        receive: ReceivePath {
+            rcvbuf: args.rcvbuf,
+            gro: args.gro,
+            coalesce: (!args.coalesce.is_zero()).then_some(args.coalesce),
+            backend,
+        },
         sockets: match args.sockets {
             SocketsArg::Shared => SocketMode::Shared,
             SocketsArg::Reuseport => SocketMode::Reuseport,
@@ -252,35 +284,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
             SteerArg::Hash => Steering::Hash,
             SteerArg::Cpu => Steering::Cpu,
         },
-        batch: args.batch,
-        placement: Placement::from_pin(args.pin),
-        rcvbuf: args.rcvbuf,
-        gro: args.gro,
         slot: args.slot,
         check: !args.no_check,
-        coalesce: (!args.coalesce.is_zero()).then_some(args.coalesce),
         duration: args.duration,
         until_datagrams: args.count,
-        backend: match (args.backend.as_str(), args.sqpoll) {
-            ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
-            ("xdp-drop", None) => RecvBackend::XdpDrop,
-            ("xdp", None) => RecvBackend::Xdp {
-                mode: args
-                    .xdp_mode
-                    .as_deref()
-                    .unwrap_or("auto")
-                    .parse()
-                    .map_err(anyhow::Error::msg)?,
-                busy_poll_us: args.busy_poll,
-            },
-            (_, Some(_)) => {
-                anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
-            }
-            _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
-                anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
-            }
-            _ => RecvBackend::Mmsg,
-        },
         xdp_dev: args.xdp_dev,
         dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
             kind,

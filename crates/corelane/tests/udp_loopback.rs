@@ -13,7 +13,8 @@ use corelane::reuseport::BindError;
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode, UdpError,
+    Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig,
+    SocketMode, UdpError,
 };
 
 const N: u64 = 10_000;
@@ -21,10 +22,9 @@ const N: u64 = 10_000;
 fn receiver(threads: usize, sockets: SocketMode, gro: bool) -> ReceiverConfig {
     ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        threads,
+        lanes: Lanes { threads, ..Lanes::default() },
+        receive: ReceivePath { rcvbuf: Some(8 << 20), gro, ..ReceivePath::default() },
         sockets,
-        rcvbuf: Some(8 << 20),
-        gro,
         duration: Some(Duration::from_secs(20)),
         until_datagrams: Some(N),
         ..ReceiverConfig::default()
@@ -107,10 +107,8 @@ fn reuseport_group_spreads_flows_over_its_sockets() {
 #[test]
 fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
     for sqpoll_cpu in [None, Some(0)] {
-        let rx = ReceiverConfig {
-            backend: RecvBackend::Uring { sqpoll_cpu },
-            ..receiver(2, SocketMode::Reuseport, false)
-        };
+        let mut rx = receiver(2, SocketMode::Reuseport, false);
+        rx.receive.backend = RecvBackend::Uring { sqpoll_cpu };
         let s = round_trip(rx, 32, None);
         assert_exact(&s, 32, 1);
         assert!(s.backend.starts_with("uring"), "{}", s.backend);
@@ -119,10 +117,9 @@ fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
         }
         assert_eq!(s.sequence.late, 0, "a flow stays on one socket and one ring");
     }
-    let refused = Receiver::bind(ReceiverConfig {
-        backend: RecvBackend::Uring { sqpoll_cpu: None },
-        ..receiver(1, SocketMode::Reuseport, true)
-    });
+    let mut rx = receiver(1, SocketMode::Reuseport, true);
+    rx.receive.backend = RecvBackend::Uring { sqpoll_cpu: None };
+    let refused = Receiver::bind(rx);
     assert!(matches!(refused, Err(UdpError::UringGro)), "{refused:?}");
 }
 
@@ -202,17 +199,18 @@ fn a_busy_port_is_named_with_the_fix() {
 #[test]
 fn bad_configurations_are_refused_before_any_thread_starts() {
     let base = receiver(1, SocketMode::Reuseport, false);
-    let err = Receiver::bind(ReceiverConfig { batch: 0, ..base.clone() }).unwrap_err();
+    let with_lanes = |change: fn(&mut Lanes)| {
+        let mut config = base.clone();
+        change(&mut config.lanes);
+        Receiver::bind(config).unwrap_err()
+    };
+    let err = with_lanes(|l| l.batch = 0);
     assert!(err.to_string().contains("batch 0 is out of range"), "{err}");
-    let err = Receiver::bind(ReceiverConfig { batch: 5000, ..base.clone() }).unwrap_err();
+    let err = with_lanes(|l| l.batch = 5000);
     assert!(err.to_string().contains("1 to 1024"), "{err}");
-    let err = Receiver::bind(ReceiverConfig { threads: 0, ..base.clone() }).unwrap_err();
+    let err = with_lanes(|l| l.threads = 0);
     assert!(matches!(err, UdpError::NoThreads));
-    let err = Receiver::bind(ReceiverConfig {
-        placement: Placement::RoundRobin("999".parse().unwrap()),
-        ..base.clone()
-    })
-    .unwrap_err();
+    let err = with_lanes(|l| l.placement = Placement::RoundRobin("999".parse().unwrap()));
     assert!(err.to_string().contains("CPU 999 does not exist"), "{err}");
     let err =
         Receiver::bind(ReceiverConfig { addrs: vec!["192.0.2.1:0".parse().unwrap()], ..base })

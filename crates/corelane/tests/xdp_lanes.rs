@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
 use corelane::udp::payload;
-use corelane::udp::{Receiver, ReceiverConfig, RecvBackend, RecvSummary, UdpError};
+use corelane::udp::{ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvSummary, UdpError};
 use corelane::xdp::{self, XdpMode};
 
 /// Why these tests cannot run here, if so.
@@ -135,7 +135,10 @@ fn rx_ip6(pair: &Pair) -> std::net::Ipv6Addr {
 fn config(addr: SocketAddr, n: u64) -> ReceiverConfig {
     ReceiverConfig {
         addrs: vec![addr],
-        backend: RecvBackend::Xdp { mode: XdpMode::Auto, busy_poll_us: None },
+        receive: ReceivePath {
+            backend: RecvBackend::Xdp { mode: XdpMode::Auto, busy_poll_us: None },
+            ..ReceivePath::default()
+        },
         duration: Some(Duration::from_secs(20)),
         until_datagrams: Some(n),
         ..ReceiverConfig::default()
@@ -391,7 +394,7 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     let handle = Pair::within(&pair.rx_ns, move || {
         let receiver = Receiver::bind(ReceiverConfig {
             addrs: vec![addr],
-            rcvbuf: Some(8 << 20),
+            receive: ReceivePath { rcvbuf: Some(8 << 20), ..ReceivePath::default() },
             duration: Some(Duration::from_secs(20)),
             until_datagrams: Some(N),
             ..ReceiverConfig::default()
@@ -460,7 +463,7 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         (v4, XdpMode::Copy, Some(50), "native copy"),
     ] {
         let mut c = config(addr, N);
-        c.backend = RecvBackend::Xdp { mode, busy_poll_us };
+        c.receive.backend = RecvBackend::Xdp { mode, busy_poll_us };
         let (_stop, handle) = start_receiver_with(&pair, c);
         send_numbered(&pair, addr, N);
         let s = handle.join().unwrap().unwrap();
@@ -482,7 +485,8 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     let pair = Pair::new();
     const N: u64 = 5_000;
     let addr = SocketAddr::from((pair.rx_ip, 4323));
-    let config = ReceiverConfig { backend: RecvBackend::XdpDrop, ..config(addr, N) };
+    let mut config = config(addr, N);
+    config.receive.backend = RecvBackend::XdpDrop;
     let (_stop, handle) = start_receiver_with(&pair, config);
     assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
     send_numbered(&pair, addr, N);

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use socket2::Socket;
 
+use super::lanes::Lanes;
 use super::payload;
 use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
-use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
 use crate::sys::{mmsg, sockopt};
 use crate::xdp::tx::XskTx;
@@ -29,8 +30,8 @@ pub const MAX_PAYLOAD: usize = 65_507;
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
     pub targets: Vec<SocketAddr>,
-    pub threads: usize,
-    pub batch: usize,
+    /// How many lanes (each owning some flows), where they run, messages per sendmmsg.
+    pub lanes: Lanes,
     /// Payload bytes per datagram.
     pub size: usize,
     /// Distinct flows (source ports); at least one per thread.
@@ -39,8 +40,6 @@ pub struct SenderConfig {
     pub rate: u64,
     /// Datagrams per GSO message; `None` sends one datagram per message.
     pub gso: Option<usize>,
-    /// Which CPU each lane runs on.
-    pub placement: Placement,
     pub duration: Option<Duration>,
     /// Stop after this many datagrams in all.
     pub count: Option<u64>,
@@ -63,13 +62,11 @@ impl Default for SenderConfig {
     fn default() -> Self {
         Self {
             targets: Vec::new(),
-            threads: 1,
-            batch: 32,
+            lanes: Lanes::default(),
             size: 32,
             flows: 1,
             rate: 0,
             gso: None,
-            placement: Placement::Unpinned,
             duration: Some(Duration::from_secs(10)),
             count: None,
             backend: SendBackend::Mmsg,
@@ -146,12 +143,7 @@ impl Sender {
         if config.targets.is_empty() {
             return Err(UdpError::NoAddress);
         }
-        if config.threads == 0 {
-            return Err(UdpError::NoThreads);
-        }
-        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
-            return Err(UdpError::Batch(config.batch));
-        }
+        config.lanes.check()?;
         if !(payload::HEADER_LEN..=MAX_PAYLOAD).contains(&config.size) {
             return Err(UdpError::Size {
                 size: config.size,
@@ -168,9 +160,9 @@ impl Sender {
                 return Err(UdpError::Size { size: config.size, min: payload::HEADER_LEN, max });
             }
         }
-        config.placement.check()?;
-        config.flows = config.flows.max(config.threads);
-        let mut lane_flows: Vec<Vec<Flow>> = (0..config.threads).map(|_| Vec::new()).collect();
+        config.flows = config.flows.max(config.lanes.threads);
+        let mut lane_flows: Vec<Vec<Flow>> =
+            (0..config.lanes.threads).map(|_| Vec::new()).collect();
         for id in 0..config.flows {
             let target = config.targets[id % config.targets.len()];
             let socket = new_udp(&target)?;
@@ -191,7 +183,7 @@ impl Sender {
                 min: 1,
                 max: u32::MAX as usize,
             })?;
-            lane_flows[id % config.threads].push(Flow { id: id32, socket, next_seq: 0 });
+            lane_flows[id % config.lanes.threads].push(Flow { id: id32, socket, next_seq: 0 });
         }
         let mut gso = GsoState { requested: config.gso, active: false, note: None };
         if let Some(seg) = config.gso {
@@ -229,7 +221,7 @@ impl Sender {
         on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
         let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
+            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
         // Lanes end by themselves at the deadline or with their share of the count.
         let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(self.config.duration);
@@ -238,7 +230,7 @@ impl Sender {
         let cfg = self.config;
         let mut watch = SendWatch {
             counters: &counters,
-            meter: Meter::new(cfg.threads),
+            meter: Meter::new(cfg.lanes.threads),
             busy_pps: Vec::new(),
             on_interval,
         };
@@ -253,7 +245,7 @@ impl Sender {
         let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         Ok(SendSummary {
             targets: cfg.targets,
-            threads: cfg.threads,
+            threads: cfg.lanes.threads,
             flows: cfg.flows,
             elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
@@ -328,7 +320,7 @@ impl Sender {
     ) -> Result<(Option<String>, LaneSet<SendResult>, LaneSet<XdpSendResult>), UdpError> {
         let cfg = &self.config;
         let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
-        let threads = cfg.threads as u64;
+        let threads = cfg.lanes.threads as u64;
         let (mut xdp_lanes, xdp_note) = match self.xdp.take() {
             Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
             None => (Vec::new(), None),
@@ -339,7 +331,7 @@ impl Sender {
             let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let rate = (cfg.rate > 0).then(|| share(cfg.rate).max(1));
             let count = cfg.count.map(share);
-            let (counters, cpu) = (Arc::clone(counters), cfg.placement.cpu_of(index));
+            let (counters, cpu) = (Arc::clone(counters), cfg.lanes.placement.cpu_of(index));
             if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
                 let (size, stop) = (cfg.size, stop.clone());
                 let work = XdpSendLane {
@@ -365,8 +357,8 @@ impl Sender {
             }
             let work = SendLane {
                 flows,
-                batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
-                batch_len: cfg.batch,
+                batch: mmsg::MmsgSend::new(cfg.lanes.batch, cfg.size * segments),
+                batch_len: cfg.lanes.batch,
                 size: cfg.size,
                 segments,
                 rate,
