@@ -215,9 +215,9 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
 fn print_send_summary(s: &SendSummary) {
     outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",
-        s.datagrams,
-        s.elapsed_secs,
-        format_rate_line(s.mean),
+        s.throughput.datagrams,
+        s.throughput.elapsed_secs,
+        format_rate_line(s.throughput.mean),
         s.syscalls,
         s.flows
     );
@@ -364,16 +364,16 @@ fn print_recv_summary(s: &RecvSummary) {
     let q = &s.sequence;
     outln!(
         "received {} datagrams in {:.2}s: median {:.3}M pps, mean {}",
-        s.datagrams,
-        s.elapsed_secs,
-        s.median_pps / 1e6,
-        format_rate_line(s.mean)
+        s.throughput.datagrams,
+        s.throughput.elapsed_secs,
+        s.throughput.median_pps / 1e6,
+        format_rate_line(s.throughput.mean)
     );
     outln!(
         "cpu {:.0} ns/datagram (user {:.2}s, sys {:.2}s); kernel drops {}; truncated {}",
         s.cpu_ns_per_datagram,
-        s.cpu_user_secs,
-        s.cpu_sys_secs,
+        s.cpu_secs.user,
+        s.cpu_secs.system,
         s.kernel_drops,
         s.truncated
     );

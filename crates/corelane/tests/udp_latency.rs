@@ -282,7 +282,7 @@ fn gro_echo_counts_every_segment() {
     thread::sleep(Duration::from_millis(200));
     stop.stop();
     let e = server.join().unwrap();
-    assert_eq!(sent.datagrams, 800);
+    assert_eq!(sent.throughput.datagrams, 800);
     assert_eq!(e.datagrams, 800, "{e:?}");
     assert_eq!(e.replies, 800, "{e:?}");
     if e.gro.active {

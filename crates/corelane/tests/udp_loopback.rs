@@ -48,7 +48,7 @@ fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSumma
     })
     .unwrap();
     let sent = sender.run(&StopSignal::new(), |_| {}).unwrap();
-    assert_eq!(sent.datagrams, N);
+    assert_eq!(sent.throughput.datagrams, N);
     // The receiver stops by itself after N datagrams; if some were dropped, give the last
     // ones in flight a moment and stop it.
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
@@ -65,13 +65,13 @@ fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSumma
 fn assert_exact(s: &RecvSummary, flows: u64, datagrams_per_drop: u64) {
     assert_eq!(s.sequence.flows, flows);
     assert_eq!((s.sequence.duplicates, s.corrupt, s.foreign, s.truncated), (0, 0, 0, 0), "{s:#?}");
-    assert_eq!(s.datagrams, s.sequence.received);
+    assert_eq!(s.throughput.datagrams, s.sequence.received);
     assert_eq!(
-        s.datagrams + s.sequence.missing,
+        s.throughput.datagrams + s.sequence.missing,
         N,
         "every datagram is received or missing: {s:#?}"
     );
-    assert_eq!(s.bytes, s.datagrams * 32);
+    assert_eq!(s.throughput.bytes, s.throughput.datagrams * 32);
     if s.sequence.missing > 0 {
         eprintln!("note: {} datagrams dropped for a full receive buffer", s.sequence.missing);
         assert!(
@@ -135,10 +135,10 @@ fn dispatching_to_workers_keeps_flows_in_order_with_rss_and_counts_what_spraying
         let d = s.dispatch.expect("a dispatch report");
         assert_eq!(
             d.per_worker.iter().sum::<u64>(),
-            s.datagrams,
+            s.throughput.datagrams,
             "{kind}: every datagram came back"
         );
-        assert_eq!(d.egress.events, s.datagrams);
+        assert_eq!(d.egress.events, s.throughput.datagrams);
         if kind == Kind::Rss {
             assert_eq!(d.egress.reordered, 0, "a flow hash never reorders");
         }
@@ -179,7 +179,7 @@ fn datagrams_longer_than_the_buffer_are_counted_as_truncated() {
     .unwrap();
     sender.run(&StopSignal::new(), |_| {}).unwrap();
     let s = handle.join().unwrap();
-    assert_eq!((s.datagrams, s.truncated, s.corrupt), (100, 100, 0));
+    assert_eq!((s.throughput.datagrams, s.truncated, s.corrupt), (100, 100, 0));
     assert_eq!(s.sequence.missing, 0, "the header survives truncation");
 }
 
@@ -251,5 +251,5 @@ fn a_stop_signal_ends_both_sides_promptly() {
     let sent = sending.join().unwrap();
     let got = handle.join().unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
-    assert!(sent.datagrams > 0 && got.datagrams > 0);
+    assert!(sent.throughput.datagrams > 0 && got.throughput.datagrams > 0);
 }

@@ -65,9 +65,9 @@ fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
     let grown_mib = rss_kib().saturating_sub(before) / 1024;
 
     eprintln!("{s:#?}\nRSS growth {grown_mib} MiB");
-    assert!(s.datagrams > 0 && s.datagrams <= sent);
-    let valid = s.datagrams - s.foreign - s.corrupt;
-    assert!(s.foreign >= s.datagrams - 4, "forged flows count as foreign: {s:#?}");
+    assert!(s.throughput.datagrams > 0 && s.throughput.datagrams <= sent);
+    let valid = s.throughput.datagrams - s.foreign - s.corrupt;
+    assert!(s.foreign >= s.throughput.datagrams - 4, "forged flows count as foreign: {s:#?}");
     assert_eq!(s.sequence.flows, u64::from(valid > 0));
     assert_eq!(s.sequence.untracked, 0, "excess flows never reach the tracker");
     let d = s.dispatch.expect("a dispatch report");

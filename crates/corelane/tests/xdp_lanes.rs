@@ -206,7 +206,7 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
     let s = handle.join().unwrap().unwrap();
     let x = s.xdp.as_ref().expect("an xdp report");
     assert_eq!(s.backend, "xdp");
-    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.sequence.received, N);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.sequence.late), (0, 0, 0));
     assert_eq!((s.corrupt, s.foreign), (0, 0));
@@ -240,7 +240,7 @@ fn other_ports_and_icmp_keep_working_while_attached() {
     assert!(echo, "ICMP echo answered while the program is attached");
     stop.stop();
     let s = handle.join().unwrap().unwrap();
-    assert_eq!(s.datagrams, 0, "nothing of the other port or ICMP reached the lane");
+    assert_eq!(s.throughput.datagrams, 0, "nothing of the other port or ICMP reached the lane");
 }
 
 /// One ICMP echo request over a raw socket; whether the reply came within 3 s.
@@ -316,7 +316,7 @@ fn a_frame_whose_ip_length_lies_is_counted_and_dropped() {
     let x = s.xdp.unwrap();
     assert_eq!(x.counts.lying_length, 1, "{x:?}");
     assert_eq!(x.counts.frames, 11);
-    assert_eq!(s.datagrams, 10);
+    assert_eq!(s.throughput.datagrams, 10);
     assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
 }
 
@@ -421,12 +421,12 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     .join()
     .unwrap();
     let (sent, note) = sent;
-    assert_eq!(sent.datagrams, N);
+    assert_eq!(sent.throughput.datagrams, N);
     assert_eq!(sent.backend, "xdp");
     assert!(note.contains("neighbour table") || note.contains("resolved"), "{note}");
     let s = handle.join().unwrap();
     stop.stop();
-    assert_eq!(s.datagrams, N, "{addr}: {s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{addr}: {s:?}");
     assert_eq!(s.sequence.flows, 4);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.corrupt, s.foreign), (0, 0, 0, 0));
 }
@@ -470,7 +470,7 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         let x = s.xdp.unwrap();
         assert_eq!(x.mode, expect, "{addr} {mode:?}");
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
-        assert_eq!(s.datagrams, N, "{addr} {mode:?}");
+        assert_eq!(s.throughput.datagrams, N, "{addr} {mode:?}");
         assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
         pair.assert_no_program_left("the run");
     }
@@ -492,7 +492,7 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     send_numbered(&pair, addr, N);
     let s = handle.join().unwrap().unwrap();
     assert_eq!(s.backend, "xdp-drop");
-    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
     assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("XDP_DROP ceiling")), "{s:?}");
     pair.assert_no_program_left("the run");

@@ -20,7 +20,7 @@ use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketM
 use super::UdpError;
 use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, LaneCounters, Meter, Rate, UdpCounters};
+use crate::stats::{CpuSecs, LaneCounters, Meter, Throughput, UdpCounters};
 use crate::xdp::rx::{XdpReceive, XskStats};
 
 /// What to receive and how.
@@ -251,10 +251,9 @@ impl Receiver {
             monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
         let results: Vec<(usize, Option<usize>, LaneResult)> =
             joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
-        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
+        let throughput = Throughput::of(&counters, &watch.busy_pps, stopped.elapsed);
         let totals = Totals::of(results, &counters);
-        let (median_pps, snmp_start) = (stats::median(&watch.busy_pps), watch.snmp_start);
+        let snmp_start = watch.snmp_start;
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
         Ok(RecvSummary {
@@ -263,19 +262,14 @@ impl Receiver {
             steering: cfg.steering,
             threads: cfg.lanes.threads,
             batch: cfg.lanes.batch,
-            elapsed_secs: stopped.elapsed.as_secs_f64(),
-            datagrams,
-            bytes,
-            median_pps: median_pps.unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            throughput,
             kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
             truncated: totals.truncated,
             corrupt: totals.corrupt,
             foreign: totals.foreign,
             sequence: totals.sequence,
-            cpu_user_secs: stopped.user.as_secs_f64(),
-            cpu_sys_secs: stopped.system.as_secs_f64(),
-            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
+            cpu_secs: CpuSecs::of(stopped.user, stopped.system),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(throughput.datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: self.slot(),

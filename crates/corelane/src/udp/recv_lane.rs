@@ -9,7 +9,7 @@ use super::dispatch::{DispatchConfig, DispatchReport};
 use super::recv_report::LaneSummary;
 use super::sequence::{SequenceReport, SequenceTracker};
 use crate::lane::StopSignal;
-use crate::stats::{self, CpuUsage, LaneCounters};
+use crate::stats::{self, CpuSecs, CpuUsage, LaneCounters};
 use crate::xdp::rx::XskLane;
 
 /// What a lane owns.
@@ -83,8 +83,7 @@ impl Totals {
                 cpu,
                 datagrams: counters[index].datagrams(),
                 syscalls: r.tally.syscalls,
-                cpu_user_secs: r.cpu.user.as_secs_f64(),
-                cpu_sys_secs: r.cpu.system.as_secs_f64(),
+                cpu_secs: CpuSecs::of(r.cpu.user, r.cpu.system),
             });
             totals.dispatch = totals.dispatch.or(r.dispatch);
             totals.xsk.extend(r.xsk);

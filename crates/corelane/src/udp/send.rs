@@ -17,7 +17,7 @@ use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
 use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
-use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
+use crate::stats::{CpuSecs, Interval, LaneCounters, Meter, Throughput};
 use crate::sys::{mmsg, sockopt};
 use crate::xdp::tx::XskTx;
 
@@ -95,19 +95,16 @@ pub struct SendSummary {
     pub targets: Vec<SocketAddr>,
     pub threads: usize,
     pub flows: usize,
-    pub elapsed_secs: f64,
-    pub datagrams: u64,
-    pub bytes: u64,
-    pub median_pps: f64,
-    pub mean: Rate,
+    #[serde(flatten)]
+    pub throughput: Throughput,
     pub syscalls: u64,
     /// Sends the kernel refused for lack of buffer space (ENOBUFS/EAGAIN); retried.
     pub backpressure: u64,
     /// ICMP port unreachable reported back (ECONNREFUSED): nobody listening yet.
     pub refused: u64,
     pub gso: GsoState,
-    pub cpu_user_secs: f64,
-    pub cpu_sys_secs: f64,
+    #[serde(flatten)]
+    pub cpu_secs: CpuSecs,
     /// `mmsg` or `xdp`.
     #[serde(default)]
     pub backend: String,
@@ -241,23 +238,16 @@ impl Sender {
             gso.active = false;
             gso.note = Some(note);
         }
-        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         Ok(SendSummary {
             targets: cfg.targets,
             threads: cfg.lanes.threads,
             flows: cfg.flows,
-            elapsed_secs: stopped.elapsed.as_secs_f64(),
-            datagrams,
-            bytes,
-            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            throughput: Throughput::of(&counters, &watch.busy_pps, stopped.elapsed),
             syscalls: sent.syscalls,
             backpressure: sent.backpressure,
             refused: sent.refused,
             gso,
-            cpu_user_secs: stopped.user.as_secs_f64(),
-            cpu_sys_secs: stopped.system.as_secs_f64(),
+            cpu_secs: CpuSecs::of(stopped.user, stopped.system),
             backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
             backend_note: xdp_note,
         })
