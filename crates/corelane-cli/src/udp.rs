@@ -201,14 +201,14 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let json = args.json;
-    let summary = sender.run(
-        &stop,
-        per_second(json, &stop, |i: &SendInterval| {
-            format!("sent {}", format_rate_line(i.interval.rate))
-        }),
-    )?;
+    let summary = sender.run(&stop, per_second(json, &stop, send_line))?;
     finish(json, &summary, print_send_summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sender's line for one second.
+fn send_line(i: &SendInterval) -> String {
+    format!("sent {}", format_rate_line(i.interval.rate))
 }
 
 /// The sender's last lines: totals, the kernel's push-back and what GSO did.
@@ -375,7 +375,7 @@ fn print_recv_summary(s: &RecvSummary) {
         s.cpu_secs.user,
         s.cpu_secs.system,
         s.kernel_drops,
-        s.truncated
+        s.anomalies.truncated
     );
     outln!(
         "flows {}: missing {}, duplicates {}, late {}, corrupt {}, foreign {}",
@@ -383,8 +383,8 @@ fn print_recv_summary(s: &RecvSummary) {
         q.missing,
         q.duplicates,
         q.late,
-        s.corrupt,
-        s.foreign
+        s.anomalies.corrupt,
+        s.anomalies.foreign
     );
     for lane in &s.lanes {
         let cpu = lane.cpu.map_or("any".to_string(), |c| c.to_string());
@@ -396,10 +396,10 @@ fn print_recv_summary(s: &RecvSummary) {
             lane.syscalls
         );
     }
-    if s.truncated > 0 {
+    if s.anomalies.truncated > 0 {
         outln!(
             "warning: {} datagrams were longer than the {}-byte receive buffer: raise --slot",
-            s.truncated,
+            s.anomalies.truncated,
             s.slot_bytes
         );
     }

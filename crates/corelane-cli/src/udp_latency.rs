@@ -190,19 +190,19 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("echoing on {} (Ctrl-C to stop)", echo.local_addr());
     }
     let json = args.json;
-    let summary = echo.run(
-        &stop,
-        crate::args::per_second(json, &stop, |i: &EchoInterval| {
-            format!(
-                "{}  replies {}  cpu {:.0} ns/dgram",
-                format_rate_line(i.interval.rate),
-                i.replies,
-                i.cpu_ns_per_datagram
-            )
-        }),
-    )?;
+    let summary = echo.run(&stop, crate::args::per_second(json, &stop, echo_line))?;
     finish(json, &summary, print_echo_summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The echo's line for one second.
+fn echo_line(i: &EchoInterval) -> String {
+    format!(
+        "{}  replies {}  cpu {:.0} ns/dgram",
+        format_rate_line(i.interval.rate),
+        i.replies,
+        i.cpu_ns_per_datagram
+    )
 }
 
 fn print_echo_summary(s: &EchoSummary) {

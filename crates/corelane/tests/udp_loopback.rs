@@ -64,7 +64,11 @@ fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSumma
 /// buffer cannot grow past net.core.rmem_max); any such loss must show as kernel drops.
 fn assert_exact(s: &RecvSummary, flows: u64, datagrams_per_drop: u64) {
     assert_eq!(s.sequence.flows, flows);
-    assert_eq!((s.sequence.duplicates, s.corrupt, s.foreign, s.truncated), (0, 0, 0, 0), "{s:#?}");
+    assert_eq!(
+        (s.sequence.duplicates, s.anomalies.corrupt, s.anomalies.foreign, s.anomalies.truncated),
+        (0, 0, 0, 0),
+        "{s:#?}"
+    );
     assert_eq!(s.throughput.datagrams, s.sequence.received);
     assert_eq!(
         s.throughput.datagrams + s.sequence.missing,
@@ -179,7 +183,7 @@ fn datagrams_longer_than_the_buffer_are_counted_as_truncated() {
     .unwrap();
     sender.run(&StopSignal::new(), |_| {}).unwrap();
     let s = handle.join().unwrap();
-    assert_eq!((s.throughput.datagrams, s.truncated, s.corrupt), (100, 100, 0));
+    assert_eq!((s.throughput.datagrams, s.anomalies.truncated, s.anomalies.corrupt), (100, 100, 0));
     assert_eq!(s.sequence.missing, 0, "the header survives truncation");
 }
 

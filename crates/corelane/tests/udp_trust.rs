@@ -66,8 +66,11 @@ fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
 
     eprintln!("{s:#?}\nRSS growth {grown_mib} MiB");
     assert!(s.throughput.datagrams > 0 && s.throughput.datagrams <= sent);
-    let valid = s.throughput.datagrams - s.foreign - s.corrupt;
-    assert!(s.foreign >= s.throughput.datagrams - 4, "forged flows count as foreign: {s:#?}");
+    let valid = s.throughput.datagrams - s.anomalies.foreign - s.anomalies.corrupt;
+    assert!(
+        s.anomalies.foreign >= s.throughput.datagrams - 4,
+        "forged flows count as foreign: {s:#?}"
+    );
     assert_eq!(s.sequence.flows, u64::from(valid > 0));
     assert_eq!(s.sequence.untracked, 0, "excess flows never reach the tracker");
     let d = s.dispatch.expect("a dispatch report");

@@ -209,7 +209,7 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.sequence.received, N);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.sequence.late), (0, 0, 0));
-    assert_eq!((s.corrupt, s.foreign), (0, 0));
+    assert_eq!((s.anomalies.corrupt, s.anomalies.foreign), (0, 0));
     assert_eq!(x.counts.lying_length + x.counts.malformed + x.counts.other_port, 0);
     // veth has no XSK buffer pool: zero-copy is tried, refused, and said so.
     assert_eq!(x.mode, "native copy", "{x:?}");
@@ -428,7 +428,10 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     stop.stop();
     assert_eq!(s.throughput.datagrams, N, "{addr}: {s:?}");
     assert_eq!(s.sequence.flows, 4);
-    assert_eq!((s.sequence.missing, s.sequence.duplicates, s.corrupt, s.foreign), (0, 0, 0, 0));
+    assert_eq!(
+        (s.sequence.missing, s.sequence.duplicates, s.anomalies.corrupt, s.anomalies.foreign),
+        (0, 0, 0, 0)
+    );
 }
 
 /// A panic while the program is attached unwinds through the bpf_link's owner: detached.

@@ -25,6 +25,7 @@ pub mod sockperf;
 pub mod source_check;
 
 pub use backend::RecvBackend;
+pub use check::Anomalies;
 pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
 pub use error::UdpError;
 pub use judge::Dropped;

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
+use super::check::Anomalies;
 use super::dispatch::DispatchReport;
 use super::sequence::SequenceReport;
 use super::socket::{OffloadState, SocketMode, Steering};
@@ -49,9 +50,9 @@ pub struct RecvSummary {
     #[serde(flatten)]
     pub throughput: Throughput,
     pub kernel_drops: u64,
-    pub truncated: u64,
-    pub corrupt: u64,
-    pub foreign: u64,
+    /// Datagrams truncated, corrupt or foreign (`truncated`, `corrupt`, `foreign` in JSON).
+    #[serde(flatten)]
+    pub anomalies: Anomalies,
     pub sequence: SequenceReport,
     #[serde(flatten)]
     pub cpu_secs: CpuSecs,
