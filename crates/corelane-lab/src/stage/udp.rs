@@ -279,7 +279,7 @@ pub fn run(
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {
         pps: median_of(steady.pps),
-        sent_pps: sent.mean.pps,
+        sent_pps: sent.throughput.mean.pps,
         drops_per_sec: median_of(steady.drops),
         cpu_ns_per_datagram: median_of(steady.cpu_ns),
         reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,

@@ -104,9 +104,9 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             parts_of(base, cmp.whole),
             if ratio <= 0.9 { "meets" } else { "misses" },
             total_ns(xdp) / total_ns(base).max(1.0),
-            xdp.median_pps / 1e6,
-            base.median_pps / 1e6,
-            100.0 * (xdp.median_pps / base.median_pps.max(1.0) - 1.0),
+            xdp.pps.median / 1e6,
+            base.pps.median / 1e6,
+            100.0 * (xdp.pps.median / base.pps.median.max(1.0) - 1.0),
             socket_losses(xdp),
         ));
     }
@@ -135,17 +135,17 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             parts_of(bp, cmp.whole),
             parts_of(xdp, cmp.whole),
             cmp.r / cmp.base.max(1.0),
-            bp.median_pps / 1e6,
+            bp.pps.median / 1e6,
             socket_losses(bp),
         ));
     }
     if let (Some(max), Some(ceiling)) = (row(rows, "af-xdp-max"), row(rows, "xdp-drop")) {
         out.push(format!(
             "XDP_DROP ceiling on the same veth: {:.3} Mpps dropped in the driver ({:.0} ns per frame in the NAPI threads); AF_XDP lanes at the same offered load received {:.3} Mpps, {:.0}% of the ceiling.",
-            ceiling.median_pps / 1e6,
+            ceiling.pps.median / 1e6,
             ceiling.napi_ns_per_datagram.unwrap_or(0.0),
-            max.median_pps / 1e6,
-            100.0 * max.median_pps / ceiling.median_pps.max(1.0)
+            max.pps.median / 1e6,
+            100.0 * max.pps.median / ceiling.pps.median.max(1.0)
         ));
     }
     if let Some(tx) = row(rows, "af-xdp-tx") {
@@ -153,7 +153,7 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             "AF_XDP sender: sent {:.3} Mpps of {:.3} offered through its TX ring; the recvmmsg lane received {:.3} Mpps at {:.0} ns per datagram{}.",
             tx.sent_pps / 1e6,
             tx.offered_pps / 1e6,
-            tx.median_pps / 1e6,
+            tx.pps.median / 1e6,
             tx.cpu_ns_per_datagram,
             tx.sender_ns_per_datagram
                 .map_or(String::new(), |s| format!(", the sender (with the receive softirq its sends ran) {s:.0}"))
@@ -179,8 +179,7 @@ mod tests {
             label: String::new(),
             offered_pps: 150_000.0,
             sent_pps: 150_000.0,
-            trials_pps: vec![150_000.0],
-            median_pps: 150_000.0,
+            pps: crate::summary::Trials::of([150_000.0]),
             gap_pct: None,
             drops_per_sec: 0.0,
             cpu_ns_per_datagram: lanes,

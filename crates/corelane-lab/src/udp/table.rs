@@ -2,14 +2,27 @@
 
 use comfy_table::Cell;
 
-use super::{ConfigRow, UdpLabReport};
+use super::{ConfigRow, PeerRow, UdpLabReport};
 use crate::experiment::Report;
 use crate::report;
 use corelane::xdp::rx::XskStats;
 
-impl Report for UdpLabReport {
-    const CSV_HEADER: &'static str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps,napi_ns,ksoftirqd_ns,sender_ns,whole_path_ns,xsk_lost,xsk_rx_ring_full,xsk_rx_dropped,xsk_fill_ring_empty,xsk_rx_invalid_descs";
+/// The peers' table: one line per peer receiver and its sender.
+const PEER_COLUMNS: [report::Column<PeerRow>; 6] = [
+    ("receiver", |p| Cell::new(&p.receiver)),
+    ("driven by", |p| Cell::new(&p.sender)),
+    ("received", |p| report::right(report::mpps(p.pps.median))),
+    ("rx ns/dgram", |p| report::right(format!("{:.0}", p.cpu_ns_per_datagram))),
+    ("corelane pps ×", |p| report::right(ratio(p.corelane_pps_ratio))),
+    ("their CPU ×", |p| report::right(ratio(p.corelane_cpu_ratio))),
+];
 
+/// A ratio to two places, `—` where there is none.
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("—".to_string(), |v| format!("{v:.2}"))
+}
+
+impl Report for UdpLabReport {
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -43,7 +56,7 @@ impl Report for UdpLabReport {
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
                 report::right(report::mpps(row.sent_pps)),
-                report::right(report::mpps(row.median_pps)),
+                report::right(report::mpps(row.pps.median)),
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
                 report::right(format!("{:.0}", row.drops_per_sec)),
                 report::right(format!("{:.3}%", row.reordered_pct)),
@@ -75,26 +88,7 @@ impl Report for UdpLabReport {
             out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
         }
         if !self.peers.is_empty() {
-            let mut peers = report::table();
-            peers.set_header([
-                "receiver",
-                "driven by",
-                "received",
-                "rx ns/dgram",
-                "corelane pps ×",
-                "their CPU ×",
-            ]);
-            for p in &self.peers {
-                let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
-                peers.add_row(vec![
-                    Cell::new(&p.receiver),
-                    Cell::new(&p.sender),
-                    report::right(report::mpps(p.median_pps)),
-                    report::right(format!("{:.0}", p.cpu_ns_per_datagram)),
-                    report::right(ratio(p.corelane_pps_ratio)),
-                    report::right(ratio(p.corelane_cpu_ratio)),
-                ]);
-            }
+            let peers = report::table_of(&PEER_COLUMNS, &self.peers);
             let steering =
                 if self.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
             out.push_str(&format!(
@@ -109,20 +103,20 @@ impl Report for UdpLabReport {
 
     /// One CSV row per configuration and per peer (peers leave the charged parts and the
     /// AF_XDP counters blank).
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
+    fn csv_table(&self) -> report::Csv {
+        let header = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps,napi_ns,ksoftirqd_ns,sender_ns,whole_path_ns,xsk_lost,xsk_rx_ring_full,xsk_rx_dropped,xsk_fill_ring_empty,xsk_rx_invalid_descs";
         let rows = self.rows.iter().map(|row| {
             vec![
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
                 format!("{:.0}", row.sent_pps),
-                format!("{:.0}", row.median_pps),
+                format!("{:.0}", row.pps.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                 format!("{:.0}", row.drops_per_sec),
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
-                join(&row.trials_pps),
+                row.pps.joined(0),
             ]
             .into_iter()
             .chain(charged_columns(row))
@@ -135,18 +129,18 @@ impl Report for UdpLabReport {
                 format!("{} <- {}", p.receiver, p.sender),
                 blank(),
                 blank(),
-                format!("{:.0}", p.median_pps),
+                format!("{:.0}", p.pps.median),
                 blank(),
                 blank(),
                 blank(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
-                join(&p.trials_pps),
+                p.pps.joined(0),
             ]
             .into_iter()
             .chain(std::iter::repeat_n(String::new(), CHARGED_COLUMNS))
             .collect::<Vec<_>>()
         });
-        rows.chain(peers).collect()
+        report::Csv::with_header(header, rows.chain(peers).collect())
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
@@ -197,7 +191,6 @@ fn charged_columns(row: &ConfigRow) -> [String; CHARGED_COLUMNS] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udp::ConfigRow;
     use corelane::stats::CpuSplit;
 
     fn report() -> UdpLabReport {
@@ -215,8 +208,7 @@ mod tests {
                 label: "default".into(),
                 offered_pps: 1e6,
                 sent_pps: 1e6,
-                trials_pps: vec![5e5],
-                median_pps: 5e5,
+                pps: crate::summary::Trials::of([5e5]),
                 gap_pct: Some(0.0),
                 drops_per_sec: 7.0,
                 cpu_ns_per_datagram: 900.0,
