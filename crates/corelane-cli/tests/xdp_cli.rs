@@ -9,14 +9,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn unavailable() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root (network namespaces, XDP)");
-    }
-    if corelane::xdp::check_available().is_err() {
-        return Some("no AF_XDP sockets in this kernel");
-    }
-    None
+/// Whether this test can run (root, AF_XDP in the kernel); if not, says why it skips.
+fn able_or_skip() -> bool {
+    let why = if !rustix::process::geteuid().is_root() {
+        "needs root (network namespaces, XDP)"
+    } else if corelane::xdp::check_available().is_err() {
+        "no AF_XDP sockets in this kernel"
+    } else {
+        return true;
+    };
+    eprintln!("skipped: {why}");
+    false
 }
 
 fn ip(args: &[&str]) -> String {
@@ -33,6 +36,11 @@ struct Netns {
 }
 
 impl Netns {
+    /// A new namespace, or `None` (saying why) when the test cannot run here.
+    fn or_skip() -> Option<Self> {
+        able_or_skip().then(Self::new)
+    }
+
     fn new() -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -145,11 +153,7 @@ fn signal(child: &Child, sig: rustix::process::Signal) {
 
 #[test]
 fn no_program_is_left_after_sigint_sigterm_or_sigkill() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let ns = Netns::new();
+    let Some(ns) = Netns::or_skip() else { return };
     for sig in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
         let mut child = ns.start();
         assert!(ns.has_xdp(), "attached while running");
@@ -194,8 +198,7 @@ fn without_privilege_it_is_one_clear_line() {
 /// program attached before the socket failed is gone with the process.
 #[test]
 fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+    if !able_or_skip() {
         return;
     }
     let have = |p: &str| Command::new(p).arg("--version").output().is_ok();
@@ -225,11 +228,7 @@ fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
 /// after Ctrl-C, SIGTERM and SIGKILL; after SIGKILL the keeper restores them and goes.
 #[test]
 fn busy_poll_settings_are_restored_after_sigint_sigterm_and_sigkill() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let ns = Netns::new();
+    let Some(ns) = Netns::or_skip() else { return };
     use rustix::process::Signal;
     for (i, sig) in [Signal::INT, Signal::TERM, Signal::KILL].into_iter().enumerate() {
         let (defer, timeout) = (7 + i as u32, 12_345 + i as u64);
@@ -279,4 +278,53 @@ fn keeper_of(dev: &str) -> Option<u32> {
         let text = std::fs::read_to_string(&file).ok()?;
         text.contains(&format!("/net/{dev}/")).then_some(pid)
     })
+}
+
+/// `lab udp`'s kernel-bypass rows on the lab's own veth testbed: each part of a path is
+/// charged apart (the receiver's lanes, the NAPI threads, ksoftirqd, the sender) and the
+/// AF_XDP row carries its sockets' counters; the XDP_DROP floor of the same run sits beside
+/// them, and the findings compare the three by everything each path ran.
+#[test]
+fn lab_udp_charges_each_part_of_the_bypass_paths_and_shows_the_socket_counters() {
+    if !able_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("lab.json"), dir.path().join("lab.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["lab", "udp", "--configs", "recvmmsg,af-xdp,xdp-floor", "--trials", "1"])
+        .args(["--duration", "3s", "--vs", "none", "--json", json.to_str().unwrap()])
+        .args(["--csv", csv.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let row = |id: &str| rows.iter().find(|r| r["config"] == id).unwrap().clone();
+    let ns = |r: &serde_json::Value, part: &str| r[part].as_f64().unwrap_or(0.0);
+    for id in ["recvmmsg", "af-xdp", "xdp-floor"] {
+        let r = row(id);
+        assert!(ns(&r, "sender_ns_per_datagram") > 0.0, "{id}: no sender figure: {r}");
+        assert!(r["ksoftirqd_ns_per_datagram"].is_number(), "{id}: no ksoftirqd figure: {r}");
+    }
+    let xdp = row("af-xdp");
+    assert!(ns(&xdp, "napi_ns_per_datagram") > 0.0, "{xdp}");
+    let k = &xdp["xsk"];
+    let lost = k["rx_ring_full"].as_u64().unwrap() + k["rx_dropped"].as_u64().unwrap();
+    assert_eq!(xdp["xsk_lost"].as_u64(), Some(lost), "{xdp}");
+    assert!(
+        row("recvmmsg")["xsk"].is_null() && row("xdp-floor")["napi_ns_per_datagram"].is_number()
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for column in ["napi_ns", "ksoftirqd_ns", "sender_ns", "whole_path_ns", "xsk_rx_ring_full"] {
+        assert!(header.contains(&column), "{column} missing from {header:?}");
+    }
+    let findings = report["findings"].as_array().unwrap();
+    let said = |what: &str| findings.iter().any(|f| f.as_str().unwrap().contains(what));
+    assert!(
+        said("everything each path ran") && said("The floor, measured in the same run"),
+        "{findings:?}"
+    );
 }

@@ -9,8 +9,10 @@ use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
 use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
+use corelane::xdp::rx::XskStats;
 use serde_json::Value;
 
+use super::charged::{Charged, ChargedNs, ChargedRuntime};
 use super::napi::NapiThreads;
 use super::{udp_port, wait_ready};
 use crate::host::Host;
@@ -24,6 +26,8 @@ use crate::LabError;
 /// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
 /// have flows to spread.
 pub const FLOWS: usize = 8;
+/// The busy-poll row's SO_BUSY_POLL time (µs), as `docs/results/xdp-floor.sh xdp-bp` runs it.
+pub const BUSY_POLL_US: u32 = 50;
 /// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
 /// receiver-side stack, which is the work being measured.
 pub const GSO_SEGMENTS: usize = 16;
@@ -35,6 +39,8 @@ pub enum XdpRole {
     Off,
     /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
     Receive,
+    /// AF_XDP lanes that busy-poll their queues (`--busy-poll BUSY_POLL_US`).
+    ReceiveBusyPoll,
     /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
     Drop,
     /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
@@ -114,8 +120,16 @@ pub struct Trial {
     pub nic: Option<NicRates>,
     /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
     pub napi_ns_per_datagram: Option<f64>,
-    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame).
+    /// The sender's exact runtime per datagram received, when it runs on this machine (with
+    /// RPS off it includes the receive softirq its sends ran).
+    pub sender_ns_per_datagram: Option<f64>,
+    /// This machine's ksoftirqd threads' exact runtime per datagram received (with the sender).
+    pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame);
+    /// `None` there when their counters could not be read.
     pub xsk_lost: Option<u64>,
+    /// AF_XDP rows: the sockets' kernel counters over the whole trial, when read.
+    pub xsk: Option<XskStats>,
 }
 
 /// The receiver's command line for `cfg`.
@@ -147,12 +161,15 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
         args.extend(["--steer".into(), "cpu".into()]);
     }
     let xdp_backend = match cfg.xdp {
-        XdpRole::Receive => Some("xdp"),
+        XdpRole::Receive | XdpRole::ReceiveBusyPoll => Some("xdp"),
         XdpRole::Drop => Some("xdp-drop"),
         XdpRole::Off | XdpRole::Send => None,
     };
     if let Some(backend) = xdp_backend {
         args.extend(["--backend", backend, "--xdp-dev", RX_DEV].map(String::from));
+    }
+    if cfg.xdp == XdpRole::ReceiveBusyPoll {
+        args.extend(["--busy-poll".into(), BUSY_POLL_US.to_string()]);
     }
     args
 }
@@ -185,7 +202,9 @@ impl Drop for SenderQueue {
     }
 }
 
-/// The paced GSO sender's command line for `cfg`.
+/// The paced GSO sender's command line for `cfg`. It sends one second longer than the
+/// receiver's measured seconds, so that it is still running (its runtime readable) when the
+/// last of them ends: started after the receiver, it would otherwise end about then.
 fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
     let mut args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
@@ -195,7 +214,7 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
     push_options(
         &mut args,
         [
-            ("--duration", secs.to_string()),
+            ("--duration", (secs + 1).to_string()),
             ("--rate", cfg.offered_pps.to_string()),
             ("--gso", cfg.gso_segments.to_string()),
             ("--flows", FLOWS.to_string()),
@@ -227,7 +246,7 @@ pub fn run(
     let (tx, rx) = (testbed.tx(), testbed.rx());
     let port = udp_port(testbed)?;
     let secs = duration.as_secs();
-    let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::Drop);
+    let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll | XdpRole::Drop);
     let _queue = match xdp_rx {
         true => Some(SenderQueue::add(tx.clone())?),
         false => None,
@@ -240,9 +259,10 @@ pub fn run(
         false => None,
     };
     let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
+    let local_sender = matches!(tx, Host::Local | Host::Namespace(_));
+    let charged = Charged::new(napi, local_sender.then(|| sender.pid()));
     let nic_before = (testbed.rx_nic_counters()?, Instant::now());
-    let steady =
-        read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, napi.as_ref(), stop)?;
+    let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, &charged, stop)?;
     let nic = match (nic_before, testbed.rx_nic_counters()?) {
         ((Some(before), at), Some(after)) => {
             Some(after.rates_since(&before, at.elapsed().as_secs_f64()))
@@ -259,7 +279,7 @@ pub fn run(
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {
         pps: median_of(steady.pps),
-        sent_pps: sent.mean.pps,
+        sent_pps: sent.throughput.mean.pps,
         drops_per_sec: median_of(steady.drops),
         cpu_ns_per_datagram: median_of(steady.cpu_ns),
         reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,
@@ -268,8 +288,11 @@ pub fn run(
             .collect(),
         cpu: steady.cpu,
         nic,
-        napi_ns_per_datagram: steady.napi_ns,
-        xsk_lost: received.xdp.as_ref().map(|x| x.xsk.rx_lost()),
+        napi_ns_per_datagram: steady.charged.napi,
+        sender_ns_per_datagram: steady.charged.sender,
+        ksoftirqd_ns_per_datagram: steady.charged.ksoftirqd,
+        xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
+        xsk: received.xdp.as_ref().and_then(|x| x.xsk),
     })
 }
 
@@ -282,7 +305,8 @@ struct Steady {
     cpu_ns: Vec<f64>,
     lanes: Vec<Vec<f64>>,
     cpu: Vec<CpuSplit>,
-    napi_ns: Option<f64>,
+    /// What the trial charges beyond the receiver, per datagram over the same seconds.
+    charged: ChargedNs,
 }
 
 fn read_steady_seconds(
@@ -290,13 +314,13 @@ fn read_steady_seconds(
     receiver: &mut ChildProcess,
     secs: u64,
     duration: Duration,
-    napi: Option<&NapiThreads>,
+    charged: &Charged,
     stop: &StopSignal,
 ) -> Result<Steady, LabError> {
     let mut steady = Steady::default();
     let mut stat_start = None;
-    // NAPI runtime and datagrams received at the end of the warm-up second.
-    let mut napi_start = (Duration::ZERO, 0u64);
+    // The charged runtimes and datagrams received at the end of the warm-up second.
+    let mut charged_start = (ChargedRuntime::default(), 0u64);
     let deadline = Instant::now() + duration + Duration::from_secs(5);
     loop {
         if stop.is_stopped() {
@@ -319,8 +343,7 @@ fn read_steady_seconds(
         let index = interval.interval.index;
         if index == 1 {
             stat_start = Some(rx.proc_stat()?);
-            napi_start =
-                (napi.map(NapiThreads::runtime).unwrap_or_default(), interval.interval.datagrams);
+            charged_start = (charged.runtime(), interval.interval.datagrams);
         } else if index >= 2 {
             steady.pps.push(interval.interval.rate.pps);
             steady.drops.push(interval.kernel_drops as f64);
@@ -331,10 +354,8 @@ fn read_steady_seconds(
             if let Some(start) = &stat_start {
                 steady.cpu = rx.proc_stat()?.split_since(start);
             }
-            steady.napi_ns = napi.map(|n| {
-                let used = n.runtime().saturating_sub(napi_start.0).as_nanos() as f64;
-                used / interval.interval.datagrams.saturating_sub(napi_start.1).max(1) as f64
-            });
+            let got = interval.interval.datagrams.saturating_sub(charged_start.1);
+            steady.charged = charged.runtime().per_datagram_since(&charged_start.0, got);
             return Ok(steady);
         }
     }
