@@ -96,9 +96,12 @@ impl Report for UdpLabReport {
             } else {
                 "RPS off"
             };
+            // The peers' receiver takes the first of the receiver CPUs (see peers::Stage).
+            let cpus = self.receiver_cpus.parse::<corelane::topology::CpuList>().ok();
+            let cpu = cpus.and_then(|c| c.cpus().first().map(ToString::to_string));
             out.push_str(&format!(
                 "\npeers on the same testbed ({steering}, receiver pinned to CPU {}):\n",
-                self.receiver_cpus
+                cpu.unwrap_or_else(|| self.receiver_cpus.clone())
             ));
             out.push_str(&peers.to_string());
             out.push('\n');
