@@ -743,14 +743,16 @@ fn a_bad_inventory_is_refused_in_one_line_naming_the_file_and_line() {
     }
 }
 
-/// The lab's private run directories in /tmp (the rx host's, holding the NIC plan and the
-/// compiled C loop): the hosts share this machine's /tmp.
-fn run_dirs() -> Vec<PathBuf> {
+/// The C loops compiled in the lab's private run directories in /tmp (the rx host's
+/// `corelane-nic.*`; the hosts share this machine's /tmp, and other runs' directories come
+/// and go, so only a compiled loop counts).
+fn compiled_loops() -> Vec<PathBuf> {
     std::fs::read_dir("/tmp")
         .unwrap()
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("corelane-nic."))
+        .map(|e| e.path().join("recvmmsg_loop.c"))
+        .filter(|p| p.parent().unwrap().to_string_lossy().starts_with("/tmp/corelane-nic."))
+        .filter(|p| p.exists())
         .collect()
 }
 
@@ -777,7 +779,7 @@ fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
         eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
         return;
     }
-    let dirs_before = run_dirs();
+    let loops_before = compiled_loops();
     let peers = installed_peers().join(",");
     let report = run_across_without_peers(
         &hosts,
@@ -798,7 +800,7 @@ fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
         assert!(row["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{row}");
     }
     hosts.assert_clean(&copies_before, "after the peers");
-    assert_eq!(run_dirs(), dirs_before, "a run directory (and the C loop in it) was left");
+    assert_eq!(compiled_loops(), loops_before, "the compiled C loop was left");
 }
 
 /// SIGKILL of the controller while the C loop receives on h2: within 30 s neither host runs
@@ -810,31 +812,37 @@ fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
         eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
         return;
     }
-    let dirs_before = run_dirs();
+    let loops_before = compiled_loops();
     let config = hosts.path("config").display().to_string();
-    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "none"];
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "10", "--configs", "none"];
     args.extend(["--vs", "c-loop", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
     let mut lab =
         hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let end = Instant::now() + Duration::from_secs(60);
-    while hosts.strays(&hosts.names[2]).iter().all(|c| !c.contains("recvmmsg_loop")) {
-        assert!(Instant::now() < end, "the C loop never started on h2");
+    // The loop itself (taskset execs it), not the commands that write or compile it.
+    let running = |c: &String| c.starts_with("/tmp/corelane-nic.") && c.contains("_loop 10.210.");
+    while !hosts.strays(&hosts.names[2]).iter().any(running) {
+        if Instant::now() >= end {
+            let _ = lab.kill();
+            panic!("the C loop never started on h2");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(run_dirs().len() > dirs_before.len(), "the loop was not compiled in a run directory");
+    assert!(compiled_loops().len() > loops_before.len(), "not compiled in the run directory");
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
     loop {
         let left: Vec<String> = hosts.names[1..].iter().flat_map(|ns| hosts.strays(ns)).collect();
-        if left.is_empty() && run_dirs() == dirs_before && deployed_copies() == copies_before {
+        if left.is_empty() && compiled_loops() == loops_before && deployed_copies() == copies_before
+        {
             break;
         }
         assert!(
             Instant::now() < end,
-            "30 s after the kill: running {left:?}, run directories {:?}",
-            run_dirs()
+            "30 s after the kill: running {left:?}, compiled loops {:?}",
+            compiled_loops()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -845,7 +853,7 @@ fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
 #[test]
 fn a_dry_run_lists_the_peer_steps_per_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let dirs_before = run_dirs();
+    let loops_before = compiled_loops();
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("dry-peers.json").display().to_string();
     let peers = installed_peers().join(",");
@@ -878,7 +886,7 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
     assert_eq!(report["peers"].as_array().map(Vec::len), Some(0), "{report}");
     assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 7), "{report}");
     hosts.assert_clean(&copies_before, "a dry run with peers");
-    assert_eq!(run_dirs(), dirs_before, "a dry run left a run directory");
+    assert_eq!(compiled_loops(), loops_before, "a dry run compiled the C loop");
 }
 
 /// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf and iperf3 (a
