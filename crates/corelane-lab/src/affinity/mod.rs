@@ -61,6 +61,7 @@ impl Options for AffinityArgs {
         }
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
+        crate::remote::RemoteSpec::one_load_host(&opts.remote, "affinity")?;
         experiment::run(AffinityLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }

@@ -4,6 +4,7 @@
 //! `lab udp`, `affinity`), the NAPI threads of the AF_XDP rows (`napi`), and the ports and
 //! readiness every started side needs.
 
+pub mod load;
 mod napi;
 pub mod servers;
 pub mod udp;

@@ -70,6 +70,7 @@ impl TcpArgs {
             crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
         opts.only = crate::only_configs(self.configs, CONFIG_IDS)?;
         opts.remote = self.remote.spec()?;
+        crate::remote::RemoteSpec::one_load_host(&opts.remote, "tcp")?;
         Ok(opts)
     }
 }
