@@ -14,8 +14,8 @@ pub struct GuardArgs {
     /// then; without it, a revert keeper holds until stdin closes).
     #[arg(long, value_parser = parse_duration, required_unless_present_any = ["revert_on_close", "clock"])]
     life: Option<Duration>,
-    /// Run no program: print this host's wall clock (nanoseconds since the Unix epoch), for
-    /// the lab to measure the host's clock against its own.
+    /// Run no program: for each line read, print this host's wall clock (nanoseconds since the
+    /// Unix epoch), until stdin closes; how the lab measures the host's clock against its own.
     #[arg(long, conflicts_with_all = ["command", "revert_on_close", "start_at"])]
     clock: bool,
     /// Run no program: hold until stdin closes, then restore what this revert file saved.
@@ -36,8 +36,7 @@ pub struct GuardArgs {
 
 pub fn run(args: GuardArgs) -> anyhow::Result<ExitCode> {
     if args.clock {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-        println!("{}", now.as_nanos());
+        corelane_lab::remote::clock::answer(&mut std::io::stdin().lock(), &mut std::io::stdout())?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(file) = &args.revert_on_close {

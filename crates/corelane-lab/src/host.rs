@@ -74,7 +74,8 @@ impl Host {
     }
 
     /// Starts `program args…` on a remote host at `start_at_ns` (nanoseconds since the epoch
-    /// on that host's clock): the guard there waits for it. Returns once the program runs.
+    /// on that host's clock): the guard there waits for it. Returns at once, the guard
+    /// started; [`ChildProcess::await_guard_pid`] then waits for the program to run.
     pub fn spawn_at(
         &self,
         name: &str,
@@ -83,7 +84,7 @@ impl Host {
         start_at_ns: u64,
     ) -> Result<ChildProcess, LabError> {
         match self {
-            Host::Remote(remote) => ChildProcess::spawn_guarded(
+            Host::Remote(remote) => ChildProcess::start_guarded(
                 name,
                 &self.name(),
                 &remote.guarded_argv_at(program, args, Some(start_at_ns)),

@@ -1,10 +1,13 @@
 //! A load host's clock against the controller's, measured over its control connection the
 //! way NTP does: the controller notes its time before and after asking the host's corelane
-//! for its own (`corelane guard --clock`), takes the host's reading to belong to the middle
+//! for its own (one `corelane guard --clock` session answering each line), takes the host's reading to belong to the middle
 //! of that round trip, and keeps the sample with the shortest round trip (the least room
 //! for error). The lab then gives every load host the agreed start time in its own clock,
 //! and refuses a host whose clock is further off than the trial can absorb.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::Stdio;
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Remote;
@@ -29,31 +32,94 @@ pub fn now_ns() -> i128 {
     }
 }
 
-/// Measures `remote`'s clock against this machine's.
+/// Measures `remote`'s clock against this machine's: one session of `corelane guard
+/// --clock` there, asked for the time [`SAMPLES`] times after a first, discarded round trip
+/// (which includes the program's start), so each round trip is the connection's alone.
 pub fn measure(remote: &Remote) -> Result<ClockOffset, LabError> {
+    let host = remote.target().to_string();
+    let refused = |problem: String| LabError::Remote { host: host.clone(), problem };
+    let argv = remote.session_argv(remote.corelane(), &["guard".into(), "--clock".into()]);
+    let mut child = crate::process::with_parent_death_signal(&argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| LabError::io("cannot run ssh", e))?;
+    let (mut ask, replies) = (child.stdin.take(), lines_of(child.stdout.take()));
     let mut best: Option<ClockOffset> = None;
-    for _ in 0..SAMPLES {
+    for round in 0..=SAMPLES {
         let before = now_ns();
-        let reply = remote.run(remote.corelane(), &["guard", "--clock"])?;
+        let asked =
+            ask.as_mut().is_some_and(|a| a.write_all(b"?\n").and_then(|_| a.flush()).is_ok());
+        let reply = replies.recv_timeout(REPLY_TIME).ok().filter(|_| asked);
         let after = now_ns();
-        let theirs = parse_reply(&reply).ok_or_else(|| LabError::Remote {
-            host: remote.target().to_string(),
-            problem: format!(
+        let Some(reply) = reply else {
+            end(child, ask);
+            return Err(refused(format!(
+                "`corelane guard --clock` there gave no time within {REPLY_TIME:?}: check the connection"
+            )));
+        };
+        let Some(theirs) = parse_reply(&reply) else {
+            end(child, ask);
+            return Err(refused(format!(
                 "`corelane guard --clock` printed {:?}, not nanoseconds since the epoch: is the corelane there a real one?",
                 corelane::child_output::printable(&reply, 100)
-            ),
-        })?;
-        if let Some(sample) = sample(before, theirs, after) {
-            if best.is_none_or(|b| sample.rtt_ns < b.rtt_ns) {
-                best = Some(sample);
-            }
+            )));
+        };
+        match sample(before, theirs, after) {
+            Some(s) if round > 0 && best.is_none_or(|b| s.rtt_ns < b.rtt_ns) => best = Some(s),
+            _ => {}
         }
     }
-    best.ok_or_else(|| LabError::Remote {
-        host: remote.target().to_string(),
-        problem: "this machine's clock went backwards while measuring that host's: measure again"
-            .into(),
+    end(child, ask);
+    best.ok_or_else(|| {
+        refused(
+            "this machine's clock went backwards while measuring that host's: measure again".into(),
+        )
     })
+}
+
+/// How long one round trip may take before the host is named.
+const REPLY_TIME: Duration = Duration::from_secs(10);
+
+/// The lines `out` carries, read on a thread of their own; at most a few bytes in all (the
+/// replies of one measurement), so a host that floods is cut off, not buffered.
+fn lines_of(out: Option<std::process::ChildStdout>) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = out {
+        std::thread::spawn(move || {
+            let mut out = BufReader::new(out.take((SAMPLES as u64 + 1) * 64));
+            let mut line = String::new();
+            while matches!(out.read_line(&mut line), Ok(n) if n > 0) {
+                if tx.send(std::mem::take(&mut line)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// Ends the measuring session: stdin closed (the guard ends there), then the ssh client.
+fn end(mut child: std::process::Child, ask: Option<std::process::ChildStdin>) {
+    drop(ask);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `corelane guard --clock`: for each line read (its content ignored), one line with this
+/// host's wall clock in nanoseconds since the epoch; ends when input does.
+pub fn answer(input: &mut dyn BufRead, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    // Lines are read in bounded pieces: a line without end is many pieces, not a large buffer.
+    while (&mut *input).take(64).read_until(b'\n', &mut buf)? > 0 {
+        if buf.ends_with(b"\n") {
+            writeln!(out, "{}", now_ns().max(0))?;
+            out.flush()?;
+        }
+        buf.clear();
+    }
+    Ok(())
 }
 
 /// The host's reading: one line of decimal digits, nanoseconds since the epoch.
@@ -158,6 +224,18 @@ mod tests {
         assert!(e.starts_with("h2: its clock can only be measured to within 200.0 ms"), "{e}");
         let extreme = ClockOffset { offset_ns: i64::MIN, rtt_ns: u64::MAX };
         assert!(check("h3", &extreme, trial).is_err());
+    }
+
+    #[test]
+    fn the_clock_answers_each_line_and_ends_with_its_input() {
+        let mut out = Vec::new();
+        let long = "x".repeat(1000);
+        let input = format!("?\n{long}\n?");
+        answer(&mut input.as_bytes(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let replies: Vec<i128> = text.lines().map(|l| parse_reply(l).unwrap()).collect();
+        assert_eq!(replies.len(), 2, "one reply per whole line: {text}");
+        assert!(replies[0] <= replies[1] && replies[0] > 1_600_000_000_000_000_000);
     }
 
     proptest::proptest! {

@@ -104,9 +104,9 @@ pub fn medians(trials: &[&[HostFigures]]) -> Vec<HostFigures> {
 }
 
 /// Starts `argv(i)` (program and arguments) as `name` on every load host: at once on a
-/// single host without a measured clock, else on all at one agreed time, each started from
-/// its own thread so that no host's session waits for another's. Any host's failure ends
-/// the ones already started (they are dropped) and is returned naming its host.
+/// single host without a measured clock, else on all at one agreed time. Every host's guard
+/// is started before any is awaited, so no host's session waits for another's. Any host's
+/// failure ends the ones already started (they are dropped) and is returned naming its host.
 pub fn start_all(
     load: &[LoadHost],
     name: &str,
@@ -121,21 +121,16 @@ pub fn start_all(
             .collect();
     }
     let start = clock::now_ns() + start_margin(load).as_nanos() as i128;
-    std::thread::scope(|scope| {
-        let started: Vec<_> = load
-            .iter()
-            .zip(&argvs)
-            .map(|(l, (program, args))| {
-                let offset = l.clock.map_or(0, |c| i128::from(c.offset_ns));
-                let at = u64::try_from(start + offset).unwrap_or(0);
-                scope.spawn(move || l.host.spawn_at(name, program, args, at))
-            })
-            .collect();
-        started
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(LabError::Interrupted)))
-            .collect()
-    })
+    let mut started = Vec::new();
+    for (l, (program, args)) in load.iter().zip(&argvs) {
+        let offset = l.clock.map_or(0, |c| i128::from(c.offset_ns));
+        let at = u64::try_from(start + offset).unwrap_or(0);
+        started.push(l.host.spawn_at(name, program, args, at)?);
+    }
+    for child in &mut started {
+        child.await_guard_pid()?;
+    }
+    Ok(started)
 }
 
 #[cfg(test)]
