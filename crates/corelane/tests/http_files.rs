@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::http::{serve_root, stop_and_wait, BACKENDS};
-use corelane::tcp::{Backend, Limits};
+use corelane::tcp::Limits;
 
 /// One response: status, head text and body (Content-Length bytes, none for 304 or HEAD).
 #[derive(Debug)]
@@ -487,9 +487,10 @@ fn pipelined(addr: SocketAddr, requests: &[(&str, &str, &str)]) -> Vec<Response>
     requests.iter().map(|(m, ..)| read_response(&mut s, &mut pending, *m == "HEAD")).collect()
 }
 
-/// Large bodies (the io_uring lane sends them by splice through a pipe: several pipefuls, a
-/// range across pipefuls, a suffix and an open range), a 0-byte file and a HEAD, pipelined
-/// on one keep-alive connection: each answer whole, exact and in order on both backends.
+/// Large bodies (sent by sendfile on both backends, the io_uring lane through the descriptor
+/// it installs: more than a socket buffer holds, a range, a suffix and an open range), a
+/// 0-byte file and a HEAD, pipelined on one keep-alive connection: each answer whole, exact
+/// and in order on both backends, and every large body by sendfile.
 #[test]
 fn large_bodies_and_their_ranges_go_whole_and_in_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -532,21 +533,18 @@ fn large_bodies_and_their_ranges_go_whole_and_in_order() {
             assert!(body_ok, "{backend} #{i}: {} bytes, wrong", got.body.len());
         }
         assert_eq!(answers[4].header("content-length"), Some(n.to_string().as_str()));
-        let spliced = server.totals().spliced_bytes;
-        if backend != Backend::Epoll {
-            // Every large body went by splice (the 0-byte and HEAD ones have none).
-            let large = (n + 2_400_001 + 2_000_000 + (n - 1_048_000) + mid.len()) as u64;
-            assert_eq!(spliced, large, "{backend}: spliced bytes");
-        }
+        // Every large body went by sendfile (the 0-byte and HEAD ones have none).
+        let large = (n + 2_400_001 + 2_000_000 + (n - 1_048_000) + mid.len()) as u64;
+        assert_eq!(server.totals().sendfile_bytes, large, "{backend}: sendfile bytes");
         stop.stop();
         server.wait().unwrap();
     }
 }
 
-/// Clients that leave in the middle of a large file (more of them than a lane lends pipes)
-/// leave nothing held: every connection closes, the lane's pipes come back (the next large
-/// file still goes by splice), and a client that stops reading is closed at the idle
-/// timeout, not kept.
+/// Clients that leave in the middle of a large file (more of them than an io_uring lane
+/// installs descriptors for: the rest go by read and send) leave nothing held: every
+/// connection closes, the lane's descriptors come back (the next large file still goes by
+/// sendfile), and a client that stops reading is closed at the idle timeout, not kept.
 #[test]
 fn clients_that_leave_mid_file_leave_nothing_held() {
     const LEAVING: usize = 300;
@@ -574,13 +572,11 @@ fn clients_that_leave_mid_file_leave_nothing_held() {
         // Only the stalled client is left (or it too, had the idle timeout passed already).
         let open = server.totals().open;
         assert!(open <= 1, "{backend}: {open} open after {:?}", stalled_at.elapsed());
-        let before = server.totals().spliced_bytes;
+        let before = server.totals().sendfile_bytes;
         let whole = get(addr, "/big", "");
         assert!(whole.status == 200 && whole.body == big, "{backend}: served whole after");
-        if backend != Backend::Epoll {
-            let spliced = server.totals().spliced_bytes - before;
-            assert_eq!(spliced, big.len() as u64, "{backend}: the pipes came back");
-        }
+        let sent = server.totals().sendfile_bytes - before;
+        assert_eq!(sent, big.len() as u64, "{backend}: by sendfile after");
         // The client that stopped reading: closed by the idle timeout (plus a sweep), the
         // rest of the file never sent.
         std::thread::sleep((stalled_at + idle_timeout + Duration::from_secs(1)) - Instant::now());

@@ -6,7 +6,6 @@
 pub(crate) mod bpf;
 pub(crate) mod ethtool;
 pub(crate) mod mmsg;
-pub(crate) mod pipe;
 pub(crate) mod privilege;
 pub(crate) mod sockaddr;
 pub(crate) mod socket_ring;

@@ -1,25 +1,22 @@
 //! An io_uring for one lane's sockets. For TCP: multishot accept straight into the ring's
 //! fixed-file table (registered files: no fd-table slot per connection), multishot receive
 //! into a ring of provided buffers (no buffer per connection while it is idle), sends from
-//! buffers the ring holds until they complete, shutdowns and closes of fixed files. For UDP:
+//! buffers the ring holds until they complete, shutdowns and closes of fixed files, and for
+//! a connection that needs one (sendfile), a regular descriptor and a writability poll. For UDP:
 //! a multishot receive per socket, one datagram per completion. An optional SQPOLL kernel
 //! thread pinned to a CPU takes the submissions: seed 003's syscall thread. Everything unsafe
 //! about sharing memory with the kernel stays in this file.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
-
-use super::pipe::Pipe;
+use io_uring::{cqueue, opcode, types, IoUring};
 
 /// The provided-buffer group of the receives.
 const GROUP: u16 = 0;
-/// io_uring worker threads a ring may start for unbounded work (its splices into sockets).
-const IOWQ_WORKERS: u32 = 8;
 
 const ACCEPT: u64 = 1 << 60;
 const RECV: u64 = 2 << 60;
@@ -27,7 +24,8 @@ const SEND: u64 = 3 << 60;
 const OTHER: u64 = 4 << 60;
 const RECVMSG: u64 = 5 << 60;
 const REPLY: u64 = 6 << 60;
-const SPLICE: u64 = 7 << 60;
+const INSTALL: u64 = 7 << 60;
+const WRITABLE: u64 = 8 << 60;
 const KIND: u64 = 0xf << 60;
 
 /// What one completion reports.
@@ -52,9 +50,11 @@ pub(crate) enum Completion {
     /// An answer sent from provided buffer `buffer` finished with `result` (bytes or -errno);
     /// the buffer is the caller's to give back.
     Replied { buffer: u16, result: i32 },
-    /// A splice from `pipe` to `slot` finished with `result` (bytes or -errno); the pipe
-    /// comes back (bytes it still holds are counted in it).
-    Spliced { slot: u32, result: i32, pipe: Pipe },
+    /// Connection `slot` got a regular descriptor (close-on-exec), or the kernel refused one
+    /// (-EINVAL: a kernel before 6.8; -EMFILE: out of descriptors).
+    Installed { slot: u32, socket: Result<OwnedFd, i32> },
+    /// `slot` became writable (or failed: `result` then has POLLERR/POLLHUP, or -errno).
+    Writable { slot: u32, result: i32 },
     /// A shutdown or close finished.
     Done,
 }
@@ -175,8 +175,6 @@ pub(crate) struct SocketRing {
     bufs: BufRing,
     /// The buffer and offset of the send in flight on each slot.
     sends: Vec<Option<(Vec<u8>, usize)>>,
-    /// The pipe a splice in flight on each slot reads from.
-    splices: Vec<Option<Pipe>>,
     /// The layout every multishot recvmsg follows (room for any sender's address, no
     /// control data); boxed, so its address stays put while receives are armed.
     recvmsg: Box<libc::msghdr>,
@@ -212,10 +210,6 @@ impl SocketRing {
             ));
         }
         ring.submitter().register_files_sparse(config.files)?;
-        // Splices into sockets run in io_uring's workers; they never block (non-blocking
-        // socket and pipe), so a few suffice: at most IOWQ_WORKERS threads per lane instead
-        // of one per splice in flight. A kernel without the limit keeps its own (ignored).
-        let _ = ring.submitter().register_iowq_max_workers(&mut [0, IOWQ_WORKERS]);
         let bufs = BufRing::new(config.buffers, config.buffer_size)?;
         // SAFETY: the entries stay allocated until `bufs` is dropped, after `ring`.
         unsafe {
@@ -230,8 +224,7 @@ impl SocketRing {
         let mut recvmsg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         recvmsg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         let sends = (0..config.files).map(|_| None).collect();
-        let splices = (0..config.files).map(|_| None).collect();
-        Ok(Self { ring, bufs, sends, splices, recvmsg })
+        Ok(Self { ring, bufs, sends, recvmsg })
     }
 
     fn push(&mut self, entry: io_uring::squeue::Entry) -> io::Result<()> {
@@ -243,7 +236,7 @@ impl SocketRing {
         loop {
             // SAFETY: every entry built here points only at memory this SocketRing keeps alive
             // until its completion (provided buffers, the send buffers in `sends`), or at none,
-            // and names only descriptors it keeps open until then (the pipes in `splices`).
+            // and names only descriptors that stay open until then (its fixed files).
             if unsafe { self.ring.submission().push_multiple(entries) }.is_ok() {
                 return Ok(());
             }
@@ -254,8 +247,9 @@ impl SocketRing {
 
     /// Accepts connections on `listener` into free fixed-file slots until cancelled.
     pub fn accept(&mut self, listener: BorrowedFd<'_>) -> io::Result<()> {
-        // Non-blocking sockets: a splice into one takes what its buffer has room for and
-        // returns, instead of holding a kernel worker until a slow reader reads.
+        // Non-blocking sockets: sendfile on one (through its installed descriptor) takes what
+        // its buffer has room for and returns, instead of holding the lane until a slow
+        // reader reads.
         let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
             .allocate_file_index(true)
             .flags(libc::SOCK_NONBLOCK)
@@ -352,22 +346,6 @@ impl SocketRing {
         self.bufs.size
     }
 
-    /// Keeps the ring's worker threads (its splices into sockets) on the CPUs the calling
-    /// thread may run on: a pinned lane's socket work stays on its core, as the epoll lane's
-    /// sendfile does. Applies to the caller's own workers: call it on the lane's thread.
-    pub fn keep_workers_on_callers_cpus(&self) -> io::Result<()> {
-        let allowed = rustix::thread::sched_getaffinity(None)?;
-        // SAFETY: cpu_set_t is a plain bit array for which all-zero is the empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for cpu in 0..rustix::thread::CpuSet::MAX_CPU.min(libc::CPU_SETSIZE as usize) {
-            if allowed.is_set(cpu) {
-                // SAFETY: cpu < CPU_SETSIZE, the bit array's size.
-                unsafe { libc::CPU_SET(cpu, &mut set) };
-            }
-        }
-        self.ring.submitter().register_iowq_aff(&set)
-    }
-
     /// Sends `buf[offset..]` on `slot`; the buffer comes back in `Completion::Sent`.
     pub fn send(&mut self, slot: u32, buf: Vec<u8>, offset: usize) -> io::Result<()> {
         let index = slot as usize;
@@ -382,29 +360,22 @@ impl SocketRing {
         self.push(entry)
     }
 
-    /// Sends the bytes `pipe` holds on `slot` once the socket is writable (a poll linked to
-    /// a splice: the splice runs in an io_uring worker, and takes what the socket's buffer
-    /// has room for); the pipe comes back in `Completion::Spliced`.
-    pub fn splice_to_socket(&mut self, slot: u32, pipe: Pipe) -> io::Result<()> {
-        let index = slot as usize;
-        let len = pipe.queued().min(u32::MAX as usize) as u32;
-        let poll = opcode::PollAdd::new(types::Fixed(slot), libc::POLLOUT as u32)
+    /// Gives connection `slot` a regular descriptor beside its fixed file, for the system
+    /// calls io_uring has no inline form of (sendfile); it comes in `Completion::Installed`.
+    pub fn install_descriptor(&mut self, slot: u32) -> io::Result<()> {
+        // Flags 0: the descriptor is close-on-exec.
+        let entry = opcode::FixedFdInstall::new(types::Fixed(slot), 0)
             .build()
-            .flags(squeue::Flags::IO_LINK)
-            .user_data(OTHER);
-        let splice = opcode::Splice::new(
-            types::Fd(pipe.read_end().as_raw_fd()),
-            -1,
-            types::Fixed(slot),
-            -1,
-            len,
-        )
-        .flags(libc::SPLICE_F_NONBLOCK)
-        .build()
-        .user_data(SPLICE | slot as u64);
-        // The pipe stays open (its descriptor number unreused) until the splice completes.
-        self.splices[index] = Some(pipe);
-        self.push_all(&[poll, splice])
+            .user_data(INSTALL | slot as u64);
+        self.push(entry)
+    }
+
+    /// Reports in `Completion::Writable` once `slot` has room to send.
+    pub fn when_writable(&mut self, slot: u32) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fixed(slot), libc::POLLOUT as u32)
+            .build()
+            .user_data(WRITABLE | slot as u64);
+        self.push(entry)
     }
 
     /// Cancels the multishot receive of connection `slot`: it ends with a `RecvEnded`
@@ -495,10 +466,14 @@ impl SocketRing {
                     Some((buf, offset)) => Completion::Sent { slot, result, buf, offset },
                     None => Completion::Done,
                 },
-                SPLICE => match self.splices.get_mut(slot as usize).and_then(Option::take) {
-                    Some(pipe) => Completion::Spliced { slot, result, pipe },
-                    None => Completion::Done,
-                },
+                INSTALL if result >= 0 => {
+                    // SAFETY: the kernel installed descriptor `result` for this completion
+                    // alone; nothing else owns it.
+                    let socket = unsafe { OwnedFd::from_raw_fd(result) };
+                    Completion::Installed { slot, socket: Ok(socket) }
+                }
+                INSTALL => Completion::Installed { slot, socket: Err(result) },
+                WRITABLE => Completion::Writable { slot, result },
                 _ => Completion::Done,
             });
         }

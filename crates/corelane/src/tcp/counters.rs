@@ -16,8 +16,8 @@ pub struct ServerCounters {
     pub(crate) refused: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
-    /// Of `bytes_out`, file bytes the io_uring lane spliced from a pipe.
-    pub(crate) spliced_bytes: AtomicU64,
+    /// Of `bytes_out`, file bytes sent by sendfile.
+    pub(crate) sendfile_bytes: AtomicU64,
     /// What the open connections hold, state and lent buffers, at the lane's last sweep.
     pub(crate) held_bytes: AtomicU64,
 }
@@ -43,10 +43,10 @@ pub struct ServerTotals {
     /// Connections closed by the header timeout (408).
     pub timeouts: u64,
     pub bytes_out: u64,
-    /// Of `bytes_out`, file bytes sent by splice through a pipe (io_uring backend; the epoll
-    /// backend's sendfile is not counted here).
+    /// Of `bytes_out`, file bytes sent by sendfile, from the page cache to the socket with no
+    /// copy through user space (every body on epoll; bodies over 64 KiB on io_uring).
     #[serde(default)]
-    pub spliced_bytes: u64,
+    pub sendfile_bytes: u64,
     /// Bytes the open connections hold (their state and the buffers lent to them), as the
     /// lanes last counted them (every sweep, 50 ms).
     pub held_bytes: u64,
@@ -70,7 +70,7 @@ impl ServerTotals {
             t.refused += get(&c.refused);
             t.timeouts += get(&c.timeouts);
             t.bytes_out += get(&c.bytes_out);
-            t.spliced_bytes += get(&c.spliced_bytes);
+            t.sendfile_bytes += get(&c.sendfile_bytes);
             t.held_bytes += get(&c.held_bytes);
         }
         t

@@ -3,7 +3,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
 use super::recycle::{BufferPool, Recycle, SlotTable};
+use super::write_out::{write_out, Flushed};
 use crate::lane::StopSignal;
 
 /// The epoll token of a lane's listener; connections use their slot tokens.
@@ -51,13 +52,6 @@ impl Conn {
             + self.exchange.input.capacity()
             + self.exchange.output.capacity()
     }
-}
-
-/// How far a flush got.
-enum Flushed {
-    Done,
-    Blocked,
-    Failed,
 }
 
 /// A lane's input and output buffers, lent to a connection only while it has bytes in flight.
@@ -399,38 +393,10 @@ fn drive(
 
 /// Writes pending output, then the file body with sendfile (no copy through user space).
 fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
-    while conn.sent < conn.exchange.output.len() {
-        match (&conn.stream).write(&conn.exchange.output[conn.sent..]) {
-            Ok(n) => {
-                conn.sent += n;
-                conn.last_active = now;
-                bump(&counters.bytes_out, n as u64);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flushed::Blocked,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Flushed::Failed,
-        }
+    let (flushed, moved) =
+        write_out(conn.stream.as_fd(), &mut conn.exchange, &mut conn.sent, counters);
+    if moved {
+        conn.last_active = now;
     }
-    conn.exchange.output.clear();
-    conn.sent = 0;
-    if let Some(body) = &mut conn.exchange.file {
-        if !body.unchanged() {
-            return Flushed::Failed; // written while sent: end short, never a mix
-        }
-        while body.offset < body.end {
-            let chunk = (body.end - body.offset).min(1 << 30) as usize;
-            match rustix::fs::sendfile(&conn.stream, &body.file, Some(&mut body.offset), chunk) {
-                Ok(0) => return Flushed::Failed, // the file shrank under us
-                Ok(n) => {
-                    conn.last_active = now;
-                    bump(&counters.bytes_out, n as u64);
-                }
-                Err(Errno::AGAIN) => return Flushed::Blocked,
-                Err(Errno::INTR) => {}
-                Err(_) => return Flushed::Failed,
-            }
-        }
-        conn.exchange.file = None;
-    }
-    Flushed::Done
+    flushed
 }

@@ -16,11 +16,11 @@ mod epoll;
 mod exchange;
 pub mod http;
 pub mod load;
-mod pipes;
 pub mod recycle;
 pub mod server;
 pub mod static_file;
 mod uring;
+mod write_out;
 
 use std::io;
 use std::net::SocketAddr;

@@ -4,13 +4,15 @@
 //! send, shutdown and close of a loop iteration goes to the kernel in one submission, or in
 //! none at all with an SQPOLL thread (the syscall lane of seed 003).
 //!
-//! A file body larger than [`SPLICE_FROM`] goes through a pipe lent by the lane: spliced in
-//! from the page cache (splice(2) on the lane), spliced out to the socket by io_uring (a
-//! poll linked to a splice): no copy through user space, as the epoll lane's sendfile. A
-//! smaller body is read into the output behind its head and goes out in one send: cheaper
-//! than the splice's worker hand-off for a few pages.
+//! A file body larger than [`SENDFILE_FROM`] goes out by sendfile(2) from the lane itself,
+//! as the epoll lane sends every body: the ring installs a regular descriptor for the
+//! connection once (fixed files have none, and io_uring has no inline sendfile: its splice
+//! always runs in a worker thread), the lane writes the head and the body through it until
+//! the socket is full, and a poll on the fixed file says when to go on. A smaller body is
+//! read into the output behind its head and goes out in one send.
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,10 +23,9 @@ use super::conn::Verdict;
 use super::counters::{bump, ServerCounters};
 use super::exchange::{answer, Exchange, Responder};
 use super::http::{self, Limits, Status};
-use super::pipes::PipePool;
 use super::recycle::{BufferPool, Recycle};
+use super::write_out::{write_out, Flushed};
 use crate::lane::StopSignal;
-use crate::sys::pipe::Pipe;
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
 
 /// Provided buffers per lane and their size: 8 MiB, drawn only while data is in flight.
@@ -33,8 +34,11 @@ const BUFFER_BYTES: usize = 4096;
 /// A send carries at most this much of a file body (with the response head before it): a
 /// connection sending a file holds one such buffer, only while it sends.
 const FILE_CHUNK: usize = 64 << 10;
-/// A file body with more bytes than this left to send goes by splice through a pipe.
-const SPLICE_FROM: u64 = FILE_CHUNK as u64;
+/// A file body with more bytes than this left to send goes by sendfile.
+const SENDFILE_FROM: u64 = FILE_CHUNK as u64;
+/// Installed descriptors a lane holds at once (one per connection that sent a large body,
+/// until it closes): past it, a large body goes by read and send like a small one.
+const MAX_DESCRIPTORS: usize = 256;
 
 #[derive(Debug)]
 struct Conn {
@@ -46,9 +50,12 @@ struct Conn {
     sending: bool,
     /// Bytes of the send in flight.
     in_flight: usize,
-    /// The pipe a file body goes through, lent while the body is being sent and not inside
-    /// a splice in flight (the ring holds it then).
-    pipe: Option<Pipe>,
+    /// The connection's regular descriptor, installed for its first large file body and
+    /// kept until it closes.
+    socket: Option<OwnedFd>,
+    /// The lane itself writes this connection (the answers and the large body after them,
+    /// through `socket`) until the body is out; the ring sends nothing for it meanwhile.
+    writing_body: bool,
     /// A shutdown was asked for: the connection closes once its receive has ended.
     closing: bool,
     last_active: Instant,
@@ -66,7 +73,11 @@ pub(crate) struct UringLane {
     /// Input and output buffers lent to a connection only while it has bytes in flight.
     inputs: BufferPool,
     outputs: BufferPool,
-    pipes: PipePool,
+    /// Connections holding an installed descriptor; whether this kernel installs them; after
+    /// a refusal (out of descriptors), no new one is asked for before this time.
+    descriptors: usize,
+    can_install: bool,
+    install_resume: Option<Instant>,
     counters: Arc<ServerCounters>,
     accepting: bool,
     accept_resume: Option<Instant>,
@@ -101,7 +112,9 @@ impl UringLane {
             responder: Responder::new(content, limits),
             inputs: BufferPool::new(limits.max_header_bytes, recycle.buffers, 1024),
             outputs: BufferPool::new(0, recycle.buffers, 1024),
-            pipes: PipePool::new(recycle.buffers),
+            descriptors: 0,
+            can_install: true,
+            install_resume: None,
             counters,
             accepting: false,
             accept_resume: None,
@@ -122,8 +135,6 @@ impl UringLane {
     }
 
     pub fn run(&mut self, stop: &StopSignal) -> io::Result<()> {
-        // Best effort: a kernel that refuses leaves its workers where the scheduler puts them.
-        let _ = self.ring.keep_workers_on_callers_cpus();
         let mut last_sweep = Instant::now();
         loop {
             let now = Instant::now();
@@ -217,7 +228,16 @@ impl UringLane {
                 }
                 self.after_send(slot, now)?;
             }
-            Completion::Spliced { slot, result, pipe } => self.spliced(slot, result, pipe, now)?,
+            Completion::Installed { slot, socket } => self.installed(slot, socket, now)?,
+            Completion::Writable { slot, result } => {
+                let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
+                conn.sending = false;
+                if result < 0 || result & i32::from(libc::POLLERR | libc::POLLHUP) != 0 {
+                    conn.exchange.file = None;
+                    return self.abort(slot);
+                }
+                self.after_send(slot, now)?;
+            }
             // Datagram completions: this lane arms none.
             Completion::Done | Completion::ReceivedFrom { .. } | Completion::Replied { .. } => {}
         }
@@ -271,12 +291,12 @@ impl UringLane {
                 c.recv_armed = true;
             }
         }
-        self.flush(slot)?;
+        self.flush(slot, now)?;
         self.reclaim(slot);
         Ok(())
     }
 
-    /// A send or splice is done: requests that arrived while a file body went out (waiting
+    /// A send is done, or a large body is out: requests that arrived while a file body went out (waiting
     /// in the input) are answered, the next bytes sent, a paused receive resumed.
     fn after_send(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
@@ -284,71 +304,64 @@ impl UringLane {
             let draining = self.drain_deadline.is_some();
             answer(&mut conn.exchange, &mut self.responder, &self.counters, draining, now);
         }
-        self.flush(slot)?;
+        self.flush(slot, now)?;
         self.resume_if_read(slot, now)?;
         self.reclaim(slot);
         Ok(())
     }
 
-    /// A splice from a connection's pipe to its socket finished.
-    fn spliced(&mut self, slot: u32, result: i32, mut pipe: Pipe, now: Instant) -> io::Result<()> {
-        let Some(conn) = slot_mut(&mut self.conns, slot) else {
-            self.pipes.give(pipe);
-            return Ok(());
-        };
+    /// The connection's descriptor came (or did not): its large body goes on by sendfile
+    /// (or by read and send, when the kernel would not install one).
+    fn installed(
+        &mut self,
+        slot: u32,
+        socket: Result<OwnedFd, i32>,
+        now: Instant,
+    ) -> io::Result<()> {
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
         conn.sending = false;
-        conn.in_flight = 0;
-        if result == -libc::EAGAIN {
-            // Writable by the poll, full again by the splice: wait for room again (no byte
-            // moved, so the idle deadline runs on).
-            conn.pipe = Some(pipe);
-            return self.flush(slot);
+        match socket {
+            Ok(socket) => conn.socket = Some(socket),
+            Err(errno) => {
+                self.descriptors -= 1;
+                // A kernel before 6.8 has no FIXED_FD_INSTALL: never ask again. Out of
+                // descriptors: large bodies go by read and send for a while.
+                self.can_install &= errno != -libc::EINVAL;
+                self.install_resume = Some(now + Duration::from_millis(100));
+            }
         }
-        conn.last_active = now;
-        if result <= 0 {
-            // The peer left, or the socket was shut down (a deadline): the body ends short.
-            self.pipes.give(pipe);
-            conn.exchange.file = None;
-            return self.abort(slot);
-        }
-        bump(&self.counters.bytes_out, result as u64);
-        bump(&self.counters.spliced_bytes, result as u64);
-        pipe.drained(result as usize);
-        if pipe.queued() == 0 && conn.exchange.file.as_ref().is_some_and(|b| b.offset == b.end) {
-            conn.exchange.file = None;
-        }
-        if pipe.queued() > 0 || conn.exchange.file.is_some() {
-            conn.pipe = Some(pipe);
-        } else {
-            self.pipes.give(pipe);
-        }
-        self.after_send(slot, now)
+        self.flush(slot, now)
     }
 
-    /// Sends the file body's next bytes through the connection's pipe: what the pipe still
-    /// holds, else the next pipeful spliced in from the file. The pipe holds the file's
-    /// pages, not a copy: before each splice to the socket the file must still be the
-    /// version the head named, or the connection ends short (a file that shrank too).
-    fn splice_file(&mut self, slot: u32) -> io::Result<()> {
-        use std::os::fd::AsFd;
+    /// Writes the connection's answers and its large file body through its descriptor until
+    /// the body is out or the socket is full (then a poll says when to go on).
+    fn write_body(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
-        let Some(mut pipe) = conn.pipe.take() else { return Ok(()) };
-        let sendable = conn.exchange.file.as_mut().is_some_and(|body| {
-            if pipe.queued() == 0 && body.unchanged() {
-                let want = usize::try_from(body.end - body.offset).unwrap_or(usize::MAX);
-                let got = pipe.fill_from(body.file.as_fd(), body.offset, want).unwrap_or(0);
-                body.offset += got as u64;
-            }
-            pipe.queued() > 0 && body.unchanged()
-        });
-        if !sendable {
-            self.pipes.give(pipe);
-            conn.exchange.file = None;
-            return self.abort(slot);
+        let Some(socket) = &conn.socket else { return Ok(()) };
+        let mut sent = 0;
+        let (flushed, moved) =
+            write_out(socket.as_fd(), &mut conn.exchange, &mut sent, &self.counters);
+        if moved {
+            conn.last_active = now;
         }
-        conn.sending = true;
-        conn.in_flight = pipe.queued();
-        self.ring.splice_to_socket(slot, pipe)
+        match flushed {
+            Flushed::Done => {
+                conn.writing_body = false;
+                self.after_send(slot, now)
+            }
+            Flushed::Blocked => {
+                // Output the socket took is gone from the buffer; the rest waits with the body.
+                conn.exchange.output.drain(..sent);
+                conn.writing_body = true;
+                conn.sending = true;
+                self.ring.when_writable(slot)
+            }
+            Flushed::Failed => {
+                conn.writing_body = false;
+                conn.exchange.file = None;
+                self.abort(slot)
+            }
+        }
     }
 
     fn admit(&mut self, slot: u32, now: Instant) -> io::Result<()> {
@@ -361,7 +374,8 @@ impl UringLane {
             recv_paused: false,
             sending: false,
             in_flight: 0,
-            pipe: None,
+            socket: None,
+            writing_body: false,
             closing: false,
             last_active: now,
         };
@@ -383,35 +397,32 @@ impl UringLane {
         }
         self.counters.open.store(self.open as u64, std::sync::atomic::Ordering::Relaxed);
         self.ring.receive(slot)?;
-        self.flush(slot)
+        self.flush(slot, now)
     }
 
     /// Sends what the exchange has ready, one send in flight per connection; once everything
     /// is out and the exchange wants to close, shuts the write side (the client's FIN ends
     /// the receive, and the connection closes).
-    fn flush(&mut self, slot: u32) -> io::Result<()> {
+    fn flush(&mut self, slot: u32, now: Instant) -> io::Result<()> {
         let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
         if conn.sending {
             return Ok(());
         }
-        // The rest of a body already in the pipe goes on.
-        if conn.pipe.as_ref().is_some_and(|p| p.queued() > 0) {
-            return self.splice_file(slot);
-        }
         if let Some(body) = &conn.exchange.file {
-            let large = body.end - body.offset > SPLICE_FROM;
-            if (large || conn.pipe.is_some()) && conn.exchange.output.is_empty() {
-                if conn.pipe.is_none() {
-                    conn.pipe = self.pipes.lend();
+            if conn.writing_body || body.end - body.offset > SENDFILE_FROM {
+                if conn.socket.is_some() {
+                    return self.write_body(slot, now);
                 }
-                if conn.pipe.is_some() {
-                    return self.splice_file(slot);
+                let resting = self.install_resume.is_some_and(|t| now < t);
+                if self.can_install && !resting && self.descriptors < MAX_DESCRIPTORS {
+                    self.descriptors += 1;
+                    conn.sending = true;
+                    return self.ring.install_descriptor(slot);
                 }
             }
-            // A small body (or a large one when no pipe is to be had) is read in behind its
-            // head; a large one's head goes first, alone, and the body by splice after it.
-            let head_first = large && !conn.exchange.output.is_empty();
-            if !head_first && !fill_from_file(&mut conn.exchange) {
+            // A small body (or a large one when no descriptor is to be had) is read in behind
+            // its head.
+            if !fill_from_file(&mut conn.exchange) {
                 // The file shrank under us: what was promised cannot be sent, so the
                 // connection ends short rather than padded or mixed.
                 conn.exchange.file = None;
@@ -464,7 +475,7 @@ impl UringLane {
                 self.ring.receive(slot)?;
             }
         }
-        self.flush(slot)
+        self.flush(slot, now)
     }
 
     /// Closes a connection whose receive has ended, once its send is done.
@@ -476,8 +487,8 @@ impl UringLane {
         if let Some(conn) = self.conns[slot as usize].take() {
             self.inputs.give(conn.exchange.input);
             self.outputs.give(conn.exchange.output);
-            if let Some(pipe) = conn.pipe {
-                self.pipes.give(pipe);
+            if conn.socket.is_some() {
+                self.descriptors -= 1;
             }
         }
         self.open -= 1;
@@ -513,7 +524,7 @@ impl UringLane {
                 Verdict::Keep => {}
                 Verdict::TimedOut => {
                     conn.exchange.time_out(&self.responder.cached_date, &self.counters);
-                    self.flush(slot)?;
+                    self.flush(slot, now)?;
                 }
                 Verdict::Close => self.abort(slot)?,
             }
@@ -543,7 +554,7 @@ impl UringLane {
 /// file ended before the length its head announced, or was written while it was sent.
 ///
 /// A read into the send buffer, then an io_uring send: for a body that fits in one send behind
-/// its head, or when no pipe is to be had. The read is from the page cache on the lane.
+/// its head, or when no descriptor is to be had. The read is from the page cache on the lane.
 fn fill_from_file(exchange: &mut Exchange) -> bool {
     use std::os::unix::fs::FileExt;
     let Some(body) = &mut exchange.file else { return true };
