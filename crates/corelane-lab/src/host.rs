@@ -75,7 +75,7 @@ impl Host {
 
     /// Starts `program args…` on a remote host at `start_at_ns` (nanoseconds since the epoch
     /// on that host's clock): the guard there waits for it. Returns at once, the guard
-    /// started; [`ChildProcess::await_guard_pid`] then waits for the program to run.
+    /// started; `ChildProcess::await_guard_pid` then waits for the program to run.
     pub fn spawn_at(
         &self,
         name: &str,
