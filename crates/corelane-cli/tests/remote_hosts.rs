@@ -975,3 +975,50 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `lab tcp` and `lab affinity` from two load hosts into h2: the connections split, each
+/// host's part in every tcp row beside the totals, every host left as found.
+#[test]
+fn lab_tcp_and_affinity_split_their_load_over_two_hosts() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let naming = ["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx];
+    let masks_before = hosts.rx_masks();
+    let extra = ["--ssh-config", config.as_str()];
+    let json = hosts.path("tcp.json").display().to_string();
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "none"];
+    args.extend(naming);
+    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(extra);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "lab tcp: {}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let connections = report["connections"].as_u64().unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{report}");
+    for row in rows {
+        let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {row}"));
+        assert_eq!(per_host.len(), 2, "{row}");
+        let split: u64 = per_host.iter().map(|h| h["connections"].as_u64().unwrap()).sum();
+        assert_eq!(split, connections, "the connections add up: {row}");
+        let rps: f64 = per_host.iter().map(|h| h["rps"].as_f64().unwrap()).sum();
+        assert!(per_host.iter().all(|h| h["rps"].as_f64().unwrap() > 50.0), "{row}");
+        assert!((rps - row["median_rps"].as_f64().unwrap()).abs() < 1.0, "totals: {row}");
+    }
+    hosts.assert_clean(&copies_before, "lab tcp from two load hosts");
+    let mut args = vec!["lab", "affinity", "--quick"];
+    args.extend(naming);
+    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(extra);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "lab affinity: {}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for row in report["rows"].as_array().unwrap() {
+        assert!(row["median"].as_f64().unwrap() > 100.0, "{row}");
+    }
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
+    hosts.assert_clean(&copies_before, "lab affinity from two load hosts");
+}

@@ -153,7 +153,7 @@ impl LoadHost {
             host: self.host.name(),
             clock: self.clock,
             steps: format!(
-                "connected over SSH, {corelane} checked (or deployed, removed at the end), topology read, clock measured over {} round trips; per row it runs `{corelane} guard --life {}s --start-at T -- {corelane} udp send …` with its share of the load (rate and flows), T the agreed start in its clock, and the guard ends the sender when the lab lets go; it changes no setting there",
+                "connected over SSH, {corelane} checked (or deployed, removed at the end), topology read, clock measured over {} round trips; per row it runs `{corelane} guard --life {}s --start-at T -- {corelane} udp send …` (lab udp: its share of the rate and flows) or `… load http …` (lab tcp, lab affinity's HTTP rows: its share of the connections), T the agreed start in its clock, and the guard ends it when the lab lets go; it changes no setting there",
                 crate::remote::clock::SAMPLES,
                 crate::remote::MAX_LIFE.as_secs()
             ),

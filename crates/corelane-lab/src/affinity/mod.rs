@@ -61,7 +61,6 @@ impl Options for AffinityArgs {
         }
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
-        crate::remote::RemoteSpec::one_load_host(&opts.remote, "affinity")?;
         experiment::run(AffinityLab::prepare(&opts, progress)?, opts.trials, stop, progress)
     }
 }
@@ -171,6 +170,7 @@ impl<'a> AffinityLab<'a> {
             None => Testbed::create(),
         };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let (packages, numa_nodes) = packages_and_nodes(&testbed)?;
         let online = testbed.rx().online_cpus()?;
         let other_cpu = online.cpus()[0];

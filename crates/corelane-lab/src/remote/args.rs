@@ -161,19 +161,6 @@ impl RemoteArgs {
     }
 }
 
-impl RemoteSpec {
-    /// Refuses several load hosts for a lab that drives its load from one.
-    pub fn one_load_host(spec: &Option<Self>, lab: &str) -> Result<(), LabError> {
-        match spec {
-            Some(spec) if spec.tx.len() > 1 => Err(LabError::Options(format!(
-                "lab {lab} drives its load from one host, and {} are given: give one --tx-host (lab udp splits its load over several)",
-                spec.tx.len()
-            ))),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl RemoteArgs {
     /// The load hosts and receiver: from --inventory, or --tx-host and --rx-host; a load
     /// host given twice is refused (it would get two shares of the load).

@@ -23,15 +23,22 @@ pub struct Share {
     pub first_flow: u32,
 }
 
+/// `total` in `parts` parts (at least one) that differ by at most one, the larger first.
+pub fn split(total: u64, parts: usize) -> Vec<u64> {
+    let n = parts.max(1) as u64;
+    (0..n).map(|i| total / n + u64::from(i < total % n)).collect()
+}
+
 /// `rate` and `flows` over `hosts` load hosts: parts that differ by at most one, the larger
 /// first; every host gets at least one flow.
 pub fn shares(rate: u64, flows: usize, hosts: usize) -> Vec<Share> {
     let n = hosts.max(1);
+    let rates = split(rate, n);
     let mut first_flow = 0u32;
     (0..n)
         .map(|i| {
             let share = Share {
-                rate: rate / n as u64 + u64::from((i as u64) < rate % n as u64),
+                rate: rates[i],
                 flows: (flows / n + usize::from(i < flows % n)).max(1),
                 first_flow,
             };
@@ -66,6 +73,59 @@ pub struct HostFigures {
     /// The round trip that offset was measured over (it is known to within half of it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_rtt_ns: Option<u64>,
+}
+
+/// One load host's figures in one HTTP measurement (`corelane load` there).
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpHostFigures {
+    pub host: String,
+    /// Its part of the row's connections.
+    pub connections: u64,
+    /// Requests per second it completed.
+    pub rps: f64,
+    /// Its own latency percentiles, in microseconds.
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Connection errors, timeouts and non-2xx answers it saw.
+    pub errors: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_rtt_ns: Option<u64>,
+}
+
+/// Each host's HTTP figures over several trials: medians, its connections and clock as in
+/// the first trial, errors summed.
+pub fn http_medians(trials: &[&[HttpHostFigures]]) -> Vec<HttpHostFigures> {
+    let Some(first) = trials.first() else { return Vec::new() };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let same = || trials.iter().filter_map(move |t| t.get(i));
+            HttpHostFigures {
+                rps: crate::median_of(same().map(|h| h.rps)),
+                p50_us: crate::median_of(same().map(|h| h.p50_us)),
+                p99_us: crate::median_of(same().map(|h| h.p99_us)),
+                errors: same().map(|h| h.errors).sum(),
+                ..host.clone()
+            }
+        })
+        .collect()
+}
+
+/// One host's HTTP figures as a line of a report.
+pub fn http_host_line(h: &HttpHostFigures) -> String {
+    let clock = match (h.clock_offset_ns, h.clock_rtt_ns) {
+        (Some(off), Some(rtt)) => {
+            format!(", clock {:+.1} ms (±{:.1})", off as f64 / 1e6, rtt as f64 / 2e6)
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{}: {} connections, {:.0} req/s, p50 {:.0} us, p99 {:.0} us, {} errors{clock}",
+        h.host, h.connections, h.rps, h.p50_us, h.p99_us, h.errors
+    )
 }
 
 /// One host's figures as a line of a report: offered, sent, sender CPU and clock.

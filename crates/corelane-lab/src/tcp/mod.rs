@@ -70,7 +70,6 @@ impl TcpArgs {
             crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
         opts.only = crate::only_configs(self.configs, CONFIG_IDS)?;
         opts.remote = self.remote.spec()?;
-        crate::remote::RemoteSpec::one_load_host(&opts.remote, "tcp")?;
         Ok(opts)
     }
 }
@@ -160,6 +159,11 @@ pub struct TcpRow {
     /// Connection errors and timeouts the load generator saw, summed over trials.
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part when the load came from several (or remote) hosts: its
+    /// connections, requests/s, latency and errors (medians over trials); the row's own
+    /// figures are the totals (latency: the highest host's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::stage::load::HttpHostFigures>,
 }
 
 /// A load generator against the same corelane server.
@@ -210,7 +214,7 @@ pub enum Case {
 }
 
 /// What one trial of a [`Case`] measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum CaseTrial {
     Serve(Measured),
     Scale(scale::ScaleTrial),
@@ -241,6 +245,7 @@ impl<'a> TcpLab<'a> {
             None => Testbed::create(),
         };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let rx_online = testbed.rx().online_cpus()?;
         let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);
@@ -413,7 +418,13 @@ impl Experiment for TcpLab<'_> {
                     let ms: Vec<Measured> = m
                         .trials
                         .iter()
-                        .filter_map(|t| if let CaseTrial::Serve(x) = t { Some(*x) } else { None })
+                        .filter_map(|t| {
+                            if let CaseTrial::Serve(x) = t {
+                                Some(x.clone())
+                            } else {
+                                None
+                            }
+                        })
                         .collect();
                     rows.push(summarize(WORKLOADS[workload].0, kind, &ms));
                 }
@@ -581,6 +592,9 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         cpu_gain_pct: None,
         errors: ms.iter().map(|m| m.errors).sum(),
         non_2xx: ms.iter().map(|m| m.non_2xx).sum(),
+        hosts: crate::stage::load::http_medians(
+            &ms.iter().map(|m| m.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
     }
 }
 
