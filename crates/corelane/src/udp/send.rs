@@ -193,7 +193,7 @@ impl Sender {
             let id32 = u32::try_from(id)
                 .ok()
                 .and_then(|id| id.checked_add(config.first_flow))
-                .ok_or(UdpError::Size { size: id, min: 1, max: u32::MAX as usize })?;
+                .ok_or(UdpError::FlowIds { first: config.first_flow, flows: config.flows })?;
             lane_flows[id % config.threads].push(Flow { id: id32, socket, next_seq: 0 });
         }
         let mut gso = GsoState { requested: config.gso, active: false, note: None };
