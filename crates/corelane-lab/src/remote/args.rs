@@ -20,8 +20,9 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
     pub inventory: Option<PathBuf>,
     /// Run the sender on this host over SSH (`[USER@]HOST[:PORT]`); default: this machine.
-    /// Repeat for several load hosts: each row's load is split over them (rate and flows)
-    /// and started on all at one agreed time, each host's clock measured first.
+    /// Repeat for several load hosts: each row's load is split over them (the rate and
+    /// flows of UDP, the connections of HTTP) and started on all at one agreed time, each
+    /// host's clock measured first.
     #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
     pub tx_host: Vec<SshTarget>,
     /// Run the receiver (server) on this host over SSH; default: this machine.
