@@ -100,9 +100,18 @@ fn lines_of(out: Option<std::process::ChildStdout>) -> mpsc::Receiver<String> {
     rx
 }
 
-/// Ends the measuring session: stdin closed (the guard ends there), then the ssh client.
+/// Ends the measuring session: stdin closed, so the guard there ends and with it the ssh
+/// session (waited for, so nothing of it is left on the host when the lab goes on); the ssh
+/// client is killed only if that takes longer than [`REPLY_TIME`].
 fn end(mut child: std::process::Child, ask: Option<std::process::ChildStdin>) {
     drop(ask);
+    let deadline = std::time::Instant::now() + REPLY_TIME;
+    while std::time::Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _ = child.kill();
     let _ = child.wait();
 }
