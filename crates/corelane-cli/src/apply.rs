@@ -68,11 +68,11 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let review = review(&plan, &args.root)?;
     let list = review.changes;
     if list.is_empty() {
-        outln!("nothing to change: {} is already set as the plan says", plan.nic);
+        outln!("nothing to change: {} is already set as the plan says", plan.device.nic);
         show_skipped(&review.skipped);
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("{} change(s) for {} ({} policy):", list.len(), plan.nic, plan.policy);
+    outln!("{} change(s) for {} ({} policy):", list.len(), plan.device.nic, plan.policy);
     show(&list);
     show_skipped(&review.skipped);
     if !args.yes {
@@ -83,7 +83,7 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        PathBuf::from(format!("corelane-revert-{}-{secs}.json", plan.nic))
+        PathBuf::from(format!("corelane-revert-{}-{secs}.json", plan.device.nic))
     });
     // The undo is saved before anything changes (and removed if the changes fail).
     let skipped = apply_saving_revert(&list, &args.root, &revert_file)?;
@@ -187,7 +187,7 @@ pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
     let review = review(&plan, root)?;
     show_skipped_to_stderr(&review.skipped);
     if review.changes.is_empty() {
-        eprintln!("corelane run: {} is already set as the plan says", plan.nic);
+        eprintln!("corelane run: {} is already set as the plan says", plan.device.nic);
         return Ok(None);
     }
     let (revert_file, keeper) = kept_revert_file()?;
@@ -196,7 +196,7 @@ pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
     eprintln!(
         "corelane run: applied {} change(s) to {} for the run (undone when it ends)",
         review.changes.len() - skipped.len(),
-        plan.nic
+        plan.device.nic
     );
     Ok(Some(keeper))
 }

@@ -66,11 +66,11 @@ fn set_rx_usecs(proposal: &mut Plan, nics: &[Nic], usecs: u32) -> anyhow::Result
     };
     if proposal.lower.is_empty() {
         anyhow::ensure!(
-            has_coalescing(&proposal.nic),
+            has_coalescing(&proposal.device.nic),
             "{} has no interrupt moderation to set (its driver does not implement ethtool coalescing; veth and loopback never do)",
-            proposal.nic
+            proposal.device.nic
         );
-        proposal.rx_usecs = Some(usecs);
+        proposal.device.rx_usecs = Some(usecs);
         return Ok(());
     }
     for device in &mut proposal.lower {
@@ -86,7 +86,7 @@ fn set_rx_usecs(proposal: &mut Plan, nics: &[Nic], usecs: u32) -> anyhow::Result
     anyhow::ensure!(
         proposal.lower.iter().any(|d| d.rx_usecs.is_some()),
         "none of the devices under {} has interrupt moderation to set (their drivers do not implement ethtool coalescing)",
-        proposal.nic
+        proposal.device.nic
     );
     Ok(())
 }

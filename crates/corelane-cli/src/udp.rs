@@ -9,8 +9,8 @@ use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary, SendBackend, SendInterval,
-    SendSummary, Sender, SenderConfig, SocketMode, Steering,
+    Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
+    SendBackend, SendInterval, SendSummary, Sender, SenderConfig, SocketMode, Steering,
 };
 
 use crate::args::{
@@ -188,14 +188,16 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let sender = Sender::connect(SenderConfig {
         targets: args.targets,
-        threads: args.threads,
-        batch: args.batch,
+        lanes: Lanes {
+            threads: args.threads,
+            placement: Placement::from_pin(args.pin),
+            batch: args.batch,
+        },
         size: args.size,
         flows: args.flows,
         first_flow: args.first_flow,
         rate: args.rate,
         gso: args.gso,
-        placement: Placement::from_pin(args.pin),
         duration: Some(args.duration),
         count: args.count,
         backend: if args.backend == "xdp" { SendBackend::Xdp } else { SendBackend::Mmsg },
@@ -204,23 +206,23 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let json = args.json;
-    let summary = sender.run(
-        &stop,
-        per_second(json, &stop, |i: &SendInterval| {
-            format!("sent {}", format_rate_line(i.interval.rate))
-        }),
-    )?;
+    let summary = sender.run(&stop, per_second(json, &stop, send_line))?;
     finish(json, &summary, print_send_summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sender's line for one second.
+fn send_line(i: &SendInterval) -> String {
+    format!("sent {}", format_rate_line(i.interval.rate))
 }
 
 /// The sender's last lines: totals, the kernel's push-back and what GSO did.
 fn print_send_summary(s: &SendSummary) {
     outln!(
         "sent {} datagrams in {:.2}s: mean {} ({} syscalls, {} flows)",
-        s.datagrams,
-        s.elapsed_secs,
-        format_rate_line(s.mean),
+        s.throughput.datagrams,
+        s.throughput.elapsed_secs,
+        format_rate_line(s.throughput.mean),
         s.syscalls,
         s.flows
     );
@@ -242,13 +244,43 @@ fn print_send_summary(s: &SendSummary) {
     }
 }
 
+/// The receive backend `--backend` (with its options) names.
+fn recv_backend(args: &RecvArgs) -> anyhow::Result<RecvBackend> {
+    Ok(match (args.backend.as_str(), args.sqpoll) {
+        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
+        ("xdp-drop", None) => RecvBackend::XdpDrop,
+        ("xdp", None) => RecvBackend::Xdp {
+            mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
+            busy_poll_us: args.busy_poll,
+        },
+        (_, Some(_)) => {
+            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
+        }
+        _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
+            anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
+        }
+        _ => RecvBackend::Mmsg,
+    })
+}
+
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let xdp_dev = args.xdp_dev.clone();
     let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
+    let backend = recv_backend(&args)?;
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
-        threads: args.threads,
+        lanes: Lanes {
+            threads: args.threads,
+            placement: Placement::from_pin(args.pin),
+            batch: args.batch,
+        },
+        receive: ReceivePath {
+            rcvbuf: args.rcvbuf,
+            gro: args.gro,
+            coalesce: (!args.coalesce.is_zero()).then_some(args.coalesce),
+            backend,
+        },
         sockets: match args.sockets {
             SocketsArg::Shared => SocketMode::Shared,
             SocketsArg::Reuseport => SocketMode::Reuseport,
@@ -257,35 +289,10 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
             SteerArg::Hash => Steering::Hash,
             SteerArg::Cpu => Steering::Cpu,
         },
-        batch: args.batch,
-        placement: Placement::from_pin(args.pin),
-        rcvbuf: args.rcvbuf,
-        gro: args.gro,
         slot: args.slot,
         check: !args.no_check,
-        coalesce: (!args.coalesce.is_zero()).then_some(args.coalesce),
         duration: args.duration,
         until_datagrams: args.count,
-        backend: match (args.backend.as_str(), args.sqpoll) {
-            ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
-            ("xdp-drop", None) => RecvBackend::XdpDrop,
-            ("xdp", None) => RecvBackend::Xdp {
-                mode: args
-                    .xdp_mode
-                    .as_deref()
-                    .unwrap_or("auto")
-                    .parse()
-                    .map_err(anyhow::Error::msg)?,
-                busy_poll_us: args.busy_poll,
-            },
-            (_, Some(_)) => {
-                anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
-            }
-            _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
-                anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
-            }
-            _ => RecvBackend::Mmsg,
-        },
         xdp_dev: args.xdp_dev,
         dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
             kind,
@@ -362,18 +369,18 @@ fn print_recv_summary(s: &RecvSummary) {
     let q = &s.sequence;
     outln!(
         "received {} datagrams in {:.2}s: median {:.3}M pps, mean {}",
-        s.datagrams,
-        s.elapsed_secs,
-        s.median_pps / 1e6,
-        format_rate_line(s.mean)
+        s.throughput.datagrams,
+        s.throughput.elapsed_secs,
+        s.throughput.median_pps / 1e6,
+        format_rate_line(s.throughput.mean)
     );
     outln!(
         "cpu {:.0} ns/datagram (user {:.2}s, sys {:.2}s); kernel drops {}; truncated {}",
         s.cpu_ns_per_datagram,
-        s.cpu_user_secs,
-        s.cpu_sys_secs,
+        s.cpu_secs.user,
+        s.cpu_secs.system,
         s.kernel_drops,
-        s.truncated
+        s.anomalies.truncated
     );
     outln!(
         "flows {}: missing {}, duplicates {}, late {}, corrupt {}, foreign {}",
@@ -381,8 +388,8 @@ fn print_recv_summary(s: &RecvSummary) {
         q.missing,
         q.duplicates,
         q.late,
-        s.corrupt,
-        s.foreign
+        s.anomalies.corrupt,
+        s.anomalies.foreign
     );
     for lane in &s.lanes {
         let cpu = lane.cpu.map_or("any".to_string(), |c| c.to_string());
@@ -394,10 +401,10 @@ fn print_recv_summary(s: &RecvSummary) {
             lane.syscalls
         );
     }
-    if s.truncated > 0 {
+    if s.anomalies.truncated > 0 {
         outln!(
             "warning: {} datagrams were longer than the {}-byte receive buffer: raise --slot",
-            s.truncated,
+            s.anomalies.truncated,
             s.slot_bytes
         );
     }

@@ -150,20 +150,20 @@ pub struct PingArgs {
 pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let mut config = EchoConfig::new(args.addr);
-    config.threads = args.threads;
-    config.placement = Placement::from_pin(args.pin);
-    config.batch = args.batch;
-    config.rcvbuf = args.rcvbuf;
-    config.gro = args.gro;
+    config.lanes.threads = args.threads;
+    config.lanes.placement = Placement::from_pin(args.pin);
+    config.lanes.batch = args.batch;
+    config.receive.rcvbuf = args.rcvbuf;
+    config.receive.gro = args.gro;
     config.busy_poll_us = args.busy_poll;
     config.reply_every = args.reply_every;
-    config.coalesce = (!args.coalesce.is_zero()).then_some(args.coalesce);
+    config.receive.coalesce = (!args.coalesce.is_zero()).then_some(args.coalesce);
     config.wire = args.wire.map(Wire::from);
     config.per_source_rate = args.per_source_rate;
     config.per_source_burst = args.per_source_burst;
     config.duration = args.duration;
     config.until_replies = args.count;
-    config.backend = match (args.backend.as_str(), args.sqpoll) {
+    config.receive.backend = match (args.backend.as_str(), args.sqpoll) {
         ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
         (_, Some(_)) => {
             anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
@@ -190,19 +190,19 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("echoing on {} (Ctrl-C to stop)", echo.local_addr());
     }
     let json = args.json;
-    let summary = echo.run(
-        &stop,
-        crate::args::per_second(json, &stop, |i: &EchoInterval| {
-            format!(
-                "{}  replies {}  cpu {:.0} ns/dgram",
-                format_rate_line(i.interval.rate),
-                i.replies,
-                i.cpu_ns_per_datagram
-            )
-        }),
-    )?;
+    let summary = echo.run(&stop, crate::args::per_second(json, &stop, echo_line))?;
     finish(json, &summary, print_echo_summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The echo's line for one second.
+fn echo_line(i: &EchoInterval) -> String {
+    format!(
+        "{}  replies {}  cpu {:.0} ns/dgram",
+        format_rate_line(i.interval.rate),
+        i.replies,
+        i.cpu_ns_per_datagram
+    )
 }
 
 fn print_echo_summary(s: &EchoSummary) {

@@ -75,6 +75,19 @@ impl Watch {
     }
 }
 
+/// Starts `corelane lab apps --quick ARGS` (its stderr piped) and watches its process tree.
+fn start_lab_apps(args: &[&str], stdout: Stdio) -> (std::process::Child, u32, Watch) {
+    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["lab", "apps", "--quick"])
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    (child, pid, Watch::start(pid))
+}
+
 /// Whether a private directory of lab run `pid` is still in the temporary directory.
 fn dir_left(pid: u32) -> bool {
     let mark = format!("corelane-lab-apps-{pid}-");
@@ -98,15 +111,8 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 fn every_installed_program_is_checked_or_skipped_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let (json, csv) = (dir.path().join("apps.json"), dir.path().join("apps.csv"));
-    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["lab", "apps", "--quick", "--json", json.to_str().unwrap()])
-        .args(["--csv", csv.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let watch = Watch::start(pid);
+    let json_arg = ["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()];
+    let (child, pid, watch) = start_lab_apps(&json_arg, Stdio::piped());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -175,15 +181,8 @@ fn ctrl_c_mid_trial_leaves_nothing_behind() {
         eprintln!("skipped: needs root and nginx (apt-get install nginx-light wrk curl)");
         return;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["lab", "apps", "--quick", "--apps", "nginx", "--lanes", "none"])
-        .args(["--placements", "NS,NC,NZ"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let watch = Watch::start(pid);
+    let nginx = ["--apps", "nginx", "--lanes", "none", "--placements", "NS,NC,NZ"];
+    let (mut child, pid, watch) = start_lab_apps(&nginx, Stdio::null());
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let started = lines.by_ref().map_while(Result::ok).any(|l| l.contains("programs start under"));
     assert!(started, "the lab never got to its trials");

@@ -84,8 +84,8 @@ fn sockperf_request(seq: u64) -> Vec<u8> {
     d
 }
 
-/// Sends `data` from the forged source `from` to `to` through a raw IPv4 socket (the kernel
-/// fills in the IP checksum; a UDP checksum of 0 means none). `None` when raw sockets are
+/// Sends `data` from the forged source `from` to `to` through a raw IPv4 socket (a UDP
+/// checksum of 0 means none). `None` when raw sockets are
 /// refused (no CAP_NET_RAW).
 fn spoof(from: SocketAddrV4, to: SocketAddrV4, data: &[u8]) -> Option<()> {
     let raw = match Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255))) {
@@ -95,17 +95,7 @@ fn spoof(from: SocketAddrV4, to: SocketAddrV4, data: &[u8]) -> Option<()> {
             return None;
         }
     };
-    let udp_len = 8 + data.len();
-    let total = (20 + udp_len) as u16;
-    let mut packet = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
-    packet[2..4].copy_from_slice(&total.to_be_bytes());
-    packet.extend_from_slice(&from.ip().octets());
-    packet.extend_from_slice(&to.ip().octets());
-    packet.extend_from_slice(&from.port().to_be_bytes());
-    packet.extend_from_slice(&to.port().to_be_bytes());
-    packet.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    packet.extend_from_slice(&[0, 0]);
-    packet.extend_from_slice(data);
+    let packet = corelane::xdp::frame::ipv4_udp_packet(from, to, data);
     let dest = SocketAddr::V4(SocketAddrV4::new(*to.ip(), 0));
     raw.send_to(&packet, &dest.into()).expect("send the forged datagram");
     Some(())

@@ -14,6 +14,15 @@ fn is_root() -> bool {
 struct Netns(String);
 
 impl Netns {
+    /// A new namespace, or `None` (saying so) when not root.
+    fn or_skip(tag: &str) -> Option<Self> {
+        if !is_root() {
+            eprintln!("skipped: creating a network namespace and its devices needs root");
+            return None;
+        }
+        Some(Self::new(tag))
+    }
+
     fn new(tag: &str) -> Self {
         let ns = Netns(format!("corelane-{}-{tag}", std::process::id()));
         assert!(ns.ip(&["netns", "add", &ns.0]), "cannot create namespace {}", ns.0);
@@ -117,11 +126,7 @@ fn round_trip(ns: &Netns, upper: &str, lower: &[&str]) {
 /// makes the other changes, names the refused one as skipped, and revert restores the rest.
 #[test]
 fn a_setting_the_kernel_refuses_is_skipped_by_name_and_the_rest_applied() {
-    if !is_root() {
-        eprintln!("skipped: creating a network namespace and its devices needs root");
-        return;
-    }
-    let ns = Netns::new("refused");
+    let Some(ns) = Netns::or_skip("refused") else { return };
     ns.veth_with_queues("s0", "s1", "1");
     let dir = tempfile::tempdir().unwrap();
     let (plan, revert) = (dir.path().join("plan.toml"), dir.path().join("revert.json"));
@@ -160,11 +165,7 @@ fn master_of_two_veths(ns: &Netns, master: &str, kind: &[&str], pairs: [(&str, &
 
 #[test]
 fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
-    if !is_root() {
-        eprintln!("skipped: creating a network namespace and its devices needs root");
-        return;
-    }
-    let ns = Netns::new("stack");
+    let Some(ns) = Netns::or_skip("stack") else { return };
     ns.veth("va", "vb");
     if ns.ip(&["link", "add", "link", "va", "name", "va.10", "type", "vlan", "id", "10"]) {
         round_trip(&ns, "va.10", &["va"]);
@@ -201,11 +202,7 @@ fn stacked_devices_plan_to_their_lower_devices_and_round_trip_exactly() {
 /// refused before any change; an address already held is left alone (and kept by revert).
 #[test]
 fn plan_addresses_are_added_and_reverted() {
-    if !is_root() {
-        eprintln!("skipped: needs root (network namespaces)");
-        return;
-    }
-    let ns = Netns::new("addr");
+    let Some(ns) = Netns::or_skip("addr") else { return };
     ns.veth("a0", "a1");
     assert!(ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "a0"]));
     let dir = tempfile::tempdir().unwrap();

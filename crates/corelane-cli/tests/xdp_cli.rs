@@ -9,14 +9,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn unavailable() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root (network namespaces, XDP)");
-    }
-    if corelane::xdp::check_available().is_err() {
-        return Some("no AF_XDP sockets in this kernel");
-    }
-    None
+/// Whether this test can run (root, AF_XDP in the kernel); if not, says why it skips.
+fn able_or_skip() -> bool {
+    let why = if !rustix::process::geteuid().is_root() {
+        "needs root (network namespaces, XDP)"
+    } else if corelane::xdp::check_available().is_err() {
+        "no AF_XDP sockets in this kernel"
+    } else {
+        return true;
+    };
+    eprintln!("skipped: {why}");
+    false
 }
 
 fn ip(args: &[&str]) -> String {
@@ -33,6 +36,11 @@ struct Netns {
 }
 
 impl Netns {
+    /// A new namespace, or `None` (saying why) when the test cannot run here.
+    fn or_skip() -> Option<Self> {
+        able_or_skip().then(Self::new)
+    }
+
     fn new() -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -145,11 +153,7 @@ fn signal(child: &Child, sig: rustix::process::Signal) {
 
 #[test]
 fn no_program_is_left_after_sigint_sigterm_or_sigkill() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let ns = Netns::new();
+    let Some(ns) = Netns::or_skip() else { return };
     for sig in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
         let mut child = ns.start();
         assert!(ns.has_xdp(), "attached while running");
@@ -194,8 +198,7 @@ fn without_privilege_it_is_one_clear_line() {
 /// program attached before the socket failed is gone with the process.
 #[test]
 fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
+    if !able_or_skip() {
         return;
     }
     let have = |p: &str| Command::new(p).arg("--version").output().is_ok();
@@ -225,11 +228,7 @@ fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
 /// after Ctrl-C, SIGTERM and SIGKILL; after SIGKILL the keeper restores them and goes.
 #[test]
 fn busy_poll_settings_are_restored_after_sigint_sigterm_and_sigkill() {
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let ns = Netns::new();
+    let Some(ns) = Netns::or_skip() else { return };
     use rustix::process::Signal;
     for (i, sig) in [Signal::INT, Signal::TERM, Signal::KILL].into_iter().enumerate() {
         let (defer, timeout) = (7 + i as u32, 12_345 + i as u64);

@@ -55,16 +55,14 @@ pub struct Measured<C, T> {
 
 /// What people read of an experiment: JSON (from `Serialize`), a table, CSV, findings.
 pub trait Report: serde::Serialize {
-    /// The CSV columns, comma separated.
-    const CSV_HEADER: &'static str;
     /// What every report has around its tables: which experiment ran on which machine and
     /// testbed, what could not run here, the findings.
     fn outline(&self) -> Outline<'_>;
     /// Writes the table(s) in the seed's shape, with their notes, under the heading (a dry
     /// run, which measured nothing, has none).
     fn body(&self, out: &mut String);
-    /// One CSV record per configuration, in `CSV_HEADER`'s order.
-    fn csv_records(&self) -> Vec<Vec<String>>;
+    /// The CSV: its columns, and one record per configuration.
+    fn csv_table(&self) -> crate::report::Csv;
     /// What `corelane report` draws of it: its rows as charts (none by default; the page
     /// still shows the table and findings).
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
@@ -85,14 +83,9 @@ pub trait Report: serde::Serialize {
         out
     }
 
-    /// The CSV: the header, then every record.
+    /// The CSV file: the header, then every record.
     fn csv(&self) -> Result<Vec<u8>, LabError> {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(Self::CSV_HEADER.split(','))?;
-        for record in self.csv_records() {
-            w.write_record(record)?;
-        }
-        w.into_inner().map_err(|e| LabError::Csv(e.into_error().into()))
+        self.csv_table().to_bytes()
     }
 }
 
@@ -310,13 +303,13 @@ mod tests {
     struct Ran(Vec<(usize, usize)>, Vec<String>);
 
     impl Report for Ran {
-        const CSV_HEADER: &'static str = "config,trial";
         fn outline(&self) -> Outline<'_> {
             Outline::of("recorder", "test", &self.1)
         }
         fn body(&self, _: &mut String) {}
-        fn csv_records(&self) -> Vec<Vec<String>> {
-            self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]).collect()
+        fn csv_table(&self) -> crate::report::Csv {
+            let records = self.0.iter().map(|(c, t)| vec![c.to_string(), t.to_string()]);
+            crate::report::Csv::with_header("config,trial", records.collect())
         }
     }
 

@@ -20,6 +20,7 @@ pub mod report;
 pub mod rx_nic;
 pub mod sched;
 pub mod stage;
+pub mod summary;
 pub mod tcp;
 pub mod testbed;
 pub mod topo;

@@ -266,12 +266,12 @@ fn plan_for(
         host: host.name(),
         problem: format!("`corelane plan --nic {nic}` printed no plan the lab can read: {e}"),
     })?;
-    if plan.nic != nic {
+    if plan.device.nic != nic {
         return Err(LabError::Remote {
             host: host.name(),
             problem: format!(
                 "`corelane plan --nic {nic}` printed a plan for {:?}: is the corelane there a real one?",
-                corelane::child_output::printable(&plan.nic, 100)
+                corelane::child_output::printable(&plan.device.nic, 100)
             ),
         });
     }
@@ -285,8 +285,7 @@ fn receive_only(mut plan: Plan) -> Plan {
     let keep_receive =
         |device: &DevicePlan| DevicePlan { xps_cpus: Vec::new(), rx_usecs: None, ..device.clone() };
     plan.lower = plan.lower.iter().map(keep_receive).collect();
-    let top = keep_receive(&plan.devices()[0]);
-    (plan.xps_cpus, plan.rx_usecs) = (top.xps_cpus, top.rx_usecs);
+    plan.device = keep_receive(&plan.device);
     plan.notes.push("corelane lab: receive steering only, for one row".into());
     plan
 }
@@ -334,28 +333,31 @@ mod tests {
         let hash =
             |flow: &str| corelane::tune::FlowHash { flow: flow.into(), fields: "sdfn".into() };
         let base = Plan {
-            nic: "eth0".into(),
+            device: DevicePlan {
+                nic: "eth0".into(),
+                rps_cpus: "0".into(),
+                xps_cpus: vec!["1".into()],
+                irqs: vec![corelane::tune::IrqPlacement { irq: 30, name: "q0".into(), cpu: 0 }],
+                queue_count: Some(2),
+                rx_flow_hash: vec![hash("udp4")],
+                rx_usecs: Some(50),
+            },
             policy: "spread".into(),
             numa_node: None,
             irq_cpus: "0".into(),
             syscall_cpus: "1".into(),
             app_cpus: "1".into(),
-            rps_cpus: "0".into(),
-            xps_cpus: vec!["1".into()],
-            irqs: vec![corelane::tune::IrqPlacement { irq: 30, name: "q0".into(), cpu: 0 }],
-            queue_count: Some(2),
-            rx_flow_hash: vec![hash("udp4")],
-            rx_usecs: Some(50),
             notes: Vec::new(),
             lower: Vec::new(),
             addresses: Vec::new(),
         };
         let plan = receive_only(base);
-        assert_eq!(plan.rps_cpus, "0");
-        assert_eq!(plan.irqs.len(), 1);
-        assert!(plan.xps_cpus.is_empty());
-        assert_eq!((plan.queue_count, plan.rx_usecs), (Some(2), None));
-        assert_eq!(plan.rx_flow_hash, vec![hash("udp4")]);
+        let top = &plan.device;
+        assert_eq!(top.rps_cpus, "0");
+        assert_eq!(top.irqs.len(), 1);
+        assert!(top.xps_cpus.is_empty());
+        assert_eq!((top.queue_count, top.rx_usecs), (Some(2), None));
+        assert_eq!(top.rx_flow_hash, vec![hash("udp4")]);
         assert!(is_nic_dir("/tmp/corelane-nic.AbCd1234"));
         assert!(!is_nic_dir("/tmp/corelane-nic./../x"));
     }

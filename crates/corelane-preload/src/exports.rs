@@ -12,11 +12,14 @@ fn active() -> bool {
     LANE.load(core::sync::atomic::Ordering::Relaxed) != LANE_OFF
 }
 
-/// Delegates one socket call. `direct(done)` makes the call itself, skipping the first `done`
-/// bytes (only a short send on a blocking stream socket continues past 0). `pipe`: the caller
-/// did not ask for MSG_NOSIGNAL, so EPIPE raises SIGPIPE in the calling thread as the kernel
-/// would have.
+/// Delegates one socket call (or makes it directly while the lane is off). `direct(done)` makes
+/// the call itself, skipping the first `done` bytes (only a short send on a blocking stream
+/// socket continues past 0). `pipe`: the caller did not ask for MSG_NOSIGNAL, so EPIPE raises
+/// SIGPIPE in the calling thread as the kernel would have.
 fn io(op: u32, args: [u64; 6], pipe: bool, direct: impl Fn(usize) -> isize) -> isize {
+    if !active() {
+        return direct(0);
+    }
     let saved = errno();
     let fd = args[0] as c_int;
     let outcome = match lane::delegate(op, args) {
@@ -62,9 +65,13 @@ fn io(op: u32, args: [u64; 6], pipe: bool, direct: impl Fn(usize) -> isize) -> i
     }
 }
 
-/// A wait (poll, epoll): probed on the syscall thread with a zero timeout; when nothing is
-/// ready and the caller would wait, it waits itself, so signals and timeouts are the kernel's.
+/// A wait (poll, epoll): probed on the syscall thread with a zero timeout (made directly while
+/// the lane is off); when nothing is ready and the caller would wait, it waits itself, so
+/// signals and timeouts are the kernel's.
 fn probe(op: u32, args: [u64; 6], zero_timeout: bool, direct: impl Fn() -> c_int) -> c_int {
+    if !active() {
+        return direct();
+    }
     let saved = errno();
     match lane::delegate(op, args) {
         Some(o) if !o.direct && (o.ret != 0 || zero_timeout) => {
@@ -95,9 +102,6 @@ pub extern "C" fn send(fd: c_int, buf: *const c_void, len: SizeT, flags: c_int) 
                 .map_or(-1, |f| f(fd, skip(buf, done), len - done, flags))
         }
     };
-    if !active() {
-        return direct(0);
-    }
     let args = [fd as u64, buf as u64, len as u64, flags as u64, 0, 0];
     io(SEND, args, !no_signal(flags), direct)
 }
@@ -118,9 +122,6 @@ pub extern "C" fn sendto(
                 .map_or(-1, |f| f(fd, skip(buf, done), len - done, flags, addr, addr_len))
         }
     };
-    if !active() {
-        return direct(0);
-    }
     let args = [fd as u64, buf as u64, len as u64, flags as u64, addr as u64, addr_len as u64];
     io(SEND, args, !no_signal(flags), direct)
 }
@@ -134,9 +135,6 @@ pub extern "C" fn recv(fd: c_int, buf: *mut c_void, len: SizeT, flags: c_int) ->
                 .map_or(-1, |f| f(fd, buf, len, flags))
         }
     };
-    if !active() {
-        return direct(0);
-    }
     io(RECV, [fd as u64, buf as u64, len as u64, flags as u64, 0, 0], false, direct)
 }
 
@@ -156,9 +154,6 @@ pub extern "C" fn recvfrom(
                 .map_or(-1, |f| f(fd, buf, len, flags, addr, addr_len))
         }
     };
-    if !active() {
-        return direct(0);
-    }
     let args = [fd as u64, buf as u64, len as u64, flags as u64, addr as u64, addr_len as u64];
     io(RECV, args, false, direct)
 }
@@ -179,9 +174,6 @@ fn message(send: bool, fd: c_int, msg: *const Msghdr, flags: c_int) -> SsizeT {
             }
         }
     };
-    if !active() {
-        return direct(0);
-    }
     let op = if send { SENDMSG } else { RECVMSG };
     let pipe = send && !no_signal(flags);
     io(op, [fd as u64, msg as u64, 0, flags as u64, 0, 0], pipe, direct)
@@ -206,9 +198,6 @@ pub extern "C" fn sendmmsg(fd: c_int, vec: *mut c_void, vlen: c_uint, flags: c_i
                 .map_or(-1, |f| f(fd, vec, vlen, flags)) as isize
         }
     };
-    if !active() {
-        return direct(0) as c_int;
-    }
     let args = [fd as u64, vec as u64, vlen as u64, flags as u64, 0, 0];
     io(SENDMMSG, args, !no_signal(flags), direct) as c_int
 }
@@ -228,9 +217,6 @@ pub extern "C" fn recvmmsg(
                 .map_or(-1, |f| f(fd, vec, vlen, flags, timeout)) as isize
         }
     };
-    if !active() {
-        return direct(0) as c_int;
-    }
     let args = [fd as u64, vec as u64, vlen as u64, flags as u64, timeout as u64, 0];
     io(RECVMMSG, args, false, direct) as c_int
 }
@@ -344,9 +330,6 @@ pub extern "C" fn accept4(fd: c_int, addr: *mut c_void, len: *mut SocklenT, flag
                 .map_or(-1, |f| f(fd, addr, len, flags)) as isize
         }
     };
-    if !active() {
-        return direct(0) as c_int;
-    }
     let args = [fd as u64, addr as u64, len as u64, flags as u64, 0, 0];
     accepted(io(ACCEPT, args, false, direct) as c_int)
 }
@@ -360,9 +343,6 @@ pub extern "C" fn accept(fd: c_int, addr: *mut c_void, len: *mut SocklenT) -> c_
                 .map_or(-1, |f| f(fd, addr, len)) as isize
         }
     };
-    if !active() {
-        return direct(0) as c_int;
-    }
     accepted(io(ACCEPT, [fd as u64, addr as u64, len as u64, 0, 0, 0], false, direct) as c_int)
 }
 
@@ -375,9 +355,6 @@ pub extern "C" fn connect(fd: c_int, addr: *const c_void, len: SocklenT) -> c_in
                 as isize
         }
     };
-    if !active() {
-        return direct(0) as c_int;
-    }
     io(CONNECT, [fd as u64, addr as u64, len as u64, 0, 0, 0], false, direct) as c_int
 }
 
@@ -426,9 +403,6 @@ pub extern "C" fn poll(fds: *mut c_void, count: u64, timeout: c_int) -> c_int {
             real!(poll(*mut c_void, u64, c_int) -> c_int).map_or(-1, |f| f(fds, count, timeout))
         }
     };
-    if !active() {
-        return direct();
-    }
     probe(POLL, [fds as u64, count, 0, 0, 0, 0], timeout == 0, direct)
 }
 
@@ -453,9 +427,6 @@ pub extern "C" fn ppoll(
                 .map_or(-1, |f| f(fds, count, timeout, mask))
         }
     };
-    if !active() {
-        return direct();
-    }
     probe(POLL, [fds as u64, count, 0, 0, 0, 0], zero(timeout), direct)
 }
 
@@ -473,9 +444,6 @@ pub extern "C" fn epoll_wait(
                 .map_or(-1, |f| f(epfd, events, max, timeout))
         }
     };
-    if !active() {
-        return direct();
-    }
     probe(EPOLL, [epfd as u64, events as u64, max as u64, 0, 0, 0], timeout == 0, direct)
 }
 
@@ -494,9 +462,6 @@ pub extern "C" fn epoll_pwait(
                 .map_or(-1, |f| f(epfd, events, max, timeout, mask))
         }
     };
-    if !active() {
-        return direct();
-    }
     probe(EPOLL, [epfd as u64, events as u64, max as u64, 0, 0, 0], timeout == 0, direct)
 }
 
@@ -517,9 +482,6 @@ pub extern "C" fn epoll_pwait2(
             .map_or(-1, |f| f(epfd, events, max, timeout, mask))
         }
     };
-    if !active() {
-        return direct();
-    }
     probe(EPOLL, [epfd as u64, events as u64, max as u64, 0, 0, 0], zero(timeout), direct)
 }
 

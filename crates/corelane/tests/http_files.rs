@@ -316,24 +316,13 @@ fn files_dated_outside_http_dates_are_served() {
     }
 }
 
-/// Raises RLIMIT_NOFILE to its hard limit (root may raise that too), returning the limit.
-fn raise_fd_limit(want: u64) -> u64 {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let now = getrlimit(Resource::Nofile);
-    let hard = now.maximum.unwrap_or(u64::MAX);
-    let target = if rustix::process::geteuid().is_root() { hard.max(want) } else { hard };
-    let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(target), maximum: Some(target) });
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
 /// 9,000 keep-alive connections idle after one request each hold only their state (no
 /// buffers: those are the lane's, lent while bytes are in flight), and a new request is
 /// still answered.
 #[test]
 fn idle_keep_alive_connections_hold_no_buffers() {
     const IDLE: usize = 9_000;
-    if raise_fd_limit(2 * IDLE as u64 + 1000) < 2 * IDLE as u64 + 200 {
-        eprintln!("skipped: RLIMIT_NOFILE is below {} and cannot be raised", 2 * IDLE + 200);
+    if !common::fds_or_skip(2 * IDLE as u64 + 1000) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -548,8 +537,7 @@ fn large_bodies_and_their_ranges_go_whole_and_in_order() {
 #[test]
 fn clients_that_leave_mid_file_leave_nothing_held() {
     const LEAVING: usize = 300;
-    if raise_fd_limit(4 * LEAVING as u64 + 1000) < 4 * LEAVING as u64 + 200 {
-        eprintln!("skipped: RLIMIT_NOFILE is below {} and cannot be raised", 4 * LEAVING + 200);
+    if !common::fds_or_skip(4 * LEAVING as u64 + 1000) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

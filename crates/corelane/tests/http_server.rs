@@ -222,23 +222,10 @@ fn stop_closes_idle_connections_and_finishes_requests_in_flight() {
     }
 }
 
-/// Raises RLIMIT_NOFILE to `want`, or says why it cannot.
-fn raise_fd_limit(want: u64) -> Result<(), String> {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let now = getrlimit(Resource::Nofile);
-    if now.current.is_some_and(|c| c >= want) {
-        return Ok(());
-    }
-    let hard = now.maximum.map_or(want, |m| m.max(want));
-    setrlimit(Resource::Nofile, Rlimit { current: Some(want), maximum: Some(hard) })
-        .map_err(|e| format!("cannot raise RLIMIT_NOFILE to {want} ({e}); run as root"))
-}
-
 #[test]
 fn ten_thousand_idle_connections_are_held_while_others_are_served() {
     for backend in BACKENDS {
-        if let Err(why) = raise_fd_limit(65536) {
-            eprintln!("skipped: {why}");
+        if !common::fds_or_skip(65536) {
             return;
         }
         let (server, stop) = start(backend, |c| c.lanes = 2);

@@ -239,9 +239,9 @@ fn every_driver_layout_plans_its_queue_interrupts_masks_and_ethtool_settings() {
         let list = irq_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
         assert_eq!(p.irq_cpus, list, "{}", l.iface);
         let per_queue = if l.driver == "virtio_net" { 2 } else { 1 };
-        assert_eq!(p.irqs.len(), l.queues * per_queue, "{}: {:?}", l.iface, p.irqs);
+        assert_eq!(p.device.irqs.len(), l.queues * per_queue, "{}: {:?}", l.iface, p.device.irqs);
         let mut served: Vec<u32> = Vec::new();
-        for placed in &p.irqs {
+        for placed in &p.device.irqs {
             let read = nic.irqs.iter().find(|i| i.irq == placed.irq).unwrap();
             let IrqRole::Queue(queue) = read.role else { panic!("{}: {read:?}", l.iface) };
             assert_eq!(
@@ -255,19 +255,23 @@ fn every_driver_layout_plans_its_queue_interrupts_masks_and_ethtool_settings() {
         served.sort_unstable();
         served.dedup();
         assert_eq!(served, (0..l.queues as u32).collect::<Vec<_>>(), "{}", l.iface);
-        let control = l.irqs.iter().find(|n| !p.irqs.iter().any(|i| &i.name == *n)).unwrap();
+        let control = l.irqs.iter().find(|n| !p.device.irqs.iter().any(|i| &i.name == *n)).unwrap();
         assert!(p.notes.iter().any(|n| n.contains(control.as_str())), "{}: {:?}", l.iface, p.notes);
-        assert_eq!(p.rps_cpus, "0", "{}: RPS stays off where interrupts do the work", l.iface);
+        assert_eq!(
+            p.device.rps_cpus, "0",
+            "{}: RPS stays off where interrupts do the work",
+            l.iface
+        );
         if l.queues == 1 {
-            assert!(p.xps_cpus.is_empty(), "{}: no XPS on a single-queue device", l.iface);
+            assert!(p.device.xps_cpus.is_empty(), "{}: no XPS on a single-queue device", l.iface);
             assert!(p.notes.iter().any(|n| n.contains("no XPS")), "{:?}", p.notes);
-            assert_eq!(p.queue_count, None);
+            assert_eq!(p.device.queue_count, None);
         } else {
             // A queue per sending CPU: the syscall CPU 4 and the application CPUs 6 and 7.
-            assert_eq!(p.xps_cpus, ["10", "40", "80", "10"], "{}", l.iface);
-            assert_eq!(p.queue_count, Some(2), "{}: one queue per interrupt CPU", l.iface);
+            assert_eq!(p.device.xps_cpus, ["10", "40", "80", "10"], "{}", l.iface);
+            assert_eq!(p.device.queue_count, Some(2), "{}: one queue per interrupt CPU", l.iface);
         }
-        let flows: Vec<&str> = p.rx_flow_hash.iter().map(|h| h.flow.as_str()).collect();
+        let flows: Vec<&str> = p.device.rx_flow_hash.iter().map(|h| h.flow.as_str()).collect();
         match l.iface {
             "eth2" | "ens5" => assert_eq!(flows, ["udp4", "udp6"], "UDP ports added to the hash"),
             "eth0" | "eth1" => {
@@ -285,7 +289,7 @@ fn every_driver_layout_plans_its_queue_interrupts_masks_and_ethtool_settings() {
         assert_eq!(toml::from_str::<Plan>(&text).unwrap(), p);
         let list = changes(&p, r).unwrap();
         let irq_changes = list.iter().filter(|c| c.path.starts_with(r.join("proc/irq"))).count();
-        assert_eq!(irq_changes, p.irqs.len(), "{}", l.iface);
+        assert_eq!(irq_changes, p.device.irqs.len(), "{}", l.iface);
     }
 }
 
@@ -294,8 +298,12 @@ fn stacked_devices_plan_their_lower_devices_and_say_so() {
     let root = machine();
     let r = root.path();
     let (vlan, _) = plan_for(r, "eth2.10");
-    assert_eq!(vlan.nic, "eth2.10");
-    assert!(vlan.irqs.is_empty() && vlan.xps_cpus.is_empty() && vlan.rps_cpus == "0");
+    assert_eq!(vlan.device.nic, "eth2.10");
+    assert!(
+        vlan.device.irqs.is_empty()
+            && vlan.device.xps_cpus.is_empty()
+            && vlan.device.rps_cpus == "0"
+    );
     assert_eq!(vlan.lower.iter().map(|d| d.nic.as_str()).collect::<Vec<_>>(), ["eth2"]);
     assert_eq!(vlan.lower[0].irqs.len(), 4);
     assert!(

@@ -96,8 +96,8 @@ fn plan_puts_interrupts_on_the_nic_node_and_changes_name_every_setting() {
     };
     assert!(node1(&p.irq_cpus), "interrupts on the NIC's node: {}", p.irq_cpus);
     assert!(node1(&p.syscall_cpus), "the syscall CPU shares their LLC: {}", p.syscall_cpus);
-    assert_eq!(p.irqs.len(), 4);
-    assert_eq!(p.xps_cpus.len(), 4, "one XPS mask per TX queue");
+    assert_eq!(p.device.irqs.len(), 4);
+    assert_eq!(p.device.xps_cpus.len(), 4, "one XPS mask per TX queue");
     let fenced = plan(&topo, eth0, None, &Placement::Fenced).unwrap();
     assert!(node1(&fenced.app_cpus), "fenced stays on node 1: {}", fenced.app_cpus);
     let list = changes(&p, &root).unwrap();

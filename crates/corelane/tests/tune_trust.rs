@@ -6,7 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use corelane::tune::{
-    apply, changes, read_revert_file, revert, ApplyError, Change, IrqPlacement, Plan, SettingError,
+    apply, changes, read_revert_file, revert, ApplyError, Change, DevicePlan, IrqPlacement, Plan,
+    SettingError,
 };
 
 fn fake_root() -> tempfile::TempDir {
@@ -30,18 +31,17 @@ fn fake_root() -> tempfile::TempDir {
 
 fn plan(nic: &str) -> Plan {
     Plan {
-        nic: nic.into(),
+        device: DevicePlan {
+            nic: nic.into(),
+            rps_cpus: "2".into(),
+            irqs: vec![IrqPlacement { irq: 38, name: "q0".into(), cpu: 0 }],
+            ..DevicePlan::default()
+        },
         policy: "spread".into(),
         numa_node: None,
         irq_cpus: "0".into(),
         syscall_cpus: "1".into(),
         app_cpus: "1".into(),
-        rps_cpus: "2".into(),
-        xps_cpus: vec![],
-        irqs: vec![IrqPlacement { irq: 38, name: "q0".into(), cpu: 0 }],
-        queue_count: None,
-        rx_flow_hash: vec![],
-        rx_usecs: None,
         notes: vec![],
         lower: vec![],
         addresses: Vec::new(),
@@ -67,7 +67,7 @@ fn a_plan_naming_a_path_instead_of_an_interface_is_refused() {
     let err = changes(&plan("eth9"), root.path()).unwrap_err();
     assert!(err.to_string().contains("no network interface `eth9`"), "{err}");
     let mut bad_mask = plan("eth0");
-    bad_mask.rps_cpus = "../../x".into();
+    bad_mask.device.rps_cpus = "../../x".into();
     assert!(matches!(changes(&bad_mask, root.path()), Err(ApplyError::Invalid(_))));
     assert_eq!(fs::read_to_string(outside.join("rps_cpus")).unwrap(), "secret\n");
 }
@@ -171,12 +171,12 @@ fn a_plan_or_revert_file_naming_a_foreign_interrupt_is_refused() {
     let root = fake_root();
     let r = root.path();
     let mut p = plan("eth0");
-    p.irqs.push(IrqPlacement { irq: 11, name: "eth0-TxRx-1".into(), cpu: 0 });
+    p.device.irqs.push(IrqPlacement { irq: 11, name: "eth0-TxRx-1".into(), cpu: 0 });
     let err = changes(&p, r).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("interrupt 11 (ata_piix) does not belong to eth0"), "{text}");
     assert!(text.contains("38 (eth0-TxRx-0)"), "the interface's own are listed: {text}");
-    p.irqs.retain(|i| i.irq == 38);
+    p.device.irqs.retain(|i| i.irq == 38);
     assert_eq!(changes(&p, r).unwrap().len(), 2, "eth0's own interrupt is still moved");
 
     let disk = r.join("proc/irq/11/smp_affinity_list");
@@ -218,8 +218,8 @@ fn this_machines_nic_moves_only_its_own_interrupts() {
     let affinity = |irq: u32| fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list"));
     let before = affinity(foreign).unwrap();
     let mut p = plan(&nic.name);
-    p.rps_cpus = "0".into();
-    p.irqs = vec![IrqPlacement { irq: foreign, name: "eth0-TxRx-0".into(), cpu: 0 }];
+    p.device.rps_cpus = "0".into();
+    p.device.irqs = vec![IrqPlacement { irq: foreign, name: "eth0-TxRx-0".into(), cpu: 0 }];
     let err = changes(&p, root).unwrap_err().to_string();
     let expected = format!("interrupt {foreign} ({name}) does not belong to {}", nic.name);
     assert!(err.contains(&expected), "{err}");
@@ -228,7 +228,7 @@ fn this_machines_nic_moves_only_its_own_interrupts() {
     let own = &nic.irqs[0];
     let own_before = affinity(own.irq).unwrap();
     let cpu = if own_before.trim() == "0" { 1 } else { 0 };
-    p.irqs = vec![IrqPlacement { irq: own.irq, name: own.name.clone(), cpu }];
+    p.device.irqs = vec![IrqPlacement { irq: own.irq, name: own.name.clone(), cpu }];
     let list: Vec<Change> = changes(&p, root)
         .unwrap()
         .into_iter()
@@ -268,8 +268,8 @@ mod properties {
         fn any_plan_fields_are_answered(nic in ".{0,24}", rps in ".{0,24}", xps in ".{0,12}") {
             let root = fake_root();
             let mut p = plan(&nic);
-            p.rps_cpus = rps;
-            p.xps_cpus = vec![xps];
+            p.device.rps_cpus = rps;
+            p.device.xps_cpus = vec![xps];
             let _ = changes(&p, root.path());
         }
     }

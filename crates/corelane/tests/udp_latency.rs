@@ -45,7 +45,7 @@ fn config(target: SocketAddr, mode: PingMode, count: u64) -> PingConfig {
 #[test]
 fn ping_pong_through_the_echo_has_exact_counts() {
     let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-    echo.threads = 2;
+    echo.lanes.threads = 2;
     let (addr, stop, server) = start_echo(echo);
     let mut c = config(addr, PingMode::PingPong, 500);
     c.flows = 4;
@@ -67,7 +67,7 @@ fn ping_pong_through_the_echo_has_exact_counts() {
 #[test]
 fn under_load_is_open_loop_and_counts_every_message() {
     let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-    echo.rcvbuf = Some(4 << 20);
+    echo.receive.rcvbuf = Some(4 << 20);
     let (addr, stop, server) = start_echo(echo);
     let mut c = config(addr, PingMode::UnderLoad { rate: 20_000 }, 4000);
     c.flows = 3;
@@ -266,8 +266,8 @@ fn the_sockperf_wire_round_trips_and_ignores_what_is_not_a_request() {
 fn gro_echo_counts_every_segment() {
     use corelane::udp::{Sender, SenderConfig};
     let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-    echo.gro = true;
-    echo.rcvbuf = Some(4 << 20);
+    echo.receive.gro = true;
+    echo.receive.rcvbuf = Some(4 << 20);
     let (addr, stop, server) = start_echo(echo);
     let sender = Sender::connect(SenderConfig {
         targets: vec![addr],
@@ -282,7 +282,7 @@ fn gro_echo_counts_every_segment() {
     thread::sleep(Duration::from_millis(200));
     stop.stop();
     let e = server.join().unwrap();
-    assert_eq!(sent.datagrams, 800);
+    assert_eq!(sent.throughput.datagrams, 800);
     assert_eq!(e.datagrams, 800, "{e:?}");
     assert_eq!(e.replies, 800, "{e:?}");
     if e.gro.active {
@@ -298,9 +298,9 @@ fn the_io_uring_echo_has_exact_counts() {
     use corelane::udp::{RecvBackend, Wire};
     for wire in [Wire::Corelane, Wire::Sockperf] {
         let mut echo = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-        echo.backend = RecvBackend::Uring { sqpoll_cpu: None };
+        echo.receive.backend = RecvBackend::Uring { sqpoll_cpu: None };
         echo.wire = Some(wire);
-        echo.rcvbuf = Some(4 << 20);
+        echo.receive.rcvbuf = Some(4 << 20);
         let bound = Echo::bind(echo).unwrap();
         if let Some(note) = bound.backend_note() {
             eprintln!("skipped: io_uring is not available here: {note}");

@@ -13,7 +13,8 @@ use corelane::reuseport::BindError;
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
 use corelane::udp::{
-    Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig, SocketMode, UdpError,
+    Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvSummary, Sender, SenderConfig,
+    SocketMode, UdpError,
 };
 
 const N: u64 = 10_000;
@@ -21,10 +22,9 @@ const N: u64 = 10_000;
 fn receiver(threads: usize, sockets: SocketMode, gro: bool) -> ReceiverConfig {
     ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        threads,
+        lanes: Lanes { threads, ..Lanes::default() },
+        receive: ReceivePath { rcvbuf: Some(8 << 20), gro, ..ReceivePath::default() },
         sockets,
-        rcvbuf: Some(8 << 20),
-        gro,
         duration: Some(Duration::from_secs(20)),
         until_datagrams: Some(N),
         ..ReceiverConfig::default()
@@ -48,7 +48,7 @@ fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSumma
     })
     .unwrap();
     let sent = sender.run(&StopSignal::new(), |_| {}).unwrap();
-    assert_eq!(sent.datagrams, N);
+    assert_eq!(sent.throughput.datagrams, N);
     // The receiver stops by itself after N datagrams; if some were dropped, give the last
     // ones in flight a moment and stop it.
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
@@ -64,14 +64,18 @@ fn round_trip(rx: ReceiverConfig, flows: usize, gso: Option<usize>) -> RecvSumma
 /// buffer cannot grow past net.core.rmem_max); any such loss must show as kernel drops.
 fn assert_exact(s: &RecvSummary, flows: u64, datagrams_per_drop: u64) {
     assert_eq!(s.sequence.flows, flows);
-    assert_eq!((s.sequence.duplicates, s.corrupt, s.foreign, s.truncated), (0, 0, 0, 0), "{s:#?}");
-    assert_eq!(s.datagrams, s.sequence.received);
     assert_eq!(
-        s.datagrams + s.sequence.missing,
+        (s.sequence.duplicates, s.anomalies.corrupt, s.anomalies.foreign, s.anomalies.truncated),
+        (0, 0, 0, 0),
+        "{s:#?}"
+    );
+    assert_eq!(s.throughput.datagrams, s.sequence.received);
+    assert_eq!(
+        s.throughput.datagrams + s.sequence.missing,
         N,
         "every datagram is received or missing: {s:#?}"
     );
-    assert_eq!(s.bytes, s.datagrams * 32);
+    assert_eq!(s.throughput.bytes, s.throughput.datagrams * 32);
     if s.sequence.missing > 0 {
         eprintln!("note: {} datagrams dropped for a full receive buffer", s.sequence.missing);
         assert!(
@@ -107,10 +111,8 @@ fn reuseport_group_spreads_flows_over_its_sockets() {
 #[test]
 fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
     for sqpoll_cpu in [None, Some(0)] {
-        let rx = ReceiverConfig {
-            backend: RecvBackend::Uring { sqpoll_cpu },
-            ..receiver(2, SocketMode::Reuseport, false)
-        };
+        let mut rx = receiver(2, SocketMode::Reuseport, false);
+        rx.receive.backend = RecvBackend::Uring { sqpoll_cpu };
         let s = round_trip(rx, 32, None);
         assert_exact(&s, 32, 1);
         assert!(s.backend.starts_with("uring"), "{}", s.backend);
@@ -119,10 +121,9 @@ fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
         }
         assert_eq!(s.sequence.late, 0, "a flow stays on one socket and one ring");
     }
-    let refused = Receiver::bind(ReceiverConfig {
-        backend: RecvBackend::Uring { sqpoll_cpu: None },
-        ..receiver(1, SocketMode::Reuseport, true)
-    });
+    let mut rx = receiver(1, SocketMode::Reuseport, true);
+    rx.receive.backend = RecvBackend::Uring { sqpoll_cpu: None };
+    let refused = Receiver::bind(rx);
     assert!(matches!(refused, Err(UdpError::UringGro)), "{refused:?}");
 }
 
@@ -138,10 +139,10 @@ fn dispatching_to_workers_keeps_flows_in_order_with_rss_and_counts_what_spraying
         let d = s.dispatch.expect("a dispatch report");
         assert_eq!(
             d.per_worker.iter().sum::<u64>(),
-            s.datagrams,
+            s.throughput.datagrams,
             "{kind}: every datagram came back"
         );
-        assert_eq!(d.egress.events, s.datagrams);
+        assert_eq!(d.egress.events, s.throughput.datagrams);
         if kind == Kind::Rss {
             assert_eq!(d.egress.reordered, 0, "a flow hash never reorders");
         }
@@ -182,7 +183,7 @@ fn datagrams_longer_than_the_buffer_are_counted_as_truncated() {
     .unwrap();
     sender.run(&StopSignal::new(), |_| {}).unwrap();
     let s = handle.join().unwrap();
-    assert_eq!((s.datagrams, s.truncated, s.corrupt), (100, 100, 0));
+    assert_eq!((s.throughput.datagrams, s.anomalies.truncated, s.anomalies.corrupt), (100, 100, 0));
     assert_eq!(s.sequence.missing, 0, "the header survives truncation");
 }
 
@@ -202,17 +203,18 @@ fn a_busy_port_is_named_with_the_fix() {
 #[test]
 fn bad_configurations_are_refused_before_any_thread_starts() {
     let base = receiver(1, SocketMode::Reuseport, false);
-    let err = Receiver::bind(ReceiverConfig { batch: 0, ..base.clone() }).unwrap_err();
+    let with_lanes = |change: fn(&mut Lanes)| {
+        let mut config = base.clone();
+        change(&mut config.lanes);
+        Receiver::bind(config).unwrap_err()
+    };
+    let err = with_lanes(|l| l.batch = 0);
     assert!(err.to_string().contains("batch 0 is out of range"), "{err}");
-    let err = Receiver::bind(ReceiverConfig { batch: 5000, ..base.clone() }).unwrap_err();
+    let err = with_lanes(|l| l.batch = 5000);
     assert!(err.to_string().contains("1 to 1024"), "{err}");
-    let err = Receiver::bind(ReceiverConfig { threads: 0, ..base.clone() }).unwrap_err();
+    let err = with_lanes(|l| l.threads = 0);
     assert!(matches!(err, UdpError::NoThreads));
-    let err = Receiver::bind(ReceiverConfig {
-        placement: Placement::RoundRobin("999".parse().unwrap()),
-        ..base.clone()
-    })
-    .unwrap_err();
+    let err = with_lanes(|l| l.placement = Placement::RoundRobin("999".parse().unwrap()));
     assert!(err.to_string().contains("CPU 999 does not exist"), "{err}");
     let err =
         Receiver::bind(ReceiverConfig { addrs: vec!["192.0.2.1:0".parse().unwrap()], ..base })
@@ -253,5 +255,5 @@ fn a_stop_signal_ends_both_sides_promptly() {
     let sent = sending.join().unwrap();
     let got = handle.join().unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
-    assert!(sent.datagrams > 0 && got.datagrams > 0);
+    assert!(sent.throughput.datagrams > 0 && got.throughput.datagrams > 0);
 }

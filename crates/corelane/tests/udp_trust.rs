@@ -12,7 +12,7 @@ use common::udp::spawn_receiver;
 use corelane::lane::Placement;
 use corelane::sched::Kind;
 use corelane::udp::dispatch::DispatchConfig;
-use corelane::udp::{payload, Receiver, ReceiverConfig};
+use corelane::udp::{payload, Lanes, ReceivePath, Receiver, ReceiverConfig};
 
 fn datagram(flow: u32, seq: u64) -> [u8; 32] {
     let mut buf = [0u8; 32];
@@ -29,8 +29,7 @@ fn datagram(flow: u32, seq: u64) -> [u8; 32] {
 fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        threads: 1,
-        rcvbuf: Some(8 << 20),
+        receive: ReceivePath { rcvbuf: Some(8 << 20), ..ReceivePath::default() },
         dispatch: Some(DispatchConfig { kind: Kind::DswAtomic, workers: 2, work_ns: 0 }),
         duration: Some(Duration::from_secs(20)),
         ..ReceiverConfig::default()
@@ -66,9 +65,12 @@ fn forged_flow_ids_and_sequences_on_the_dispatch_path_are_bounded() {
     let grown_mib = rss_kib().saturating_sub(before) / 1024;
 
     eprintln!("{s:#?}\nRSS growth {grown_mib} MiB");
-    assert!(s.datagrams > 0 && s.datagrams <= sent);
-    let valid = s.datagrams - s.foreign - s.corrupt;
-    assert!(s.foreign >= s.datagrams - 4, "forged flows count as foreign: {s:#?}");
+    assert!(s.throughput.datagrams > 0 && s.throughput.datagrams <= sent);
+    let valid = s.throughput.datagrams - s.anomalies.foreign - s.anomalies.corrupt;
+    assert!(
+        s.anomalies.foreign >= s.throughput.datagrams - 4,
+        "forged flows count as foreign: {s:#?}"
+    );
     assert_eq!(s.sequence.flows, u64::from(valid > 0));
     assert_eq!(s.sequence.untracked, 0, "excess flows never reach the tracker");
     let d = s.dispatch.expect("a dispatch report");
@@ -85,12 +87,12 @@ fn an_empty_pin_is_refused_at_bind() {
     let empty = || Placement::RoundRobin(CpuList::default());
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        placement: empty(),
+        lanes: Lanes { placement: empty(), ..Lanes::default() },
         ..ReceiverConfig::default()
     });
     let sender = Sender::connect(SenderConfig {
         targets: vec!["127.0.0.1:9".parse().unwrap()],
-        placement: empty(),
+        lanes: Lanes { placement: empty(), ..Lanes::default() },
         ..SenderConfig::default()
     });
     for err in [receiver.err(), sender.err()] {

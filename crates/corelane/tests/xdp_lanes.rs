@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use corelane::lane::StopSignal;
 use corelane::udp::payload;
-use corelane::udp::{Receiver, ReceiverConfig, RecvBackend, RecvSummary, UdpError};
+use corelane::udp::{ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvSummary, UdpError};
 use corelane::xdp::{self, XdpMode};
 
 /// Why these tests cannot run here, if so.
@@ -135,7 +135,10 @@ fn rx_ip6(pair: &Pair) -> std::net::Ipv6Addr {
 fn config(addr: SocketAddr, n: u64) -> ReceiverConfig {
     ReceiverConfig {
         addrs: vec![addr],
-        backend: RecvBackend::Xdp { mode: XdpMode::Auto, busy_poll_us: None },
+        receive: ReceivePath {
+            backend: RecvBackend::Xdp { mode: XdpMode::Auto, busy_poll_us: None },
+            ..ReceivePath::default()
+        },
         duration: Some(Duration::from_secs(20)),
         until_datagrams: Some(n),
         ..ReceiverConfig::default()
@@ -203,10 +206,10 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
     let s = handle.join().unwrap().unwrap();
     let x = s.xdp.as_ref().expect("an xdp report");
     assert_eq!(s.backend, "xdp");
-    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.sequence.received, N);
     assert_eq!((s.sequence.missing, s.sequence.duplicates, s.sequence.late), (0, 0, 0));
-    assert_eq!((s.corrupt, s.foreign), (0, 0));
+    assert_eq!((s.anomalies.corrupt, s.anomalies.foreign), (0, 0));
     assert_eq!(x.counts.lying_length + x.counts.malformed + x.counts.other_port, 0);
     // veth has no XSK buffer pool: zero-copy is tried, refused, and said so.
     assert_eq!(x.mode, "native copy", "{x:?}");
@@ -237,7 +240,7 @@ fn other_ports_and_icmp_keep_working_while_attached() {
     assert!(echo, "ICMP echo answered while the program is attached");
     stop.stop();
     let s = handle.join().unwrap().unwrap();
-    assert_eq!(s.datagrams, 0, "nothing of the other port or ICMP reached the lane");
+    assert_eq!(s.throughput.datagrams, 0, "nothing of the other port or ICMP reached the lane");
 }
 
 /// One ICMP echo request over a raw socket; whether the reply came within 3 s.
@@ -313,7 +316,7 @@ fn a_frame_whose_ip_length_lies_is_counted_and_dropped() {
     let x = s.xdp.unwrap();
     assert_eq!(x.counts.lying_length, 1, "{x:?}");
     assert_eq!(x.counts.frames, 11);
-    assert_eq!(s.datagrams, 10);
+    assert_eq!(s.throughput.datagrams, 10);
     assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
 }
 
@@ -391,7 +394,7 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     let handle = Pair::within(&pair.rx_ns, move || {
         let receiver = Receiver::bind(ReceiverConfig {
             addrs: vec![addr],
-            rcvbuf: Some(8 << 20),
+            receive: ReceivePath { rcvbuf: Some(8 << 20), ..ReceivePath::default() },
             duration: Some(Duration::from_secs(20)),
             until_datagrams: Some(N),
             ..ReceiverConfig::default()
@@ -418,14 +421,17 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
     .join()
     .unwrap();
     let (sent, note) = sent;
-    assert_eq!(sent.datagrams, N);
+    assert_eq!(sent.throughput.datagrams, N);
     assert_eq!(sent.backend, "xdp");
     assert!(note.contains("neighbour table") || note.contains("resolved"), "{note}");
     let s = handle.join().unwrap();
     stop.stop();
-    assert_eq!(s.datagrams, N, "{addr}: {s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{addr}: {s:?}");
     assert_eq!(s.sequence.flows, 4);
-    assert_eq!((s.sequence.missing, s.sequence.duplicates, s.corrupt, s.foreign), (0, 0, 0, 0));
+    assert_eq!(
+        (s.sequence.missing, s.sequence.duplicates, s.anomalies.corrupt, s.anomalies.foreign),
+        (0, 0, 0, 0)
+    );
 }
 
 /// A panic while the program is attached unwinds through the bpf_link's owner: detached.
@@ -460,14 +466,14 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         (v4, XdpMode::Copy, Some(50), "native copy"),
     ] {
         let mut c = config(addr, N);
-        c.backend = RecvBackend::Xdp { mode, busy_poll_us };
+        c.receive.backend = RecvBackend::Xdp { mode, busy_poll_us };
         let (_stop, handle) = start_receiver_with(&pair, c);
         send_numbered(&pair, addr, N);
         let s = handle.join().unwrap().unwrap();
         let x = s.xdp.unwrap();
         assert_eq!(x.mode, expect, "{addr} {mode:?}");
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
-        assert_eq!(s.datagrams, N, "{addr} {mode:?}");
+        assert_eq!(s.throughput.datagrams, N, "{addr} {mode:?}");
         assert_eq!((s.sequence.missing, s.sequence.duplicates), (0, 0));
         pair.assert_no_program_left("the run");
     }
@@ -482,13 +488,14 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     let pair = Pair::new();
     const N: u64 = 5_000;
     let addr = SocketAddr::from((pair.rx_ip, 4323));
-    let config = ReceiverConfig { backend: RecvBackend::XdpDrop, ..config(addr, N) };
+    let mut config = config(addr, N);
+    config.receive.backend = RecvBackend::XdpDrop;
     let (_stop, handle) = start_receiver_with(&pair, config);
     assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
     send_numbered(&pair, addr, N);
     let s = handle.join().unwrap().unwrap();
     assert_eq!(s.backend, "xdp-drop");
-    assert_eq!(s.datagrams, N, "{s:?}");
+    assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
     assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("XDP_DROP ceiling")), "{s:?}");
     pair.assert_no_program_left("the run");

@@ -13,7 +13,7 @@ pub(super) fn figures(r: &AffinityLabReport) -> Vec<Figure> {
             .filter(|row| row.workload == workload)
             .map(|row| {
                 let role = if row.kind == "NC" { Role::Default } else { Role::Config };
-                Bar::new(&row.kind, role, row.median, &row.trials)
+                Bar::new(&row.kind, role, row.rate.median, &row.rate.each)
             })
             .collect();
         if bars.is_empty() {

@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::servers::{self, Placement, ServerKind, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
+use crate::summary::{Rate, Schedule, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -104,8 +105,8 @@ pub struct AffinityRow {
     pub kind: String,
     pub label: String,
     /// Datagrams/s (udp) or requests/s (tcp), per trial and median.
-    pub trials: Vec<f64>,
-    pub median: f64,
+    #[serde(flatten)]
+    pub rate: Trials<Rate>,
     /// Change against the NC row of the same workload, in %.
     pub gap_pct: Option<f64>,
     /// Receiver CPU per datagram in ns (udp), server CPU per request in ns (tcp).
@@ -126,8 +127,9 @@ pub struct AffinityLabReport {
     pub load_cpu: usize,
     pub packages: usize,
     pub numa_nodes: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub rows: Vec<AffinityRow>,
     /// Seed cases this machine cannot show, with why.
     pub not_measurable: Vec<String>,
@@ -362,8 +364,7 @@ impl Experiment for AffinityLab<'_> {
                     workload: workload.into(),
                     kind: kind.into(),
                     label: label.into(),
-                    trials: m.trials.iter().map(|t| t.0).collect(),
-                    median: median_of(m.trials.iter().map(|t| t.0)),
+                    rate: Trials::of(m.trials.iter().map(|t| t.0)),
                     gap_pct: None,
                     cpu_ns_per_unit: median_of(m.trials.iter().map(|t| t.1)),
                 }
@@ -391,8 +392,7 @@ impl Experiment for AffinityLab<'_> {
             load_cpu: self.load_cpu,
             packages,
             numa_nodes,
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs_f64(),
+            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             not_measurable: self.not_measurable(packages, numa_nodes),
             rows,
             model,
@@ -420,10 +420,11 @@ fn packages_and_nodes(testbed: &Testbed) -> Result<(usize, usize), LabError> {
 /// Each row's change against the NC row of its workload.
 fn gaps_against_nc(rows: &mut [AffinityRow]) {
     for workload in ["udp", "tcp"] {
-        let nc = rows.iter().find(|r| r.workload == workload && r.kind == "NC").map(|r| r.median);
+        let nc =
+            rows.iter().find(|r| r.workload == workload && r.kind == "NC").map(|r| r.rate.median);
         if let Some(nc) = nc.filter(|v| *v > 0.0) {
             for r in rows.iter_mut().filter(|r| r.workload == workload) {
-                r.gap_pct = Some((r.median / nc - 1.0) * 100.0);
+                r.gap_pct = Some((r.rate.median / nc - 1.0) * 100.0);
             }
         }
     }
@@ -442,11 +443,11 @@ fn findings(
         let best = rows
             .iter()
             .filter(|r| r.workload == workload && ["NS", "NC", "NZ"].contains(&r.kind.as_str()))
-            .max_by(|a, b| a.median.total_cmp(&b.median));
+            .max_by(|a, b| a.rate.median.total_cmp(&b.rate.median));
         if let Some(best) = best {
             out.push(format!(
                 "{workload}: best process-core placement here is {} ({:.0} {unit}); the seed found NC best, NS worst (context switches between the interrupt work and the application on one core), NZ between.",
-                best.kind, best.median
+                best.kind, best.rate.median
             ));
         }
         if let (Some(ns), Some(_)) = (get(workload, "NS"), get(workload, "NC")) {
@@ -467,16 +468,16 @@ fn findings(
         else {
             continue;
         };
-        let why = if lane.median > plain.median {
+        let why = if lane.rate.median > plain.rate.median {
             "the SQPOLL thread took the lane's submissions off the application CPU, which here it shares with the load generator, and paid for it in polling time on the softirq CPU"
         } else {
             "the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC"
         };
         out.push(format!(
             "{workload} syscall lane: {:.0} vs {:.0} {unit} ({:+.1}%) and {:.0} vs {:.0} ns CPU per unit with the SQPOLL thread on the softirq CPU: {why}.",
-            lane.median,
-            plain.median,
-            (lane.median / plain.median.max(1.0) - 1.0) * 100.0,
+            lane.rate.median,
+            plain.rate.median,
+            (lane.rate.median / plain.rate.median.max(1.0) - 1.0) * 100.0,
             lane.cpu_ns_per_unit,
             plain.cpu_ns_per_unit
         ));

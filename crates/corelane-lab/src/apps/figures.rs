@@ -27,7 +27,7 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
         let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
         let bars = rows
             .iter()
-            .map(|row| Bar::new(label(row), role(&row.lane), row.median_rps, &row.trials_rps));
+            .map(|row| Bar::new(label(row), role(&row.lane), row.rps.median, &row.rps.each));
         out.push(Figure::Bars(Bars {
             id: format!("rate-{app}"),
             title: format!("{app}: requests/s by placement and syscall lane"),
@@ -49,7 +49,7 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     }
     if !r.ping.is_empty() {
         let bars = r.ping.iter().map(|p| {
-            Bar::new(format!("lane {}", p.lane), role(&p.lane), p.p50_us, &p.trials_p50_us)
+            Bar::new(format!("lane {}", p.lane), role(&p.lane), p.p50_us.median, &p.p50_us.each)
         });
         out.push(Figure::Bars(Bars {
             id: "ping-pong".into(),

@@ -87,13 +87,13 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
         ));
         let plain: Vec<&&AppRow> = of_app.iter().filter(|r| r.lane == "none").collect();
         if plain.len() > 1 {
-            let best = plain.iter().max_by(|a, b| a.median_rps.total_cmp(&b.median_rps));
+            let best = plain.iter().max_by(|a, b| a.rps.median.total_cmp(&b.rps.median));
             let cheapest =
                 plain.iter().min_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
             if let (Some(best), Some(cheapest)) = (best, cheapest) {
                 out.push(format!(
                     "{app} without a lane: most requests/s placed {} ({:.0}), least server CPU per request placed {} ({:.2} us); the seed found NC best and NS worst.",
-                    best.placement, best.median_rps, cheapest.placement, cheapest.cpu_us_per_request
+                    best.placement, best.rps.median, cheapest.placement, cheapest.cpu_us_per_request
                 ));
             }
         }
@@ -152,7 +152,7 @@ fn ping_sentence(ping: &[PingRow]) -> Option<String> {
             format!(
                 "{}: p50 {:.1} us ({}), CPU per round trip {:.2} us ({})",
                 p.lane,
-                p.p50_us,
+                p.p50_us.median,
                 crate::report::pct(p.p50_change_pct),
                 p.cpu_us_per_round_trip,
                 crate::report::pct(p.cpu_change_pct)
@@ -164,7 +164,7 @@ fn ping_sentence(ping: &[PingRow]) -> Option<String> {
     }
     Some(format!(
         "side-effect check (UDP ping-pong, 64 B, the C echo placed NC): without a lane p50 {:.1} us and {:.2} us of echo CPU per round trip; {}. The seed measured at most ~4 % loss from the messaging with a syscall thread on its own core; here every call also crosses to the softirq CPU and back, and the lane's threads count in the CPU.",
-        base.p50_us,
+        base.p50_us.median,
         base.cpu_us_per_round_trip,
         lanes.join("; ")
     ))
@@ -185,8 +185,7 @@ mod tests {
             syscall_cpus: Some("1".into()),
             load_cpu: 0,
             load_generator: String::new(),
-            trials_rps: vec![1.0],
-            median_rps: 1.0,
+            rps: crate::summary::Trials::of([1.0]),
             p99_us: None,
             cpu_us_per_request: cpu,
             program_us_per_request: program,

@@ -13,6 +13,7 @@ use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
 use crate::experiment::Measured;
 use crate::median_of;
+use crate::summary::{change_pct, Outcome, Schedule, Trials};
 use crate::testbed::TestbedReport;
 
 /// Everything `corelane lab apps` measured.
@@ -29,14 +30,16 @@ pub struct AppsLabReport {
     pub placements: Vec<String>,
     pub connections: usize,
     pub file_bytes: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub rows: Vec<AppRow>,
     pub ping: Vec<PingRow>,
     /// A machine with a spare core near the NIC, from the per-request CPU measured here.
     pub model: Vec<ModelRow>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
+    /// What could not run here, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 /// What the report is built from.
@@ -78,13 +81,11 @@ pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
         placements: i.placements,
         connections: i.opts.connections,
         file_bytes: i.opts.file_size,
-        trials: i.opts.trials,
-        duration_secs: i.opts.duration.as_secs_f64(),
+        schedule: Schedule::of(i.opts.trials, i.opts.duration),
         rows,
         ping,
         model,
-        skipped: i.skipped,
-        findings,
+        outcome: Outcome { skipped: i.skipped, findings },
     }
 }
 
@@ -143,8 +144,7 @@ fn app_row(t: &[&ServeTrial], app: App, placement: Placement, lane: Lane, cpus: 
         syscall_cpus: (lane != Lane::None).then(|| placement.syscall_cpus(cpus).to_string()),
         load_cpu: placement.load_cpu(cpus),
         load_generator: app.load_generator().into(),
-        trials_rps: t.iter().map(|x| x.rps).collect(),
-        median_rps: median_of(t.iter().map(|x| x.rps)),
+        rps: Trials::of(t.iter().map(|x| x.rps)),
         p99_us: (!p99s.is_empty()).then(|| median_of(p99s)),
         cpu_us_per_request: median_of(
             t.iter().map(|x| x.program_us_per_request + x.lane_us_per_request),
@@ -164,8 +164,7 @@ fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
     PingRow {
         lane: lane.id().into(),
         lane_ran: lane_ran(runs.clone()).0,
-        trials_p50_us: t.iter().map(|x| x.p50_us).collect(),
-        p50_us: median_of(t.iter().map(|x| x.p50_us)),
+        p50_us: Trials::of(t.iter().map(|x| x.p50_us)),
         p99_us: median_of(t.iter().map(|x| x.p99_us)),
         cpu_us_per_round_trip: median_of(
             t.iter().map(|x| x.program_us_per_round_trip + x.lane_us_per_round_trip),
@@ -178,28 +177,25 @@ fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
     }
 }
 
-fn change(value: f64, base: f64) -> Option<f64> {
-    (base > 0.0).then(|| (value / base - 1.0) * 100.0)
-}
-
 /// Each lane row against its program and placement without a lane.
 fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
     let bases: Vec<(String, String, f64, f64)> = rows
         .iter()
         .filter(|r| r.lane == "none")
-        .map(|r| (r.app.clone(), r.placement.clone(), r.median_rps, r.cpu_us_per_request))
+        .map(|r| (r.app.clone(), r.placement.clone(), r.rps.median, r.cpu_us_per_request))
         .collect();
     for r in rows.iter_mut().filter(|r| r.lane != "none") {
         if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
-            r.rps_change_pct = change(r.median_rps, b.2);
-            r.cpu_change_pct = change(r.cpu_us_per_request, b.3);
+            r.rps_change_pct = change_pct(r.rps.median, b.2);
+            r.cpu_change_pct = change_pct(r.cpu_us_per_request, b.3);
         }
     }
-    let base = ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us, p.cpu_us_per_round_trip));
+    let base =
+        ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us.median, p.cpu_us_per_round_trip));
     if let Some((p50, cpu)) = base {
         for p in ping.iter_mut().filter(|p| p.lane != "none") {
-            p.p50_change_pct = change(p.p50_us, p50);
-            p.cpu_change_pct = change(p.cpu_us_per_round_trip, cpu);
+            p.p50_change_pct = change_pct(p.p50_us.median, p50);
+            p.cpu_change_pct = change_pct(p.cpu_us_per_round_trip, cpu);
         }
     }
 }

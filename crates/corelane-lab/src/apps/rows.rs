@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::summary::{P50Us, Rps, Trials};
+
 /// One program under one placement and lane, over all trials.
 #[derive(Debug, Clone, Serialize)]
 pub struct AppRow {
@@ -20,8 +22,9 @@ pub struct AppRow {
     pub syscall_cpus: Option<String>,
     pub load_cpu: usize,
     pub load_generator: String,
-    pub trials_rps: Vec<f64>,
-    pub median_rps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub rps: Trials<Rps>,
     /// Median over trials of the load generator's p99, in µs (memcaslap reports none).
     pub p99_us: Option<f64>,
     /// Exact server CPU per request (schedstat, every thread of its process tree), µs.
@@ -46,8 +49,9 @@ pub struct AppRow {
 pub struct PingRow {
     pub lane: String,
     pub lane_ran: Option<String>,
-    pub trials_p50_us: Vec<f64>,
-    pub p50_us: f64,
+    /// The round trip's p50 per trial, and their median.
+    #[serde(flatten)]
+    pub p50_us: Trials<P50Us>,
     pub p99_us: f64,
     /// The echo's exact CPU per round trip (program and lane threads), µs.
     pub cpu_us_per_round_trip: f64,

@@ -9,9 +9,8 @@ pub(super) fn figures(r: &CopyLabReport) -> Vec<Figure> {
         let peer = ["cp", "dd"].iter().any(|p| row.config.starts_with(p));
         let role = if peer { Role::Peer } else { Role::Config };
         // Each trial's GB/s from its time: the row's bytes are gb_per_sec × median_secs.
-        let gb = row.gb_per_sec * row.median_secs;
-        let trials: Vec<f64> =
-            row.trials_secs.iter().filter(|t| **t > 0.0).map(|t| gb / t).collect();
+        let gb = row.gb_per_sec * row.secs.median;
+        let trials: Vec<f64> = row.secs.each.iter().filter(|t| **t > 0.0).map(|t| gb / t).collect();
         Bar::new(format!("{} · {}", row.section, row.config), role, row.gb_per_sec, &trials)
     });
     vec![Figure::Bars(Bars {

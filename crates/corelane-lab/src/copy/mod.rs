@@ -23,7 +23,8 @@ pub use scratch::{remove_stale_mounts, Scratch};
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::host::Host;
-use crate::{median_of, LabError};
+use crate::summary::{Secs, Trials};
+use crate::LabError;
 
 /// `corelane lab copy` in the list of experiments.
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<CopyArgs>(
@@ -120,8 +121,9 @@ pub struct CopyRow {
     pub config: String,
     /// What ran (a corelane method, or the peer command).
     pub ran: String,
-    pub trials_secs: Vec<f64>,
-    pub median_secs: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub secs: Trials<Secs>,
     /// Time as a % of the 1 KiB creat() baseline (seed 002's presentation).
     pub pct_of_baseline: Option<f64>,
     pub gb_per_sec: f64,
@@ -596,12 +598,12 @@ impl Experiment for CopyLab<'_> {
 
     fn report(self, measured: Vec<Measured<Case, Timed>>) -> Result<CopyLabReport, LabError> {
         let mut rows: Vec<CopyRow> = measured.into_iter().map(|m| self.row(m)).collect();
-        if let Some(base) = rows.first().map(|b| b.median_secs).filter(|b| *b > 0.0) {
+        if let Some(base) = rows.first().map(|b| b.secs.median).filter(|b| *b > 0.0) {
             let relative = |s: &str| {
                 s.starts_with("table") || ["O_DIRECT", "kernel-side", "one file"].contains(&s)
             };
             for row in rows.iter_mut().filter(|row| relative(&row.section)) {
-                row.pct_of_baseline = Some(row.median_secs / base * 100.0);
+                row.pct_of_baseline = Some(row.secs.median / base * 100.0);
             }
         }
         let mut findings = findings(&rows, self.memcpy_gbps);
@@ -626,18 +628,16 @@ impl Experiment for CopyLab<'_> {
 impl CopyLab<'_> {
     /// A case's row: median time, GB/s, calls per GiB, the fraction of a memcpy.
     fn row(&self, m: Measured<Case, Timed>) -> CopyRow {
-        let secs: Vec<f64> = m.trials.iter().map(|t| t.secs).collect();
+        let secs = Trials::of(m.trials.iter().map(|t| t.secs));
         let last = m.trials.last();
         let gib = m.config.bytes as f64 / (1u64 << 30) as f64;
-        let median_secs = median_of(secs.iter().copied());
         let gb_per_sec =
-            if median_secs > 0.0 { m.config.bytes as f64 / median_secs / 1e9 } else { 0.0 };
+            if secs.median > 0.0 { m.config.bytes as f64 / secs.median / 1e9 } else { 0.0 };
         CopyRow {
             section: m.config.section,
             config: m.config.config,
             ran: last.map_or(String::new(), |t| t.ran.clone()),
-            trials_secs: secs,
-            median_secs,
+            secs,
             pct_of_baseline: None,
             gb_per_sec,
             syscalls_per_gib: last.and_then(|t| t.syscalls).map(|c| c as f64 / gib.max(1e-9)),
@@ -673,9 +673,9 @@ fn real_tree_finding(rows: &[CopyRow], tree: &RealTree) -> String {
         (Some(o), Some(c)) => format!(
             "{} {:.3}s vs cp -a {:.3}s ({:.2}x cp's time)",
             o.config,
-            o.median_secs,
-            c.median_secs,
-            o.median_secs / c.median_secs.max(1e-9)
+            o.secs.median,
+            c.secs.median,
+            o.secs.median / c.secs.median.max(1e-9)
         ),
         _ => "not timed".into(),
     };
@@ -700,14 +700,14 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
     {
         out.push(format!(
             "Buffer size: 1 KiB takes {:.2}s, 1 MiB {:.2}s ({:.1}x faster; seed 002: 2.28s vs 0.36s): {:.0} vs {:.0} system calls per GiB.",
-            k1.median_secs, m1.median_secs, k1.median_secs / m1.median_secs.max(1e-9),
+            k1.secs.median, m1.secs.median, k1.secs.median / m1.secs.median.max(1e-9),
             k1.syscalls_per_gib.unwrap_or(0.0), m1.syscalls_per_gib.unwrap_or(0.0)
         ));
     }
     if let (Some(c), Some(o)) =
         (find(rows, "table 2", "read/write 1M"), find(rows, "table 3", "read/write 1M"))
     {
-        let diff = (o.median_secs / c.median_secs.max(1e-9) - 1.0) * 100.0;
+        let diff = (o.secs.median / c.secs.median.max(1e-9) - 1.0) * 100.0;
         let verdict = if diff.abs() < 10.0 {
             "within the noise: creat(2) is open(2) with O_CREAT|O_WRONLY|O_TRUNC in the kernel, as the seed found"
         } else {
@@ -715,7 +715,7 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
         };
         out.push(format!(
             "creat() vs open(): {:.3}s vs {:.3}s at 1 MiB ({:+.1}%): {verdict}.",
-            c.median_secs, o.median_secs, diff
+            c.secs.median, o.secs.median, diff
         ));
     }
     if let (Some(d), Some(rw)) =
@@ -725,9 +725,9 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
             Some(note) => out.push(format!("O_DIRECT: {note}; ran {} instead.", d.ran)),
             None => out.push(format!(
                 "O_DIRECT ran on tmpfs: {:.3}s vs {:.3}s buffered at 1 MiB ({:+.1}%). tmpfs has no device behind its page cache, so the flag bypasses nothing here; on a disk file system it trades the page cache for device-sized I/O.",
-                d.median_secs,
-                rw.median_secs,
-                (d.median_secs / rw.median_secs.max(1e-9) - 1.0) * 100.0
+                d.secs.median,
+                rw.secs.median,
+                (d.secs.median / rw.secs.median.max(1e-9) - 1.0) * 100.0
             )),
         }
     }
@@ -736,7 +736,7 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
     {
         out.push(format!(
             "One file: corelane copy (auto, ran {}) {:.3}s vs cp {:.3}s ({:.2}x cp's time); both reach {:.0}% of a memcpy ({memcpy_gbps:.1} GB/s).",
-            auto.ran, auto.median_secs, cp.median_secs, auto.median_secs / cp.median_secs.max(1e-9), auto.fraction_of_memcpy * 100.0
+            auto.ran, auto.secs.median, cp.secs.median, auto.secs.median / cp.secs.median.max(1e-9), auto.fraction_of_memcpy * 100.0
         ));
     }
     if let (Some(small), Some(huge)) = (
@@ -745,7 +745,7 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
     ) {
         out.push(format!(
             "Page allocation is the limit on tmpfs: the same copy on a huge=always tmpfs takes {:.3}s vs {:.3}s ({:.1}x faster), with the same method and data.",
-            huge.median_secs, small.median_secs, small.median_secs / huge.median_secs.max(1e-9)
+            huge.secs.median, small.secs.median, small.secs.median / huge.secs.median.max(1e-9)
         ));
     }
     let mut sections: Vec<&str> = rows
@@ -760,14 +760,14 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
         let best = in_section
             .iter()
             .filter(|r| r.config.starts_with("corelane"))
-            .min_by(|a, b| a.median_secs.total_cmp(&b.median_secs));
+            .min_by(|a, b| a.secs.median.total_cmp(&b.secs.median));
         if let (Some(cp), Some(best)) = (cp, best) {
             out.push(format!(
                 "{section}: {} {:.3}s vs cp -r {:.3}s ({:.2}x cp's time).",
                 best.config,
-                best.median_secs,
-                cp.median_secs,
-                best.median_secs / cp.median_secs.max(1e-9)
+                best.secs.median,
+                cp.secs.median,
+                best.secs.median / cp.secs.median.max(1e-9)
             ));
         }
     }

@@ -2,13 +2,38 @@
 
 use comfy_table::Cell;
 
-use super::CopyLabReport;
+use super::{CopyLabReport, CopyRow};
 use crate::experiment::Report;
 use crate::report;
 
-impl Report for CopyLabReport {
-    const CSV_HEADER: &'static str = "section,config,ran,median_secs,pct_of_baseline,gb_per_sec,fraction_of_memcpy,syscalls_per_gib,trials_secs";
+/// Seed 002's table: one line per configuration.
+const COLUMNS: [report::Column<CopyRow>; 8] = [
+    ("section", |r| Cell::new(&r.section)),
+    ("configuration", |r| Cell::new(&r.config)),
+    ("ran", |r| Cell::new(&r.ran)),
+    ("seconds", |r| report::right(format!("{:.3}", r.secs.median))),
+    ("% of 1K", |r| report::right(r.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%")))),
+    ("GB/s", |r| report::right(format!("{:.2}", r.gb_per_sec))),
+    ("of memcpy", |r| report::right(format!("{:.0}%", r.fraction_of_memcpy * 100.0))),
+    ("calls/GiB", |r| {
+        report::right(r.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")))
+    }),
+];
 
+/// The CSV: one record per configuration.
+const CSV_COLUMNS: [report::CsvColumn<CopyRow>; 9] = [
+    ("section", |r| r.section.clone()),
+    ("config", |r| r.config.clone()),
+    ("ran", |r| r.ran.clone()),
+    ("median_secs", |r| format!("{:.4}", r.secs.median)),
+    ("pct_of_baseline", |r| r.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}"))),
+    ("gb_per_sec", |r| format!("{:.3}", r.gb_per_sec)),
+    ("fraction_of_memcpy", |r| format!("{:.3}", r.fraction_of_memcpy)),
+    ("syscalls_per_gib", |r| r.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
+    ("trials_secs", |r| r.secs.joined(4)),
+];
+
+impl Report for CopyLabReport {
     /// Seed 002's tables, the modern methods, the trees and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!("scratch: {}\nhuge pages: {}\n", self.scratch, self.huge_scratch));
@@ -18,30 +43,7 @@ impl Report for CopyLabReport {
             self.trials,
             self.memcpy_gb_per_sec
         ));
-        let mut table = report::table();
-        table.set_header([
-            "section",
-            "configuration",
-            "ran",
-            "seconds",
-            "% of 1K",
-            "GB/s",
-            "of memcpy",
-            "calls/GiB",
-        ]);
-        for row in &self.rows {
-            table.add_row(vec![
-                Cell::new(&row.section),
-                Cell::new(&row.config),
-                Cell::new(&row.ran),
-                report::right(format!("{:.3}", row.median_secs)),
-                report::right(row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.1}%"))),
-                report::right(format!("{:.2}", row.gb_per_sec)),
-                report::right(format!("{:.0}%", row.fraction_of_memcpy * 100.0)),
-                report::right(row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}"))),
-            ]);
-        }
-        out.push_str(&table.to_string());
+        out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         out.push('\n');
         for row in self.rows.iter().filter(|row| row.note.is_some()) {
             out.push_str(&format!(
@@ -52,28 +54,12 @@ impl Report for CopyLabReport {
         }
     }
 
-    /// One CSV row per configuration.
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let r = self;
-        let mut records = Vec::new();
-        for row in &r.rows {
-            records.push(vec![
-                row.section.clone(),
-                row.config.clone(),
-                row.ran.clone(),
-                format!("{:.4}", row.median_secs),
-                row.pct_of_baseline.map_or(String::new(), |p| format!("{p:.2}")),
-                format!("{:.3}", row.gb_per_sec),
-                format!("{:.3}", row.fraction_of_memcpy),
-                row.syscalls_per_gib.map_or(String::new(), |c| format!("{c:.0}")),
-                row.trials_secs.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(";"),
-            ]);
-        }
-        records
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn outline(&self) -> report::Outline<'_> {

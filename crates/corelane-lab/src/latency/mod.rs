@@ -26,6 +26,7 @@ pub use sides::{HttpServer, Point, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::stage::servers::Stage;
+use crate::summary::{Outcome, Schedule};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -282,13 +283,11 @@ impl Experiment for LatencyLab {
             machine: crate::machine(),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs_f64(),
+            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             measure: "round_trip".into(),
             rows,
             knees,
-            skipped: self.skipped,
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::sides::Point;
+use crate::summary::{Outcome, Schedule};
 use crate::testbed::TestbedReport;
 
 /// One pair at one offered load; round trips in µs, medians over trials.
@@ -42,12 +43,14 @@ pub struct LatencyReport {
     pub machine: String,
     pub server_cpu: usize,
     pub client_cpu: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     /// Always `round_trip`: sockperf ran with --full-rtt.
     pub measure: String,
     pub rows: Vec<LatencyRow>,
     pub knees: Vec<Knee>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
+    /// What could not run here, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }

@@ -153,80 +153,66 @@ pub fn findings(rows: &[LatencyRow], knees: &[Knee]) -> Vec<String> {
     out
 }
 
-impl Report for LatencyReport {
-    const CSV_HEADER: &'static str = "protocol,server,client,load,achieved,p50_us,p99_us,p999_us,max_us,p99_uncorrected_us,lost,sent";
+/// Seeds 000 and 001's table: one line per pair and offered load, round trips in µs.
+const COLUMNS: [report::Column<LatencyRow>; 11] = [
+    ("proto", |r| Cell::new(&r.protocol)),
+    ("server", |r| Cell::new(&r.server)),
+    ("client", |r| Cell::new(&r.client)),
+    ("load/s", |r| report::right(r.load.clone())),
+    ("achieved", |r| report::right(format!("{:.0}", r.point.achieved))),
+    ("p50", |r| report::right(format!("{:.1}", r.point.p50_us))),
+    ("p99", |r| report::right(format!("{:.1}", r.point.p99_us))),
+    ("p99.9", |r| report::right(format!("{:.1}", r.point.p999_us))),
+    ("max", |r| report::right(format!("{:.1}", r.point.max_us))),
+    ("p99 uncorr.", |r| {
+        report::right(r.point.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}")))
+    }),
+    ("lost", |r| report::right(r.point.lost.to_string())),
+];
 
+/// The CSV: one record per pair and offered load, round trips in µs.
+const CSV_COLUMNS: [report::CsvColumn<LatencyRow>; 12] = [
+    ("protocol", |r| r.protocol.clone()),
+    ("server", |r| r.server.clone()),
+    ("client", |r| r.client.clone()),
+    ("load", |r| r.load.clone()),
+    ("achieved", |r| format!("{:.1}", r.point.achieved)),
+    ("p50_us", |r| format!("{:.3}", r.point.p50_us)),
+    ("p99_us", |r| format!("{:.3}", r.point.p99_us)),
+    ("p999_us", |r| format!("{:.3}", r.point.p999_us)),
+    ("max_us", |r| format!("{:.3}", r.point.max_us)),
+    ("p99_uncorrected_us", |r| {
+        r.point.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}"))
+    }),
+    ("lost", |r| r.point.lost.to_string()),
+    ("sent", |r| r.point.sent.to_string()),
+];
+
+impl Report for LatencyReport {
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
         super::figures::figures(self)
     }
 
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "server on CPU {}, client on CPU {}; {} trial(s) of {:.0}s per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
-            self.server_cpu, self.client_cpu, self.trials, self.duration_secs
+            "server on CPU {}, client on CPU {}; {} per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
+            self.server_cpu, self.client_cpu, self.schedule
         ));
-        let mut table = report::table();
-        table.set_header([
-            "proto",
-            "server",
-            "client",
-            "load/s",
-            "achieved",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "p99 uncorr.",
-            "lost",
-        ]);
-        for r in &self.rows {
-            table.add_row(vec![
-                Cell::new(&r.protocol),
-                Cell::new(&r.server),
-                Cell::new(&r.client),
-                report::right(r.load.clone()),
-                report::right(format!("{:.0}", r.point.achieved)),
-                report::right(format!("{:.1}", r.point.p50_us)),
-                report::right(format!("{:.1}", r.point.p99_us)),
-                report::right(format!("{:.1}", r.point.p999_us)),
-                report::right(format!("{:.1}", r.point.max_us)),
-                report::right(r.point.p99_uncorrected_us.map_or("—".into(), |v| format!("{v:.1}"))),
-                report::right(r.point.lost.to_string()),
-            ]);
-        }
-        out.push_str(&format!("{table}\n"));
+        out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
     }
 
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        self.rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.protocol.clone(),
-                    r.server.clone(),
-                    r.client.clone(),
-                    r.load.clone(),
-                    format!("{:.1}", r.point.achieved),
-                    format!("{:.3}", r.point.p50_us),
-                    format!("{:.3}", r.point.p99_us),
-                    format!("{:.3}", r.point.p999_us),
-                    format!("{:.3}", r.point.max_us),
-                    r.point.p99_uncorrected_us.map_or(String::new(), |v| format!("{v:.3}")),
-                    r.point.lost.to_string(),
-                    r.point.sent.to_string(),
-                ]
-            })
-            .collect()
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn outline(&self) -> report::Outline<'_> {
         report::Outline::of(
             "latency — round trips under load (seeds 000 and 001)",
             &self.machine,
-            &self.findings,
+            &self.outcome.findings,
         )
         .on(&self.testbed)
-        .skipping(&self.skipped)
+        .skipping(&self.outcome.skipped)
     }
 }
 

@@ -72,6 +72,65 @@ pub(crate) fn table() -> Table {
     table
 }
 
+/// One CSV column of `R` rows: its name, and its value for a row.
+pub(crate) type CsvColumn<R> = (&'static str, fn(&R) -> String);
+
+/// An experiment's CSV: the column names, and one record per row, each as long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Csv {
+    pub header: Vec<&'static str>,
+    pub records: Vec<Vec<String>>,
+}
+
+impl Csv {
+    /// One record per row, a value per column: each name sits beside its value.
+    pub(crate) fn of<'r, R: 'r>(
+        columns: &[CsvColumn<R>],
+        rows: impl IntoIterator<Item = &'r R>,
+    ) -> Self {
+        Self {
+            header: columns.iter().map(|(name, _)| *name).collect(),
+            records: rows
+                .into_iter()
+                .map(|row| columns.iter().map(|(_, value)| value(row)).collect())
+                .collect(),
+        }
+    }
+
+    /// These records under `header` (comma separated): for a CSV whose records are of
+    /// several kinds, each filling the columns it has.
+    pub(crate) fn with_header(header: &'static str, records: Vec<Vec<String>>) -> Self {
+        Self { header: header.split(',').collect(), records }
+    }
+
+    /// The CSV file: the header, then every record.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, LabError> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(&self.header)?;
+        for record in &self.records {
+            w.write_record(record)?;
+        }
+        w.into_inner().map_err(|e| LabError::Csv(e.into_error().into()))
+    }
+}
+
+/// One column of a table of `R` rows: its heading, and its cell for a row.
+pub(crate) type Column<R> = (&'static str, fn(&R) -> Cell);
+
+/// A table in the lab's style with these columns, one line per row: each heading sits
+/// beside the cell it heads, so the two cannot drift apart.
+pub(crate) fn table_of<'r, R: 'r>(
+    columns: &[Column<R>],
+    rows: impl IntoIterator<Item = &'r R>,
+) -> Table {
+    let mut table = table();
+    table.set_header(columns.iter().map(|(heading, _)| *heading));
+    for row in rows {
+        table.add_row(columns.iter().map(|(_, cell)| cell(row)));
+    }
+    table
+}
+
 pub(crate) fn mpps(pps: f64) -> String {
     format!("{:.3}M", pps / 1e6)
 }

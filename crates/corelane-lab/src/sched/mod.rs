@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::host::Host;
+use crate::summary::Outcome;
 use crate::LabError;
 
 /// `corelane lab sched` in the list of experiments.
@@ -164,8 +165,9 @@ pub struct SchedLabReport {
     pub rows: Vec<SchedRow>,
     /// DPDK's DSW on the same two CPUs, if it ran.
     pub dpdk: Option<DpdkRun>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
+    /// What could not run here, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 /// One run: a scheduler on a workload, simulated or threaded, or DPDK's DSW beside them.
@@ -306,8 +308,7 @@ impl Experiment for SchedLab<'_> {
             thread_cpus: self.cpus,
             rows,
             dpdk,
-            skipped: self.skipped,
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }

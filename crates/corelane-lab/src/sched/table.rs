@@ -2,13 +2,56 @@
 
 use comfy_table::Cell;
 
-use super::SchedLabReport;
+use super::{SchedLabReport, SchedRow};
 use crate::experiment::Report;
 use crate::report;
 
-impl Report for SchedLabReport {
-    const CSV_HEADER: &'static str = "scheduler,workload,workers,mode,throughput_mevps,reorder_ratio,n_reordered_ratio,mean_extent,imbalance_cov,imbalance_max_over_mean,jain,p50_latency_us,p99_latency_us,p999_latency_us,migrations_per_sec,scheduling_share";
+/// A workload's table: one line per scheduler, mode and workers, with its ratios to DSW.
+const COLUMNS: [report::Column<SchedRow>; 14] = [
+    ("mode", |r| Cell::new(&r.run.mode)),
+    ("workers", |r| report::right(r.run.workers.to_string())),
+    ("scheduler", |r| Cell::new(&r.run.scheduler)),
+    ("Mev/s", |r| report::right(format!("{:.2}", r.run.throughput_mevps))),
+    ("reorder", |r| report::right(format!("{:.4}", r.run.reorder.reorder_ratio))),
+    ("n-reord", |r| report::right(format!("{:.4}", r.run.reorder.n_reordered_ratio))),
+    ("CoV", |r| report::right(format!("{:.3}", r.run.imbalance_cov))),
+    ("Jain", |r| report::right(format!("{:.3}", r.run.jain))),
+    ("p99 us", |r| report::right(format!("{:.1}", r.run.p99_latency_us))),
+    ("migr/s", |r| report::right(format!("{:.0}", r.run.migrations_per_sec))),
+    ("vs atomic", |r| report::right(ratio(r.vs_dsw_atomic_throughput))),
+    ("vs par. tput", |r| report::right(ratio(r.vs_dsw_parallel_throughput))),
+    ("vs par. reorder", |r| report::right(ratio(r.vs_dsw_parallel_reorder))),
+    ("sched %", |r| {
+        report::right(r.run.scheduling_share.map_or(String::new(), |s| format!("{:.0}", s * 100.0)))
+    }),
+];
 
+/// A ratio to DSW's, to two places, `—` where there is none.
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("—".to_string(), |x| format!("{x:.2}x"))
+}
+
+/// The CSV: one record per run.
+const CSV_COLUMNS: [report::CsvColumn<SchedRow>; 16] = [
+    ("scheduler", |r| r.run.scheduler.clone()),
+    ("workload", |r| r.run.workload.clone()),
+    ("workers", |r| r.run.workers.to_string()),
+    ("mode", |r| r.run.mode.clone()),
+    ("throughput_mevps", |r| format!("{:.4}", r.run.throughput_mevps)),
+    ("reorder_ratio", |r| format!("{:.6}", r.run.reorder.reorder_ratio)),
+    ("n_reordered_ratio", |r| format!("{:.6}", r.run.reorder.n_reordered_ratio)),
+    ("mean_extent", |r| format!("{:.3}", r.run.reorder.mean_extent)),
+    ("imbalance_cov", |r| format!("{:.4}", r.run.imbalance_cov)),
+    ("imbalance_max_over_mean", |r| format!("{:.4}", r.run.imbalance_max_over_mean)),
+    ("jain", |r| format!("{:.4}", r.run.jain)),
+    ("p50_latency_us", |r| format!("{:.2}", r.run.p50_latency_us)),
+    ("p99_latency_us", |r| format!("{:.2}", r.run.p99_latency_us)),
+    ("p999_latency_us", |r| format!("{:.2}", r.run.p999_latency_us)),
+    ("migrations_per_sec", |r| format!("{:.1}", r.run.migrations_per_sec)),
+    ("scheduling_share", |r| r.run.scheduling_share.map_or(String::new(), |s| format!("{s:.4}"))),
+];
+
+impl Report for SchedLabReport {
     /// A table per workload: every scheduler, simulated and threaded, with its ratios to DSW.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -21,48 +64,10 @@ impl Report for SchedLabReport {
                 workloads.push(&row.run.workload);
             }
         }
-        let ratio = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.2}x"));
         for workload in workloads {
             out.push_str(&format!("\nworkload {workload}\n"));
-            let mut table = report::table();
-            table.set_header([
-                "mode",
-                "workers",
-                "scheduler",
-                "Mev/s",
-                "reorder",
-                "n-reord",
-                "CoV",
-                "Jain",
-                "p99 us",
-                "migr/s",
-                "vs atomic",
-                "vs par. tput",
-                "vs par. reorder",
-                "sched %",
-            ]);
-            for row in self.rows.iter().filter(|row| row.run.workload == workload) {
-                let x = &row.run;
-                table.add_row(vec![
-                    Cell::new(&x.mode),
-                    report::right(x.workers.to_string()),
-                    Cell::new(&x.scheduler),
-                    report::right(format!("{:.2}", x.throughput_mevps)),
-                    report::right(format!("{:.4}", x.reorder.reorder_ratio)),
-                    report::right(format!("{:.4}", x.reorder.n_reordered_ratio)),
-                    report::right(format!("{:.3}", x.imbalance_cov)),
-                    report::right(format!("{:.3}", x.jain)),
-                    report::right(format!("{:.1}", x.p99_latency_us)),
-                    report::right(format!("{:.0}", x.migrations_per_sec)),
-                    report::right(ratio(row.vs_dsw_atomic_throughput)),
-                    report::right(ratio(row.vs_dsw_parallel_throughput)),
-                    report::right(ratio(row.vs_dsw_parallel_reorder)),
-                    report::right(
-                        x.scheduling_share.map_or(String::new(), |s| format!("{:.0}", s * 100.0)),
-                    ),
-                ]);
-            }
-            out.push_str(&table.to_string());
+            let rows = self.rows.iter().filter(|row| row.run.workload == workload);
+            out.push_str(&report::table_of(&COLUMNS, rows).to_string());
             out.push('\n');
         }
         if let Some(d) = &self.dpdk {
@@ -75,32 +80,8 @@ impl Report for SchedLabReport {
         }
     }
 
-    /// One CSV row per run.
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        self.rows
-            .iter()
-            .map(|row| {
-                let x = &row.run;
-                vec![
-                    x.scheduler.clone(),
-                    x.workload.clone(),
-                    x.workers.to_string(),
-                    x.mode.clone(),
-                    format!("{:.4}", x.throughput_mevps),
-                    format!("{:.6}", x.reorder.reorder_ratio),
-                    format!("{:.6}", x.reorder.n_reordered_ratio),
-                    format!("{:.3}", x.reorder.mean_extent),
-                    format!("{:.4}", x.imbalance_cov),
-                    format!("{:.4}", x.imbalance_max_over_mean),
-                    format!("{:.4}", x.jain),
-                    format!("{:.2}", x.p50_latency_us),
-                    format!("{:.2}", x.p99_latency_us),
-                    format!("{:.2}", x.p999_latency_us),
-                    format!("{:.1}", x.migrations_per_sec),
-                    x.scheduling_share.map_or(String::new(), |s| format!("{s:.4}")),
-                ]
-            })
-            .collect()
+    fn csv_table(&self) -> report::Csv {
+        report::Csv::of(&CSV_COLUMNS, &self.rows)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
@@ -108,7 +89,7 @@ impl Report for SchedLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("sched — seed 004", &self.machine, &self.findings)
-            .skipping(&self.skipped)
+        report::Outline::of("sched — seed 004", &self.machine, &self.outcome.findings)
+            .skipping(&self.outcome.skipped)
     }
 }

@@ -270,13 +270,13 @@ pub fn run(
     for ((sender, l), share) in senders.into_iter().zip(&load).zip(&shares) {
         let sent: SendSummary =
             output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
-        sent_pps += sent.mean.pps;
+        sent_pps += sent.throughput.mean.pps;
         hosts.push(HostFigures {
             host: l.host.name(),
             offered_pps: share.rate as f64,
-            sent_pps: sent.mean.pps,
-            cpu_ns_per_datagram: (sent.cpu_user_secs + sent.cpu_sys_secs) * 1e9
-                / sent.datagrams.max(1) as f64,
+            sent_pps: sent.throughput.mean.pps,
+            cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
+                / sent.throughput.datagrams.max(1) as f64,
             clock_offset_ns: l.clock.map(|c| c.offset_ns),
             clock_rtt_ns: l.clock.map(|c| c.rtt_ns),
         });

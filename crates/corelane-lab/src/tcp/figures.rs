@@ -27,7 +27,7 @@ pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
         let bars = |value: fn(&TcpRow) -> f64, trials: bool| {
             rows.iter()
                 .map(|row| {
-                    let t: &[f64] = if trials { &row.trials_rps } else { &[] };
+                    let t: &[f64] = if trials { &row.rps.each } else { &[] };
                     Bar::new(label(row), role(row), value(row), t)
                 })
                 .collect()
@@ -38,7 +38,7 @@ pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
                 "{workload}: requests/s by server configuration, beside nginx and lighttpd"
             ),
             unit: "requests/s (median over trials; whiskers: min–max)".into(),
-            bars: bars(|row| row.median_rps, true),
+            bars: bars(|row| row.rps.median, true),
             ceiling: None,
         }));
         out.push(Figure::Bars(Bars {
@@ -68,7 +68,7 @@ pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
     if !r.load_generators.is_empty() {
         let bars = r.load_generators.iter().map(|l| {
             let role = if l.tool.starts_with("corelane") { Role::Config } else { Role::Peer };
-            Bar::new(&l.tool, role, l.median_rps, &l.trials_rps)
+            Bar::new(&l.tool, role, l.rps.median, &l.rps.each)
         });
         out.push(Figure::Bars(Bars {
             id: "load-generators".into(),

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::servers::{wait_listening, Stage};
 use crate::process::ChildProcess;
+use crate::summary::{Rps, Trials};
 use crate::{median_of, output, report, LabError};
 
 /// A server of files: corelane on one backend, or nginx.
@@ -75,8 +76,9 @@ pub struct FileRow {
     pub server: String,
     /// `epoll`, `uring` or `sendfile` (nginx).
     pub backend: String,
-    pub trials_rps: Vec<f64>,
-    pub median_rps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub rps: Trials<Rps>,
     /// Server CPU time per request, exact (schedstat of every server thread), in ns; median
     /// over trials.
     pub cpu_ns_per_request: f64,
@@ -239,8 +241,7 @@ pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
         bytes: FILES.iter().find(|(n, _)| *n == name).map_or(0, |(_, size)| *size),
         server: case.server.name().into(),
         backend: case.server.backend().into(),
-        trials_rps: trials.iter().map(|t| t.rps).collect(),
-        median_rps: median_of(trials.iter().map(|t| t.rps)),
+        rps: Trials::of(trials.iter().map(|t| t.rps)),
         cpu_ns_per_request: median_of(trials.iter().map(|t| t.cpu_ns_per_request)),
         trials_cpu_ns: trials.iter().map(|t| t.cpu_ns_per_request).collect(),
         errors: trials.iter().map(|t| t.errors).sum(),
@@ -273,7 +274,7 @@ pub fn findings(rows: &[FileRow]) -> Vec<String> {
             "{file} file: corelane on io_uring spends {:.0} ns of server CPU per request, {} ({:.0} req/s).",
             uring.cpu_ns_per_request,
             others.join(", "),
-            uring.median_rps
+            uring.rps.median
         ));
     }
     out
@@ -287,7 +288,7 @@ pub fn table(rows: &[FileRow]) -> String {
             Cell::new(&row.file),
             Cell::new(&row.server),
             Cell::new(&row.backend),
-            report::right(format!("{:.0}", row.median_rps)),
+            report::right(format!("{:.0}", row.rps.median)),
             report::right(format!("{:.0}", row.cpu_ns_per_request)),
             report::right(format!("{}", row.errors + row.non_2xx)),
         ]);
@@ -304,12 +305,11 @@ pub fn csv_records(rows: &[FileRow]) -> Vec<Vec<String>> {
             record[0] = format!("file {}", row.file);
             record[1] = row.server.clone();
             record[2] = row.backend.clone();
-            record[3] = format!("{:.1}", row.median_rps);
+            record[3] = format!("{:.1}", row.rps.median);
             record[6] = format!("{:.3}", row.cpu_ns_per_request / 1000.0);
             record[9] = row.errors.to_string();
             record[10] = row.non_2xx.to_string();
-            record[11] =
-                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] = row.rps.joined(1);
             record[14] = format!("{:.0}", row.cpu_ns_per_request);
             record
         })

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
+use crate::summary::{change_pct, Outcome, Rps, Schedule, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::testbed::{Testbed, TestbedReport};
@@ -137,8 +138,9 @@ pub struct TcpRow {
     pub server: String,
     pub config: String,
     pub label: String,
-    pub trials_rps: Vec<f64>,
-    pub median_rps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub rps: Trials<Rps>,
     /// Change in requests/s against corelane's baseline row of the same workload, in %.
     pub gain_pct: Option<f64>,
     /// Median over trials of each trial's p99 latency, in microseconds.
@@ -170,8 +172,9 @@ pub struct TcpRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadgenRow {
     pub tool: String,
-    pub trials_rps: Vec<f64>,
-    pub median_rps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub rps: Trials<Rps>,
 }
 
 /// Everything `corelane lab tcp` measured.
@@ -183,8 +186,9 @@ pub struct TcpLabReport {
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub connections: usize,
-    pub trials: usize,
-    pub duration_secs: f64,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
     pub body: String,
     /// Seed 001's interrupt moderation (ITR) row: why it is or is not measured here.
     pub interrupt_moderation: String,
@@ -194,8 +198,9 @@ pub struct TcpLabReport {
     /// Static files: CPU per request and requests/s.
     pub file_rows: Vec<files::FileRow>,
     pub load_generators: Vec<LoadgenRow>,
-    pub skipped: Vec<String>,
-    pub findings: Vec<String>,
+    /// What could not run here, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
@@ -221,6 +226,32 @@ pub enum CaseTrial {
     File(files::FileTrial),
     /// corelane load's and wrk's requests/s.
     LoadGenerators(f64, f64),
+}
+
+impl CaseTrial {
+    fn serve(&self) -> Option<Measured> {
+        if let Self::Serve(x) = self {
+            Some(x.clone())
+        } else {
+            None
+        }
+    }
+
+    fn scale(&self) -> Option<scale::ScaleTrial> {
+        if let Self::Scale(x) = self {
+            Some(*x)
+        } else {
+            None
+        }
+    }
+
+    fn file(&self) -> Option<files::FileTrial> {
+        if let Self::File(x) = self {
+            Some(*x)
+        } else {
+            None
+        }
+    }
 }
 
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
@@ -415,17 +446,7 @@ impl Experiment for TcpLab<'_> {
         for m in measured {
             match m.config {
                 Case::Serve { workload, kind } => {
-                    let ms: Vec<Measured> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| {
-                            if let CaseTrial::Serve(x) = t {
-                                Some(x.clone())
-                            } else {
-                                None
-                            }
-                        })
-                        .collect();
+                    let ms: Vec<Measured> = m.trials.iter().filter_map(CaseTrial::serve).collect();
                     rows.push(summarize(WORKLOADS[workload].0, kind, &ms));
                 }
                 Case::LoadGenerators => {
@@ -437,19 +458,11 @@ impl Experiment for TcpLab<'_> {
                     }
                 }
                 Case::Scale(c) => {
-                    let ts: Vec<scale::ScaleTrial> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| if let CaseTrial::Scale(x) = t { Some(*x) } else { None })
-                        .collect();
+                    let ts: Vec<_> = m.trials.iter().filter_map(CaseTrial::scale).collect();
                     scale_rows.push(scale::summarize(&c, &self.largest_decided_by, &ts));
                 }
                 Case::File(c) => {
-                    let ts: Vec<files::FileTrial> = m
-                        .trials
-                        .iter()
-                        .filter_map(|t| if let CaseTrial::File(x) = t { Some(*x) } else { None })
-                        .collect();
+                    let ts: Vec<_> = m.trials.iter().filter_map(CaseTrial::file).collect();
                     file_rows.push(files::summarize(c, &ts));
                 }
             }
@@ -460,11 +473,7 @@ impl Experiment for TcpLab<'_> {
         } else {
             [("corelane load", ours), ("wrk -t1", wrk)]
                 .into_iter()
-                .map(|(tool, trials_rps)| LoadgenRow {
-                    tool: tool.into(),
-                    median_rps: median_of(trials_rps.iter().copied()),
-                    trials_rps,
-                })
+                .map(|(tool, trials)| LoadgenRow { tool: tool.into(), rps: Trials::of(trials) })
                 .collect()
         };
         let interrupt_moderation = format!(
@@ -480,16 +489,14 @@ impl Experiment for TcpLab<'_> {
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
             connections: self.opts.connections,
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs_f64(),
+            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             body: servers::BODY.into(),
             interrupt_moderation,
             rows,
             scale_rows,
             file_rows,
             load_generators,
-            skipped: self.skipped,
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }
@@ -551,11 +558,11 @@ fn gains_against_baseline(rows: &mut [TcpRow]) {
         let base = rows
             .iter()
             .find(|r| r.workload == workload && r.config == "baseline")
-            .map(|r| (r.median_rps, r.cpu_us_per_request));
+            .map(|r| (r.rps.median, r.cpu_us_per_request));
         let Some((rps, cpu)) = base else { continue };
         for r in rows.iter_mut().filter(|r| r.workload == workload) {
-            r.gain_pct = (rps > 0.0).then(|| (r.median_rps / rps - 1.0) * 100.0);
-            r.cpu_gain_pct = (cpu > 0.0).then(|| (r.cpu_us_per_request / cpu - 1.0) * 100.0);
+            r.gain_pct = change_pct(r.rps.median, rps);
+            r.cpu_gain_pct = change_pct(r.cpu_us_per_request, cpu);
         }
     }
 }
@@ -580,8 +587,7 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         server: kind.name().into(),
         config: kind.config_id().split(' ').next().unwrap_or("").into(),
         label,
-        trials_rps: ms.iter().map(|m| m.rps).collect(),
-        median_rps: of(|m| m.rps),
+        rps: Trials::of(ms.iter().map(|m| m.rps)),
         gain_pct: None,
         p99_us: of(|m| m.p99_us),
         p50_us: of(|m| m.p50_us),
@@ -626,8 +632,8 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 "{workload}: all methods together {:+.1}% requests/s and {:+.1}% server CPU per request against the baseline ({:.0} vs {:.0} req/s, {:.2} vs {:.2} us); each alone: {}.",
                 all.gain_pct.unwrap_or(0.0),
                 all.cpu_gain_pct.unwrap_or(0.0),
-                all.median_rps,
-                base.median_rps,
+                all.rps.median,
+                base.rps.median,
                 all.cpu_us_per_request,
                 base.cpu_us_per_request,
                 shares.join("; ")
@@ -649,7 +655,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         if let (Some(flow), Some(base)) =
             (find(rows, workload, "flow-to-core"), find(rows, workload, "baseline"))
         {
-            if flow.median_rps < base.median_rps {
+            if flow.rps.median < base.rps.median {
                 out.push(format!(
                     "{workload}: flow-to-core cost {:.1}% here: with one server lane, steering the server's receive processing to its own CPU (RPS) takes work off the client's CPU — where the veth delivers it for free inside the client's send — and puts it on the server's; on a multi-queue NIC with one lane per core the same steering keeps each flow's packets and its lane on one core instead.",
                     -flow.gain_pct.unwrap_or(0.0)
@@ -662,9 +668,9 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 let Some(p) = find(rows, workload, peer) else { continue };
                 out.push(format!(
                     "{workload} vs {peer} (same testbed, CPU, body and load): corelane on {what} answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us; user space alone {:.2}x: {:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
-                    ours.median_rps / p.median_rps.max(1.0),
-                    ours.median_rps,
-                    p.median_rps,
+                    ours.rps.median / p.rps.median.max(1.0),
+                    ours.rps.median,
+                    p.rps.median,
                     ours.cpu_us_per_request / p.cpu_us_per_request.max(1e-9),
                     ours.cpu_us_per_request,
                     p.cpu_us_per_request,
@@ -681,7 +687,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         loadgens.iter().find(|l| l.tool.starts_with("corelane")),
         loadgens.iter().find(|l| l.tool.starts_with("wrk")),
     ) {
-        let ratio = ours.median_rps / wrk.median_rps.max(1.0);
+        let ratio = ours.rps.median / wrk.rps.median.max(1.0);
         let verdict = if ratio >= 1.0 {
             "at least as fast as wrk, so the generator is not the limit it measures"
         } else {
@@ -689,7 +695,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         };
         out.push(format!(
             "load generators against the same corelane server: corelane load {:.0} req/s, wrk {:.0} req/s ({ratio:.2}x): {verdict}.",
-            ours.median_rps, wrk.median_rps
+            ours.rps.median, wrk.rps.median
         ));
     }
     out
@@ -701,8 +707,8 @@ fn largest_spread_pct(rows: &[TcpRow], workload: &str) -> f64 {
     rows.iter()
         .filter(|r| r.workload == workload)
         .filter_map(|r| {
-            let min = r.trials_rps.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = r.trials_rps.iter().copied().fold(0.0, f64::max);
+            let min = r.rps.each.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = r.rps.each.iter().copied().fold(0.0, f64::max);
             (min > 0.0 && min.is_finite()).then(|| (max / min - 1.0) * 100.0)
         })
         .fold(0.0, f64::max)

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::files::{self, FileServer};
 use super::servers::Stage;
 use crate::host::Host;
+use crate::summary::{Rps, Trials};
 use crate::{median_of, report, LabError};
 
 /// The connection counts: 1k and 10k, then the largest this machine allows.
@@ -62,9 +63,9 @@ pub struct ScaleRow {
     pub bytes_per_idle_connection: f64,
     /// Every trial answered a new request with the idle connections open.
     pub answered_after_idle: bool,
-    pub trials_rps: Vec<f64>,
-    /// Requests/s with `connections` connections loading the server.
-    pub median_rps: f64,
+    /// Requests/s with `connections` connections loading the server, per trial and median.
+    #[serde(flatten)]
+    pub rps: Trials<Rps>,
     /// Server CPU per request under that load (exact, schedstat), in microseconds.
     pub cpu_us_per_request: f64,
     /// Connection errors and non-2xx answers under the load, summed over trials (a trial
@@ -276,8 +277,7 @@ pub fn summarize(case: &ScaleCase, decided_by: &str, trials: &[ScaleTrial]) -> S
         decided_by: if case.largest { decided_by.into() } else { "chosen".into() },
         bytes_per_idle_connection: median_of(trials.iter().map(|t| t.bytes_per_idle_connection)),
         answered_after_idle: trials.iter().all(|t| t.answered),
-        trials_rps: trials.iter().map(|t| t.rps).collect(),
-        median_rps: median_of(trials.iter().map(|t| t.rps)),
+        rps: Trials::of(trials.iter().map(|t| t.rps)),
         cpu_us_per_request: median_of(trials.iter().map(|t| t.cpu_us_per_request)),
         errors: trials.iter().map(|t| t.errors).sum(),
         failed_loads: trials.iter().filter(|t| t.load_failed).count(),
@@ -303,7 +303,7 @@ pub fn findings(rows: &[ScaleRow]) -> Vec<String> {
                 };
                 format!(
                     "{} {} {:.0} B/idle connection, {:.0} req/s{failed}",
-                    r.server, r.backend, r.bytes_per_idle_connection, r.median_rps
+                    r.server, r.backend, r.bytes_per_idle_connection, r.rps.median
                 )
             })
             .collect();
@@ -342,7 +342,7 @@ pub fn table(rows: &[ScaleRow]) -> String {
             Cell::new(&row.server),
             Cell::new(&row.backend),
             report::right(format!("{:.0}", row.bytes_per_idle_connection)),
-            report::right(format!("{:.0}", row.median_rps)),
+            report::right(format!("{:.0}", row.rps.median)),
             report::right(format!("{:.2}", row.cpu_us_per_request)),
             report::right(row.errors.to_string()),
             Cell::new(&row.decided_by),
@@ -359,11 +359,10 @@ pub fn csv_records(rows: &[ScaleRow]) -> Vec<Vec<String>> {
             record[0] = "scale".into();
             record[1] = row.server.clone();
             record[2] = row.backend.clone();
-            record[3] = format!("{:.1}", row.median_rps);
+            record[3] = format!("{:.1}", row.rps.median);
             record[6] = format!("{:.3}", row.cpu_us_per_request);
             record[9] = row.errors.to_string();
-            record[11] =
-                row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";");
+            record[11] = row.rps.joined(1);
             record[12] = row.connections.to_string();
             record[13] = format!("{:.0}", row.bytes_per_idle_connection);
             record[15] = row.decided_by.clone();

@@ -2,47 +2,32 @@
 
 use comfy_table::Cell;
 
-use super::TcpLabReport;
+use super::{TcpLabReport, TcpRow};
 use crate::experiment::Report;
 use crate::report;
 
-impl Report for TcpLabReport {
-    const CSV_HEADER: &'static str = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
+/// Seed 001's table: one line per server configuration and workload.
+const COLUMNS: [report::Column<TcpRow>; 10] = [
+    ("workload", |r| Cell::new(&r.workload)),
+    ("server", |r| Cell::new(&r.server)),
+    ("configuration", |r| Cell::new(&r.label)),
+    ("req/s", |r| report::right(format!("{:.0}", r.rps.median))),
+    ("gain", |r| report::right(report::pct(r.gain_pct))),
+    ("p99 us", |r| report::right(format!("{:.0}", r.p99_us))),
+    ("CPU us/req", |r| report::right(format!("{:.2}", r.cpu_us_per_request))),
+    ("user us/req", |r| report::right(format!("{:.2}", r.user_us_per_request))),
+    ("CPU change", |r| report::right(report::pct(r.cpu_gain_pct))),
+    ("errors", |r| report::right(format!("{}", r.errors + r.non_2xx))),
+];
 
+impl Report for TcpLabReport {
     /// Seed 001's table per workload, the load generators, ITR and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {} trial(s) of {:.0}s, medians\n\n",
-            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.trials, self.duration_secs
+            "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {}, medians\n\n",
+            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.schedule
         ));
-        let mut table = report::table();
-        table.set_header([
-            "workload",
-            "server",
-            "configuration",
-            "req/s",
-            "gain",
-            "p99 us",
-            "CPU us/req",
-            "user us/req",
-            "CPU change",
-            "errors",
-        ]);
-        for row in &self.rows {
-            table.add_row(vec![
-                Cell::new(&row.workload),
-                Cell::new(&row.server),
-                Cell::new(&row.label),
-                report::right(format!("{:.0}", row.median_rps)),
-                report::right(report::pct(row.gain_pct)),
-                report::right(format!("{:.0}", row.p99_us)),
-                report::right(format!("{:.2}", row.cpu_us_per_request)),
-                report::right(format!("{:.2}", row.user_us_per_request)),
-                report::right(report::pct(row.cpu_gain_pct)),
-                report::right(format!("{}", row.errors + row.non_2xx)),
-            ]);
-        }
-        out.push_str(&table.to_string());
+        out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         let per_host: Vec<_> = self.rows.iter().filter(|r| !r.hosts.is_empty()).collect();
         if !per_host.is_empty() {
             out.push_str("\nper load host (the row's figures are the totals):\n");
@@ -66,22 +51,24 @@ impl Report for TcpLabReport {
         for l in &self.load_generators {
             out.push_str(&format!(
                 "load generator {}: {:.0} req/s (median)\n",
-                l.tool, l.median_rps
+                l.tool, l.rps.median
             ));
         }
     }
 
     /// One CSV row per server configuration and workload.
-    fn csv_records(&self) -> Vec<Vec<String>> {
+    fn csv_table(&self) -> report::Csv {
+        let header = "workload,server,config,median_rps,gain_pct,p99_us,cpu_us_per_request,user_us_per_request,cpu_gain_pct,errors,non_2xx,trials_rps,connections,bytes_per_idle_connection,cpu_ns_per_request,decided_by";
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
-        self.rows
+        let records = self
+            .rows
             .iter()
             .map(|row| {
                 vec![
                     row.workload.clone(),
                     row.server.clone(),
                     row.config.clone(),
-                    format!("{:.1}", row.median_rps),
+                    format!("{:.1}", row.rps.median),
                     opt(row.gain_pct),
                     format!("{:.1}", row.p99_us),
                     format!("{:.3}", row.cpu_us_per_request),
@@ -89,7 +76,7 @@ impl Report for TcpLabReport {
                     opt(row.cpu_gain_pct),
                     row.errors.to_string(),
                     row.non_2xx.to_string(),
-                    row.trials_rps.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(";"),
+                    row.rps.joined(1),
                     String::new(),
                     String::new(),
                     String::new(),
@@ -98,7 +85,8 @@ impl Report for TcpLabReport {
             })
             .chain(super::scale::csv_records(&self.scale_rows))
             .chain(super::files::csv_records(&self.file_rows))
-            .collect()
+            .collect();
+        report::Csv::with_header(header, records)
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
@@ -106,8 +94,8 @@ impl Report for TcpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("tcp — seed 001", &self.machine, &self.findings)
+        report::Outline::of("tcp — seed 001", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }

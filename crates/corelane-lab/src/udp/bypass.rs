@@ -26,9 +26,9 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             xdp.napi_ns_per_datagram.unwrap_or(0.0),
             total_ns(base),
             if ratio <= 0.9 { "meets" } else { "misses" },
-            xdp.median_pps / 1e6,
-            base.median_pps / 1e6,
-            100.0 * (xdp.median_pps / base.median_pps.max(1.0) - 1.0),
+            xdp.pps.median / 1e6,
+            base.pps.median / 1e6,
+            100.0 * (xdp.pps.median / base.pps.median.max(1.0) - 1.0),
             match xdp.xsk_lost {
                 Some(0) => "the AF_XDP sockets lost no frame in any trial (XDP_STATISTICS)".to_string(),
                 Some(n) => format!("the AF_XDP sockets lost {n} frames over the trials (XDP_STATISTICS: RX ring full or no fill frame)"),
@@ -51,10 +51,10 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
     if let (Some(max), Some(ceiling)) = (row(rows, "af-xdp-max"), row(rows, "xdp-drop")) {
         out.push(format!(
             "XDP_DROP ceiling on the same veth: {:.3} Mpps dropped in the driver ({:.0} ns per frame in the NAPI threads); AF_XDP lanes at the same offered load received {:.3} Mpps, {:.0}% of the ceiling.",
-            ceiling.median_pps / 1e6,
+            ceiling.pps.median / 1e6,
             ceiling.napi_ns_per_datagram.unwrap_or(0.0),
-            max.median_pps / 1e6,
-            100.0 * max.median_pps / ceiling.median_pps.max(1.0)
+            max.pps.median / 1e6,
+            100.0 * max.pps.median / ceiling.pps.median.max(1.0)
         ));
     }
     if let Some(tx) = row(rows, "af-xdp-tx") {
@@ -62,7 +62,7 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
             "AF_XDP sender: sent {:.3} Mpps of {:.3} offered through its TX ring; the recvmmsg lane received {:.3} Mpps at {:.0} ns per datagram.",
             tx.sent_pps / 1e6,
             tx.offered_pps / 1e6,
-            tx.median_pps / 1e6,
+            tx.pps.median / 1e6,
             tx.cpu_ns_per_datagram
         ));
     }

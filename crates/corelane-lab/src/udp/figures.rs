@@ -14,9 +14,9 @@ pub(super) fn figures(r: &UdpLabReport) -> Vec<Figure> {
     let rate = r
         .rows
         .iter()
-        .map(|row| Bar::new(&row.config, role(&row.config), row.median_pps, &row.trials_pps))
+        .map(|row| Bar::new(&row.config, role(&row.config), row.pps.median, &row.pps.each))
         .chain(r.peers.iter().map(|p| {
-            Bar::new(peer(&p.receiver, &p.sender), Role::Peer, p.median_pps, &p.trials_pps)
+            Bar::new(peer(&p.receiver, &p.sender), Role::Peer, p.pps.median, &p.pps.each)
         }));
     let cpu = r
         .rows

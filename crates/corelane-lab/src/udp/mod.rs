@@ -29,6 +29,7 @@ pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
+use crate::summary::{change_pct, Pps, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -150,8 +151,9 @@ pub struct ConfigRow {
     pub offered_pps: f64,
     /// What the sender actually sent: its mean rate over the trial (median over trials).
     pub sent_pps: f64,
-    pub trials_pps: Vec<f64>,
-    pub median_pps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub pps: Trials<Pps>,
     /// Change against the `default` row, in percent (absent when `default` did not run).
     pub gap_pct: Option<f64>,
     /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
@@ -189,8 +191,9 @@ pub struct ConfigRow {
 pub struct PeerRow {
     pub receiver: String,
     pub sender: String,
-    pub trials_pps: Vec<f64>,
-    pub median_pps: f64,
+    /// Per trial and their median.
+    #[serde(flatten)]
+    pub pps: Trials<Pps>,
     pub cpu_ns_per_datagram: f64,
     /// corelane's pps / this row's pps, against corelane receiving from the same sender.
     pub corelane_pps_ratio: Option<f64>,
@@ -351,9 +354,9 @@ impl Experiment for UdpLab<'_> {
                 }
             }
         }
-        if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.median_pps) {
+        if let Some(default) = rows.iter().find(|r| r.config == "default").map(|r| r.pps.median) {
             for row in &mut rows {
-                row.gap_pct = (default > 0.0).then(|| (row.median_pps / default - 1.0) * 100.0);
+                row.gap_pct = change_pct(row.pps.median, default);
             }
         }
         let peer_rows = peers::rows(&pairs);
@@ -387,13 +390,13 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
     if let Some(best) = rows
         .iter()
         .filter(|r| r.config != "gso-gro" && r.config != "xdp-drop")
-        .max_by(|a, b| a.median_pps.total_cmp(&b.median_pps))
+        .max_by(|a, b| a.pps.median.total_cmp(&b.pps.median))
     {
         let gap = best.gap_pct.map_or(String::new(), |g| format!(" ({g:+.1}% vs default)"));
         out.push(format!(
             "Best plain configuration: {} at {:.3} Mpps{gap}.",
             best.config,
-            best.median_pps / 1e6
+            best.pps.median / 1e6
         ));
     }
     for r in rows {
@@ -407,7 +410,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         }
     }
     if let (Some(place), Some(default)) = (row(rows, "placement"), row(rows, "default")) {
-        if place.median_pps < default.median_pps {
+        if place.pps.median < default.pps.median {
             out.push(format!(
                 "placement lost {:.0}% against default: the lane shares CPU {} with the receive softirq, and at {:.2} Mpps offered the softirq takes the CPU first ({:.0} drops/s, receive livelock); the default row pipelines softirq and lane on two CPUs instead. Seed 000's same-CPU gain needs a CPU whose softirq is not saturated.",
                 -place.gap_pct.unwrap_or(0.0),
@@ -423,7 +426,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         }
     }
     if let (Some(shared), Some(reuse)) = (row(rows, "shared-socket"), row(rows, "reuseport")) {
-        let ratio = reuse.median_pps / shared.median_pps.max(1.0);
+        let ratio = reuse.pps.median / shared.pps.median.max(1.0);
         if ratio >= 1.0 {
             out.push(format!(
                 "reuseport beats the shared socket by {:.0}% at {:.0} vs {:.0} ns CPU per datagram: lanes no longer contend on one socket's lock and queue.",
@@ -438,8 +441,8 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
             };
             out.push(format!(
                 "reuseport did not beat the shared socket on rate here ({:.3} vs {:.3} Mpps) {cpu} ({:.0} vs {:.0} ns): with {} CPUs one lane shares the sender's CPU, so the rate measures CPU contention; the socket lock the seed removed shows as CPU per datagram.",
-                reuse.median_pps / 1e6,
-                shared.median_pps / 1e6,
+                reuse.pps.median / 1e6,
+                shared.pps.median / 1e6,
                 reuse.cpu_ns_per_datagram,
                 shared.cpu_ns_per_datagram,
                 online.len()
@@ -465,8 +468,8 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
     if let (Some(hash), Some(cpu)) = (row(rows, "reuseport"), row(rows, "reuseport-cpu")) {
         out.push(format!(
             "CPU steering vs flow hash: {:.3} vs {:.3} Mpps, {:.0} vs {:.0} ns CPU per datagram; lanes received {} (CPU-steered) vs {} (hashed).",
-            cpu.median_pps / 1e6,
-            hash.median_pps / 1e6,
+            cpu.pps.median / 1e6,
+            hash.pps.median / 1e6,
             cpu.cpu_ns_per_datagram,
             hash.cpu_ns_per_datagram,
             lanes_text(&cpu.lane_pps),
@@ -485,9 +488,9 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
     if let (Some(gro), Some(default)) = (row(rows, "gso-gro"), row(rows, "default")) {
         out.push(format!(
             "GSO+GRO moves {:.1}x the datagrams of the default path ({:.3} vs {:.3} Mpps) at {:.0} vs {:.0} ns CPU per datagram: one buffer carries up to 64 datagrams through the stack.",
-            gro.median_pps / default.median_pps.max(1.0),
-            gro.median_pps / 1e6,
-            default.median_pps / 1e6,
+            gro.pps.median / default.pps.median.max(1.0),
+            gro.pps.median / 1e6,
+            default.pps.median / 1e6,
             gro.cpu_ns_per_datagram,
             default.cpu_ns_per_datagram
         ));

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::{PeerRow, UdpLabOptions};
 use crate::process::{on_path, ChildProcess};
 use crate::stage::{udp_port, wait_ready};
+use crate::summary::Trials;
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -198,8 +199,7 @@ pub fn rows(measured: &[(Pair, Vec<Sample>)]) -> Vec<PeerRow> {
         .map(|(pair, r)| PeerRow {
             receiver: pair.rx.label().into(),
             sender: pair.tx.label().into(),
-            trials_pps: r.iter().map(|x| x.pps).collect(),
-            median_pps: median_of(r.iter().map(|x| x.pps)),
+            pps: Trials::of(r.iter().map(|x| x.pps)),
             cpu_ns_per_datagram: median_of(r.iter().map(|x| x.cpu_ns_per_datagram)),
             corelane_pps_ratio: None,
             corelane_cpu_ratio: None,
@@ -215,7 +215,7 @@ pub fn rows(measured: &[(Pair, Vec<Sample>)]) -> Vec<PeerRow> {
             .position(|(p, _)| p.rx == Receiver::Corelane && p.tx == this.tx)
             .unwrap_or(0);
         let (ours, theirs) = (&rows[reference], &rows[i]);
-        let pps = ours.median_pps / theirs.median_pps.max(1.0);
+        let pps = ours.pps.median / theirs.pps.median.max(1.0);
         let cpu = theirs.cpu_ns_per_datagram / ours.cpu_ns_per_datagram.max(1.0);
         rows[i].corelane_pps_ratio = Some(pps);
         rows[i].corelane_cpu_ratio = Some(cpu);

@@ -6,6 +6,7 @@ use super::ConfigRow;
 use crate::median_of;
 use crate::rx_nic::NicRates;
 use crate::stage::udp::{Config, Trial};
+use crate::summary::Trials;
 
 /// Medians over trials; the CPU split is the mean over trials.
 pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
@@ -25,8 +26,7 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         label: cfg.label.clone(),
         offered_pps: cfg.offered_pps as f64,
         sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
-        trials_pps: trials.iter().map(|t| t.pps).collect(),
-        median_pps: median_of(trials.iter().map(|t| t.pps)),
+        pps: Trials::of(trials.iter().map(|t| t.pps)),
         gap_pct: None,
         drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
         cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),

@@ -2,13 +2,26 @@
 
 use comfy_table::Cell;
 
-use super::UdpLabReport;
+use super::{PeerRow, UdpLabReport};
 use crate::experiment::Report;
 use crate::report;
 
-impl Report for UdpLabReport {
-    const CSV_HEADER: &'static str = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
+/// The peers' table: one line per peer receiver and its sender.
+const PEER_COLUMNS: [report::Column<PeerRow>; 6] = [
+    ("receiver", |p| Cell::new(&p.receiver)),
+    ("driven by", |p| Cell::new(&p.sender)),
+    ("received", |p| report::right(report::mpps(p.pps.median))),
+    ("rx ns/dgram", |p| report::right(format!("{:.0}", p.cpu_ns_per_datagram))),
+    ("corelane pps ×", |p| report::right(ratio(p.corelane_pps_ratio))),
+    ("their CPU ×", |p| report::right(ratio(p.corelane_cpu_ratio))),
+];
 
+/// A ratio to two places, `—` where there is none.
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("—".to_string(), |v| format!("{v:.2}"))
+}
+
+impl Report for UdpLabReport {
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
@@ -40,7 +53,7 @@ impl Report for UdpLabReport {
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
                 report::right(report::mpps(row.sent_pps)),
-                report::right(report::mpps(row.median_pps)),
+                report::right(report::mpps(row.pps.median)),
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
                 report::right(format!("{:.0}", row.drops_per_sec)),
                 report::right(format!("{:.3}%", row.reordered_pct)),
@@ -80,26 +93,7 @@ impl Report for UdpLabReport {
             }
         }
         if !self.peers.is_empty() {
-            let mut peers = report::table();
-            peers.set_header([
-                "receiver",
-                "driven by",
-                "received",
-                "rx ns/dgram",
-                "corelane pps ×",
-                "their CPU ×",
-            ]);
-            for p in &self.peers {
-                let ratio = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.2}"));
-                peers.add_row(vec![
-                    Cell::new(&p.receiver),
-                    Cell::new(&p.sender),
-                    report::right(report::mpps(p.median_pps)),
-                    report::right(format!("{:.0}", p.cpu_ns_per_datagram)),
-                    report::right(ratio(p.corelane_pps_ratio)),
-                    report::right(ratio(p.corelane_cpu_ratio)),
-                ]);
-            }
+            let peers = report::table_of(&PEER_COLUMNS, &self.peers);
             let steering =
                 if self.testbed.fallback_reason.is_some() { "loopback" } else { "RPS off" };
             out.push_str(&format!(
@@ -113,20 +107,20 @@ impl Report for UdpLabReport {
     }
 
     /// One CSV row per configuration and per peer.
-    fn csv_records(&self) -> Vec<Vec<String>> {
-        let join = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(";");
+    fn csv_table(&self) -> report::Csv {
+        let header = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
         let rows = self.rows.iter().map(|row| {
             vec![
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
                 format!("{:.0}", row.sent_pps),
-                format!("{:.0}", row.median_pps),
+                format!("{:.0}", row.pps.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
                 format!("{:.0}", row.drops_per_sec),
                 format!("{:.4}", row.reordered_pct),
                 format!("{:.1}", row.cpu_ns_per_datagram),
-                join(&row.trials_pps),
+                row.pps.joined(0),
             ]
         });
         let peers = self.peers.iter().map(|p| {
@@ -136,15 +130,15 @@ impl Report for UdpLabReport {
                 format!("{} <- {}", p.receiver, p.sender),
                 blank(),
                 blank(),
-                format!("{:.0}", p.median_pps),
+                format!("{:.0}", p.pps.median),
                 blank(),
                 blank(),
                 blank(),
                 format!("{:.1}", p.cpu_ns_per_datagram),
-                join(&p.trials_pps),
+                p.pps.joined(0),
             ]
         });
-        rows.chain(peers).collect()
+        report::Csv::with_header(header, rows.chain(peers).collect())
     }
 
     fn figures(&self) -> Vec<crate::report::figure::Figure> {
@@ -180,8 +174,7 @@ mod tests {
                 label: "default".into(),
                 offered_pps: 1e6,
                 sent_pps: 1e6,
-                trials_pps: vec![5e5],
-                median_pps: 5e5,
+                pps: crate::summary::Trials::of([5e5]),
                 gap_pct: Some(0.0),
                 drops_per_sec: 7.0,
                 cpu_ns_per_datagram: 900.0,

@@ -10,6 +10,7 @@ mod runtime;
 mod snmp;
 mod task;
 mod ticker;
+mod totals;
 
 pub use latency::{IntervalLog, Percentiles};
 pub use meter::{Interval, LaneCounters, Meter};
@@ -19,6 +20,7 @@ pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};
 pub use snmp::UdpCounters;
 pub use task::{schedstat_runtime, stat_cpu_ticks, stat_state_and_start};
 pub use ticker::{Tick, Ticker};
+pub use totals::{CpuSecs, Throughput};
 
 pub use crate::sys::usage::{
     children as children_cpu, process as process_cpu, thread as thread_cpu, CpuUsage,

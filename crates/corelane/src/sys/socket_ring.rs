@@ -235,7 +235,8 @@ impl SocketRing {
     fn push_all(&mut self, entries: &[io_uring::squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: every entry built here points only at memory this SocketRing keeps alive
-            // until its completion (provided buffers, the send buffers in `sends`), or at none,
+            // until its completion (provided buffers, the send buffers in `sends`, a static
+            // option value), or at none,
             // and names only descriptors that stay open until then (its fixed files).
             if unsafe { self.ring.submission().push_multiple(entries) }.is_ok() {
                 return Ok(());
@@ -367,6 +368,22 @@ impl SocketRing {
         let entry = opcode::FixedFdInstall::new(types::Fixed(slot), 0)
             .build()
             .user_data(INSTALL | slot as u64);
+        self.push(entry)
+    }
+
+    /// Turns Nagle's algorithm off on `slot` (TCP_NODELAY), in the ring: no system call of
+    /// its own. A kernel before 6.7 refuses it (the completion is ignored).
+    pub fn no_delay(&mut self, slot: u32) -> io::Result<()> {
+        static ON: libc::c_int = 1;
+        let entry = opcode::SetSockOpt::new(
+            types::Fixed(slot),
+            libc::IPPROTO_TCP as u32,
+            libc::TCP_NODELAY as u32,
+            std::ptr::addr_of!(ON).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        )
+        .build()
+        .user_data(OTHER);
         self.push(entry)
     }
 

@@ -56,6 +56,8 @@ struct Conn {
     /// The lane itself writes this connection (the answers and the large body after them,
     /// through `socket`) until the body is out; the ring sends nothing for it meanwhile.
     writing_body: bool,
+    /// TCP_NODELAY was asked for (once the connection is kept alive, as the epoll lane does).
+    nodelay: bool,
     /// A shutdown was asked for: the connection closes once its receive has ended.
     closing: bool,
     last_active: Instant,
@@ -376,6 +378,7 @@ impl UringLane {
             in_flight: 0,
             socket: None,
             writing_body: false,
+            nodelay: false,
             closing: false,
             last_active: now,
         };
@@ -408,6 +411,13 @@ impl UringLane {
         if conn.sending {
             return Ok(());
         }
+        if !conn.nodelay && !conn.exchange.close_after && !conn.exchange.output.is_empty() {
+            // A response's last short segment goes at once, not after the peer has
+            // acknowledged the rest (Nagle): a large body's tail, or a pipelined answer.
+            conn.nodelay = true;
+            self.ring.no_delay(slot)?;
+        }
+        let Some(conn) = slot_mut(&mut self.conns, slot) else { return Ok(()) };
         if let Some(body) = &conn.exchange.file {
             if conn.writing_body || body.end - body.offset > SENDFILE_FROM {
                 if conn.socket.is_some() {

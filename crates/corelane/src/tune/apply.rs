@@ -248,7 +248,7 @@ fn check_all(changes: &[Change], root: &Path) -> Result<Vec<Setting>, ApplyError
 /// interrupt it moves is its interface's (or a lower device's).
 fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, ApplyError> {
     let mut out = Vec::new();
-    let owned = Owned::by_interface(IfName::existing(&plan.nic, root)?.as_str(), root);
+    let owned = Owned::by_interface(IfName::existing(&plan.device.nic, root)?.as_str(), root);
     for device in plan.devices() {
         let nic = IfName::existing(&device.nic, root)?;
         for irq in &device.irqs {
@@ -273,10 +273,10 @@ fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, App
 
 /// The addresses a plan adds on its interface, checked.
 fn check_addresses(plan: &Plan, root: &Path) -> Result<Vec<Setting>, ApplyError> {
-    let nic = IfName::existing(&plan.nic, root)?;
+    let nic = IfName::existing(&plan.device.nic, root)?;
     let parse = |cidr: &String| {
         let (addr, prefix) = address::parse_cidr(cidr).ok_or_else(|| SettingError::BadValue {
-            setting: format!("addresses of {}", plan.nic),
+            setting: format!("addresses of {}", plan.device.nic),
             value: cidr.chars().take(64).collect(),
             expected: "an address with its prefix length, such as 192.0.2.10/24",
         })?;
@@ -429,18 +429,21 @@ mod tests {
         write(root.join("sys/class/net/eth0/queues/rx-0/rps_cpus"), "00000000");
         write(root.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "0,00000002");
         let plan = Plan {
-            nic: "eth0".into(),
+            device: DevicePlan {
+                nic: "eth0".into(),
+                rps_cpus: "2".into(),
+                xps_cpus: vec!["2".into()],
+                irqs: vec![
+                    IrqPlacement { irq: 38, name: "virtio2-input.0".into(), cpu: 0 },
+                    IrqPlacement { irq: 39, name: "virtio2-output.0".into(), cpu: 0 },
+                ],
+                ..DevicePlan::default()
+            },
             policy: "spread".into(),
             numa_node: Some(0),
             irq_cpus: "0".into(),
             syscall_cpus: "1".into(),
             app_cpus: "1".into(),
-            rps_cpus: "2".into(),
-            xps_cpus: vec!["2".into()],
-            irqs: vec![
-                IrqPlacement { irq: 38, name: "virtio2-input.0".into(), cpu: 0 },
-                IrqPlacement { irq: 39, name: "virtio2-output.0".into(), cpu: 0 },
-            ],
             ..Plan::default()
         };
         (root, plan)

@@ -53,29 +53,14 @@ pub struct FlowHash {
 /// A proposed partition, readable and editable as TOML or JSON.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
-    pub nic: String,
+    /// `nic`'s own settings (their keys at the top level of the file).
+    #[serde(flatten)]
+    pub device: DevicePlan,
     pub policy: String,
     pub numa_node: Option<usize>,
     pub irq_cpus: String,
     pub syscall_cpus: String,
     pub app_cpus: String,
-    /// RPS stays off: the interrupt CPUs do the receive work the seed assigns them.
-    pub rps_cpus: String,
-    /// XPS mask of each TX queue (index order): a queue per sending CPU (application and
-    /// syscall CPUs), so a send completes on the CPU that sent it.
-    #[serde(default)]
-    pub xps_cpus: Vec<String>,
-    pub irqs: Vec<IrqPlacement>,
-    /// Queues (ethtool channels) to run: one per interrupt CPU; absent to leave as is.
-    #[serde(default)]
-    pub queue_count: Option<u32>,
-    /// RX flow hashing per flow type (ethtool letters): UDP hashed on ports too, so the
-    /// flows between two hosts spread over the queues (seed 000 needed extra IPs for that).
-    #[serde(default)]
-    pub rx_flow_hash: Vec<FlowHash>,
-    /// Interrupt moderation (seed 001's ITR) in microseconds, when asked for.
-    #[serde(default)]
-    pub rx_usecs: Option<u32>,
     /// Compromises the machine forced, and every setting left out because the kernel or the
     /// driver would refuse it, in words.
     #[serde(default)]
@@ -95,15 +80,22 @@ pub struct Plan {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicePlan {
     pub nic: String,
+    /// RPS stays off: the interrupt CPUs do the receive work the seed assigns them.
     pub rps_cpus: String,
+    /// XPS mask of each TX queue (index order): a queue per sending CPU (application and
+    /// syscall CPUs), so a send completes on the CPU that sent it.
     #[serde(default)]
     pub xps_cpus: Vec<String>,
     #[serde(default)]
     pub irqs: Vec<IrqPlacement>,
+    /// Queues (ethtool channels) to run: one per interrupt CPU; absent to leave as is.
     #[serde(default)]
     pub queue_count: Option<u32>,
+    /// RX flow hashing per flow type (ethtool letters): UDP hashed on ports too, so the
+    /// flows between two hosts spread over the queues (seed 000 needed extra IPs for that).
     #[serde(default)]
     pub rx_flow_hash: Vec<FlowHash>,
+    /// Interrupt moderation (seed 001's ITR) in microseconds, when asked for.
     #[serde(default)]
     pub rx_usecs: Option<u32>,
 }
@@ -111,16 +103,7 @@ pub struct DevicePlan {
 impl Plan {
     /// Every device the plan sets: `nic` itself, then its lower devices.
     pub fn devices(&self) -> Vec<DevicePlan> {
-        let top = DevicePlan {
-            nic: self.nic.clone(),
-            rps_cpus: self.rps_cpus.clone(),
-            xps_cpus: self.xps_cpus.clone(),
-            irqs: self.irqs.clone(),
-            queue_count: self.queue_count,
-            rx_flow_hash: self.rx_flow_hash.clone(),
-            rx_usecs: self.rx_usecs,
-        };
-        std::iter::once(top).chain(self.lower.iter().cloned()).collect()
+        std::iter::once(self.device.clone()).chain(self.lower.iter().cloned()).collect()
     }
 }
 
@@ -193,18 +176,12 @@ pub fn plan_stack(
         (top, lower.iter().map(|l| device_plan(l, &roles, &mut notes)).collect())
     };
     Ok(Plan {
-        nic: top.nic,
+        device: top,
         policy: placement.name().into(),
         numa_node: node,
         irq_cpus: list(&roles.irq),
         syscall_cpus: list(&roles.syscall),
         app_cpus: list(&roles.app),
-        rps_cpus: top.rps_cpus,
-        xps_cpus: top.xps_cpus,
-        irqs: top.irqs,
-        queue_count: top.queue_count,
-        rx_flow_hash: top.rx_flow_hash,
-        rx_usecs: None,
         notes,
         lower,
         addresses: Vec::new(),
@@ -493,8 +470,8 @@ mod tests {
         assert_eq!(p.syscall_cpus, "6");
         // Not 5 or 7 (siblings of busy CPUs); node 1 first, then node 0.
         assert_eq!(p.app_cpus, "0-3");
-        assert_eq!(p.irqs.iter().map(|i| i.cpu).collect::<Vec<_>>(), [4, 4]);
-        assert_eq!(p.rps_cpus, "0");
+        assert_eq!(p.device.irqs.iter().map(|i| i.cpu).collect::<Vec<_>>(), [4, 4]);
+        assert_eq!(p.device.rps_cpus, "0");
     }
 
     #[test]
@@ -542,7 +519,7 @@ mod tests {
             ("0", "1", "1")
         );
         assert_eq!(
-            p.rps_cpus, "1",
+            p.device.rps_cpus, "1",
             "a virtual NIC's receive work is steered by RPS to the IRQ CPU"
         );
         assert!(p.notes.iter().any(|n| n.contains("no NUMA node")));

@@ -6,10 +6,30 @@
 use std::io;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::dispatch::{DispatchConfig, DispatchLane, DispatchReport};
 use super::payload::{self, PayloadError};
 use super::sequence::{SequenceTracker, MAX_TRACKED_FLOWS};
 use crate::stats::LaneCounters;
+
+/// Datagrams the checks could not count as a whole, well-formed corelane datagram: cut short
+/// by the receive buffer, with a damaged header, or not corelane's at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomalies {
+    pub truncated: u64,
+    pub corrupt: u64,
+    pub foreign: u64,
+}
+
+impl Anomalies {
+    /// Adds another lane's counts.
+    pub fn add(&mut self, o: &Self) {
+        self.truncated += o.truncated;
+        self.corrupt += o.corrupt;
+        self.foreign += o.foreign;
+    }
+}
 
 /// One receive lane's checks and counts.
 #[derive(Debug)]
@@ -17,9 +37,7 @@ pub(super) struct LaneTally {
     /// Check every datagram's header (`--no-check` turns it off).
     check: bool,
     pub tracker: SequenceTracker,
-    pub truncated: u64,
-    pub corrupt: u64,
-    pub foreign: u64,
+    pub anomalies: Anomalies,
     /// Calls into the kernel (receives and waits).
     pub syscalls: u64,
     dispatch: Option<DispatchLane>,
@@ -35,9 +53,7 @@ impl LaneTally {
         Self {
             check,
             tracker: SequenceTracker::new(),
-            truncated: 0,
-            corrupt: 0,
-            foreign: 0,
+            anomalies: Anomalies::default(),
             syscalls: 0,
             dispatch: None,
             counters,
@@ -72,7 +88,7 @@ impl LaneTally {
     /// An empty datagram (io_uring reports it as a receive of 0 bytes): counted, and foreign.
     pub fn empty(&mut self) {
         self.datagrams += 1;
-        self.foreign += u64::from(self.check);
+        self.anomalies.foreign += u64::from(self.check);
     }
 
     /// Datagrams seen only as a count (the XDP_DROP ceiling's), neither bytes nor headers.
@@ -105,7 +121,7 @@ impl LaneTally {
             // Flow ids come from the network: beyond the tracked range they would grow the
             // dispatch and reorder maps at a peer's will, so they count as foreign.
             Ok(h) if h.flow as usize >= MAX_TRACKED_FLOWS => {
-                self.foreign += 1;
+                self.anomalies.foreign += 1;
                 None
             }
             Ok(h) => {
@@ -113,11 +129,11 @@ impl LaneTally {
                 Some(h)
             }
             Err(PayloadError::Corrupt) => {
-                self.corrupt += 1;
+                self.anomalies.corrupt += 1;
                 None
             }
             Err(PayloadError::Foreign | PayloadError::Short) => {
-                self.foreign += 1;
+                self.anomalies.foreign += 1;
                 None
             }
         }

@@ -25,35 +25,31 @@ use super::backend::uring::UringEcho;
 use super::backend::{self, EchoBatch, RecvBackend};
 use super::budget::{self, SourceBudget};
 use super::judge::{Dropped, EchoTally, Judge, ReplyCounter};
+use super::lanes::{Lanes, ReceivePath};
 use super::socket::{
     apply_busy_poll, bind_receiver, local_addr, napi_id, settle_gro, BusyPollState, OffloadState,
 };
 use super::source_check::SourceCheck;
 use super::{UdpError, Wire};
-use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{Interval, LaneCounters, Meter};
-use crate::sys::mmsg;
 
 /// What to echo and how.
 #[derive(Debug, Clone)]
 pub struct EchoConfig {
     pub addr: SocketAddr,
-    /// Lanes, each with its own SO_REUSEPORT socket.
-    pub threads: usize,
-    pub placement: Placement,
-    /// Messages per recvmmsg/sendmmsg.
-    pub batch: usize,
-    pub rcvbuf: Option<usize>,
-    /// UDP_GRO on receive; the answer goes back with GSO in the segment size it came in.
-    pub gro: bool,
+    /// The lanes, each with its own SO_REUSEPORT socket.
+    pub lanes: Lanes,
+    /// With GRO the answer goes back with GSO in the segment size it came in. Receive
+    /// coalescing is off by default (`None` answers at once). The backend: recvmmsg/sendmmsg
+    /// batches, or io_uring: a multishot recvmsg into provided buffers and each answer sent
+    /// from the buffer it arrived in.
+    pub receive: ReceivePath,
     /// SO_BUSY_POLL microseconds (with SO_PREFER_BUSY_POLL where the kernel has it).
     pub busy_poll_us: Option<u32>,
     /// Answer every Nth datagram a lane receives (sockperf's `--reply-every`); 1 answers all.
     pub reply_every: u64,
-    /// After a batch less than half full, wait this long before the next receive (receive
-    /// coalescing, as `ReceiverConfig::coalesce`); `None`, the default, answers at once.
-    pub coalesce: Option<Duration>,
     /// Which wire's requests to answer: `None` (the default) both corelane's (the magic
     /// turned into the reply's) and sockperf's (as `sockperf sr`: requests flagged for an
     /// answer, the client bit cleared); `Some` only that one.
@@ -62,9 +58,6 @@ pub struct EchoConfig {
     pub per_source_rate: u64,
     /// Answers one source address may draw at once from one lane (the bucket's size).
     pub per_source_burst: u64,
-    /// recvmmsg/sendmmsg batches, or io_uring: a multishot recvmsg into provided buffers and
-    /// each answer sent from the buffer it arrived in (optionally with an SQPOLL thread).
-    pub backend: RecvBackend,
     pub duration: Option<Duration>,
     /// Stop once this many datagrams were answered.
     pub until_replies: Option<u64>,
@@ -74,18 +67,13 @@ impl EchoConfig {
     pub fn new(addr: SocketAddr) -> Self {
         Self {
             addr,
-            threads: 1,
-            placement: Placement::Unpinned,
-            batch: 32,
-            rcvbuf: None,
-            gro: false,
+            lanes: Lanes::default(),
+            receive: ReceivePath::default(),
             busy_poll_us: None,
             reply_every: 1,
-            coalesce: None,
             wire: None,
             per_source_rate: budget::DEFAULT_RATE,
             per_source_burst: budget::DEFAULT_BURST,
-            backend: RecvBackend::Mmsg,
             duration: None,
             until_replies: None,
         }
@@ -162,35 +150,32 @@ impl Echo {
     /// Validates the configuration and binds every lane's socket, so a busy port is named
     /// before any thread starts.
     pub fn bind(config: EchoConfig) -> Result<Self, UdpError> {
-        if config.threads == 0 {
-            return Err(UdpError::NoThreads);
-        }
-        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
-            return Err(UdpError::Batch(config.batch));
-        }
+        config.lanes.check()?;
         if config.reply_every == 0 {
             return Err(UdpError::ReplyEvery);
         }
-        if config.gro && config.reply_every > 1 {
+        if config.receive.gro && config.reply_every > 1 {
             return Err(UdpError::ReplyEveryGro);
         }
         if !(1..=1_000_000_000).contains(&config.per_source_rate) || config.per_source_burst == 0 {
             return Err(UdpError::Budget);
         }
-        config.placement.check()?;
         let mut config = config;
-        let backend_note =
-            backend::settle(&mut config.backend, config.gro, "echoing with recvmmsg/sendmmsg")?;
-        let reuseport = config.threads > 1;
+        let backend_note = backend::settle(
+            &mut config.receive.backend,
+            config.receive.gro,
+            "echoing with recvmmsg/sendmmsg",
+        )?;
+        let reuseport = config.lanes.threads > 1;
         let group = ReuseportGroup::bind(
             config.addr,
-            config.threads,
-            |a| bind_receiver(a, reuseport, config.rcvbuf),
+            config.lanes.threads,
+            |a| bind_receiver(a, reuseport, config.receive.rcvbuf),
             local_addr,
         )?;
         let addr = group.addr();
         let sockets: Vec<Arc<Socket>> = group.into_sockets().into_iter().map(Arc::new).collect();
-        let gro = settle_gro(config.gro, sockets.iter(), "echoing datagram by datagram");
+        let gro = settle_gro(config.receive.gro, sockets.iter(), "echoing datagram by datagram");
         let busy_poll = apply_busy_poll(sockets.iter().map(|s| &**s), config.busy_poll_us);
         Ok(Self { config, sockets, addr, gro, busy_poll, backend_note })
     }
@@ -250,7 +235,7 @@ impl Echo {
         Ok(EchoSummary {
             addr: self.addr,
             threads,
-            batch: cfg.batch,
+            batch: cfg.lanes.batch,
             elapsed_secs: stopped.elapsed.as_secs_f64(),
             datagrams,
             replies: replied(&replies),
@@ -260,12 +245,12 @@ impl Echo {
             per_source_rate: cfg.per_source_rate,
             per_source_burst: cfg.per_source_burst,
             reply_every: cfg.reply_every,
-            coalesce_us: cfg.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
+            coalesce_us: cfg.receive.coalesce.map_or(0.0, |d| d.as_secs_f64() * 1e6),
             cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
             gro: self.gro.clone(),
             busy_poll: self.busy_poll.clone(),
             napi_id: napi,
-            backend: cfg.backend.to_string(),
+            backend: cfg.receive.backend.to_string(),
             backend_note: self.backend_note.clone(),
             lanes: joined
                 .iter()
@@ -331,11 +316,11 @@ impl Echo {
         let check = self.source_check();
         let mut lanes = LaneSet::new("corelane-echo", stop.clone());
         for (index, socket) in self.sockets.iter().enumerate() {
-            let lane: Box<dyn EchoBatch> = match cfg.backend {
+            let lane: Box<dyn EchoBatch> = match cfg.receive.backend {
                 RecvBackend::Uring { sqpoll_cpu } => {
                     Box::new(UringEcho::new(Arc::clone(socket), sqpoll_cpu))
                 }
-                _ => Box::new(MmsgEcho::new(Arc::clone(socket), cfg.batch, slot)),
+                _ => Box::new(MmsgEcho::new(Arc::clone(socket), cfg.lanes.batch, slot)),
             };
             let mut judge = Judge::new(
                 cfg.reply_every,
@@ -344,13 +329,13 @@ impl Echo {
                 SourceBudget::new(cfg.per_source_rate, cfg.per_source_burst),
             );
             let mut tally = EchoTally::new(Arc::clone(counters), Arc::clone(replies), index);
-            let (stop, coalesce) = (stop.clone(), cfg.coalesce);
+            let (stop, coalesce) = (stop.clone(), cfg.receive.coalesce);
             let run = move || -> std::io::Result<(Dropped, EchoTally)> {
                 backend::echo_until(lane, &mut judge, &mut tally, &stop, coalesce)?;
                 Ok((judge.dropped, tally))
             };
             lanes
-                .spawn(cfg.placement.cpu_of(index), run)
+                .spawn(cfg.lanes.placement.cpu_of(index), run)
                 .map_err(|e| UdpError::io("cannot start an echo lane", e))?;
         }
         Ok(lanes)

@@ -13,41 +13,33 @@ use super::backend::uring::UringLane;
 use super::backend::{self, xdp, xdp_drop, ReceiveBatch, RecvBackend};
 use super::check::LaneTally;
 use super::dispatch::DispatchConfig;
+use super::lanes::{Lanes, ReceivePath};
 use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
 use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
-use crate::stats::{self, LaneCounters, Meter, Rate, UdpCounters};
-use crate::sys::mmsg;
+use crate::stats::{CpuSecs, LaneCounters, Meter, Throughput, UdpCounters};
 use crate::xdp::rx::{XdpReceive, XskStats};
 
 /// What to receive and how.
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
     pub addrs: Vec<SocketAddr>,
-    pub threads: usize,
+    pub lanes: Lanes,
+    /// The sockets' buffer and GRO, receive coalescing and the backend.
+    pub receive: ReceivePath,
     pub sockets: SocketMode,
     /// Reuseport only: how the group picks a socket.
     pub steering: Steering,
-    pub batch: usize,
-    /// Which CPU each lane runs on.
-    pub placement: Placement,
-    pub rcvbuf: Option<usize>,
-    pub gro: bool,
     /// Bytes per receive buffer; default 2048, or 64 KiB with GRO (room for 64 segments).
     pub slot: Option<usize>,
     /// Check every datagram's header (loss, duplicates, order, corruption).
     pub check: bool,
-    /// After a batch that came back less than half full, wait this long before the next
-    /// call so that datagrams accumulate: fewer wake-ups for the receiver and for the CPU that
-    /// wakes it (interrupt moderation, done in user space), at up to this much added latency.
-    pub coalesce: Option<Duration>,
     pub duration: Option<Duration>,
     /// Stop once this many datagrams arrived.
     pub until_datagrams: Option<u64>,
-    pub backend: RecvBackend,
     /// Seed 004: one receive lane dispatching datagrams to worker lanes.
     pub dispatch: Option<DispatchConfig>,
     /// `--backend xdp`: the interface to attach to (default: the one holding the address).
@@ -58,19 +50,14 @@ impl Default for ReceiverConfig {
     fn default() -> Self {
         Self {
             addrs: Vec::new(),
-            threads: 1,
+            lanes: Lanes::default(),
+            receive: ReceivePath::default(),
             sockets: SocketMode::Reuseport,
             steering: Steering::Hash,
-            batch: 32,
-            placement: Placement::Unpinned,
-            rcvbuf: None,
-            gro: false,
             slot: None,
             check: true,
-            coalesce: None,
             duration: None,
             until_datagrams: None,
-            backend: RecvBackend::Mmsg,
             dispatch: None,
             xdp_dev: None,
         }
@@ -99,24 +86,28 @@ impl Receiver {
     pub fn bind(config: ReceiverConfig) -> Result<Self, UdpError> {
         validate(&config)?;
         let mut config = config;
-        let note = backend::settle(&mut config.backend, config.gro, "receiving with recvmmsg")?;
+        let note = backend::settle(
+            &mut config.receive.backend,
+            config.receive.gro,
+            "receiving with recvmmsg",
+        )?;
         let dispatch = config.dispatch.is_some();
-        match config.backend {
+        match config.receive.backend {
             RecvBackend::Mmsg => {
-                let batch = config.batch;
+                let batch = config.lanes.batch;
                 Self::bind_sockets(config, note, |s, slot| Box::new(MmsgLane::new(s, batch, slot)))
             }
             RecvBackend::Uring { sqpoll_cpu } => Self::bind_sockets(config, note, |s, slot| {
                 Box::new(UringLane::new(s, slot, sqpoll_cpu))
             }),
             RecvBackend::Xdp { mode, busy_poll_us } => {
-                let (port, addr) = xdp::hold_port(&config.addrs, config.gro, dispatch)?;
+                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
                 let dev = config.xdp_dev.clone();
                 let (lanes, attached, note) = xdp::bind(addr, dev, mode, busy_poll_us)?;
                 Ok(Self::over_port(config, port, addr, lanes, note, Some(attached)))
             }
             RecvBackend::XdpDrop => {
-                let (port, addr) = xdp::hold_port(&config.addrs, config.gro, dispatch)?;
+                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
                 let (lane, note) = xdp_drop::bind(addr, config.xdp_dev.as_deref())?;
                 config.check = false;
                 Ok(Self::over_port(config, port, addr, vec![lane], note, None))
@@ -132,21 +123,23 @@ impl Receiver {
         note: Option<String>,
         lane: impl Fn(Vec<Arc<Socket>>, usize) -> Box<dyn ReceiveBatch>,
     ) -> Result<Self, UdpError> {
-        let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.threads];
+        let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.lanes.threads];
         let mut bound = Vec::new();
         let reuseport = config.sockets == SocketMode::Reuseport;
-        let members = if reuseport { config.threads } else { 1 };
+        let members = if reuseport { config.lanes.threads } else { 1 };
         for &addr in &config.addrs {
             let group = ReuseportGroup::bind(
                 addr,
                 members,
-                |a| bind_receiver(a, reuseport, config.rcvbuf),
+                |a| bind_receiver(a, reuseport, config.receive.rcvbuf),
                 local_addr,
             )?;
             if config.steering == Steering::Cpu {
-                group.steer_by_cpu(&config.placement.lane_cpus(config.threads)).map_err(|e| {
-                    UdpError::io("the kernel refused the reuseport CPU-steering program", e)
-                })?;
+                group
+                    .steer_by_cpu(&config.lanes.placement.lane_cpus(config.lanes.threads))
+                    .map_err(|e| {
+                        UdpError::io("the kernel refused the reuseport CPU-steering program", e)
+                    })?;
             }
             bound.push(group.addr());
             let sockets: Vec<Arc<Socket>> =
@@ -157,8 +150,11 @@ impl Receiver {
             }
         }
         let rcvbuf_bytes = lane_sockets[0][0].recv_buffer_size().ok();
-        let gro =
-            settle_gro(config.gro, lane_sockets.iter().flatten(), "receiving datagram by datagram");
+        let gro = settle_gro(
+            config.receive.gro,
+            lane_sockets.iter().flatten(),
+            "receiving datagram by datagram",
+        );
         let slot = config.slot.unwrap_or(if gro.active { 65_536 } else { 2048 });
         let lanes = lane_sockets.into_iter().map(|sockets| lane(sockets, slot)).collect();
         let (backend_note, xdp, _port) = (note, None, None);
@@ -174,7 +170,7 @@ impl Receiver {
         note: String,
         xdp: Option<XdpReceive>,
     ) -> Self {
-        config.threads = lanes.len();
+        config.lanes.threads = lanes.len();
         Self {
             config,
             lanes,
@@ -194,7 +190,7 @@ impl Receiver {
 
     /// The backend the lanes will run (io_uring and SQPOLL fall back where refused).
     pub fn backend(&self) -> RecvBackend {
-        self.config.backend
+        self.config.receive.backend
     }
 
     /// The addresses actually bound (port 0 resolved).
@@ -219,16 +215,16 @@ impl Receiver {
             let work = LaneWork {
                 receiver,
                 tally: LaneTally::new(cfg.check, Arc::clone(counters), index),
-                coalesce: cfg.coalesce,
+                coalesce: cfg.receive.coalesce,
                 dispatch: cfg.dispatch,
-                worker_cpus: match &cfg.placement {
+                worker_cpus: match &cfg.lanes.placement {
                     Placement::RoundRobin(list) => list.cpus().iter().skip(1).copied().collect(),
                     Placement::Unpinned => Vec::new(),
                 },
                 stop: stop.clone(),
             };
             lanes
-                .spawn(cfg.placement.cpu_of(index), move || work.run())
+                .spawn(cfg.lanes.placement.cpu_of(index), move || work.run())
                 .map_err(|e| UdpError::io("cannot start a receiver lane", e))?;
         }
         Ok(lanes)
@@ -242,7 +238,7 @@ impl Receiver {
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
         let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
+            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &lane_stop)?;
         let cfg = &self.config;
@@ -255,35 +251,27 @@ impl Receiver {
             monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
         let results: Vec<(usize, Option<usize>, LaneResult)> =
             joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
-        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
+        let throughput = Throughput::of(&counters, &watch.busy_pps, stopped.elapsed);
         let totals = Totals::of(results, &counters);
-        let (median_pps, snmp_start) = (stats::median(&watch.busy_pps), watch.snmp_start);
+        let snmp_start = watch.snmp_start;
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
         Ok(RecvSummary {
             addrs: self.bound.clone(),
             sockets: cfg.sockets,
             steering: cfg.steering,
-            threads: cfg.threads,
-            batch: cfg.batch,
-            elapsed_secs: stopped.elapsed.as_secs_f64(),
-            datagrams,
-            bytes,
-            median_pps: median_pps.unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            threads: cfg.lanes.threads,
+            batch: cfg.lanes.batch,
+            throughput,
             kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
-            truncated: totals.truncated,
-            corrupt: totals.corrupt,
-            foreign: totals.foreign,
+            anomalies: totals.anomalies,
             sequence: totals.sequence,
-            cpu_user_secs: stopped.user.as_secs_f64(),
-            cpu_sys_secs: stopped.system.as_secs_f64(),
-            cpu_ns_per_datagram: stopped.cpu_ns_per(datagrams),
+            cpu_secs: CpuSecs::of(stopped.user, stopped.system),
+            cpu_ns_per_datagram: stopped.cpu_ns_per(throughput.datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
             slot_bytes: self.slot(),
-            backend: cfg.backend.to_string(),
+            backend: cfg.receive.backend.to_string(),
             backend_note: self.backend_note.clone(),
             dispatch: totals.dispatch,
             xdp,
@@ -373,20 +361,16 @@ fn validate(config: &ReceiverConfig) -> Result<(), UdpError> {
     if config.addrs.is_empty() {
         return Err(UdpError::NoAddress);
     }
-    if config.threads == 0 {
-        return Err(UdpError::NoThreads);
-    }
-    if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
-        return Err(UdpError::Batch(config.batch));
-    }
-    config.placement.check()?;
+    config.lanes.check()?;
     if config.dispatch.is_some()
-        && (config.threads != 1 || config.backend != RecvBackend::Mmsg || !config.check)
+        && (config.lanes.threads != 1
+            || config.receive.backend != RecvBackend::Mmsg
+            || !config.check)
     {
         return Err(UdpError::Dispatch);
     }
     if config.steering == Steering::Cpu
-        && (!config.placement.is_pinned() || config.sockets != SocketMode::Reuseport)
+        && (!config.lanes.placement.is_pinned() || config.sockets != SocketMode::Reuseport)
     {
         return Err(UdpError::Steering);
     }

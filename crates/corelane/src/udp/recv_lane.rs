@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use super::backend::{self, ReceiveBatch};
-use super::check::LaneTally;
+use super::check::{Anomalies, LaneTally};
 use super::dispatch::{DispatchConfig, DispatchReport};
 use super::recv_report::LaneSummary;
 use super::sequence::{SequenceReport, SequenceTracker};
 use crate::lane::StopSignal;
-use crate::stats::{self, CpuUsage, LaneCounters};
+use crate::stats::{self, CpuSecs, CpuUsage, LaneCounters};
 use crate::xdp::rx::XskLane;
 
 /// What a lane owns.
@@ -56,9 +56,7 @@ impl LaneWork {
 /// The lanes' findings, summed.
 pub(super) struct Totals {
     pub sequence: SequenceReport,
-    pub truncated: u64,
-    pub corrupt: u64,
-    pub foreign: u64,
+    pub anomalies: Anomalies,
     pub dispatch: Option<DispatchReport>,
     pub lanes: Vec<LaneSummary>,
     pub xsk: Vec<XskLane>,
@@ -70,9 +68,7 @@ impl Totals {
             results.iter().map(|(_, _, r)| &r.tally.tracker).collect();
         let mut totals = Self {
             sequence: SequenceTracker::report(&trackers),
-            truncated: results.iter().map(|(_, _, r)| r.tally.truncated).sum(),
-            corrupt: results.iter().map(|(_, _, r)| r.tally.corrupt).sum(),
-            foreign: results.iter().map(|(_, _, r)| r.tally.foreign).sum(),
+            anomalies: Anomalies::default(),
             dispatch: None,
             lanes: Vec::new(),
             xsk: Vec::new(),
@@ -83,9 +79,9 @@ impl Totals {
                 cpu,
                 datagrams: counters[index].datagrams(),
                 syscalls: r.tally.syscalls,
-                cpu_user_secs: r.cpu.user.as_secs_f64(),
-                cpu_sys_secs: r.cpu.system.as_secs_f64(),
+                cpu_secs: CpuSecs::of(r.cpu.user, r.cpu.system),
             });
+            totals.anomalies.add(&r.tally.anomalies);
             totals.dispatch = totals.dispatch.or(r.dispatch);
             totals.xsk.extend(r.xsk);
         }

@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
+use super::check::Anomalies;
 use super::dispatch::DispatchReport;
 use super::sequence::SequenceReport;
 use super::socket::{OffloadState, SocketMode, Steering};
-use crate::stats::{Interval, Rate};
+use crate::stats::{CpuSecs, Interval, Throughput};
 use crate::xdp::rx::XdpReport;
 
 /// One second of receiving.
@@ -34,8 +35,8 @@ pub struct LaneSummary {
     pub cpu: Option<usize>,
     pub datagrams: u64,
     pub syscalls: u64,
-    pub cpu_user_secs: f64,
-    pub cpu_sys_secs: f64,
+    #[serde(flatten)]
+    pub cpu_secs: CpuSecs,
 }
 
 /// Everything a receive run measured.
@@ -46,19 +47,15 @@ pub struct RecvSummary {
     pub steering: Steering,
     pub threads: usize,
     pub batch: usize,
-    pub elapsed_secs: f64,
-    pub datagrams: u64,
-    pub bytes: u64,
-    /// Median of the per-second rates over the seconds that carried traffic.
-    pub median_pps: f64,
-    pub mean: Rate,
+    #[serde(flatten)]
+    pub throughput: Throughput,
     pub kernel_drops: u64,
-    pub truncated: u64,
-    pub corrupt: u64,
-    pub foreign: u64,
+    /// Datagrams truncated, corrupt or foreign (`truncated`, `corrupt`, `foreign` in JSON).
+    #[serde(flatten)]
+    pub anomalies: Anomalies,
     pub sequence: SequenceReport,
-    pub cpu_user_secs: f64,
-    pub cpu_sys_secs: f64,
+    #[serde(flatten)]
+    pub cpu_secs: CpuSecs,
     pub cpu_ns_per_datagram: f64,
     pub gro: OffloadState,
     pub rcvbuf_bytes: Option<usize>,

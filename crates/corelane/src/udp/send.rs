@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use socket2::Socket;
 
+use super::lanes::Lanes;
 use super::payload;
 use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
-use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
-use crate::stats::{self, Interval, LaneCounters, Meter, Rate};
+use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
+use crate::stats::{CpuSecs, Interval, LaneCounters, Meter, Throughput};
 use crate::sys::{mmsg, sockopt};
 use crate::xdp::tx::XskTx;
 
@@ -29,8 +30,8 @@ pub const MAX_PAYLOAD: usize = 65_507;
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
     pub targets: Vec<SocketAddr>,
-    pub threads: usize,
-    pub batch: usize,
+    /// How many lanes (each owning some flows), where they run, messages per sendmmsg.
+    pub lanes: Lanes,
     /// Payload bytes per datagram.
     pub size: usize,
     /// Distinct flows (source ports); at least one per thread.
@@ -42,8 +43,6 @@ pub struct SenderConfig {
     pub rate: u64,
     /// Datagrams per GSO message; `None` sends one datagram per message.
     pub gso: Option<usize>,
-    /// Which CPU each lane runs on.
-    pub placement: Placement,
     pub duration: Option<Duration>,
     /// Stop after this many datagrams in all.
     pub count: Option<u64>,
@@ -66,14 +65,12 @@ impl Default for SenderConfig {
     fn default() -> Self {
         Self {
             targets: Vec::new(),
-            threads: 1,
-            batch: 32,
+            lanes: Lanes::default(),
             size: 32,
             flows: 1,
             first_flow: 0,
             rate: 0,
             gso: None,
-            placement: Placement::Unpinned,
             duration: Some(Duration::from_secs(10)),
             count: None,
             backend: SendBackend::Mmsg,
@@ -102,19 +99,16 @@ pub struct SendSummary {
     pub targets: Vec<SocketAddr>,
     pub threads: usize,
     pub flows: usize,
-    pub elapsed_secs: f64,
-    pub datagrams: u64,
-    pub bytes: u64,
-    pub median_pps: f64,
-    pub mean: Rate,
+    #[serde(flatten)]
+    pub throughput: Throughput,
     pub syscalls: u64,
     /// Sends the kernel refused for lack of buffer space (ENOBUFS/EAGAIN); retried.
     pub backpressure: u64,
     /// ICMP port unreachable reported back (ECONNREFUSED): nobody listening yet.
     pub refused: u64,
     pub gso: GsoState,
-    pub cpu_user_secs: f64,
-    pub cpu_sys_secs: f64,
+    #[serde(flatten)]
+    pub cpu_secs: CpuSecs,
     /// `mmsg` or `xdp`.
     #[serde(default)]
     pub backend: String,
@@ -150,12 +144,7 @@ impl Sender {
         if config.targets.is_empty() {
             return Err(UdpError::NoAddress);
         }
-        if config.threads == 0 {
-            return Err(UdpError::NoThreads);
-        }
-        if !(1..=mmsg::MAX_BATCH).contains(&config.batch) {
-            return Err(UdpError::Batch(config.batch));
-        }
+        config.lanes.check()?;
         if !(payload::HEADER_LEN..=MAX_PAYLOAD).contains(&config.size) {
             return Err(UdpError::Size {
                 size: config.size,
@@ -172,9 +161,9 @@ impl Sender {
                 return Err(UdpError::Size { size: config.size, min: payload::HEADER_LEN, max });
             }
         }
-        config.placement.check()?;
-        config.flows = config.flows.max(config.threads);
-        let mut lane_flows: Vec<Vec<Flow>> = (0..config.threads).map(|_| Vec::new()).collect();
+        config.flows = config.flows.max(config.lanes.threads);
+        let mut lane_flows: Vec<Vec<Flow>> =
+            (0..config.lanes.threads).map(|_| Vec::new()).collect();
         for id in 0..config.flows {
             let target = config.targets[id % config.targets.len()];
             let socket = new_udp(&target)?;
@@ -194,7 +183,7 @@ impl Sender {
                 .ok()
                 .and_then(|id| id.checked_add(config.first_flow))
                 .ok_or(UdpError::FlowIds { first: config.first_flow, flows: config.flows })?;
-            lane_flows[id % config.threads].push(Flow { id: id32, socket, next_seq: 0 });
+            lane_flows[id % config.lanes.threads].push(Flow { id: id32, socket, next_seq: 0 });
         }
         let mut gso = GsoState { requested: config.gso, active: false, note: None };
         if let Some(seg) = config.gso {
@@ -232,7 +221,7 @@ impl Sender {
         on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
         let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.threads).map(|_| LaneCounters::default()).collect());
+            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
         // Lanes end by themselves at the deadline or with their share of the count.
         let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(self.config.duration);
@@ -241,7 +230,7 @@ impl Sender {
         let cfg = self.config;
         let mut watch = SendWatch {
             counters: &counters,
-            meter: Meter::new(cfg.threads),
+            meter: Meter::new(cfg.lanes.threads),
             busy_pps: Vec::new(),
             on_interval,
         };
@@ -252,23 +241,16 @@ impl Sender {
             gso.active = false;
             gso.note = Some(note);
         }
-        let datagrams: u64 = counters.iter().map(LaneCounters::datagrams).sum();
-        let bytes: u64 = counters.iter().map(LaneCounters::bytes).sum();
         Ok(SendSummary {
             targets: cfg.targets,
-            threads: cfg.threads,
+            threads: cfg.lanes.threads,
             flows: cfg.flows,
-            elapsed_secs: stopped.elapsed.as_secs_f64(),
-            datagrams,
-            bytes,
-            median_pps: stats::median(&watch.busy_pps).unwrap_or(0.0),
-            mean: Rate::over(datagrams, bytes, stopped.elapsed),
+            throughput: Throughput::of(&counters, &watch.busy_pps, stopped.elapsed),
             syscalls: sent.syscalls,
             backpressure: sent.backpressure,
             refused: sent.refused,
             gso,
-            cpu_user_secs: stopped.user.as_secs_f64(),
-            cpu_sys_secs: stopped.system.as_secs_f64(),
+            cpu_secs: CpuSecs::of(stopped.user, stopped.system),
             backend: if xdp_note.is_some() { "xdp" } else { "mmsg" }.to_string(),
             backend_note: xdp_note,
         })
@@ -331,7 +313,7 @@ impl Sender {
     ) -> Result<(Option<String>, LaneSet<SendResult>, LaneSet<XdpSendResult>), UdpError> {
         let cfg = &self.config;
         let segments = if self.gso.active { cfg.gso.unwrap_or(1) } else { 1 };
-        let threads = cfg.threads as u64;
+        let threads = cfg.lanes.threads as u64;
         let (mut xdp_lanes, xdp_note) = match self.xdp.take() {
             Some((lanes, note)) => (lanes.into_iter().map(Some).collect(), Some(note)),
             None => (Vec::new(), None),
@@ -342,7 +324,7 @@ impl Sender {
             let share = |total: u64| total / threads + u64::from((index as u64) < total % threads);
             let rate = (cfg.rate > 0).then(|| share(cfg.rate).max(1));
             let count = cfg.count.map(share);
-            let (counters, cpu) = (Arc::clone(counters), cfg.placement.cpu_of(index));
+            let (counters, cpu) = (Arc::clone(counters), cfg.lanes.placement.cpu_of(index));
             if let Some((tx, frames)) = xdp_lanes.get_mut(index).and_then(Option::take) {
                 let (size, stop) = (cfg.size, stop.clone());
                 let work = XdpSendLane {
@@ -368,8 +350,8 @@ impl Sender {
             }
             let work = SendLane {
                 flows,
-                batch: mmsg::MmsgSend::new(cfg.batch, cfg.size * segments),
-                batch_len: cfg.batch,
+                batch: mmsg::MmsgSend::new(cfg.lanes.batch, cfg.size * segments),
+                batch_len: cfg.lanes.batch,
                 size: cfg.size,
                 segments,
                 rate,

@@ -146,11 +146,33 @@ pub fn build_ipv4(
     dst: std::net::SocketAddrV4,
     payload: &[u8],
 ) -> Vec<u8> {
-    let total = 20 + 8 + payload.len();
-    let mut f = Vec::with_capacity(ETH_HLEN + total);
+    let mut f = Vec::with_capacity(IPV4_PAYLOAD_OFFSET + payload.len());
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);
     f.extend_from_slice(&ETH_P_IP.to_be_bytes());
+    push_ipv4_udp(&mut f, src, dst, payload);
+    f
+}
+
+/// The IPv4 packet of one UDP datagram, without a link-layer header (for a raw IP socket):
+/// what [`build_ipv4`] puts after the Ethernet header.
+pub fn ipv4_udp_packet(
+    src: std::net::SocketAddrV4,
+    dst: std::net::SocketAddrV4,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut p = Vec::with_capacity(20 + 8 + payload.len());
+    push_ipv4_udp(&mut p, src, dst, payload);
+    p
+}
+
+fn push_ipv4_udp(
+    f: &mut Vec<u8>,
+    src: std::net::SocketAddrV4,
+    dst: std::net::SocketAddrV4,
+    payload: &[u8],
+) {
+    let total = 20 + 8 + payload.len();
     let mut ip = [0u8; 20];
     ip[0] = 0x45;
     ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
@@ -166,7 +188,6 @@ pub fn build_ipv4(
     f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(payload);
-    f
 }
 
 /// Where the payload starts in a frame from [`build_ipv4`].

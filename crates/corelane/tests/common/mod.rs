@@ -23,6 +23,24 @@ pub fn root_or_skip(needs: &str) -> bool {
     root
 }
 
+/// Raises RLIMIT_NOFILE to at least `need` descriptors (root raises the hard limit too,
+/// others up to it); if it stays below, says that the test skips and returns false.
+pub fn fds_or_skip(need: u64) -> bool {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    if now.current.is_some_and(|c| c >= need) {
+        return true;
+    }
+    let hard = now.maximum.unwrap_or(u64::MAX);
+    let target = if is_root() { hard.max(need) } else { hard };
+    let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(target), maximum: Some(target) });
+    let got = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    if got < need {
+        eprintln!("skipped: RLIMIT_NOFILE is {got}, below the {need} this test needs; run as root");
+    }
+    got >= need
+}
+
 /// This process's resident memory (VmRSS of /proc/self/status), in KiB.
 pub fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

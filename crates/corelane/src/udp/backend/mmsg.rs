@@ -83,7 +83,7 @@ fn receive(
     };
     for i in 0..n {
         let (meta, data) = batch.message(i);
-        tally.truncated += u64::from(meta.truncated);
+        tally.anomalies.truncated += u64::from(meta.truncated);
         let segment = meta.segment_size.unwrap_or(data.len()).max(1);
         for datagram in data.chunks(segment) {
             tally.datagram(datagram);

@@ -66,7 +66,7 @@ impl ReceiveBatch for UringLane {
         for completion in completions.drain(..) {
             let (token, more) = match completion {
                 Completion::Received { slot, buffer, len, more } => {
-                    tally.truncated += u64::from(len > ring.buffer_size());
+                    tally.anomalies.truncated += u64::from(len > ring.buffer_size());
                     tally.datagram(ring.buffer(buffer, len));
                     ring.give_back(buffer);
                     (slot, more)
