@@ -1,7 +1,15 @@
 #!/bin/bash
 # The AF_XDP floor measurement of docs/RESULTS.md: one mode per run, root only,
 # run it alone under a lock. Builds namespaces hc-tx/hc-rx (removed after).
-# usage: xdp-floor.sh BIN MODE [N] [RATE]   MODE: mmsg | xdp | xdp-bp | xdp-drop
+# usage: xdp-floor.sh BIN MODE [N] [RATE]
+#   MODE: mmsg | xdp | xdp-bp | xdp-drop (XDP modes with threaded NAPI pinned to CPU 1)
+#       | xdp-sirq | xdp-drop-sirq (threaded NAPI off: veth's XDP runs as softirq in the
+#         sender's sends on CPU 0, as the recvmmsg path's receive work does)
+# DEFER=T (ns, optional): napi_defer_hard_irqs 2 and gro_flush_timeout T on the receiving veth,
+#   so that while frames flow its NAPI polls on a T-ns timer instead of on every send.
+# NAPI_POLICY=other (optional): the NAPI threads under the default scheduler, not SCHED_FIFO 1.
+# Charged: the receiver (schedstat), the NAPI threads, ksoftirqd/0 and /1 (softirq work that
+# left the sender's context), and the sender (wait4's rusage).
 BIN=$1; MODE=$2; N=${3:-300000}; RATE=${4:-150000}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 ip netns del hc-tx 2>/dev/null; ip netns del hc-rx 2>/dev/null
@@ -14,17 +22,28 @@ ip netns exec hc-tx tc qdisc replace dev hct root pfifo limit 1000
 MAC=$(ip -n hc-rx -o link show hcr | sed 's/.*link\/ether \([^ ]*\).*/\1/')
 ip -n hc-tx neigh replace 10.207.0.2 lladdr $MAC dev hct nud permanent
 case $MODE in
-  mmsg) A="";; xdp) A="--backend xdp";; xdp-bp) A="--backend xdp --busy-poll ${BP:-50}";; xdp-drop) A="--backend xdp-drop";;
+  mmsg) A="";; xdp|xdp-sirq) A="--backend xdp";; xdp-bp) A="--backend xdp --busy-poll ${BP:-50}";; xdp-drop|xdp-drop-sirq) A="--backend xdp-drop";;
+  *) echo "xdp-floor.sh: unknown mode $MODE" >&2; exit 2;;
 esac
 ip netns exec hc-rx taskset -c 1 $BIN udp recv 10.207.0.2:9000 $A --duration 30s --pin 1 --json ${EXTRA:-} > $W/cpu-recv.json 2>$W/cpu-recv.err &
 R=$!
 sleep 1.2
 NAPI=""
-if [ $MODE != mmsg ]; then
-  ip netns exec hc-rx sh -c 'echo 1 > /sys/class/net/hcr/threaded'; sleep 0.3
-  for p in $(pgrep '^napi/hcr-'); do taskset -p -c 1 $p >/dev/null; chrt -f -p 1 $p; NAPI="$NAPI $p"; done
+if [ -n "${DEFER:-}" ]; then
+  ip netns exec hc-rx sh -c "echo 2 > /sys/class/net/hcr/napi_defer_hard_irqs; echo $DEFER > /sys/class/net/hcr/gro_flush_timeout"
 fi
+case $MODE in mmsg|*-sirq) THREADED=0;; *) THREADED=1;; esac
+if [ $THREADED = 1 ]; then
+  ip netns exec hc-rx sh -c 'echo 1 > /sys/class/net/hcr/threaded'; sleep 0.3
+  for p in $(pgrep '^napi/hcr-'); do
+    taskset -p -c 1 $p >/dev/null
+    if [ "${NAPI_POLICY:-fifo}" = other ]; then chrt -o -p 0 $p; else chrt -f -p 1 $p; fi
+    NAPI="$NAPI $p"
+  done
+fi
+SIRQ=$(pgrep '^ksoftirqd/[01]$')
 n0=0; for p in $NAPI; do n0=$((n0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
+k0=0; for p in $SIRQ; do k0=$((k0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
 # The sender's whole CPU time from wait4's rusage (Linux derives it from the exact runtime):
 # with RPS off, the recvmmsg path's kernel receive work runs as softirq in its sends.
 OUT=$W/cpu-send.json ip netns exec hc-tx taskset -c 0 python3 -c 'import os,subprocess,sys
@@ -33,12 +52,13 @@ _,_,ru=os.wait4(p.pid,0); open(os.environ["OUT"]+".cpu","w").write(str(int((ru.r
   $BIN udp send 10.207.0.2:9000 --rate $RATE --gso 16 --count $N --duration 10s --pin 0 --json
 sleep 0.3
 n1=0; for p in $NAPI; do n1=$((n1 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
+k1=0; for p in $SIRQ; do k1=$((k1 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
 RP=$(pgrep -f "udp recv 10.207.0.2:9000" | head -1); kill -INT $RP; wait $R
 TXD=$(ip netns exec hc-tx cat /sys/class/net/hct/statistics/tx_dropped)
-python3 - "$MODE" "$((n1-n0))" "$TXD" "$W" "$N" <<'PY'
+python3 - "$MODE" "$((n1-n0))" "$TXD" "$W" "$N" "$((k1-k0))" <<'PY'
 import json,sys
 mode,napi,txd=sys.argv[1],int(sys.argv[2]),sys.argv[3]
-sender=int(open(sys.argv[4]+'/cpu-send.json.cpu').read()); sent=int(sys.argv[5])
+sender=int(open(sys.argv[4]+'/cpu-send.json.cpu').read()); sent=int(sys.argv[5]); ksirq=int(sys.argv[6])
 s=[json.loads(l) for l in open(sys.argv[4]+'/cpu-recv.json') if l.strip()]
 s=[x['summary'] for x in s if x.get('type')=='summary'][-1]
 d=s['datagrams']; q=s['sequence']
@@ -49,7 +69,8 @@ for i in iv:
     used+=i['cpu_ns_per_datagram']*g; got+=g
 lane=used/max(got,1)
 x=s.get('xdp') or {}
+ks=ksirq/max(d,1); nd=napi/max(d,1)
 lost=(x.get('xsk') or {})
-print(f"{mode:9s} got {d} missing {q['missing']} dup {q['duplicates']} late {q['late']} veth_txdrop {txd} xsk_lost {lost.get('rx_ring_full',0)+lost.get('rx_dropped',0)}  kdrops {s['kernel_drops']}  lane {lane:.0f} (whole run {s['cpu_ns_per_datagram']:.0f}) + napi {napi/max(d,1):.0f} = {lane+napi/max(d,1):.0f} ns/dgram; sender {sender/sent:.0f} per sent; all {lane+napi/max(d,1)+sender/sent:.0f}")
+print(f"{mode:9s} got {d} missing {q['missing']} dup {q['duplicates']} late {q['late']} veth_txdrop {txd} xsk_lost {lost.get('rx_ring_full',0)+lost.get('rx_dropped',0)}  kdrops {s['kernel_drops']}  lane {lane:.0f} (whole run {s['cpu_ns_per_datagram']:.0f}) + napi {nd:.0f} = {lane+nd:.0f} ns/dgram; ksoftirqd {ks:.0f}; sender {sender/sent:.0f} per sent; all {lane+nd+ks+sender/sent:.0f}")
 PY
 ip netns del hc-tx; ip netns del hc-rx

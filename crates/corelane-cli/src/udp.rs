@@ -346,6 +346,8 @@ fn interval_line(i: &RecvInterval) -> String {
             x.rx_ring_full,
             x.rx_dropped
         ));
+    } else if i.xsk_unknown {
+        line.push_str("  xsk lost unknown (XDP_STATISTICS unreadable)");
     }
     line
 }
@@ -429,16 +431,56 @@ fn print_recv_summary(s: &RecvSummary) {
             c.not_udp,
             c.other_port,
         );
-        let k = &x.xsk;
-        outln!(
-            "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
-            k.rx_lost(),
-            k.rx_ring_full,
-            k.rx_dropped,
-            k.rx_fill_ring_empty_descs,
-            k.rx_invalid_descs,
-            k.tx_invalid_descs,
-            k.tx_ring_empty_descs
-        );
+        if let Some(k) = &x.xsk {
+            outln!(
+                "AF_XDP sockets lost {} frames: RX ring full {}, no fill frame {} (fill ring found empty {} times); invalid descriptors RX {} TX {}; TX ring found empty {} times",
+                k.rx_lost(),
+                k.rx_ring_full,
+                k.rx_dropped,
+                k.rx_fill_ring_empty_descs,
+                k.rx_invalid_descs,
+                k.tx_invalid_descs,
+                k.tx_ring_empty_descs
+            );
+        } else {
+            outln!(
+                "AF_XDP sockets' losses unknown: {}",
+                x.xsk_error.as_deref().unwrap_or("their counters could not be read")
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corelane::stats::{Interval, Rate};
+
+    fn second(xsk: Option<corelane::xdp::rx::XskStats>, xsk_unknown: bool) -> RecvInterval {
+        RecvInterval {
+            interval: Interval {
+                index: 2,
+                at_secs: 2.0,
+                rate: Rate { pps: 150_000.0, bytes_per_sec: 4.8e6 },
+                lane_pps: vec![150_000.0],
+                datagrams: 300_000,
+                bytes: 9_600_000,
+            },
+            kernel_drops: 0,
+            cpu_ns_per_datagram: 60.0,
+            xsk,
+            xsk_unknown,
+        }
+    }
+
+    /// A second whose AF_XDP counters could not be read says so; it never shows 0 lost.
+    #[test]
+    fn an_unreadable_second_of_socket_counters_shows_as_unknown() {
+        let line = interval_line(&second(None, true));
+        assert!(line.contains("xsk lost unknown"), "{line}");
+        let lost = corelane::xdp::rx::XskStats { rx_ring_full: 4, ..Default::default() };
+        let line = interval_line(&second(Some(lost), false));
+        assert!(line.contains("xsk lost 4 (ring full 4, no fill frame 0)"), "{line}");
+        assert!(!interval_line(&second(None, false)).contains("xsk"), "not an AF_XDP receive");
     }
 }

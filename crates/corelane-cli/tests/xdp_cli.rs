@@ -279,3 +279,52 @@ fn keeper_of(dev: &str) -> Option<u32> {
         text.contains(&format!("/net/{dev}/")).then_some(pid)
     })
 }
+
+/// `lab udp`'s kernel-bypass rows on the lab's own veth testbed: each part of a path is
+/// charged apart (the receiver's lanes, the NAPI threads, ksoftirqd, the sender) and the
+/// AF_XDP row carries its sockets' counters; the XDP_DROP floor of the same run sits beside
+/// them, and the findings compare the three by everything each path ran.
+#[test]
+fn lab_udp_charges_each_part_of_the_bypass_paths_and_shows_the_socket_counters() {
+    if !able_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("lab.json"), dir.path().join("lab.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["lab", "udp", "--configs", "recvmmsg,af-xdp,xdp-floor", "--trials", "1"])
+        .args(["--duration", "3s", "--vs", "none", "--json", json.to_str().unwrap()])
+        .args(["--csv", csv.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let row = |id: &str| rows.iter().find(|r| r["config"] == id).unwrap().clone();
+    let ns = |r: &serde_json::Value, part: &str| r[part].as_f64().unwrap_or(0.0);
+    for id in ["recvmmsg", "af-xdp", "xdp-floor"] {
+        let r = row(id);
+        assert!(ns(&r, "sender_ns_per_datagram") > 0.0, "{id}: no sender figure: {r}");
+        assert!(r["ksoftirqd_ns_per_datagram"].is_number(), "{id}: no ksoftirqd figure: {r}");
+    }
+    let xdp = row("af-xdp");
+    assert!(ns(&xdp, "napi_ns_per_datagram") > 0.0, "{xdp}");
+    let k = &xdp["xsk"];
+    let lost = k["rx_ring_full"].as_u64().unwrap() + k["rx_dropped"].as_u64().unwrap();
+    assert_eq!(xdp["xsk_lost"].as_u64(), Some(lost), "{xdp}");
+    assert!(
+        row("recvmmsg")["xsk"].is_null() && row("xdp-floor")["napi_ns_per_datagram"].is_number()
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for column in ["napi_ns", "ksoftirqd_ns", "sender_ns", "whole_path_ns", "xsk_rx_ring_full"] {
+        assert!(header.contains(&column), "{column} missing from {header:?}");
+    }
+    let findings = report["findings"].as_array().unwrap();
+    let said = |what: &str| findings.iter().any(|f| f.as_str().unwrap().contains(what));
+    assert!(
+        said("everything each path ran") && said("The floor, measured in the same run"),
+        "{findings:?}"
+    );
+}

@@ -1,9 +1,11 @@
 //! The stages several experiments share, so that no experiment reaches into another's
 //! internals: the HTTP servers and load generators (`servers`: `lab tcp`, `affinity`,
 //! `latency`), one UDP trial with its receiver, paced sender and steady seconds (`udp`:
-//! `lab udp`, `affinity`), the NAPI threads of the AF_XDP rows (`napi`), and the ports and
+//! `lab udp`, `affinity`), the NAPI threads of the AF_XDP rows (`napi`), the CPU a trial
+//! charges beyond its receiver (`charged`), and the ports and
 //! readiness every started side needs.
 
+mod charged;
 pub mod load;
 mod napi;
 pub mod servers;

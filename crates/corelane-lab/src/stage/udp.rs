@@ -9,8 +9,10 @@ use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
 use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
+use corelane::xdp::rx::XskStats;
 use serde_json::Value;
 
+use super::charged::{Charged, ChargedNs, ChargedRuntime};
 use super::load::{self, HostFigures, Share};
 use super::napi::NapiThreads;
 use super::{udp_port, wait_ready};
@@ -25,6 +27,8 @@ use crate::LabError;
 /// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
 /// have flows to spread.
 pub const FLOWS: usize = 8;
+/// The busy-poll row's SO_BUSY_POLL time (µs), as `docs/results/xdp-floor.sh xdp-bp` runs it.
+pub const BUSY_POLL_US: u32 = 50;
 /// Datagrams per GSO message on the plain rows: cheap to send, still segmented by the
 /// receiver-side stack, which is the work being measured.
 pub const GSO_SEGMENTS: usize = 16;
@@ -36,6 +40,8 @@ pub enum XdpRole {
     Off,
     /// The receiver is `udp recv --backend xdp` (AF_XDP lanes).
     Receive,
+    /// AF_XDP lanes that busy-poll their queues (`--busy-poll BUSY_POLL_US`).
+    ReceiveBusyPoll,
     /// The receiver is the XDP_DROP ceiling (`--backend xdp-drop`).
     Drop,
     /// The sender is `udp send --backend xdp` (frames through an AF_XDP TX ring).
@@ -115,8 +121,16 @@ pub struct Trial {
     pub nic: Option<NicRates>,
     /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
     pub napi_ns_per_datagram: Option<f64>,
-    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame).
+    /// The sender's exact runtime per datagram received, when it runs on this machine (with
+    /// RPS off it includes the receive softirq its sends ran).
+    pub sender_ns_per_datagram: Option<f64>,
+    /// This machine's ksoftirqd threads' exact runtime per datagram received (with the sender).
+    pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame);
+    /// `None` there when their counters could not be read.
     pub xsk_lost: Option<u64>,
+    /// AF_XDP rows: the sockets' kernel counters over the whole trial, when read.
+    pub xsk: Option<XskStats>,
     /// Each remote load host's part (empty when the load comes from this machine or the
     /// namespace testbed's one sender).
     pub hosts: Vec<HostFigures>,
@@ -151,12 +165,15 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
         args.extend(["--steer".into(), "cpu".into()]);
     }
     let xdp_backend = match cfg.xdp {
-        XdpRole::Receive => Some("xdp"),
+        XdpRole::Receive | XdpRole::ReceiveBusyPoll => Some("xdp"),
         XdpRole::Drop => Some("xdp-drop"),
         XdpRole::Off | XdpRole::Send => None,
     };
     if let Some(backend) = xdp_backend {
         args.extend(["--backend", backend, "--xdp-dev", RX_DEV].map(String::from));
+    }
+    if cfg.xdp == XdpRole::ReceiveBusyPoll {
+        args.extend(["--busy-poll".into(), BUSY_POLL_US.to_string()]);
     }
     args
 }
@@ -189,7 +206,10 @@ impl Drop for SenderQueue {
     }
 }
 
-/// The paced GSO sender's command line for `cfg`, offering `share` of its load.
+/// The paced GSO sender's command line for `cfg`, offering `share` of its load. It sends one
+/// second longer than the receiver's measured seconds, so that it is still running (its
+/// runtime readable) when the last of them ends: started after the receiver, it would
+/// otherwise end about then.
 fn sender_args(
     testbed: &Testbed,
     cfg: &Config,
@@ -205,7 +225,7 @@ fn sender_args(
     push_options(
         &mut args,
         [
-            ("--duration", secs.to_string()),
+            ("--duration", (secs + 1).to_string()),
             ("--rate", share.rate.to_string()),
             ("--gso", cfg.gso_segments.to_string()),
             ("--flows", share.flows.to_string()),
@@ -238,7 +258,7 @@ pub fn run(
     let (tx, rx) = (testbed.tx(), testbed.rx());
     let port = udp_port(testbed)?;
     let secs = duration.as_secs();
-    let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::Drop);
+    let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll | XdpRole::Drop);
     let _queue = match xdp_rx {
         true => Some(SenderQueue::add(tx.clone())?),
         false => None,
@@ -255,9 +275,11 @@ pub fn run(
     let senders = load::start_all(&load, SENDER, |i| {
         Ok((load[i].host.corelane()?, sender_args(testbed, cfg, &shares[i], port, secs)))
     })?;
+    // The sender's runtime is charged where it runs on this machine: the one sender side.
+    let local_sender = load.len() == 1 && matches!(tx, Host::Local | Host::Namespace(_));
+    let charged = Charged::new(napi, local_sender.then(|| senders[0].pid()));
     let nic_before = (testbed.rx_nic_counters()?, Instant::now());
-    let steady =
-        read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, napi.as_ref(), stop)?;
+    let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, &charged, stop)?;
     let nic = match (nic_before, testbed.rx_nic_counters()?) {
         ((Some(before), at), Some(after)) => {
             Some(after.rates_since(&before, at.elapsed().as_secs_f64()))
@@ -300,8 +322,11 @@ pub fn run(
             .collect(),
         cpu: steady.cpu,
         nic,
-        napi_ns_per_datagram: steady.napi_ns,
-        xsk_lost: received.xdp.as_ref().map(|x| x.xsk.rx_lost()),
+        napi_ns_per_datagram: steady.charged.napi,
+        sender_ns_per_datagram: steady.charged.sender,
+        ksoftirqd_ns_per_datagram: steady.charged.ksoftirqd,
+        xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
+        xsk: received.xdp.as_ref().and_then(|x| x.xsk),
         hosts,
     })
 }
@@ -315,7 +340,8 @@ struct Steady {
     cpu_ns: Vec<f64>,
     lanes: Vec<Vec<f64>>,
     cpu: Vec<CpuSplit>,
-    napi_ns: Option<f64>,
+    /// What the trial charges beyond the receiver, per datagram over the same seconds.
+    charged: ChargedNs,
 }
 
 fn read_steady_seconds(
@@ -323,13 +349,13 @@ fn read_steady_seconds(
     receiver: &mut ChildProcess,
     secs: u64,
     duration: Duration,
-    napi: Option<&NapiThreads>,
+    charged: &Charged,
     stop: &StopSignal,
 ) -> Result<Steady, LabError> {
     let mut steady = Steady::default();
     let mut stat_start = None;
-    // NAPI runtime and datagrams received at the end of the warm-up second.
-    let mut napi_start = (Duration::ZERO, 0u64);
+    // The charged runtimes and datagrams received at the end of the warm-up second.
+    let mut charged_start = (ChargedRuntime::default(), 0u64);
     let deadline = Instant::now() + duration + Duration::from_secs(5);
     loop {
         if stop.is_stopped() {
@@ -352,8 +378,7 @@ fn read_steady_seconds(
         let index = interval.interval.index;
         if index == 1 {
             stat_start = Some(rx.proc_stat()?);
-            napi_start =
-                (napi.map(NapiThreads::runtime).unwrap_or_default(), interval.interval.datagrams);
+            charged_start = (charged.runtime(), interval.interval.datagrams);
         } else if index >= 2 {
             steady.pps.push(interval.interval.rate.pps);
             steady.drops.push(interval.kernel_drops as f64);
@@ -364,10 +389,8 @@ fn read_steady_seconds(
             if let Some(start) = &stat_start {
                 steady.cpu = rx.proc_stat()?.split_since(start);
             }
-            steady.napi_ns = napi.map(|n| {
-                let used = n.runtime().saturating_sub(napi_start.0).as_nanos() as f64;
-                used / interval.interval.datagrams.saturating_sub(napi_start.1).max(1) as f64
-            });
+            let got = interval.interval.datagrams.saturating_sub(charged_start.1);
+            steady.charged = charged.runtime().per_datagram_since(&charged_start.0, got);
             return Ok(steady);
         }
     }

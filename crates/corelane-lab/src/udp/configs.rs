@@ -3,13 +3,13 @@
 use corelane::topology::CpuList;
 
 use super::UdpLabOptions;
-use crate::stage::udp::{Config, XdpRole};
+use crate::stage::udp::{Config, XdpRole, BUSY_POLL_US};
 
 /// Datagrams per GSO message on the GRO row: the kernel's maximum.
 pub const GRO_SEGMENTS: usize = 64;
 
 /// Every configuration id, in table order.
-pub const IDS: [&str; 12] = [
+pub const IDS: [&str; 14] = [
     "default",
     "placement",
     "multi-ip",
@@ -19,6 +19,8 @@ pub const IDS: [&str; 12] = [
     "gso-gro",
     "recvmmsg",
     "af-xdp",
+    "af-xdp-bp",
+    "xdp-floor",
     "af-xdp-tx",
     "af-xdp-max",
     "xdp-drop",
@@ -146,9 +148,10 @@ pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
     Plan { configs, skipped, receiver_cpu, receiver_cpus }
 }
 
-/// The kernel-bypass rows, RPS off like `default`: recvmmsg and AF_XDP receivers fed by the
-/// same paced sender at the XDP rate, the AF_XDP sender into recvmmsg, and at the full
-/// offered rate AF_XDP against the XDP_DROP ceiling.
+/// The kernel-bypass rows, RPS off like `default`: recvmmsg and AF_XDP receivers (threaded
+/// NAPI, then busy polling) fed by the same paced sender at the XDP rate with the XDP_DROP
+/// floor at that rate beside them, the AF_XDP sender into recvmmsg, and at the full offered
+/// rate AF_XDP against the XDP_DROP ceiling.
 fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
     let cpu = base.lanes.cpus()[0];
     let rate = opts.offered_xdp_pps;
@@ -165,6 +168,20 @@ fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
             label: format!("kernel bypass: AF_XDP lanes (one per veth queue) on CPU {cpu}, NAPI threads pinned there, {}", at(rate)),
             offered_pps: rate,
             xdp: XdpRole::Receive,
+            ..base.clone()
+        },
+        Config {
+            id: "af-xdp-bp",
+            label: format!("kernel bypass: the AF_XDP lanes busy-polling their queues ({} µs), NAPI threads pinned to CPU {cpu} for what is left, {}", BUSY_POLL_US, at(rate)),
+            offered_pps: rate,
+            xdp: XdpRole::ReceiveBusyPoll,
+            ..base.clone()
+        },
+        Config {
+            id: "xdp-floor",
+            label: format!("floor: XDP_DROP of the same frames in the NAPI threads on CPU {cpu}, nothing delivered, {}", at(rate)),
+            offered_pps: rate,
+            xdp: XdpRole::Drop,
             ..base.clone()
         },
         Config {

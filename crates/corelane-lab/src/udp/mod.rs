@@ -170,9 +170,23 @@ pub struct ConfigRow {
     /// lanes' CPU); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub napi_ns_per_datagram: Option<f64>,
+    /// The sender's exact runtime per datagram received (median over trials), when it ran on
+    /// this machine; with RPS off it includes the receive softirq its sends ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_ns_per_datagram: Option<f64>,
+    /// This machine's ksoftirqd threads' exact runtime per datagram received (median).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksoftirqd_ns_per_datagram: Option<f64>,
     /// AF_XDP rows: frames the AF_XDP sockets lost, summed over the trials (XDP_STATISTICS).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xsk_lost: Option<u64>,
+    /// AF_XDP rows: the sockets' kernel counters summed over the trials.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xsk: Option<corelane::xdp::rx::XskStats>,
+    /// AF_XDP rows whose sockets' counters could not be read in some trial: their losses are
+    /// unknown (`xsk_lost` and `xsk` absent), never reported as none.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub xsk_unknown: bool,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
     /// Each load host's part when the load came from several (or remote) hosts: what it was
@@ -231,7 +245,7 @@ pub enum Row {
 /// What one trial of a [`Row`] measured.
 #[derive(Debug, Clone)]
 pub enum RowTrial {
-    Table(trial::Trial),
+    Table(Box<trial::Trial>),
     Peer(peers::Sample),
 }
 
@@ -319,9 +333,8 @@ impl Experiment for UdpLab<'_> {
 
     fn trial(&mut self, row: &Row, _: usize, stop: &StopSignal) -> Result<RowTrial, LabError> {
         match row {
-            Row::Table(config) => {
-                trial::run(&self.testbed, config, self.opts.duration, stop).map(RowTrial::Table)
-            }
+            Row::Table(config) => trial::run(&self.testbed, config, self.opts.duration, stop)
+                .map(|t| RowTrial::Table(Box::new(t))),
             Row::Peer(pair) => self.peers.measure(&self.testbed, *pair, stop).map(RowTrial::Peer),
         }
     }
@@ -341,7 +354,7 @@ impl Experiment for UdpLab<'_> {
                 Row::Table(c) => {
                     let t: Vec<trial::Trial> = trials
                         .into_iter()
-                        .filter_map(|t| if let RowTrial::Table(t) = t { Some(t) } else { None })
+                        .filter_map(|t| if let RowTrial::Table(t) = t { Some(*t) } else { None })
                         .collect();
                     rows.push(rows::summarize(&c, &t));
                 }
@@ -389,7 +402,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
     let mut out = Vec::new();
     if let Some(best) = rows
         .iter()
-        .filter(|r| r.config != "gso-gro" && r.config != "xdp-drop")
+        .filter(|r| !matches!(r.config.as_str(), "gso-gro" | "xdp-drop" | "xdp-floor"))
         .max_by(|a, b| a.pps.median.total_cmp(&b.pps.median))
     {
         let gap = best.gap_pct.map_or(String::new(), |g| format!(" ({g:+.1}% vs default)"));

@@ -5,8 +5,9 @@ use corelane::stats::CpuSplit;
 use super::ConfigRow;
 use crate::median_of;
 use crate::rx_nic::NicRates;
-use crate::stage::udp::{Config, Trial};
+use crate::stage::udp::{Config, Trial, XdpRole};
 use crate::summary::Trials;
+use corelane::xdp::rx::XskStats;
 
 /// Medians over trials; the CPU split is the mean over trials.
 pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
@@ -21,6 +22,8 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         split.idle_pct = same.iter().map(|c| c.idle_pct).sum::<f64>() / n;
     }
     let lane_count = trials.iter().map(|t| t.lane_pps.len()).max().unwrap_or(0);
+    let receives_xdp = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll);
+    let xsk = receives_xdp.then(|| xsk_over(trials)).flatten();
     ConfigRow {
         config: cfg.id.to_string(),
         label: cfg.label.clone(),
@@ -42,7 +45,11 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .first()
             .and_then(|t| t.napi_ns_per_datagram)
             .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
-        xsk_lost: trials.iter().filter_map(|t| t.xsk_lost).reduce(|a, b| a + b),
+        sender_ns_per_datagram: median_if_all(trials, |t| t.sender_ns_per_datagram),
+        ksoftirqd_ns_per_datagram: median_if_all(trials, |t| t.ksoftirqd_ns_per_datagram),
+        xsk_lost: xsk.map(|k| k.rx_lost()),
+        xsk,
+        xsk_unknown: receives_xdp && xsk.is_none(),
         nic: trials.first().and_then(|t| t.nic.as_ref()).map(|_| {
             let rates: Vec<&NicRates> = trials.iter().filter_map(|t| t.nic.as_ref()).collect();
             let queues = rates.iter().map(|r| r.rx_queue_packets_per_sec.len()).min();
@@ -55,5 +62,68 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
                     .collect(),
             }
         }),
+    }
+}
+
+/// The median of `part` over the trials, when every trial measured it.
+fn median_if_all(trials: &[Trial], part: impl Fn(&Trial) -> Option<f64>) -> Option<f64> {
+    let values: Option<Vec<f64>> = trials.iter().map(part).collect();
+    values.filter(|v| !v.is_empty()).map(median_of)
+}
+
+/// The AF_XDP sockets' counters summed over the trials; unknown (`None`) when any trial's
+/// could not be read, so that a trial's unknown loss never reads as none.
+fn xsk_over(trials: &[Trial]) -> Option<XskStats> {
+    trials.iter().try_fold(XskStats::default(), |mut sum, t| {
+        sum.add(t.xsk.as_ref()?);
+        Some(sum)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(xsk: Option<XskStats>) -> Trial {
+        Trial {
+            pps: 150_000.0,
+            sent_pps: 150_000.0,
+            drops_per_sec: 0.0,
+            cpu_ns_per_datagram: 60.0,
+            reordered_pct: 0.0,
+            lane_pps: vec![75_000.0, 75_000.0],
+            cpu: Vec::new(),
+            nic: None,
+            napi_ns_per_datagram: Some(650.0),
+            sender_ns_per_datagram: Some(550.0),
+            ksoftirqd_ns_per_datagram: Some(5.0),
+            xsk_lost: xsk.map(|k| k.rx_lost()),
+            xsk,
+        }
+    }
+
+    fn af_xdp() -> Config {
+        Config { xdp: XdpRole::Receive, ..Config::one_lane("af-xdp", String::new(), None, 1, 0, 1) }
+    }
+
+    #[test]
+    fn a_trial_whose_socket_counters_were_unreadable_makes_the_row_unknown_not_lossless() {
+        let lost = XskStats { rx_ring_full: 7, ..XskStats::default() };
+        let row = summarize(&af_xdp(), &[trial(Some(lost)), trial(None)]);
+        assert_eq!(row.xsk_lost, None, "one trial's loss is unknown: the sum is too");
+        assert!(row.xsk_unknown);
+        let row = summarize(&af_xdp(), &[trial(Some(lost)), trial(Some(lost))]);
+        assert_eq!((row.xsk_lost, row.xsk_unknown), (Some(14), false));
+        assert_eq!(row.xsk.map(|k| k.rx_ring_full), Some(14));
+    }
+
+    #[test]
+    fn each_charged_part_is_the_median_over_trials_and_a_row_without_xdp_has_no_counters() {
+        let row = summarize(&af_xdp(), &[trial(None), trial(None), trial(None)]);
+        assert_eq!(row.sender_ns_per_datagram, Some(550.0));
+        assert_eq!(row.ksoftirqd_ns_per_datagram, Some(5.0));
+        let plain = Config::one_lane("recvmmsg", String::new(), None, 1, 0, 1);
+        let row = summarize(&plain, &[trial(None)]);
+        assert_eq!((row.xsk_lost, row.xsk_unknown), (None, false));
     }
 }

@@ -2,9 +2,10 @@
 
 use comfy_table::Cell;
 
-use super::{PeerRow, UdpLabReport};
+use super::{ConfigRow, PeerRow, UdpLabReport};
 use crate::experiment::Report;
 use crate::report;
+use corelane::xdp::rx::XskStats;
 
 /// The peers' table: one line per peer receiver and its sender.
 const PEER_COLUMNS: [report::Column<PeerRow>; 6] = [
@@ -43,6 +44,8 @@ impl Report for UdpLabReport {
             "drops/s",
             "reordered",
             "rx ns/dgram",
+            "sender+si ns",
+            "xsk lost",
         ]
         .map(String::from)
         .to_vec();
@@ -62,6 +65,11 @@ impl Report for UdpLabReport {
                     Some(napi) => format!("{:.0}+{napi:.0}", row.cpu_ns_per_datagram),
                     None => format!("{:.0}", row.cpu_ns_per_datagram),
                 }),
+                // The sender with the receive softirq its sends ran, plus ksoftirqd.
+                report::right(row.sender_ns_per_datagram.map_or("—".to_string(), |s| {
+                    format!("{:.0}", s + row.ksoftirqd_ns_per_datagram.unwrap_or(0.0))
+                })),
+                report::right(xsk_lost(row)),
             ];
             for id in &cpu_ids {
                 let text = row
@@ -106,9 +114,10 @@ impl Report for UdpLabReport {
         out.push_str(&format!("CPU accounting: {}\n", self.cpu_accounting));
     }
 
-    /// One CSV row per configuration and per peer.
+    /// One CSV row per configuration and per peer (peers leave the charged parts and the
+    /// AF_XDP counters blank).
     fn csv_table(&self) -> report::Csv {
-        let header = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps";
+        let header = "kind,config,offered_pps,sent_pps,median_pps,gap_pct,drops,reordered_pct,cpu_ns_per_datagram,trials_pps,napi_ns,ksoftirqd_ns,sender_ns,whole_path_ns,xsk_lost,xsk_rx_ring_full,xsk_rx_dropped,xsk_fill_ring_empty,xsk_rx_invalid_descs";
         let rows = self.rows.iter().map(|row| {
             vec![
                 "config".to_string(),
@@ -122,6 +131,9 @@ impl Report for UdpLabReport {
                 format!("{:.1}", row.cpu_ns_per_datagram),
                 row.pps.joined(0),
             ]
+            .into_iter()
+            .chain(charged_columns(row))
+            .collect::<Vec<_>>()
         });
         let peers = self.peers.iter().map(|p| {
             let blank = String::new;
@@ -137,6 +149,9 @@ impl Report for UdpLabReport {
                 format!("{:.1}", p.cpu_ns_per_datagram),
                 p.pps.joined(0),
             ]
+            .into_iter()
+            .chain(std::iter::repeat_n(String::new(), CHARGED_COLUMNS))
+            .collect::<Vec<_>>()
         });
         report::Csv::with_header(header, rows.chain(peers).collect())
     }
@@ -152,10 +167,43 @@ impl Report for UdpLabReport {
     }
 }
 
+/// The AF_XDP sockets' losses as the table shows them: a count, `unknown`, or — (no AF_XDP).
+fn xsk_lost(row: &ConfigRow) -> String {
+    match (row.xsk_lost, row.xsk_unknown) {
+        (_, true) => "unknown".into(),
+        (Some(n), false) => n.to_string(),
+        (None, false) => "—".into(),
+    }
+}
+
+/// The CSV columns after `trials_pps`.
+const CHARGED_COLUMNS: usize = 9;
+
+/// The charged parts and the AF_XDP counters of a row, blank where not measured; an unknown
+/// loss is `unknown`, never 0.
+fn charged_columns(row: &ConfigRow) -> [String; CHARGED_COLUMNS] {
+    let ns = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.1}"));
+    let count = |f: fn(&XskStats) -> u64| match (row.xsk, row.xsk_unknown) {
+        (_, true) => "unknown".to_string(),
+        (Some(k), false) => f(&k).to_string(),
+        (None, false) => String::new(),
+    };
+    [
+        ns(row.napi_ns_per_datagram),
+        ns(row.ksoftirqd_ns_per_datagram),
+        ns(row.sender_ns_per_datagram),
+        ns(super::bypass::whole_ns(row)),
+        count(XskStats::rx_lost),
+        count(|k| k.rx_ring_full),
+        count(|k| k.rx_dropped),
+        count(|k| k.rx_fill_ring_empty_descs),
+        count(|k| k.rx_invalid_descs),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udp::ConfigRow;
     use corelane::stats::CpuSplit;
 
     fn report() -> UdpLabReport {
@@ -182,7 +230,11 @@ mod tests {
                 lane_pps: vec![5e5],
                 cpu: vec![split(0), split(1)],
                 napi_ns_per_datagram: None,
+                sender_ns_per_datagram: Some(800.0),
+                ksoftirqd_ns_per_datagram: Some(4.0),
                 xsk_lost: None,
+                xsk: None,
+                xsk_unknown: false,
                 nic: None,
             }],
             peers: Vec::new(),
@@ -211,5 +263,43 @@ mod tests {
         let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
         assert_eq!((at("config"), at("median_pps"), at("drops")), ("default", "500000", "7"));
         assert_eq!((at("gap_pct"), at("cpu_ns_per_datagram")), ("0.00", "900.0"));
+        assert_eq!((at("sender_ns"), at("whole_path_ns"), at("xsk_lost")), ("800.0", "1704.0", ""));
+    }
+
+    /// An AF_XDP row's counters in the table and the CSV: counts when read, `unknown` (never 0)
+    /// when a trial's could not be read.
+    #[test]
+    fn an_af_xdp_rows_socket_counters_show_and_an_unknown_loss_is_not_zero() {
+        let mut r = report();
+        let row = &mut r.rows[0];
+        row.config = "af-xdp".into();
+        row.napi_ns_per_datagram = Some(650.0);
+        row.xsk = Some(XskStats { rx_ring_full: 5, rx_dropped: 2, ..XskStats::default() });
+        row.xsk_lost = Some(7);
+        let csv = |r: &UdpLabReport| {
+            let csv = String::from_utf8(r.csv().unwrap()).unwrap();
+            let header: Vec<String> =
+                csv.lines().next().unwrap().split(',').map(String::from).collect();
+            let row: Vec<String> =
+                csv.lines().nth(1).unwrap().split(',').map(String::from).collect();
+            move |name: &str| row[header.iter().position(|h| h == name).unwrap()].clone()
+        };
+        let at = csv(&r);
+        assert_eq!(
+            (at("xsk_lost"), at("xsk_rx_ring_full"), at("xsk_rx_dropped")),
+            ("7".into(), "5".into(), "2".into())
+        );
+        assert_eq!(at("whole_path_ns"), "2354.0", "lanes + NAPI + ksoftirqd + sender");
+        let line = r.text().lines().find(|l| l.contains("af-xdp")).unwrap().to_string();
+        assert!(
+            line.contains("900+650") && line.contains(" 804 ") && line.contains(" 7 "),
+            "{line}"
+        );
+        let row = &mut r.rows[0];
+        (row.xsk, row.xsk_lost, row.xsk_unknown) = (None, None, true);
+        let at = csv(&r);
+        assert_eq!((at("xsk_lost"), at("xsk_rx_ring_full")), ("unknown".into(), "unknown".into()));
+        let line = r.text().lines().find(|l| l.contains("af-xdp")).unwrap().to_string();
+        assert!(line.contains("unknown"), "{line}");
     }
 }

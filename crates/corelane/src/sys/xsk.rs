@@ -199,6 +199,12 @@ impl XskStats {
 pub(crate) struct XskStatsReader(OwnedFd);
 
 impl XskStatsReader {
+    /// A reader over any descriptor (tests: a socket whose read fails).
+    #[cfg(test)]
+    pub(crate) fn over(fd: OwnedFd) -> Self {
+        Self(fd)
+    }
+
     pub(crate) fn read(&self) -> io::Result<XskStats> {
         read_stats(self.0.as_fd())
     }

@@ -314,7 +314,7 @@ impl<'a, F> RecvWatch<'a, F> {
             snmp_last: snmp_start,
             last_total: 0,
             xdp,
-            xsk_last: xdp.map(xsk_total),
+            xsk_last: xdp.and_then(xsk_total),
             busy_pps: Vec::new(),
             on_interval,
         }
@@ -336,12 +336,14 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
         if interval.rate.pps > 0.0 {
             self.busy_pps.push(interval.rate.pps);
         }
-        let xsk_now = self.xdp.map(xsk_total);
+        let xsk_now = self.xdp.and_then(xsk_total);
+        let xsk = xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last));
         let report = RecvInterval {
             kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
             cpu_ns_per_datagram: second.cpu_ns_per(got),
             interval,
-            xsk: xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last)),
+            xsk,
+            xsk_unknown: self.xdp.is_some() && xsk.is_none(),
         };
         self.xsk_last = xsk_now;
         self.snmp_last = snmp;
@@ -349,11 +351,10 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
     }
 }
 
-/// The AF_XDP sockets' kernel counters, summed over the receive's sockets.
-fn xsk_total(xdp: &XdpReceive) -> XskStats {
-    let mut sum = XskStats::default();
-    xdp.kernel_counters().iter().for_each(|s| sum.add(s));
-    sum
+/// The AF_XDP sockets' kernel counters, summed over the receive's sockets; `None` when a
+/// socket's could not be read.
+fn xsk_total(xdp: &XdpReceive) -> Option<XskStats> {
+    xdp.kernel_counters().total()
 }
 
 /// The options no receive can run with, refused before anything is bound.

@@ -26,6 +26,10 @@ pub struct RecvInterval {
     /// sockets: `rx_ring_full`, `rx_dropped`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub xsk: Option<crate::xdp::rx::XskStats>,
+    /// With `xdp`: the sockets' counters could not be read this interval (or the last), so
+    /// its losses are unknown; `xsk` is then absent.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub xsk_unknown: bool,
 }
 
 /// One lane's totals.

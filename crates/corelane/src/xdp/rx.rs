@@ -81,12 +81,52 @@ pub struct XdpReport {
     #[serde(flatten)]
     pub counts: FrameCounts,
     /// The kernel's counters of this run's sockets, summed (XDP_STATISTICS): every frame the
-    /// program redirected and no lane read is in `rx_ring_full` or `rx_dropped`.
+    /// program redirected and no lane read is in `rx_ring_full` or `rx_dropped`. `None`
+    /// (JSON null): unknown, a socket's counters could not be read (`xsk_error` says why).
     #[serde(default)]
-    pub xsk: XskStats,
-    /// Per RX queue, in queue order.
+    pub xsk: Option<XskStats>,
+    /// Per RX queue, in queue order; `None` where that socket's read failed.
     #[serde(default)]
-    pub xsk_per_queue: Vec<XskStats>,
+    pub xsk_per_queue: Vec<Option<XskStats>>,
+    /// Why the counters are unknown, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xsk_error: Option<String>,
+}
+
+/// One reading of the kernel's counters of every socket of a receive. A socket whose
+/// XDP_STATISTICS cannot be read is unknown, never zero: a loss must not read as none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XskReading {
+    /// Per RX queue, in queue order; `None` where the read failed.
+    pub per_queue: Vec<Option<XskStats>>,
+    /// The first failure: the queue and the error.
+    pub error: Option<String>,
+}
+
+impl XskReading {
+    fn of(readers: &[XskStatsReader]) -> Self {
+        let mut reading = Self::default();
+        for (queue, reader) in readers.iter().enumerate() {
+            match reader.read() {
+                Ok(s) => reading.per_queue.push(Some(s)),
+                Err(e) => {
+                    reading.per_queue.push(None);
+                    reading.error.get_or_insert_with(|| {
+                        format!("cannot read XDP_STATISTICS of queue {queue}'s socket: {e}")
+                    });
+                }
+            }
+        }
+        reading
+    }
+
+    /// The counters summed over the sockets; `None` (unknown) when any socket's are.
+    pub fn total(&self) -> Option<XskStats> {
+        self.per_queue.iter().try_fold(XskStats::default(), |mut sum, q| {
+            sum.add(q.as_ref()?);
+            Some(sum)
+        })
+    }
 }
 
 /// One RX queue's socket, read by one lane.
@@ -142,8 +182,8 @@ impl XskLane {
     }
 
     /// The kernel's counters for this lane's socket.
-    pub fn stats(&self) -> XskStats {
-        self.socket.stats().unwrap_or_default()
+    pub fn stats(&self) -> std::io::Result<XskStats> {
+        self.socket.stats()
     }
 }
 
@@ -324,8 +364,8 @@ impl XdpReceive {
     }
 
     /// The kernel's counters of every socket, in queue order (read while the lanes run).
-    pub fn kernel_counters(&self) -> Vec<XskStats> {
-        self.readers.iter().map(|r| r.read().unwrap_or_default()).collect()
+    pub fn kernel_counters(&self) -> XskReading {
+        XskReading::of(&self.readers)
     }
 
     /// The report over the lanes handed back; dropping `self` then detaches the program.
@@ -335,11 +375,7 @@ impl XdpReceive {
             counts.add(&lane.counts);
             let _ = self.attachment.unregister(lane.queue);
         }
-        let xsk_per_queue = self.kernel_counters();
-        let mut xsk = XskStats::default();
-        for s in &xsk_per_queue {
-            xsk.add(s);
-        }
+        let reading = self.kernel_counters();
         XdpReport {
             interface: self.attachment.iface.name.clone(),
             queues: self.attachment.iface.rx_queues,
@@ -349,8 +385,40 @@ impl XdpReceive {
             removed_stale_program: self.attachment.removed_stale,
             busy_poll: self.busy_poll,
             counts,
-            xsk,
-            xsk_per_queue,
+            xsk: reading.total(),
+            xsk_error: reading.error,
+            xsk_per_queue: reading.per_queue,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    /// A reader over a real socket that is not an AF_XDP one: the kernel refuses
+    /// XDP_STATISTICS on it (ENOPROTOOPT), as it would any failed read.
+    fn failing_reader() -> XskStatsReader {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        XskStatsReader::over(OwnedFd::from(udp))
+    }
+
+    #[test]
+    fn a_socket_whose_counters_cannot_be_read_makes_the_losses_unknown_not_zero() {
+        let reading = XskReading::of(&[failing_reader()]);
+        assert_eq!(reading.per_queue, vec![None]);
+        assert_eq!(reading.total(), None, "a failed read must not sum to 0 lost");
+        let error = reading.error.unwrap();
+        assert!(error.contains("queue 0") && error.contains("XDP_STATISTICS"), "{error}");
+    }
+
+    #[test]
+    fn one_unknown_queue_makes_the_sum_unknown() {
+        let known = XskStats { rx_ring_full: 3, ..XskStats::default() };
+        let reading = XskReading { per_queue: vec![Some(known), None], error: None };
+        assert_eq!(reading.total(), None);
+        let both = XskReading { per_queue: vec![Some(known), Some(known)], error: None };
+        assert_eq!(both.total().map(|s| s.rx_lost()), Some(6));
     }
 }

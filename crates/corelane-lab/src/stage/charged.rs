@@ -1,0 +1,109 @@
+//! CPU a UDP trial charges beyond the receiver's own threads, each part apart: the NAPI
+//! threads of the AF_XDP rows, the `ksoftirqd/N` threads (softirq work that left the context
+//! it was raised in), and the sender, whose system calls run the receive softirq on its own
+//! CPU when RPS is off (the recvmmsg path's kernel receive work, and on veth with threaded
+//! NAPI off, XDP's). All exact runtimes (schedstat), sampled over the steady seconds.
+
+use std::time::Duration;
+
+use super::napi::NapiThreads;
+
+/// The `ksoftirqd/N` threads on this machine.
+fn ksoftirqd_threads() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.starts_with("ksoftirqd/"))
+        })
+        .collect()
+}
+
+/// What a trial charges besides the receiver: each part is `None` when not measured (no
+/// NAPI threads on a row without XDP; a sender or kernel threads on another machine).
+#[derive(Debug, Default)]
+pub struct Charged {
+    napi: Option<NapiThreads>,
+    sender: Option<u32>,
+    ksoftirqd: Option<Vec<u32>>,
+}
+
+/// The charged parts' runtimes at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChargedRuntime {
+    pub napi: Option<Duration>,
+    pub sender: Option<Duration>,
+    pub ksoftirqd: Option<Duration>,
+}
+
+/// The charged parts per datagram received over a stretch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ChargedNs {
+    pub napi: Option<f64>,
+    pub sender: Option<f64>,
+    pub ksoftirqd: Option<f64>,
+}
+
+impl Charged {
+    /// `napi`: the AF_XDP rows' NAPI threads; `sender`: the sender's PID when it runs on
+    /// this machine (then this machine's ksoftirqd threads are charged too).
+    pub fn new(napi: Option<NapiThreads>, sender: Option<u32>) -> Self {
+        let ksoftirqd = sender.map(|_| ksoftirqd_threads());
+        Self { napi, sender, ksoftirqd }
+    }
+
+    pub fn runtime(&self) -> ChargedRuntime {
+        ChargedRuntime {
+            napi: self.napi.as_ref().map(NapiThreads::runtime),
+            sender: self.sender.and_then(corelane::stats::tree_runtime_of),
+            ksoftirqd: self
+                .ksoftirqd
+                .as_ref()
+                .map(|pids| pids.iter().filter_map(|&p| corelane::stats::runtime_of(p)).sum()),
+        }
+    }
+}
+
+impl ChargedRuntime {
+    /// Each part's runtime since `start`, per datagram of `datagrams`.
+    pub fn per_datagram_since(&self, start: &ChargedRuntime, datagrams: u64) -> ChargedNs {
+        let per = |now: Option<Duration>, then: Option<Duration>| {
+            let used = now?.checked_sub(then?)?;
+            Some(used.as_nanos() as f64 / datagrams.max(1) as f64)
+        };
+        ChargedNs {
+            napi: per(self.napi, start.napi),
+            sender: per(self.sender, start.sender),
+            ksoftirqd: per(self.ksoftirqd, start.ksoftirqd),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_part_is_charged_per_datagram_and_a_part_missing_at_either_end_is_none() {
+        let ms = |m| Some(Duration::from_millis(m));
+        let start = ChargedRuntime { napi: ms(10), sender: ms(100), ksoftirqd: None };
+        let end = ChargedRuntime { napi: ms(40), sender: None, ksoftirqd: ms(5) };
+        let ns = end.per_datagram_since(&start, 1_000);
+        assert_eq!(ns, ChargedNs { napi: Some(30_000.0), sender: None, ksoftirqd: None });
+    }
+
+    #[test]
+    fn a_running_sender_and_the_ksoftirqd_threads_are_measured() {
+        let charged = Charged::new(None, Some(std::process::id()));
+        let a = charged.runtime();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(20) {
+            std::hint::black_box(0);
+        }
+        let b = charged.runtime();
+        assert!(b.sender.unwrap() > a.sender.unwrap(), "{a:?} {b:?}");
+        assert!(b.ksoftirqd.is_some(), "every Linux machine has ksoftirqd threads");
+        assert_eq!(b.napi, None);
+    }
+}
