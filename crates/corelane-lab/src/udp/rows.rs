@@ -86,6 +86,7 @@ mod tests {
 
     fn trial(xsk: Option<XskStats>) -> Trial {
         Trial {
+            hosts: Vec::new(),
             pps: 150_000.0,
             sent_pps: 150_000.0,
             drops_per_sec: 0.0,
