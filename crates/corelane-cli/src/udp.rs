@@ -62,6 +62,10 @@ pub struct SendArgs {
     /// Distinct flows (source ports), so RSS/RPS and reuseport hashing see many flows.
     #[arg(long, default_value_t = 1)]
     flows: usize,
+    /// The first flow's id (the others follow): senders on several hosts feeding one
+    /// receiver give each its own range, so their flows stay apart there.
+    #[arg(long, default_value_t = 0)]
+    first_flow: u32,
     /// Cap in datagrams per second over all lanes; 0 sends flat out.
     #[arg(long, default_value_t = 0)]
     rate: u64,
@@ -191,6 +195,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         },
         size: args.size,
         flows: args.flows,
+        first_flow: args.first_flow,
         rate: args.rate,
         gso: args.gso,
         duration: Some(args.duration),

@@ -680,3 +680,34 @@ fn lab_udp_measures_the_c_loop_on_the_namespace_testbed_and_removes_it() {
     assert_eq!(left, vec![json], "the C loop's work directory was left");
     assert_no_namespace_left(&report);
 }
+
+/// Flow ids past `u32` are refused in one line, not wrapped onto another sender's range
+/// (the lab gives each load host its own range with `--first-flow`).
+#[test]
+fn a_first_flow_that_runs_past_the_last_flow_id_is_refused() {
+    let out =
+        corelane(&["udp", "send", "127.0.0.1:9", "--first-flow", "4294967295", "--flows", "2"]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--first-flow 4294967295 with 2 flows runs past flow id"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `corelane guard --clock` answers each line with this host's clock and ends with its input.
+#[test]
+fn guard_clock_answers_each_line() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["guard", "--clock"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"?\n?\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let times: Vec<u128> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(times.len(), 2, "{text}");
+    assert!(times[0] <= times[1] && times[0] > 1_600_000_000_000_000_000, "{text}");
+}

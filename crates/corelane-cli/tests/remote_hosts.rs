@@ -1,7 +1,7 @@
-//! `corelane lab udp` across two SSH "hosts": network namespaces, each running a real OpenSSH
-//! server with its own config, host key and a per-run client key, joined to a controller
-//! namespace by management links and to each other by a data link — the same code path as two
-//! real machines. Needs root, sshd and ssh; skips with the reason otherwise. Every namespace
+//! `corelane lab udp` across SSH "hosts" (two, or up to four): network namespaces, each
+//! running a real OpenSSH server with its own config, host key and a per-run client key,
+//! joined to a controller namespace by management links and to each other by a data network
+//! (a bridge in a namespace of its own) — the same code path as real machines. Needs root, sshd and ssh; skips with the reason otherwise. Every namespace
 //! (and with it every process and link) is removed when the test ends, also on failure.
 
 use std::path::{Path, PathBuf};
@@ -23,15 +23,32 @@ fn skip_reason() -> Option<&'static str> {
     None
 }
 
-/// Controller `ctl`, hosts `h1` (sender) and `h2` (receiver), each host running sshd.
+/// Controller `ctl` (`names[0]`), hosts `h1` (sender) and `h2` (receiver) and any more
+/// (`names[1..=n]`), each running sshd, and the data network's switch (the last name).
 struct Hosts {
-    names: [String; 3],
+    names: Vec<String>,
     dir: tempfile::TempDir,
     sshd: Vec<Child>,
 }
 
 const H1: &str = "10.210.1.2";
 const H2: &str = "10.210.2.2";
+/// A third host, a second load host beside h1.
+const H3: &str = "10.210.4.2";
+
+/// Host `i`'s (1-based) management subnet, `10.210.N.0/24`: 3 is the data network's.
+fn management_net(i: usize) -> usize {
+    if i <= 2 {
+        i
+    } else {
+        i + 1
+    }
+}
+
+/// Host `i`'s address on the data network (10.210.3.3 is left free for --rx-add-addr).
+fn data_addr(i: usize) -> String {
+    format!("10.210.3.{}", if i <= 2 { i } else { 10 + i })
+}
 const DATA_H2: &str = "10.210.3.2";
 /// The address the lab adds on h2's data link for the rows that target two receiver IPs.
 const ADDED_H2: &str = "10.210.3.3";
@@ -52,65 +69,82 @@ fn deployed_copies() -> Vec<PathBuf> {
 /// The two hosts, one test at a time, and the deployed copies in /tmp before the test; `None`
 /// (with the reason printed) where the test cannot run.
 fn fixture() -> Option<(std::sync::MutexGuard<'static, ()>, Vec<PathBuf>, Hosts)> {
+    fixture_of(2)
+}
+
+/// Like [`fixture`], with `n` hosts (2 to 4).
+fn fixture_of(n: usize) -> Option<(std::sync::MutexGuard<'static, ()>, Vec<PathBuf>, Hosts)> {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return None;
     }
     let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    Some((one, deployed_copies(), Hosts::new()))
+    Some((one, deployed_copies(), Hosts::new(n)))
 }
 
 impl Hosts {
     /// Nothing of the lab is left: no process on either host, no deployed copy in /tmp.
     fn assert_clean(&self, copies_before: &[PathBuf], what: &str) {
-        for ns in &self.names[1..] {
+        for ns in self.hosts() {
             assert_eq!(self.strays(ns), Vec::<String>::new(), "{what}: left running on {ns}");
         }
         assert_eq!(deployed_copies(), copies_before, "{what}: a deployed copy was left in /tmp");
     }
 
-    fn new() -> Self {
+    /// The hosts' namespaces (not the controller's, not the switch's).
+    fn hosts(&self) -> &[String] {
+        &self.names[1..self.names.len() - 1]
+    }
+
+    fn new(n: usize) -> Self {
+        assert!((2..=4).contains(&n), "2 to 4 hosts");
         // Tests of this file run in parallel: each fixture has its own names.
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pid = std::process::id();
-        let names = ["ctl", "h1", "h2"].map(|h| format!("corelane-{pid}-ssh{n}{h}"));
+        let mut names = vec![format!("corelane-{pid}-ssh{k}ctl")];
+        names.extend((1..=n).map(|i| format!("corelane-{pid}-ssh{k}h{i}")));
+        names.push(format!("corelane-{pid}-ssh{k}sw"));
         let mut hosts = Hosts { names, dir: tempfile::tempdir().unwrap(), sshd: Vec::new() };
         for ns in &hosts.names {
             run("ip", &["netns", "add", ns]);
         }
-        let [ctl, h1, h2] = hosts.names.clone();
-        run(
-            "ip",
-            &["link", "add", "c1", "netns", &ctl, "type", "veth", "peer", "m0", "netns", &h1],
-        );
-        run(
-            "ip",
-            &["link", "add", "c2", "netns", &ctl, "type", "veth", "peer", "m0", "netns", &h2],
-        );
-        let q = ["numtxqueues", "2", "numrxqueues", "2"];
-        let mut data = vec!["link", "add", "d0"];
-        data.extend(q);
-        data.extend(["netns", &h1, "type", "veth", "peer", "d0"]);
-        data.extend(q);
-        data.extend(["netns", &h2]);
-        run("ip", &data);
-        for (ns, dev, addr) in [
-            (&ctl, "c1", "10.210.1.1/24"),
-            (&ctl, "c2", "10.210.2.1/24"),
-            (&h1, "m0", "10.210.1.2/24"),
-            (&h2, "m0", "10.210.2.2/24"),
-            (&h1, "d0", "10.210.3.1/24"),
-            (&h2, "d0", "10.210.3.2/24"),
-        ] {
-            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
-            run("ip", &["-n", ns, "link", "set", dev, "up"]);
+        let (ctl, sw) = (hosts.names[0].clone(), hosts.names[n + 1].clone());
+        run("ip", &["-n", &sw, "link", "add", "br0", "type", "bridge"]);
+        run("ip", &["-n", &sw, "link", "set", "br0", "up"]);
+        for i in 1..=n {
+            let h = hosts.names[i].clone();
+            let (c, p) = (format!("c{i}"), format!("p{i}"));
+            run(
+                "ip",
+                &["link", "add", &c, "netns", &ctl, "type", "veth", "peer", "m0", "netns", &h],
+            );
+            let q = ["numtxqueues", "2", "numrxqueues", "2"];
+            let mut data = vec!["link", "add", "d0"];
+            data.extend(q);
+            data.extend(["netns", &h, "type", "veth", "peer", &p, "netns", &sw]);
+            run("ip", &data);
+            run("ip", &["-n", &sw, "link", "set", &p, "master", "br0", "up"]);
+            let m = management_net(i);
+            for (ns, dev, addr) in [
+                (&ctl, c.as_str(), format!("10.210.{m}.1/24")),
+                (&h, "m0", format!("10.210.{m}.2/24")),
+                (&h, "d0", format!("{}/24", data_addr(i))),
+            ] {
+                run("ip", &["-n", ns, "addr", "add", &addr, "dev", dev]);
+                run("ip", &["-n", ns, "link", "set", dev, "up"]);
+            }
         }
         for ns in &hosts.names {
             run("ip", &["-n", ns, "link", "set", "lo", "up"]);
         }
         hosts.start_sshd();
         hosts
+    }
+
+    /// Host `i`'s (1-based) management address, which ssh reaches it by.
+    fn address(i: usize) -> String {
+        format!("10.210.{}.2", management_net(i))
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -140,9 +174,9 @@ impl Hosts {
             .unwrap();
         }
         std::fs::create_dir_all("/run/sshd").unwrap();
-        for ns in &self.names[1..] {
+        for ns in self.hosts().to_vec() {
             let child = Command::new("ip")
-                .args(["netns", "exec", ns, SSHD, "-D", "-e", "-f"])
+                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
                 .arg(self.path("sshd_config"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -153,8 +187,8 @@ impl Hosts {
         }
         // Up once a session works from the controller.
         let end = Instant::now() + Duration::from_secs(10);
-        for host in [H1, H2] {
-            while !self.ssh(host, "true").status.success() {
+        for host in (1..=self.hosts().len()).map(Hosts::address) {
+            while !self.ssh(&host, "true").status.success() {
                 assert!(Instant::now() < end, "sshd on {host} did not come up");
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -478,7 +512,7 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
     loop {
-        let left: Vec<String> = hosts.names[1..].iter().flat_map(|ns| hosts.strays(ns)).collect();
+        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
         if left.is_empty() {
             break;
         }
@@ -720,17 +754,33 @@ fn a_bad_inventory_is_refused_in_one_line_naming_the_file_and_line() {
         path.display().to_string()
     };
     let two = write("two.ini", "[corelane_tx]\ngen1\ngen2\n[corelane_rx]\nrecv\n");
+    let twice = write(
+        "twice.ini",
+        "[corelane_tx]\ng1 ansible_host=10.0.0.1\ng2 ansible_host=10.0.0.1\n[corelane_rx]\nrecv\n",
+    );
     let range = write("range.ini", "[web]\nw1\n[corelane_tx]\ngen[1:3]\n[corelane_rx]\nrecv\n");
     let port = write("port.yml", "corelane_rx:\n  hosts:\n    r:\n      ansible_port: 70000\n");
     let inject = write("inject.ini", "[corelane_tx]\ng ansible_host=-oProxyCommand=touch\n");
     let no_rx = write("no-rx.ini", "[corelane_tx]\ngen1\n");
     let cases: [(&[&str], String); 6] = [
-        (&["--inventory", &two], format!("inventory {two}:1: corelane_tx holds 2 hosts (gen1, gen2): several load hosts are not supported yet")),
-        (&["--inventory", &range], format!("inventory {range}:4: host \"gen[1:3]\": host ranges are not supported")),
-        (&["--inventory", &port], format!("inventory {port}:4: ansible_port=\"70000\" for host r is not a port")),
+        (
+            &["--inventory", &twice],
+            "load host 10.0.0.1 is given twice: give each load host once".into(),
+        ),
+        (
+            &["--inventory", &range],
+            format!("inventory {range}:4: host \"gen[1:3]\": host ranges are not supported"),
+        ),
+        (
+            &["--inventory", &port],
+            format!("inventory {port}:4: ansible_port=\"70000\" for host r is not a port"),
+        ),
         (&["--inventory", &inject], format!("inventory {inject}:2: host g: ")),
         (&["--inventory", &no_rx], format!("inventory {no_rx}: no host in corelane_rx")),
-        (&["--inventory", &two, "--tx-host", "h"], format!("--inventory {two} names the hosts: drop --tx-host/--rx-host")),
+        (
+            &["--inventory", &two, "--tx-host", "h"],
+            format!("--inventory {two} names the hosts: drop --tx-host/--rx-host"),
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["lab", "udp", "--quick", "--vs", "none"];
@@ -741,6 +791,236 @@ fn a_bad_inventory_is_refused_in_one_line_naming_the_file_and_line() {
         assert!(said.contains(&expected), "{args:?}: {said}");
         assert_eq!(said.trim().lines().count(), 1, "{args:?}: {said}");
     }
+}
+
+/// `lab udp --configs default` from hosts h1 and h3 (two load hosts) into h2, in one of the
+/// ways a fleet is named (`hosts`: the options naming it); the report's JSON.
+fn run_two_load_hosts(hosts: &Hosts, naming: &[&str], extra: &[&str]) -> serde_json::Value {
+    let json = hosts.path("fleet.json").display().to_string();
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
+    args.extend(naming);
+    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(extra);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "{naming:?}: {}", text(&out));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// What every two-load-host run must show: the row's total, each host's share and figures
+/// beside it, its clock measured, and flows kept apart at the receiver (two senders with
+/// the same flow ids would show as reordered and duplicated datagrams).
+fn assert_two_load_hosts(report: &serde_json::Value, what: &str) {
+    let row = &report["rows"][0];
+    let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("{what}: no hosts: {row}"));
+    let names: Vec<&str> = per_host.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 2, "{what}: {row}");
+    assert!(names[0].contains(H1) && names[1].contains(H3), "{what}: {names:?}");
+    let offered: f64 = per_host.iter().map(|h| h["offered_pps"].as_f64().unwrap()).sum();
+    assert_eq!(offered, row["offered_pps"].as_f64().unwrap(), "{what}: shares add up");
+    let sent: f64 = per_host.iter().map(|h| h["sent_pps"].as_f64().unwrap()).sum();
+    assert!((sent - row["sent_pps"].as_f64().unwrap()).abs() < 1.0, "{what}: {row}");
+    for h in per_host {
+        assert!(h["sent_pps"].as_f64().unwrap() > 1000.0, "{what}: {h}");
+        assert!(h["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{what}: {h}");
+        // One machine's clock: the measured offset is within the round trip.
+        let (off, rtt) =
+            (h["clock_offset_ns"].as_i64().unwrap(), h["clock_rtt_ns"].as_u64().unwrap());
+        assert!(off.unsigned_abs() <= rtt, "{what}: offset {off} beyond the round trip {rtt}");
+    }
+    assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{what}: {row}");
+    assert!(row["reordered_pct"].as_f64().unwrap() < 5.0, "{what}: flows mixed up: {row}");
+    let roles: Vec<&str> =
+        report["hosts"].as_array().unwrap().iter().map(|h| h["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["tx", "tx", "rx"], "{what}: every host's topology");
+    assert_eq!(report["load_hosts"].as_array().map(Vec::len), Some(2), "{what}: {report}");
+}
+
+/// Two load hosts against one receiver, named by repeated --tx-host, by an INI inventory and
+/// by a YAML one: the same run each time, each host left as found.
+#[test]
+fn two_load_hosts_feed_one_receiver_from_flags_ini_and_yaml() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let d = hosts.dir.path().display().to_string();
+    let ini = hosts.path("fleet.ini");
+    std::fs::write(
+        &ini,
+        format!(
+            "[corelane_tx]\ngen1 ansible_host={H1}\ngen2 ansible_host={H3}\n[corelane_rx]\nrecv ansible_host={H2}\n\
+             [all:vars]\nansible_user=root\nansible_ssh_private_key_file={d}/id\n"
+        ),
+    )
+    .unwrap();
+    let yaml = hosts.path("fleet.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "all:\n  vars:\n    ansible_user: root\n    ansible_ssh_private_key_file: {d}/id\n\
+             \x20 children:\n    corelane_tx:\n      hosts:\n        gen1: {{ansible_host: {H1}}}\n        gen2: {{ansible_host: {H3}}}\n\
+             \x20   corelane_rx:\n      hosts:\n        recv: {{ansible_host: {H2}}}\n"
+        ),
+    )
+    .unwrap();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let (ini, yaml) = (ini.display().to_string(), yaml.display().to_string());
+    let masks_before = hosts.rx_masks();
+    let namings: [(&str, Vec<&str>); 3] = [
+        ("--tx-host twice", vec!["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx]),
+        ("INI inventory", vec!["--inventory", &ini]),
+        ("YAML inventory", vec!["--inventory", &yaml]),
+    ];
+    for (what, naming) in namings {
+        let report = run_two_load_hosts(&hosts, &naming, &["--ssh-config", &config]);
+        assert_two_load_hosts(&report, what);
+        assert_eq!(hosts.rx_masks(), masks_before, "{what}: the rx NIC was not restored");
+        hosts.assert_clean(&copies_before, what);
+    }
+}
+
+/// A dry run with two load hosts lists what the lab does on each of them, and the rx host's
+/// changes; it changes and leaves nothing.
+#[test]
+fn a_dry_run_lists_every_load_hosts_steps() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default,placement", "--vs", "none"];
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config, "--deploy", "--dry-run"]);
+    let masks_before = hosts.rx_masks();
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for host in [&tx1, &tx2] {
+        let line = stdout.lines().find(|l| l.starts_with(&format!("load host {host} (clock ")));
+        let line = line.unwrap_or_else(|| panic!("no steps for {host}: {stdout}"));
+        assert!(
+            line.contains("guard --life 900s --start-at T") && line.contains("changes no setting"),
+            "{line}"
+        );
+    }
+    assert!(stdout.contains("row placement") && stdout.contains("rps_cpus"), "{stdout}");
+    assert_eq!(hosts.rx_masks(), masks_before, "a dry run changed the rx NIC");
+    hosts.assert_clean(&copies_before, "a dry run with two load hosts");
+}
+
+/// A load host whose clock is off by more than the trial tolerates is refused in one line
+/// naming it, the offset and the limit, before anything runs. The hosts share this machine's
+/// clock, so a wrapper stands in for a corelane whose clock is five seconds ahead.
+#[test]
+fn a_load_host_with_a_clock_too_far_off_is_refused_in_one_line() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let real = env!("CARGO_BIN_EXE_corelane");
+    let fake = hosts.path("clock-ahead");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nif [ \"$1 $2\" = \"guard --clock\" ]; then while read -r _; do echo $(( $(date +%s%N) + 5000000000 )); done; else exec {real} \"$@\"; fi\n"),
+    )
+    .unwrap();
+    run("chmod", &["755", &fake.display().to_string()]);
+    let fake = fake.display().to_string();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config, "--remote-corelane", &fake]);
+    let out = hosts.corelane(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        last.contains(&format!("{tx1}: its clock is 5"))
+            && last
+                .contains("ms ahead of this machine's, beyond the 150.0 ms a 3 s trial tolerates"),
+        "{err}"
+    );
+    hosts.assert_clean(&copies_before, "a refused clock");
+}
+
+/// SIGKILL of the controller while two load hosts send into h2: within 30 s nothing of the
+/// lab is left on any of the three hosts, no deployed copy, and h2's NIC is as found.
+#[test]
+fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let masks_before = hosts.rx_masks();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let added = format!("{ADDED_H2}/24");
+    let mut args =
+        vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "placement"];
+    args.extend(["--vs", "none", "--deploy", "--rx-add-addr", &added]);
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config]);
+    let mut lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    let sending = |ns: &String| hosts.strays(ns).iter().any(|c| c.contains("udp send"));
+    while !(sending(&hosts.names[1]) && sending(&hosts.names[3])) {
+        assert!(Instant::now() < end, "the senders never started on h1 and h3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
+        if left.is_empty() && deployed_copies() == copies_before {
+            break;
+        }
+        assert!(Instant::now() < end, "30 s after the kill: {left:?}, {:?}", deployed_copies());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
+        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `lab tcp` and `lab affinity` from two load hosts into h2: the connections split, each
+/// host's part in every tcp row beside the totals, every host left as found.
+#[test]
+fn lab_tcp_and_affinity_split_their_load_over_two_hosts() {
+    let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
+    let config = hosts.path("config").display().to_string();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    let naming = ["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx];
+    let masks_before = hosts.rx_masks();
+    let extra = ["--ssh-config", config.as_str()];
+    let json = hosts.path("tcp.json").display().to_string();
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "none"];
+    args.extend(naming);
+    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(extra);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "lab tcp: {}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let connections = report["connections"].as_u64().unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{report}");
+    for row in rows {
+        let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {row}"));
+        assert_eq!(per_host.len(), 2, "{row}");
+        let split: u64 = per_host.iter().map(|h| h["connections"].as_u64().unwrap()).sum();
+        assert_eq!(split, connections, "the connections add up: {row}");
+        let rps: f64 = per_host.iter().map(|h| h["rps"].as_f64().unwrap()).sum();
+        assert!(per_host.iter().all(|h| h["rps"].as_f64().unwrap() > 50.0), "{row}");
+        assert!((rps - row["median_rps"].as_f64().unwrap()).abs() < 1.0, "totals: {row}");
+    }
+    hosts.assert_clean(&copies_before, "lab tcp from two load hosts");
+    let mut args = vec!["lab", "affinity", "--quick"];
+    args.extend(naming);
+    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(extra);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "lab affinity: {}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for row in report["rows"].as_array().unwrap() {
+        assert!(row["median"].as_f64().unwrap() > 100.0, "{row}");
+    }
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
+    hosts.assert_clean(&copies_before, "lab affinity from two load hosts");
 }
 
 /// The C loops compiled in the lab's private run directories in /tmp (the rx host's

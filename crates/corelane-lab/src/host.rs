@@ -73,6 +73,29 @@ impl Host {
         }
     }
 
+    /// Starts `program args…` on a remote host at `start_at_ns` (nanoseconds since the epoch
+    /// on that host's clock): the guard there waits for it. Returns at once, the guard
+    /// started; `ChildProcess::await_guard_pid` then waits for the program to run.
+    pub fn spawn_at(
+        &self,
+        name: &str,
+        program: &str,
+        args: &[String],
+        start_at_ns: u64,
+    ) -> Result<ChildProcess, LabError> {
+        match self {
+            Host::Remote(remote) => ChildProcess::start_guarded(
+                name,
+                &self.name(),
+                &remote.guarded_argv_at(program, args, Some(start_at_ns)),
+            ),
+            _ => Err(LabError::Options(format!(
+                "{}: a start time is agreed with remote hosts only",
+                self.name()
+            ))),
+        }
+    }
+
     /// Starts `program args…` pinned to `cpu` (through taskset, like a user would).
     pub fn spawn_pinned(
         &self,

@@ -75,12 +75,31 @@ impl ChildProcess {
     /// Starts `argv` (an ssh command running `corelane guard -- PROGRAM…` on a remote host)
     /// and reads the guard's first line, the program's PID there.
     pub(crate) fn spawn_guarded(name: &str, host: &str, argv: &[String]) -> Result<Self, LabError> {
+        let mut child = Self::start_guarded(name, host, argv)?;
+        child.await_guard_pid()?;
+        Ok(child)
+    }
+
+    /// Starts `argv` as [`spawn_guarded`](Self::spawn_guarded) does, without waiting for the
+    /// PID line: several hosts' guards are started from this (the lab's main) thread — the
+    /// parent-death signal follows the thread that started a child — and then awaited.
+    pub(crate) fn start_guarded(name: &str, host: &str, argv: &[String]) -> Result<Self, LabError> {
         let mut cmd = with_parent_death_signal(argv);
         cmd.stdin(Stdio::piped());
         let mut child = Self::start(name, &argv[0], cmd)?;
         let stdin = child.child.stdin.take();
         // Remote from the start, so a connection lost before the PID line is named as such.
         child.remote = Some(RemoteChild { pid: 0, stdin, host: host.into() });
+        Ok(child)
+    }
+
+    /// Reads a guarded child's first line, the program's PID on its host (or says why not).
+    pub(crate) fn await_guard_pid(&mut self) -> Result<(), LabError> {
+        let name = self.name.clone();
+        let child = self;
+        let host = child.remote.as_ref().map(|r| r.host.clone()).unwrap_or_default();
+        let host = host.as_str();
+        let name = name.as_str();
         let waited = Duration::from_secs(20);
         let first = child.next_line(waited);
         let pid = first
@@ -89,7 +108,7 @@ impl ChildProcess {
             .and_then(|p| p.trim().parse().ok());
         if let (Some(pid), Some(remote)) = (pid, child.remote.as_mut()) {
             remote.pid = pid;
-            return Ok(child);
+            return Ok(());
         }
         if let Some(status) = child.wait_timeout(Duration::from_secs(2)) {
             return Err(child.failed(status));

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use corelane::topology::CpuList;
 
 use crate::host::Host;
-use crate::remote::{Remote, RemoteSpec, SshTarget};
+use crate::remote::clock::{self, ClockOffset};
+use crate::remote::{Remote, RemoteSpec};
 use crate::rx_nic::{NicCounters, RemoteNic};
 use crate::topo::{self, HostTopology};
 use crate::LabError;
@@ -42,6 +43,9 @@ pub struct TestbedReport {
     /// A dry run's peer rows: what each would run on each host (nothing was started).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peer_steps: Vec<PeerStep>,
+    /// A remote run's load hosts, in order: each one's clock and what the lab does there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load_hosts: Vec<LoadHostReport>,
 }
 
 /// One command a peer row runs on one host (per trial, under `corelane guard` on a remote
@@ -51,6 +55,16 @@ pub struct PeerStep {
     pub row: String,
     pub host: String,
     pub command: String,
+}
+
+/// A load host as the report records it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadHostReport {
+    pub host: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockOffset>,
+    /// What the lab does there (shown by a dry run).
+    pub steps: String,
 }
 
 /// What one row would change on the rx host, as `corelane apply` (dry run) showed it there.
@@ -84,7 +98,17 @@ impl TestbedReport {
             out.push_str(&format!("note: {reason}\n"));
         }
         if self.is_dry_run() {
-            out.push_str("dry run: nothing was changed or measured; the tx host only runs the sender (no settings)\n");
+            out.push_str("dry run: nothing was changed or measured; the load hosts only run senders (no settings)\n");
+            for l in &self.load_hosts {
+                let clock = l.clock.map_or(String::new(), |c| {
+                    format!(
+                        " (clock {:+.1} ms, ±{:.1})",
+                        c.offset_ns as f64 / 1e6,
+                        c.rtt_ns as f64 / 2e6
+                    )
+                });
+                out.push_str(&format!("\nload host {}{clock}: {}\n", l.host, l.steps));
+            }
         }
         for p in self.dry_run.iter().flatten() {
             out.push_str(&format!(
@@ -141,6 +165,31 @@ pub struct Testbed {
     rx_nic_found: Option<String>,
     /// A dry run's changes (see [`preview`](Self::preview)); `None`: a measuring run.
     planned: Option<Vec<PlannedChange>>,
+    /// A remote run's load hosts with their clocks (empty elsewhere: the one sender side).
+    load: Vec<LoadHost>,
+}
+
+impl LoadHost {
+    fn report(&self) -> LoadHostReport {
+        let corelane = self.host.corelane().unwrap_or_else(|_| "corelane".into());
+        LoadHostReport {
+            host: self.host.name(),
+            clock: self.clock,
+            steps: format!(
+                "connected over SSH, {corelane} checked (or deployed, removed at the end), topology read, clock measured over {} round trips; per row it runs `{corelane} guard --life {}s --start-at T -- {corelane} udp send …` (lab udp: its share of the rate and flows) or `… load http …` (lab tcp, lab affinity's HTTP rows: its share of the connections), T the agreed start in its clock, and the guard ends it when the lab lets go; it changes no setting there",
+                crate::remote::clock::SAMPLES,
+                crate::remote::MAX_LIFE.as_secs()
+            ),
+        }
+    }
+}
+
+/// One of the hosts a row's load comes from.
+#[derive(Debug, Clone)]
+pub struct LoadHost {
+    pub host: Host,
+    /// Its clock against this machine's (`None`: this machine, or the namespace testbed).
+    pub clock: Option<ClockOffset>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -203,6 +252,7 @@ impl Testbed {
             rx_nic: None,
             rx_nic_found: None,
             planned: None,
+            load: Vec::new(),
         };
         if let Err(reason) = bed.build(&tx, &rx) {
             let removed_stale = std::mem::take(&mut bed.removed_stale);
@@ -216,17 +266,18 @@ impl Testbed {
     }
 
     /// The sides on the hosts `spec` names (this machine for a side it leaves out), after
-    /// checking that the rx host holds every address the sender will target.
+    /// checking that the rx host holds every address the senders will target, with each
+    /// remote load host's clock measured.
     pub fn remote(spec: &RemoteSpec) -> Result<Self, LabError> {
-        let connect = |target: &Option<SshTarget>| -> Result<Host, LabError> {
-            match target {
-                None => Ok(Host::Local),
-                Some(t) => {
-                    Ok(Host::Remote(Arc::new(Remote::connect(t, &spec.ssh, &spec.corelane)?)))
-                }
-            }
+        let connect = |t| -> Result<Host, LabError> {
+            Ok(Host::Remote(Arc::new(Remote::connect(t, &spec.ssh, &spec.corelane)?)))
         };
-        let (tx, rx) = (connect(&spec.tx)?, connect(&spec.rx)?);
+        let load: Vec<Host> = match spec.tx.is_empty() {
+            true => vec![Host::Local],
+            false => spec.tx.iter().map(connect).collect::<Result<_, _>>()?,
+        };
+        let rx = spec.rx.as_ref().map_or(Ok(Host::Local), connect)?;
+        let tx = load[0].clone();
         let held = rx.run("ip", &["-o", "addr", "show"])?;
         for addr in &spec.rx_addrs {
             if !holds(&held, *addr) {
@@ -238,14 +289,16 @@ impl Testbed {
                 });
             }
         }
-        let tx_held = match spec.rx_add_addrs.is_empty() {
-            true => String::new(),
-            false => tx.run("ip", &["-o", "addr", "show"])?,
-        };
+        let mut tx_held = Vec::new();
+        if !spec.rx_add_addrs.is_empty() {
+            for host in &load {
+                tx_held.push((host.name(), host.run("ip", &["-o", "addr", "show"])?));
+            }
+        }
         for (addr, _) in &spec.rx_add_addrs {
-            if holds(&tx_held, *addr) {
+            if let Some((name, _)) = tx_held.iter().find(|(_, held)| holds(held, *addr)) {
                 return Err(LabError::Remote {
-                    host: tx.name(),
+                    host: name.clone(),
                     problem: format!(
                         "holds {addr}: --rx-add-addr must be an address no host uses (pick a free one in the rx host's subnet)"
                     ),
@@ -278,7 +331,7 @@ impl Testbed {
             _ => (None, None),
         };
         let mut hosts = Vec::new();
-        for (role, host) in [("tx", &tx), ("rx", &rx)] {
+        for (role, host) in load.iter().map(|h| ("tx", h)).chain([("rx", &rx)]) {
             if let Host::Remote(remote) = host {
                 let reply = topo::read(host, remote.corelane())?;
                 hosts.push(HostReport {
@@ -291,8 +344,44 @@ impl Testbed {
         }
         let mut rx_addrs = spec.rx_addrs.clone();
         rx_addrs.extend(spec.rx_add_addrs.iter().map(|(addr, _)| *addr));
+        let mut load_hosts = Vec::new();
+        for host in load {
+            let clock = match &host {
+                Host::Remote(remote) => Some(clock::measure(remote)?),
+                _ => None,
+            };
+            load_hosts.push(LoadHost { host, clock });
+        }
         let network = Network::Remote { tx, rx, rx_addrs };
-        Ok(Self { network, removed_stale: Vec::new(), hosts, rx_nic, rx_nic_found, planned: None })
+        Ok(Self {
+            network,
+            removed_stale: Vec::new(),
+            hosts,
+            rx_nic,
+            rx_nic_found,
+            planned: None,
+            load: load_hosts,
+        })
+    }
+
+    /// The hosts a row's load comes from: a remote run's load hosts in order, elsewhere the
+    /// one sender side.
+    pub fn load_hosts(&self) -> Vec<LoadHost> {
+        match self.load.is_empty() {
+            true => vec![LoadHost { host: self.tx(), clock: None }],
+            false => self.load.clone(),
+        }
+    }
+
+    /// Refuses the first load host whose clock is further off than a trial of `trial`
+    /// tolerates (see [`clock::check`]).
+    pub fn check_clocks(&self, trial: std::time::Duration) -> Result<(), LabError> {
+        for load in &self.load {
+            if let Some(offset) = &load.clock {
+                clock::check(&load.host.name(), offset, trial)?;
+            }
+        }
+        Ok(())
     }
 
     /// Why receive steering (RPS) cannot be changed on this testbed, if it cannot.
@@ -315,6 +404,7 @@ impl Testbed {
             rx_nic: None,
             rx_nic_found: None,
             planned: None,
+            load: Vec::new(),
         }
     }
 
@@ -432,9 +522,15 @@ impl Testbed {
                 format!("network namespaces {tx} → {rx} over veth ({QUEUES} RX queues)")
             }
             Network::Loopback { .. } => "loopback (127.0.0.1)".into(),
-            Network::Remote { tx, rx, rx_addrs } => {
+            Network::Remote { rx, rx_addrs, .. } => {
                 let addrs: Vec<String> = rx_addrs.iter().map(ToString::to_string).collect();
-                format!("{} → {} over SSH, data to {}", tx.name(), rx.name(), addrs.join(" "))
+                let load: Vec<String> = self.load_hosts().iter().map(|l| l.host.name()).collect();
+                format!(
+                    "{} → {} over SSH, data to {}",
+                    load.join(" + "),
+                    rx.name(),
+                    addrs.join(" ")
+                )
             }
         }
     }
@@ -465,6 +561,7 @@ impl Testbed {
             hosts: self.hosts.clone(),
             dry_run: self.planned.clone(),
             peer_steps: Vec::new(),
+            load_hosts: self.load.iter().map(LoadHost::report).collect(),
         }
     }
 

@@ -172,6 +172,7 @@ impl<'a> AffinityLab<'a> {
             None => Testbed::create(),
         };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let (packages, numa_nodes) = packages_and_nodes(&testbed)?;
         let online = testbed.rx().online_cpus()?;
         let other_cpu = online.cpus()[0];

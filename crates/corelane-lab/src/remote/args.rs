@@ -11,17 +11,20 @@ use crate::LabError;
 /// Remote sides of an experiment (without `--tx-host`/`--rx-host`: the namespace testbed).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RemoteArgs {
-    /// Take the sender and receiver from this Ansible inventory instead of --tx-host and
-    /// --rx-host (INI, or YAML for .yml/.yaml): the host of group corelane_tx sends, the host of
-    /// corelane_rx receives (children groups count; one host each). Of the host and group vars
+    /// Take the senders and receiver from this Ansible inventory instead of --tx-host and
+    /// --rx-host (INI, or YAML for .yml/.yaml): the hosts of group corelane_tx send (the load
+    /// split over them), the host of corelane_rx receives (children groups count; one). Of the host and group vars
     /// (host over group, child group over parent) only ansible_host, ansible_user, ansible_port
     /// and ansible_ssh_private_key_file are used (or their older ansible_ssh_* spellings); other
     /// vars are ignored. Ansible is not needed.
     #[arg(long, value_name = "FILE", help_heading = "Remote hosts")]
     pub inventory: Option<PathBuf>,
     /// Run the sender on this host over SSH (`[USER@]HOST[:PORT]`); default: this machine.
+    /// Repeat for several load hosts: each row's load is split over them (the rate and
+    /// flows of UDP, the connections of HTTP) and started on all at one agreed time, each
+    /// host's clock measured first.
     #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
-    pub tx_host: Option<SshTarget>,
+    pub tx_host: Vec<SshTarget>,
     /// Run the receiver (server) on this host over SSH; default: this machine.
     #[arg(long, value_name = "[USER@]HOST[:PORT]", help_heading = "Remote hosts")]
     pub rx_host: Option<SshTarget>,
@@ -60,7 +63,8 @@ pub struct RemoteArgs {
 /// Where each side runs and how to reach it, checked.
 #[derive(Debug, Clone)]
 pub struct RemoteSpec {
-    pub tx: Option<SshTarget>,
+    /// The load hosts, in order (empty: this machine).
+    pub tx: Vec<SshTarget>,
     pub rx: Option<SshTarget>,
     pub rx_addrs: Vec<IpAddr>,
     /// The rx host's interface the rows change; found from the first address when `None`.
@@ -77,7 +81,7 @@ impl RemoteArgs {
     /// The remote setup asked for, or `None` for the namespace testbed.
     pub fn spec(&self) -> Result<Option<RemoteSpec>, LabError> {
         let (tx_host, rx_host) = self.hosts()?;
-        if tx_host.is_none() && rx_host.is_none() {
+        if tx_host.is_empty() && rx_host.is_none() {
             let stray = !self.rx_addr.is_empty()
                 || self.ssh_config.is_some()
                 || !self.ssh_option.is_empty()
@@ -159,12 +163,35 @@ impl RemoteArgs {
 }
 
 impl RemoteArgs {
-    /// The sender and receiver: from --inventory, or --tx-host and --rx-host.
-    fn hosts(&self) -> Result<(Option<SshTarget>, Option<SshTarget>), LabError> {
-        let Some(file) = &self.inventory else {
-            return Ok((self.tx_host.clone(), self.rx_host.clone()));
+    /// The load hosts and receiver: from --inventory, or --tx-host and --rx-host; a load
+    /// host given twice is refused (it would get two shares of the load).
+    fn hosts(&self) -> Result<(Vec<SshTarget>, Option<SshTarget>), LabError> {
+        let (tx, rx) = match &self.inventory {
+            None => (self.tx_host.clone(), self.rx_host.clone()),
+            Some(file) => self.inventory_hosts(file)?,
         };
-        if self.tx_host.is_some() || self.rx_host.is_some() {
+        if tx.len() > super::inventory::MAX_LOAD_HOSTS {
+            return Err(LabError::Options(format!(
+                "{} load hosts: give at most {}",
+                tx.len(),
+                super::inventory::MAX_LOAD_HOSTS
+            )));
+        }
+        for (i, t) in tx.iter().enumerate() {
+            if tx[..i].iter().any(|u| u.host == t.host && u.port == t.port) {
+                return Err(LabError::Options(format!(
+                    "load host {t} is given twice: give each load host once"
+                )));
+            }
+        }
+        Ok((tx, rx))
+    }
+
+    fn inventory_hosts(
+        &self,
+        file: &Path,
+    ) -> Result<(Vec<SshTarget>, Option<SshTarget>), LabError> {
+        if !self.tx_host.is_empty() || self.rx_host.is_some() {
             return Err(LabError::Options(format!(
                 "--inventory {} names the hosts: drop --tx-host/--rx-host, or the inventory",
                 file.display()

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustix::process::{kill_process, Pid, Signal};
 
@@ -90,10 +90,15 @@ fn watch_stdin() -> Arc<AtomicBool> {
 /// Runs `program args` under the guard; returns its exit status and why it ended.
 /// Writes [`PID_LINE`] to `out` first (stdout in the CLI), then forwards the program's
 /// output to stdout, so the PID line always comes before anything the program prints.
+///
+/// With `start_at` (this host's wall clock), the program starts then, not now: the lab
+/// agrees one start time for several hosts and gives each its own clock's reading of it.
+/// The lab closing stdin (or a signal) before then ends the guard without starting anything.
 pub fn run(
     program: &str,
     args: &[String],
     life: Duration,
+    start_at: Option<SystemTime>,
     out: &mut dyn Write,
 ) -> std::io::Result<(ExitStatus, Ending)> {
     let signalled = Arc::new(AtomicBool::new(false));
@@ -101,6 +106,10 @@ pub fn run(
         [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
     {
         signal_hook::flag::register(signal, Arc::clone(&signalled))?;
+    }
+    let closed = watch_stdin();
+    if let Some(at) = start_at {
+        wait_until(at, &closed, &signalled)?;
     }
     // The program's output goes through the guard, so the PID line is always the first.
     let mut child = Command::new(program)
@@ -119,7 +128,6 @@ pub fn run(
         let _ = to.flush();
         let _ = done.send(());
     });
-    let closed = watch_stdin();
     // A life too long to add to the clock (a library caller's Duration::MAX) is no deadline.
     let deadline = Instant::now().checked_add(life);
     let pid = Pid::from_raw(child.id() as i32);
@@ -128,6 +136,29 @@ pub fn run(
     // still holding the pipe is given two seconds, not forever).
     let _ = forwarded.recv_timeout(GRACE);
     result
+}
+
+/// The furthest ahead a start time may lie: the lab agrees one a few seconds out, so
+/// anything beyond this is a wrong clock or a wrong number, refused rather than waited for.
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(60);
+
+/// Sleeps until `at` on this host's wall clock (at once if it has passed); an error if the
+/// lab lets go first or `at` lies more than [`MAX_START_AHEAD`] ahead.
+fn wait_until(at: SystemTime, closed: &AtomicBool, signalled: &AtomicBool) -> std::io::Result<()> {
+    let ahead = at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+    if ahead > MAX_START_AHEAD {
+        return Err(std::io::Error::other(format!(
+            "the start time lies {ahead:?} ahead on this host's clock, more than {MAX_START_AHEAD:?}: check this host's clock"
+        )));
+    }
+    while SystemTime::now() < at {
+        if closed.load(Ordering::Relaxed) || signalled.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("the lab let go before the start time"));
+        }
+        let left = at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+        std::thread::sleep(left.min(Duration::from_millis(5)));
+    }
+    Ok(())
 }
 
 /// Waits for the program, ending it when the lab closes stdin, life runs out or a signal comes.

@@ -4,6 +4,7 @@
 //! [`guard`] every remote process runs under so that none outlives the run.
 
 pub mod args;
+pub mod clock;
 pub mod guard;
 pub mod inventory;
 pub mod ssh;
@@ -139,13 +140,23 @@ impl Remote {
     /// The argv that runs `program args…` on the host, under the guard (ended when the
     /// lab closes its stdin, or after [`MAX_LIFE`]).
     pub fn guarded_argv(&self, program: &str, args: &[String]) -> Vec<String> {
-        let mut guarded = vec![
-            "guard".to_string(),
-            "--life".into(),
-            format!("{}s", MAX_LIFE.as_secs()),
-            "--".into(),
-            program.into(),
-        ];
+        self.guarded_argv_at(program, args, None)
+    }
+
+    /// Like [`guarded_argv`](Self::guarded_argv), the program started at `start_at_ns`
+    /// (nanoseconds since the epoch on the host's own clock) rather than at once.
+    pub fn guarded_argv_at(
+        &self,
+        program: &str,
+        args: &[String],
+        start_at_ns: Option<u64>,
+    ) -> Vec<String> {
+        let mut guarded =
+            vec!["guard".to_string(), "--life".into(), format!("{}s", MAX_LIFE.as_secs())];
+        if let Some(at) = start_at_ns {
+            guarded.extend(["--start-at".into(), at.to_string()]);
+        }
+        guarded.extend(["--".into(), program.into()]);
         guarded.extend_from_slice(args);
         self.session.argv(&self.corelane, &guarded)
     }

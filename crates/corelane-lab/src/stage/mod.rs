@@ -6,6 +6,7 @@
 //! readiness every started side needs.
 
 mod charged;
+pub mod load;
 mod napi;
 pub mod servers;
 pub mod udp;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use corelane::tcp::load::{LoadInterval, LoadSummary};
 
+use super::load::{self, HttpHostFigures};
 use crate::host::Host;
 use crate::output;
 use crate::process::ChildProcess;
@@ -211,7 +212,7 @@ impl Stage<'_> {
 }
 
 /// What one measurement found.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Measured {
     pub rps: f64,
     /// The load generator's latency percentiles (HDR histogram), in microseconds.
@@ -224,6 +225,9 @@ pub struct Measured {
     pub user_us_per_request: f64,
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each remote load host's part (empty: the load came from one side without a clock of
+    /// its own, the namespace testbed or this machine).
+    pub hosts: Vec<super::load::HttpHostFigures>,
 }
 
 /// Runs one server under one load (`close`: a connection per request).
@@ -235,7 +239,7 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
     // part is tick-sampled (utime), so it is a labelled estimate of the split.
     let (user_before, _) = rx.tree_cpu_split(server.pid());
     let runtime_before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
-    let load = run_corelane_load(stage, close)?;
+    let (load, hosts) = run_corelane_load(stage, close)?;
     let (user_after, _) = rx.tree_cpu_split(server.pid());
     let runtime_after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
@@ -259,6 +263,7 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
         user_us_per_request: per_request(user_after.saturating_sub(user_before)),
         errors: load.errors,
         non_2xx: load.non_2xx,
+        hosts,
     })
 }
 
@@ -268,7 +273,8 @@ pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f6
     let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
     let server = start_server(stage, ServerKind::Corelane(default))?;
     let server = wait_listening(stage, server)?;
-    let ours_rps = |stage: &Stage<'_>| run_corelane_load(stage, false).map(|l| l.requests_per_sec);
+    let ours_rps =
+        |stage: &Stage<'_>| run_corelane_load(stage, false).map(|(l, _)| l.requests_per_sec);
     let (ours, wrk) = if wrk_first {
         let wrk = run_wrk(stage)?;
         (ours_rps(stage)?, wrk)
@@ -351,19 +357,85 @@ pub(crate) fn wait_listening(
     Err(server.timed_out("did not listen", waited))
 }
 
-fn run_corelane_load(stage: &Stage<'_>, close: bool) -> Result<LoadSummary, LabError> {
-    let mut args = strings(&["load", "http", &stage.url(), "--json"]);
-    args.extend(strings(&["--connections", &stage.connections.to_string()]));
-    args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
-    args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
-    if close {
-        args.push("--close".into());
-    }
+/// `corelane load` against the server from every load host, the connections split over them
+/// and started together; the summary of all (requests, responses and errors added up; each
+/// latency percentile the highest of the hosts', an upper bound of the whole's) and each
+/// host's part.
+fn run_corelane_load(
+    stage: &Stage<'_>,
+    close: bool,
+) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
     const LOAD: &str = "corelane load";
-    let tx = stage.testbed.tx();
-    let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
-    let lines = child.finish(stage.duration + Duration::from_secs(20))?;
-    output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
+    let load = stage.testbed.load_hosts();
+    let connections = load::split(stage.connections as u64, load.len());
+    if connections.contains(&0) {
+        return Err(LabError::Options(format!(
+            "{} connections cannot be split over {} load hosts: give at least one connection per host",
+            stage.connections,
+            load.len()
+        )));
+    }
+    let children = load::start_all(&load, LOAD, |i| {
+        let mut args = strings(&["load", "http", &stage.url(), "--json"]);
+        args.extend(strings(&["--connections", &connections[i].to_string()]));
+        args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
+        args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
+        if close {
+            args.push("--close".into());
+        }
+        Ok((load[i].host.corelane()?, args))
+    })?;
+    let mut summaries = Vec::new();
+    for child in children {
+        let lines = child.finish(stage.duration + Duration::from_secs(20))?;
+        summaries.push(output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?);
+    }
+    let hosts = match load.iter().all(|l| l.clock.is_none()) {
+        true => Vec::new(),
+        false => load
+            .iter()
+            .zip(&summaries)
+            .zip(&connections)
+            .map(|((l, s), c)| HttpHostFigures {
+                host: l.host.name(),
+                connections: *c,
+                rps: s.requests_per_sec,
+                p50_us: s.latency.p50_us,
+                p99_us: s.latency.p99_us,
+                errors: s.errors + s.non_2xx,
+                clock_offset_ns: l.clock.map(|c| c.offset_ns),
+                clock_rtt_ns: l.clock.map(|c| c.rtt_ns),
+            })
+            .collect(),
+    };
+    Ok((combined(summaries), hosts))
+}
+
+/// Several load generators' summaries as one: counts and rates added, each latency figure
+/// the highest (one summary is returned as it is).
+fn combined(mut summaries: Vec<LoadSummary>) -> LoadSummary {
+    let mut all = summaries.remove(0);
+    for s in summaries {
+        all.responses += s.responses;
+        all.requests_per_sec += s.requests_per_sec;
+        all.non_2xx += s.non_2xx;
+        all.errors += s.errors;
+        all.connects += s.connects;
+        all.bytes_in += s.bytes_in;
+        let (a, b) = (&mut all.latency, &s.latency);
+        for (x, y) in [
+            (&mut a.p50_us, b.p50_us),
+            (&mut a.p90_us, b.p90_us),
+            (&mut a.p99_us, b.p99_us),
+            (&mut a.p999_us, b.p999_us),
+            (&mut a.p9999_us, b.p9999_us),
+            (&mut a.max_us, b.max_us),
+        ] {
+            *x = x.max(y);
+        }
+        all.latency.mean_us = all.latency.mean_us.max(s.latency.mean_us);
+    }
+    all
 }
 
 fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {

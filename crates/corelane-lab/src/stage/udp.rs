@@ -13,6 +13,7 @@ use corelane::xdp::rx::XskStats;
 use serde_json::Value;
 
 use super::charged::{Charged, ChargedNs, ChargedRuntime};
+use super::load::{self, HostFigures, Share};
 use super::napi::NapiThreads;
 use super::{udp_port, wait_ready};
 use crate::host::Host;
@@ -130,6 +131,9 @@ pub struct Trial {
     pub xsk_lost: Option<u64>,
     /// AF_XDP rows: the sockets' kernel counters over the whole trial, when read.
     pub xsk: Option<XskStats>,
+    /// Each remote load host's part (empty when the load comes from this machine or the
+    /// namespace testbed's one sender).
+    pub hosts: Vec<HostFigures>,
 }
 
 /// The receiver's command line for `cfg`.
@@ -202,10 +206,17 @@ impl Drop for SenderQueue {
     }
 }
 
-/// The paced GSO sender's command line for `cfg`. It sends one second longer than the
-/// receiver's measured seconds, so that it is still running (its runtime readable) when the
-/// last of them ends: started after the receiver, it would otherwise end about then.
-fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<String> {
+/// The paced GSO sender's command line for `cfg`, offering `share` of its load. It sends one
+/// second longer than the receiver's measured seconds, so that it is still running (its
+/// runtime readable) when the last of them ends: started after the receiver, it would
+/// otherwise end about then.
+fn sender_args(
+    testbed: &Testbed,
+    cfg: &Config,
+    share: &Share,
+    port: u16,
+    secs: u64,
+) -> Vec<String> {
     let mut args: Vec<String> = ["udp", "send"].map(String::from).to_vec();
     for addr in testbed.rx_addrs().iter().take(cfg.targets) {
         args.push(SocketAddr::new(*addr, port).to_string());
@@ -215,9 +226,10 @@ fn sender_args(testbed: &Testbed, cfg: &Config, port: u16, secs: u64) -> Vec<Str
         &mut args,
         [
             ("--duration", (secs + 1).to_string()),
-            ("--rate", cfg.offered_pps.to_string()),
+            ("--rate", share.rate.to_string()),
             ("--gso", cfg.gso_segments.to_string()),
-            ("--flows", FLOWS.to_string()),
+            ("--flows", share.flows.to_string()),
+            ("--first-flow", share.first_flow.to_string()),
             ("--threads", cfg.sender_threads.to_string()),
             ("--pin", cfg.sender_cpu.to_string()),
         ],
@@ -258,9 +270,14 @@ pub fn run(
         true => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
         false => None,
     };
-    let sender = tx.spawn(SENDER, &tx.corelane()?, &sender_args(testbed, cfg, port, secs))?;
-    let local_sender = matches!(tx, Host::Local | Host::Namespace(_));
-    let charged = Charged::new(napi, local_sender.then(|| sender.pid()));
+    let load = testbed.load_hosts();
+    let shares = load::shares(cfg.offered_pps, FLOWS, load.len());
+    let senders = load::start_all(&load, SENDER, |i| {
+        Ok((load[i].host.corelane()?, sender_args(testbed, cfg, &shares[i], port, secs)))
+    })?;
+    // The sender's runtime is charged where it runs on this machine: the one sender side.
+    let local_sender = load.len() == 1 && matches!(tx, Host::Local | Host::Namespace(_));
+    let charged = Charged::new(napi, local_sender.then(|| senders[0].pid()));
     let nic_before = (testbed.rx_nic_counters()?, Instant::now());
     let steady = read_steady_seconds(&testbed.rx(), &mut receiver, secs, duration, &charged, stop)?;
     let nic = match (nic_before, testbed.rx_nic_counters()?) {
@@ -270,8 +287,25 @@ pub fn run(
         _ => None,
     };
     receiver.interrupt();
-    let sent: SendSummary =
-        output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
+    let mut hosts = Vec::new();
+    let mut sent_pps = 0.0;
+    for ((sender, l), share) in senders.into_iter().zip(&load).zip(&shares) {
+        let sent: SendSummary =
+            output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
+        sent_pps += sent.throughput.mean.pps;
+        hosts.push(HostFigures {
+            host: l.host.name(),
+            offered_pps: share.rate as f64,
+            sent_pps: sent.throughput.mean.pps,
+            cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
+                / sent.throughput.datagrams.max(1) as f64,
+            clock_offset_ns: l.clock.map(|c| c.offset_ns),
+            clock_rtt_ns: l.clock.map(|c| c.rtt_ns),
+        });
+    }
+    if load.iter().all(|l| l.clock.is_none()) {
+        hosts.clear();
+    }
     let received: RecvSummary =
         output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
     let sequence = received.sequence;
@@ -279,7 +313,7 @@ pub fn run(
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {
         pps: median_of(steady.pps),
-        sent_pps: sent.throughput.mean.pps,
+        sent_pps,
         drops_per_sec: median_of(steady.drops),
         cpu_ns_per_datagram: median_of(steady.cpu_ns),
         reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,
@@ -293,6 +327,7 @@ pub fn run(
         ksoftirqd_ns_per_datagram: steady.charged.ksoftirqd,
         xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
         xsk: received.xdp.as_ref().and_then(|x| x.xsk),
+        hosts,
     })
 }
 

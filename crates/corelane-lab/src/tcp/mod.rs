@@ -161,6 +161,11 @@ pub struct TcpRow {
     /// Connection errors and timeouts the load generator saw, summed over trials.
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part when the load came from several (or remote) hosts: its
+    /// connections, requests/s, latency and errors (medians over trials); the row's own
+    /// figures are the totals (latency: the highest host's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::stage::load::HttpHostFigures>,
 }
 
 /// A load generator against the same corelane server.
@@ -214,7 +219,7 @@ pub enum Case {
 }
 
 /// What one trial of a [`Case`] measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum CaseTrial {
     Serve(Measured),
     Scale(scale::ScaleTrial),
@@ -226,7 +231,7 @@ pub enum CaseTrial {
 impl CaseTrial {
     fn serve(&self) -> Option<Measured> {
         if let Self::Serve(x) = self {
-            Some(*x)
+            Some(x.clone())
         } else {
             None
         }
@@ -271,6 +276,7 @@ impl<'a> TcpLab<'a> {
             None => Testbed::create(),
         };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let rx_online = testbed.rx().online_cpus()?;
         let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);
@@ -592,6 +598,9 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         cpu_gain_pct: None,
         errors: ms.iter().map(|m| m.errors).sum(),
         non_2xx: ms.iter().map(|m| m.non_2xx).sum(),
+        hosts: crate::stage::load::http_medians(
+            &ms.iter().map(|m| m.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
     }
 }
 

@@ -28,6 +28,19 @@ impl Report for TcpLabReport {
             self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.schedule
         ));
         out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
+        let per_host: Vec<_> = self.rows.iter().filter(|r| !r.hosts.is_empty()).collect();
+        if !per_host.is_empty() {
+            out.push_str("\nper load host (the row's figures are the totals):\n");
+        }
+        for row in per_host {
+            for h in &row.hosts {
+                let line = crate::stage::load::http_host_line(h);
+                out.push_str(&format!(
+                    "  {} {} {}: {line}\n",
+                    row.workload, row.server, row.config
+                ));
+            }
+        }
         if !self.scale_rows.is_empty() {
             out.push_str(&super::scale::table(&self.scale_rows));
         }

@@ -175,6 +175,7 @@ mod tests {
 
     fn row(config: &str, lanes: f64, napi: Option<f64>, sender: f64) -> ConfigRow {
         ConfigRow {
+            hosts: Vec::new(),
             config: config.into(),
             label: String::new(),
             offered_pps: 150_000.0,

@@ -189,6 +189,11 @@ pub struct ConfigRow {
     pub xsk_unknown: bool,
     /// Per-CPU split over the measured seconds (mean over trials).
     pub cpu: Vec<CpuSplit>,
+    /// Each load host's part when the load came from several (or remote) hosts: what it was
+    /// offered and sent, its sender's CPU per datagram and its clock offset (medians over
+    /// trials); the row's own figures are the totals at the receiver.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::stage::load::HostFigures>,
     /// A remote rx NIC's own counters per second over the trial (warm-up second included;
     /// medians over trials).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -267,6 +272,7 @@ impl<'a> UdpLab<'a> {
             None => Testbed::create(),
         };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let (tx, rx) = (testbed.tx(), testbed.rx());
         let online = rx.online_cpus()?;
         let sender_cpu = tx.online_cpus()?.cpus()[0];

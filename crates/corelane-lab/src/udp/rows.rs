@@ -38,6 +38,9 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
             .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
             .collect(),
         cpu,
+        hosts: crate::stage::load::medians(
+            &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
         napi_ns_per_datagram: trials
             .first()
             .and_then(|t| t.napi_ns_per_datagram)
@@ -83,6 +86,7 @@ mod tests {
 
     fn trial(xsk: Option<XskStats>) -> Trial {
         Trial {
+            hosts: Vec::new(),
             pps: 150_000.0,
             sent_pps: 150_000.0,
             drops_per_sec: 0.0,

@@ -87,6 +87,19 @@ impl Report for UdpLabReport {
         for row in &self.rows {
             out.push_str(&format!("  {:<14} {}\n", row.config, row.label));
         }
+        let per_host: Vec<_> = self.rows.iter().filter(|r| !r.hosts.is_empty()).collect();
+        if !per_host.is_empty() {
+            out.push_str("\nper load host (the row's received figure is the total):\n");
+        }
+        for row in per_host {
+            for h in &row.hosts {
+                out.push_str(&format!(
+                    "  {:<14} {}\n",
+                    row.config,
+                    crate::stage::load::host_line(h)
+                ));
+            }
+        }
         if !self.peers.is_empty() {
             let peers = report::table_of(&PEER_COLUMNS, &self.peers);
             let steering = if self.testbed.fallback_reason.is_some() {
@@ -212,6 +225,7 @@ mod tests {
             trials: 1,
             duration_secs: 3,
             rows: vec![ConfigRow {
+                hosts: Vec::new(),
                 config: "default".into(),
                 label: "default".into(),
                 offered_pps: 1e6,

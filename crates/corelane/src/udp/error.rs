@@ -42,6 +42,8 @@ pub enum UdpError {
     ZeroRate,
     #[error("--flows {0} is out of range: use 1 to 1024")]
     Flows(usize),
+    #[error("--first-flow {first} with {flows} flows runs past flow id 4294967295: give a smaller --first-flow")]
+    FlowIds { first: u32, flows: usize },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error(transparent)]

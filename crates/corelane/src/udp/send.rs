@@ -36,6 +36,9 @@ pub struct SenderConfig {
     pub size: usize,
     /// Distinct flows (source ports); at least one per thread.
     pub flows: usize,
+    /// The id of the first flow (the others follow it), so that several senders feeding one
+    /// receiver keep their flows apart in its sequence accounting.
+    pub first_flow: u32,
     /// Total datagrams per second over all lanes; 0 = as fast as possible.
     pub rate: u64,
     /// Datagrams per GSO message; `None` sends one datagram per message.
@@ -65,6 +68,7 @@ impl Default for SenderConfig {
             lanes: Lanes::default(),
             size: 32,
             flows: 1,
+            first_flow: 0,
             rate: 0,
             gso: None,
             duration: Some(Duration::from_secs(10)),
@@ -175,11 +179,10 @@ impl Sender {
             socket
                 .set_write_timeout(Some(super::socket::WAKE_INTERVAL))
                 .map_err(|e| UdpError::io("SO_SNDTIMEO", e))?;
-            let id32 = u32::try_from(id).map_err(|_| UdpError::Size {
-                size: id,
-                min: 1,
-                max: u32::MAX as usize,
-            })?;
+            let id32 = u32::try_from(id)
+                .ok()
+                .and_then(|id| id.checked_add(config.first_flow))
+                .ok_or(UdpError::FlowIds { first: config.first_flow, flows: config.flows })?;
             lane_flows[id % config.lanes.threads].push(Flow { id: id32, socket, next_seq: 0 });
         }
         let mut gso = GsoState { requested: config.gso, active: false, note: None };

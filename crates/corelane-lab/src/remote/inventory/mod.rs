@@ -1,5 +1,5 @@
 //! `--inventory FILE`: the lab's hosts from an Ansible inventory, read without Ansible. The
-//! hosts of group `corelane_tx` send, those of `corelane_rx` receive (children groups count),
+//! hosts of group `corelane_tx` send (the load is split over them), the one of `corelane_rx` receives (children groups count),
 //! reached by their `ansible_host`, `ansible_user`, `ansible_port` and
 //! `ansible_ssh_private_key_file`, with vars merged as Ansible merges them: `all` first, then
 //! the other groups parent before child (by name within a level), then the host's own. Other
@@ -22,10 +22,14 @@ pub const MAX_BYTES: u64 = 1 << 20;
 pub const TX_GROUP: &str = "corelane_tx";
 pub const RX_GROUP: &str = "corelane_rx";
 
-/// The sender and the receiver an inventory names (`None`: this machine).
+/// The most load hosts an inventory may name: each is a connection and a sender per row.
+pub const MAX_LOAD_HOSTS: usize = 32;
+
+/// The load hosts (none: this machine) and the receiver (`None`: this machine) an inventory
+/// names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fleet {
-    pub tx: Option<SshTarget>,
+    pub tx: Vec<SshTarget>,
     pub rx: Option<SshTarget>,
 }
 
@@ -175,7 +179,8 @@ impl Inventory {
         Ok(())
     }
 
-    /// The sender and receiver, checked: at most one host in each of the two groups, the vars
+    /// The load hosts and the receiver, checked: at most [`MAX_LOAD_HOSTS`] load hosts and one
+    /// receiver, the vars
     /// the lab uses valid; hosts in neither group are not the lab's and are ignored.
     fn fleet(&self) -> Result<Fleet, Bad> {
         let depths = self.depths()?;
@@ -188,10 +193,10 @@ impl Inventory {
                 format!("no host in {TX_GROUP} or {RX_GROUP}: put the sender in group {TX_GROUP} and the receiver in group {RX_GROUP}"),
             ));
         }
-        if tx.len() > 1 {
+        if tx.len() > MAX_LOAD_HOSTS {
             return Err(Bad::at(
                 self.groups[TX_GROUP].line,
-                format!("{TX_GROUP} holds {} hosts ({}): several load hosts are not supported yet: keep one", tx.len(), listed(&tx)),
+                format!("{TX_GROUP} holds {} hosts ({}), more than {MAX_LOAD_HOSTS} load hosts: keep at most {MAX_LOAD_HOSTS}", tx.len(), listed(&tx)),
             ));
         }
         if rx.len() > 1 {
@@ -204,9 +209,9 @@ impl Inventory {
                 ),
             ));
         }
-        let target =
-            |hosts: &[String]| hosts.first().map(|name| self.target(name, &depths)).transpose();
-        Ok(Fleet { tx: target(&tx)?, rx: target(&rx)? })
+        let tx = tx.iter().map(|name| self.target(name, &depths)).collect::<Result<_, _>>()?;
+        let rx = rx.first().map(|name| self.target(name, &depths)).transpose()?;
+        Ok(Fleet { tx, rx })
     }
 
     /// The hosts of `group` and of its children, each once, in the order first met.

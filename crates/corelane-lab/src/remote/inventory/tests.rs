@@ -43,14 +43,14 @@ ansible_ssh_private_key_file=/keys/rx
 fn ini_children_host_and_group_vars_merge_as_ansible_does() {
     let fleet = ini(INI).unwrap();
     let mut tx = target("ops@10.0.0.1:2222");
-    assert_eq!(fleet.tx, Some(tx.clone()));
+    assert_eq!(fleet.tx.first().cloned(), Some(tx.clone()));
     let mut rx = target("root@10.0.0.2:2200");
     rx.identity_file = Some("/keys/rx".into());
     assert_eq!(fleet.rx, Some(rx));
     // A child group's vars win over its parent's, and over `all`.
     let child = INI.replace("[load]", "[load:vars]\nansible_user=child\n[load]");
     tx.user = Some("child".into());
-    assert_eq!(ini(&child).unwrap().tx, Some(tx));
+    assert_eq!(ini(&child).unwrap().tx.first().cloned(), Some(tx));
 }
 
 const YAML: &str = "\
@@ -80,7 +80,7 @@ all:
 #[test]
 fn yaml_children_host_and_group_vars_merge_as_ansible_does() {
     let fleet = yaml(YAML).unwrap();
-    assert_eq!(fleet.tx, Some(target("child@10.0.0.1:2222")));
+    assert_eq!(fleet.tx.first().cloned(), Some(target("child@10.0.0.1:2222")));
     let mut rx = target("root@10.0.0.2:2200");
     rx.identity_file = Some("/keys/rx".into());
     assert_eq!(fleet.rx, Some(rx));
@@ -90,7 +90,7 @@ fn yaml_children_host_and_group_vars_merge_as_ansible_does() {
 fn older_spellings_and_yaml_merge_keys_are_read() {
     let old =
         "[corelane_tx]\nt ansible_ssh_host=10.0.0.1 ansible_ssh_port=2022 ansible_ssh_user=u\n";
-    assert_eq!(ini(old).unwrap().tx, Some(target("u@10.0.0.1:2022")));
+    assert_eq!(ini(old).unwrap().tx.first().cloned(), Some(target("u@10.0.0.1:2022")));
     let both =
         "[corelane_tx]\nt ansible_host=10.0.0.1\n[corelane_tx:vars]\nansible_ssh_host=10.0.0.9\n";
     fails_at(ini(both), 4, "both ansible_host and ansible_ssh_host");
@@ -105,7 +105,7 @@ corelane_tx:
 ";
     // `defaults` is a group without hosts: the merge is all that uses it.
     let merged = merged.replace("defaults: &defaults", "spare:\n  vars: &defaults");
-    assert_eq!(yaml(&merged).unwrap().tx, Some(target("ops@10.0.0.1:2222")));
+    assert_eq!(yaml(&merged).unwrap().tx.first().cloned(), Some(target("ops@10.0.0.1:2222")));
     let list = "corelane_tx:\n  hosts:\n    t:\n      <<: [{a: 1}]\n";
     fails_at(yaml(list), 4, "merge one mapping");
 }
@@ -113,7 +113,7 @@ corelane_tx:
 #[test]
 fn a_host_without_ansible_host_is_reached_by_its_name_and_host_port() {
     let fleet = ini("[corelane_tx]\nbox1:2022\n[corelane_rx]\nfd00::2\n").unwrap();
-    assert_eq!(fleet.tx, Some(target("box1:2022")));
+    assert_eq!(fleet.tx.first().cloned(), Some(target("box1:2022")));
     assert_eq!(fleet.rx, Some(target("[fd00::2]")));
 }
 
@@ -138,15 +138,19 @@ fn ini_errors_name_the_line_and_the_fix() {
 fn hosts_outside_the_two_groups_are_ignored() {
     let fleet = ini("[web]\nw1\nw2\n[corelane_tx]\na\n[corelane_rx]\nb\n[db]\nd1 ansible_port=5\n")
         .unwrap();
-    assert_eq!((fleet.tx, fleet.rx), (Some(target("a")), Some(target("b"))));
+    assert_eq!((fleet.tx.first().cloned(), fleet.rx), (Some(target("a")), Some(target("b"))));
     let fleet = yaml("web:\n  hosts:\n    w1:\ncorelane_tx:\n  hosts:\n    a:\n").unwrap();
-    assert_eq!(fleet.tx, Some(target("a")));
+    assert_eq!(fleet.tx.first().cloned(), Some(target("a")));
 }
 
 #[test]
-fn several_load_hosts_are_refused_naming_them() {
-    let two = ini("[corelane_tx]\ngen1\ngen2\n[corelane_rx]\nrecv\n");
-    fails_at(two, 1, "holds 2 hosts (gen1, gen2): several load hosts are not supported yet");
+fn several_load_hosts_are_read_in_order_and_bounded() {
+    let two = ini("[corelane_tx]\ngen1\ngen2 ansible_port=2222\n[corelane_rx]\nrecv\n").unwrap();
+    assert_eq!(two.tx, vec![target("gen1"), target("gen2:2222")]);
+    let yaml_two = yaml("corelane_tx:\n  hosts:\n    gen1:\n    gen2:\n").unwrap();
+    assert_eq!(yaml_two.tx, vec![target("gen1"), target("gen2")]);
+    let many: String = (0..=MAX_LOAD_HOSTS).map(|i| format!("g{i}\n")).collect();
+    fails_at(ini(&format!("[corelane_tx]\n{many}")), 1, "more than 32 load hosts");
     fails_at(ini("[corelane_rx]\nr1\nr2\n"), 1, "one receiver");
 }
 
@@ -242,7 +246,7 @@ fn a_large_inventory_resolves_in_linear_time() {
     assert!(wide.len() < MAX_BYTES as usize && chain.len() < MAX_BYTES as usize);
     let started = std::time::Instant::now();
     fails_at(ini(&wide), 3, "holds 60000 hosts (h0, h1, h2, h3, h4 and 59995 more)");
-    assert_eq!(ini(&chain).unwrap().tx, Some(target("sender")));
+    assert_eq!(ini(&chain).unwrap().tx.first().cloned(), Some(target("sender")));
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
 }
 
