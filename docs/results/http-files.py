@@ -8,10 +8,14 @@ Two measurements, each server on CPU 1 and its client on CPU 0 (loopback):
    and then stay open, per connection; then one new request must still be answered.
 2. Static files: server CPU per request for a 4 KiB and a 1 MiB file (wrk -t1 -c16 -d SECONDS),
    CPU exact from /proc/PID/task/TID/schedstat summed over every thread of the server's
-   processes between the start and the end of the load.
+   processes between the start and the end of the load; and the client's (wrk's whole CPU
+   time from wait4's rusage), because on loopback the receive work of a segment runs on
+   whichever side's CPU happens to process it: how a server sends moves CPU between the two,
+   so only the sum compares servers that send differently.
 
 Servers: corelane epoll, corelane io_uring (both `serve http --root`, one lane), nginx (one
-worker, sendfile on, access_log off). Rounds alternate the servers' order.
+worker, sendfile on, access_log off) and nginx-nopush (the same with `tcp_nopush on`, the
+usual production pairing with sendfile). Rounds alternate the servers' order.
 
 Usage: http-files.py CORELANE [ROUNDS] [SECONDS] [CONNS]
 Needs wrk, taskset, nginx (skipped with the reason when absent); binds 127.0.0.1:47180.
@@ -83,14 +87,15 @@ def wait_port():
 
 
 def start(kind, binary, www, work):
-    if kind == "nginx":
+    if kind.startswith("nginx"):
+        nopush = "tcp_nopush on; " if kind == "nginx-nopush" else ""
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
             f.write(
                 f"worker_processes 1;\ndaemon off;\npid {work}/nginx.pid;\n"
                 f"error_log {work}/nginx-error.log;\nworker_rlimit_nofile 20000;\n"
                 "events { worker_connections 19000; }\n"
-                "http { access_log off; sendfile on; keepalive_requests 1000000000;\n"
+                f"http {{ access_log off; sendfile on; {nopush}keepalive_requests 1000000000;\n"
                 "  keepalive_timeout 600s;\n"
                 f"  client_body_temp_path {work}/body; proxy_temp_path {work}/proxy;\n"
                 f"  fastcgi_temp_path {work}/fastcgi; uwsgi_temp_path {work}/uwsgi;\n"
@@ -159,15 +164,20 @@ def files(kind, binary, www, work, path, seconds):
     proc = start(kind, binary, www, work)
     try:
         before = cpu_ns(proc.pid)
-        out = subprocess.run(["taskset", "-c", "0", "wrk", "-t1", "-c16", f"-d{seconds}s",
-                              f"http://127.0.0.1:{PORT}{path}"],
-                             capture_output=True, text=True, check=True).stdout
+        wrk = subprocess.Popen(["taskset", "-c", "0", "wrk", "-t1", "-c16", f"-d{seconds}s",
+                                f"http://127.0.0.1:{PORT}{path}"],
+                               stdout=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(wrk.pid, 0)
         after = cpu_ns(proc.pid)
+        out = wrk.stdout.read()
+        if status != 0:
+            raise SystemExit(f"{kind} {path}: wrk failed ({status})")
+        client = (usage.ru_utime + usage.ru_stime) * 1e9
         requests = int(re.search(r"(\d+) requests in", out).group(1))
         errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         if errors:
             raise SystemExit(f"{kind} {path}: {errors.group(1)} non-2xx answers")
-        return (after - before) / requests, requests / seconds
+        return (after - before) / requests, client / requests, requests / seconds
     finally:
         stop(proc)
 
@@ -179,7 +189,7 @@ def main():
     conns = int(sys.argv[4]) if len(sys.argv) > 4 else 9000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    kinds = ["epoll", "uring"] + (["nginx"] if shutil.which("nginx") else [])
+    kinds = ["epoll", "uring"] + (["nginx", "nginx-nopush"] if shutil.which("nginx") else [])
     if "nginx" not in kinds:
         print("nginx: skipped (apt-get install nginx-light)")
     www = tempfile.mkdtemp(prefix="corelane-files-")
@@ -199,20 +209,24 @@ def main():
                 large = files(kind, binary, www, work, "/large.bin", seconds)
                 results.setdefault(kind, []).append((per_conn, answered, small, large))
                 print(f"round {r + 1} {kind}: idle {per_conn:.0f} B/conn (new request "
-                      f"{'answered' if answered else 'NOT answered'}), 4 KiB {small[0]:.0f} ns/req "
-                      f"{small[1]:.0f} req/s, 1 MiB {large[0]:.0f} ns/req {large[1]:.0f} req/s",
-                      flush=True)
+                      f"{'answered' if answered else 'NOT answered'}), 4 KiB server "
+                      f"{small[0]:.0f} + client {small[1]:.0f} ns/req {small[2]:.0f} req/s, "
+                      f"1 MiB server {large[0]:.0f} + client {large[1]:.0f} ns/req "
+                      f"{large[2]:.0f} req/s", flush=True)
     finally:
         shutil.rmtree(www, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nmedians of {rounds} rounds ({conns} idle connections; wrk -t1 -c16 -d{seconds}s):")
-    print(f"{'server':8} {'B/idle conn':>12} {'4KiB ns/req':>12} {'4KiB req/s':>11} "
-          f"{'1MiB ns/req':>12} {'1MiB req/s':>11}")
+    print(f"{'server':12} {'B/idle conn':>11} | 4 KiB: {'server':>7} {'client':>7} {'both':>7} "
+          f"{'req/s':>7} | 1 MiB: {'server':>7} {'client':>7} {'both':>7} {'req/s':>6}  (ns/req)")
     for kind, rows in results.items():
         med = lambda f: statistics.median(f(x) for x in rows)
-        print(f"{kind:8} {med(lambda x: x[0]):12.0f} {med(lambda x: x[2][0]):12.0f} "
-              f"{med(lambda x: x[2][1]):11.0f} {med(lambda x: x[3][0]):12.0f} "
-              f"{med(lambda x: x[3][1]):11.0f}")
+        cells = [med(lambda x: x[0])]
+        for i in (2, 3):
+            cells += [med(lambda x: x[i][0]), med(lambda x: x[i][1]),
+                      med(lambda x: x[i][0] + x[i][1]), med(lambda x: x[i][2])]
+        print(f"{kind:12} {cells[0]:11.0f} | {cells[1]:13.0f} {cells[2]:7.0f} {cells[3]:7.0f} "
+              f"{cells[4]:7.0f} | {cells[5]:13.0f} {cells[6]:7.0f} {cells[7]:7.0f} {cells[8]:6.0f}")
     if not all(x[1] for rows in results.values() for x in rows):
         raise SystemExit("a new request was not answered after the idle connections")
 
