@@ -637,6 +637,19 @@ impl Testbed {
         Some(nic.lock().unwrap_or_else(|e| e.into_inner()).dir().to_string())
     }
 
+    /// The interface the AF_XDP rows attach to on the rx side: the namespace testbed's
+    /// receiving veth, or a remote rx host's NIC; `None` on loopback and with the receiver
+    /// on the controller (the lab attaches no program to the controller's own NIC).
+    pub fn rx_xdp_dev(&self) -> Option<String> {
+        match (&self.network, &self.rx_nic) {
+            (Network::Namespaces { .. }, _) => Some(crate::stage::udp::RX_DEV.to_string()),
+            (Network::Remote { .. }, Some(nic)) => {
+                Some(nic.lock().unwrap_or_else(|e| e.into_inner()).name().to_string())
+            }
+            _ => None,
+        }
+    }
+
     /// Whether this is a dry run (see [`preview`](Self::preview)).
     pub fn is_dry_run(&self) -> bool {
         self.planned.is_some()

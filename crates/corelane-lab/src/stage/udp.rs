@@ -134,10 +134,15 @@ pub struct Trial {
     /// Each remote load host's part (empty when the load comes from this machine or the
     /// namespace testbed's one sender).
     pub hosts: Vec<HostFigures>,
+    /// XDP rows: the mode the receiver reports it ran in (`native zero-copy`, `native copy`,
+    /// `generic copy`; `native` for the XDP_DROP rows, whose program attaches natively or
+    /// not at all).
+    pub xdp_mode: Option<String>,
 }
 
-/// The receiver's command line for `cfg`.
-fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
+/// The receiver's command line for `cfg`; `xdp_dev` is the interface the AF_XDP rows attach
+/// to.
+fn receiver_args(cfg: &Config, port: u16, secs: u64, xdp_dev: &str) -> Vec<String> {
     let mut args = vec!["udp".into(), "recv".into(), format!("0.0.0.0:{port}"), "--json".into()];
     let sockets = if cfg.shared_socket { "shared" } else { "reuseport" };
     push_options(
@@ -170,7 +175,7 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64) -> Vec<String> {
         XdpRole::Off | XdpRole::Send => None,
     };
     if let Some(backend) = xdp_backend {
-        args.extend(["--backend", backend, "--xdp-dev", RX_DEV].map(String::from));
+        args.extend(["--backend", backend, "--xdp-dev", xdp_dev].map(String::from));
     }
     if cfg.xdp == XdpRole::ReceiveBusyPoll {
         args.extend(["--busy-poll".into(), BUSY_POLL_US.to_string()]);
@@ -184,7 +189,7 @@ fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String)
 }
 
 /// The receiving end of the namespace testbed's veth pair.
-const RX_DEV: &str = "vrx";
+pub const RX_DEV: &str = "vrx";
 
 /// A queue on the sending veth for an XDP receive row, removed after it. With XDP on vrx,
 /// veth hands frames over through a 256-frame ring and, without a qdisc on vtx, drops what
@@ -259,16 +264,28 @@ pub fn run(
     let port = udp_port(testbed)?;
     let secs = duration.as_secs();
     let xdp_rx = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll | XdpRole::Drop);
-    let _queue = match xdp_rx {
+    let xdp_dev = testbed.rx_xdp_dev();
+    let dev = match (xdp_rx, &xdp_dev) {
+        (true, None) => {
+            return Err(LabError::Options(format!(
+                "row {}: AF_XDP needs the namespace testbed or a remote rx host's NIC",
+                cfg.id
+            )))
+        }
+        (_, dev) => dev.clone().unwrap_or_default(),
+    };
+    let on_veth = testbed.is_namespaced();
+    let _queue = match xdp_rx && on_veth {
         true => Some(SenderQueue::add(tx.clone())?),
         false => None,
     };
     let napi_before = NapiThreads::before(RX_DEV);
-    let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs))?;
+    let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs, &dev))?;
     wait_ready(&mut receiver, RECEIVER)?;
-    let napi = match xdp_rx {
-        true => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
-        false => None,
+    let napi = match (xdp_rx, on_veth) {
+        (true, true) => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
+        (true, false) => NapiThreads::found(&rx, &dev),
+        (false, _) => None,
     };
     let load = testbed.load_hosts();
     let shares = load::shares(cfg.offered_pps, FLOWS, load.len());
@@ -308,6 +325,10 @@ pub fn run(
     }
     let received: RecvSummary =
         output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
+    let xdp_mode = match cfg.xdp {
+        XdpRole::Drop => Some("native".to_string()),
+        _ => received.xdp.as_ref().map(|x| x.mode.clone()),
+    };
     let sequence = received.sequence;
     let lanes = &steady.lanes;
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
@@ -328,6 +349,7 @@ pub fn run(
         xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
         xsk: received.xdp.as_ref().and_then(|x| x.xsk),
         hosts,
+        xdp_mode,
     })
 }
 
@@ -407,7 +429,7 @@ mod tests {
             xdp: XdpRole::Drop,
             ..Config::one_lane("default", "default".into(), None, 1, 0, 1000)
         };
-        let args = receiver_args(&cfg, 4321, 3);
+        let args = receiver_args(&cfg, 4321, 3, RX_DEV);
         let expected = "udp recv 0.0.0.0:4321 --json --duration 8 --threads 1 --sockets reuseport --rcvbuf 4M --pin 1 --backend uring --backend xdp-drop --xdp-dev vrx";
         assert_eq!(args.join(" "), expected);
     }

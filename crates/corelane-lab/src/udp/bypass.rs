@@ -192,6 +192,7 @@ mod tests {
             xsk_lost: napi.map(|_| 0),
             xsk: napi.map(|_| XskStats::default()),
             xsk_unknown: false,
+            xdp_mode: None,
             cpu: Vec::new(),
             nic: None,
         }

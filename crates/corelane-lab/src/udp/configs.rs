@@ -140,46 +140,65 @@ pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
         offered_pps: opts.offered_gro_pps,
         ..reuse
     });
-    if namespaced && !default_as_found {
-        configs.extend(xdp_rows(&base, opts));
-    } else {
-        skipped.push("af-xdp rows: need the namespace testbed's veth (XDP and NAPI threads are set on the lab's own interface only)".into());
+    match (namespaced, default_as_found) {
+        (true, false) => configs.extend(xdp_rows(&base, opts, Where::Veth)),
+        (true, true) => {
+            configs.extend(xdp_rows(&base, opts, Where::RxNic));
+            skipped.push(AF_XDP_TX_ACROSS_HOSTS.into());
+        }
+        (false, _) => skipped.push("af-xdp rows: need the namespace testbed's veth or a remote rx host's NIC (--rx-host): the lab attaches no XDP program to the controller's own interfaces".into()),
     }
     Plan { configs, skipped, receiver_cpu, receiver_cpus }
 }
 
-/// The kernel-bypass rows, RPS off like `default`: recvmmsg and AF_XDP receivers (threaded
-/// NAPI, then busy polling) fed by the same paced sender at the XDP rate with the XDP_DROP
-/// floor at that rate beside them, the AF_XDP sender into recvmmsg, and at the full offered
-/// rate AF_XDP against the XDP_DROP ceiling.
-fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
+/// Why the AF_XDP sender's row does not run across hosts.
+pub const AF_XDP_TX_ACROSS_HOSTS: &str = "af-xdp-tx: runs on the namespace testbed only: the AF_XDP sender needs the lab's own sending veth, and across hosts the load hosts send through the kernel's UDP path";
+
+/// Where the AF_XDP rows attach: the namespace testbed's veth (threaded NAPI pinned to the
+/// lanes' CPU by the lab) or a remote rx host's NIC (NAPI as the host has it: the lab
+/// changes no NAPI setting there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    Veth,
+    RxNic,
+}
+
+/// The kernel-bypass rows, RPS off like `default` (as found on a remote NIC): recvmmsg and
+/// AF_XDP receivers (NAPI threads, then busy polling) fed by the same paced sender at the
+/// XDP rate with the XDP_DROP floor at that rate beside them, on the veth the AF_XDP sender
+/// into recvmmsg, and at the full offered rate AF_XDP against the XDP_DROP ceiling.
+fn xdp_rows(base: &Config, opts: &UdpLabOptions, at_: Where) -> Vec<Config> {
     let cpu = base.lanes.cpus()[0];
     let rate = opts.offered_xdp_pps;
     let at = |pps: u64| format!("{:.3} Mpps offered", pps as f64 / 1e6);
-    vec![
+    let (queues, napi, steering) = match at_ {
+        Where::Veth => ("veth", format!("NAPI threads pinned to CPU {cpu}"), "RPS off"),
+        Where::RxNic => ("NIC", "NAPI as the host has it".to_string(), "the NIC as found"),
+    };
+    let mut rows = vec![
         Config {
             id: "recvmmsg",
-            label: format!("kernel bypass baseline: the default recvmmsg lane on CPU {cpu}, RPS off, {}", at(rate)),
+            label: format!("kernel bypass baseline: the default recvmmsg lane on CPU {cpu}, {steering}, {}", at(rate)),
             offered_pps: rate,
             ..base.clone()
         },
         Config {
             id: "af-xdp",
-            label: format!("kernel bypass: AF_XDP lanes (one per veth queue) on CPU {cpu}, NAPI threads pinned there, {}", at(rate)),
+            label: format!("kernel bypass: AF_XDP lanes (one per {queues} queue) on CPU {cpu}, {napi}, {}", at(rate)),
             offered_pps: rate,
             xdp: XdpRole::Receive,
             ..base.clone()
         },
         Config {
             id: "af-xdp-bp",
-            label: format!("kernel bypass: the AF_XDP lanes busy-polling their queues ({} µs), NAPI threads pinned to CPU {cpu} for what is left, {}", BUSY_POLL_US, at(rate)),
+            label: format!("kernel bypass: the AF_XDP lanes busy-polling their queues ({} µs), {napi} for what is left, {}", BUSY_POLL_US, at(rate)),
             offered_pps: rate,
             xdp: XdpRole::ReceiveBusyPoll,
             ..base.clone()
         },
         Config {
             id: "xdp-floor",
-            label: format!("floor: XDP_DROP of the same frames in the NAPI threads on CPU {cpu}, nothing delivered, {}", at(rate)),
+            label: format!("floor: XDP_DROP of the same frames in the driver ({napi}), nothing delivered, {}", at(rate)),
             offered_pps: rate,
             xdp: XdpRole::Drop,
             ..base.clone()
@@ -204,7 +223,11 @@ fn xdp_rows(base: &Config, opts: &UdpLabOptions) -> Vec<Config> {
             xdp: XdpRole::Drop,
             ..base.clone()
         },
-    ]
+    ];
+    if at_ == Where::RxNic {
+        rows.retain(|c| c.xdp != XdpRole::Send);
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -266,5 +289,19 @@ mod tests {
         assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
         let reuse = plan.configs.iter().find(|c| c.id == "reuseport").unwrap();
         assert_eq!(reuse.lanes.cpus(), &[0, 1]);
+    }
+
+    /// A remote rx NIC runs every AF_XDP receive row (the receiver attaches there); only the
+    /// AF_XDP sender's row is skipped, with why.
+    #[test]
+    fn a_remote_rx_nic_runs_the_af_xdp_receive_rows() {
+        let opts = UdpLabOptions::quick("corelane".into());
+        let stage = Stage { shared_cpu: None, default_as_found: true, ..two_cpus() };
+        let plan = plan(&stage, &opts);
+        let xdp: Vec<_> =
+            plan.configs.iter().filter(|c| c.xdp != XdpRole::Off).map(|c| c.id).collect();
+        assert_eq!(xdp, ["af-xdp", "af-xdp-bp", "xdp-floor", "af-xdp-max", "xdp-drop"]);
+        assert!(plan.configs.iter().all(|c| !c.label.contains("NAPI threads pinned")));
+        assert_eq!(plan.skipped, [AF_XDP_TX_ACROSS_HOSTS.to_string()]);
     }
 }

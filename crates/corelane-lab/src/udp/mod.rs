@@ -177,6 +177,10 @@ pub struct ConfigRow {
     /// This machine's ksoftirqd threads' exact runtime per datagram received (median).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// XDP rows: the mode the receiver reported (`native zero-copy`, `native copy`,
+    /// `generic copy`; `native` for XDP_DROP), the trials' distinct modes joined by ` / `.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<String>,
     /// AF_XDP rows: frames the AF_XDP sockets lost, summed over the trials (XDP_STATISTICS).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xsk_lost: Option<u64>,

@@ -24,9 +24,15 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
     let lane_count = trials.iter().map(|t| t.lane_pps.len()).max().unwrap_or(0);
     let receives_xdp = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll);
     let xsk = receives_xdp.then(|| xsk_over(trials)).flatten();
+    let xdp_mode = modes_of(trials);
+    let label = match &xdp_mode {
+        Some(mode) => format!("{} [XDP: {mode}]", cfg.label),
+        None => cfg.label.clone(),
+    };
     ConfigRow {
         config: cfg.id.to_string(),
-        label: cfg.label.clone(),
+        label,
+        xdp_mode,
         offered_pps: cfg.offered_pps as f64,
         sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
         pps: Trials::of(trials.iter().map(|t| t.pps)),
@@ -65,6 +71,17 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
     }
 }
 
+/// The XDP modes the trials' receivers reported, distinct, in order; `None` without XDP.
+fn modes_of(trials: &[Trial]) -> Option<String> {
+    let mut modes: Vec<&str> = Vec::new();
+    for mode in trials.iter().filter_map(|t| t.xdp_mode.as_deref()) {
+        if !modes.contains(&mode) {
+            modes.push(mode);
+        }
+    }
+    (!modes.is_empty()).then(|| modes.join(" / "))
+}
+
 /// The median of `part` over the trials, when every trial measured it.
 fn median_if_all(trials: &[Trial], part: impl Fn(&Trial) -> Option<f64>) -> Option<f64> {
     let values: Option<Vec<f64>> = trials.iter().map(part).collect();
@@ -100,6 +117,7 @@ mod tests {
             ksoftirqd_ns_per_datagram: Some(5.0),
             xsk_lost: xsk.map(|k| k.rx_lost()),
             xsk,
+            xdp_mode: Some("native copy".into()),
         }
     }
 
@@ -116,6 +134,8 @@ mod tests {
         let row = summarize(&af_xdp(), &[trial(Some(lost)), trial(Some(lost))]);
         assert_eq!((row.xsk_lost, row.xsk_unknown), (Some(14), false));
         assert_eq!(row.xsk.map(|k| k.rx_ring_full), Some(14));
+        assert_eq!(row.xdp_mode.as_deref(), Some("native copy"), "said once for equal trials");
+        assert!(row.label.ends_with("[XDP: native copy]"), "{}", row.label);
     }
 
     #[test]

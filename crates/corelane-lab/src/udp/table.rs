@@ -243,6 +243,7 @@ mod tests {
                 xsk_lost: None,
                 xsk: None,
                 xsk_unknown: false,
+                xdp_mode: None,
                 nic: None,
             }],
             peers: Vec::new(),
