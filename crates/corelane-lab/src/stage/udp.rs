@@ -280,7 +280,8 @@ pub fn run(
         false => None,
     };
     let napi_before = NapiThreads::before(RX_DEV);
-    let mut receiver = rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs, &dev))?;
+    let mut receiver =
+        rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs, &dev))?;
     wait_ready(&mut receiver, RECEIVER)?;
     let napi = match (xdp_rx, on_veth) {
         (true, true) => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
