@@ -1268,6 +1268,7 @@ fn the_af_xdp_rows_run_on_the_rx_hosts_nic_and_leave_no_xdp_program() {
     let rows = report["rows"].as_array().unwrap();
     let ids: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
     assert_eq!(ids, ["af-xdp", "xdp-floor"], "{report}");
+    eprintln!("rows: {rows:#?}\nfindings: {:#}", report["findings"]);
     for row in rows {
         assert!(row["median_pps"].as_f64().unwrap() > 1000.0, "{row}");
         assert!(row["nic"]["rx_packets_per_sec"].as_f64().unwrap() > 1000.0, "{row}");

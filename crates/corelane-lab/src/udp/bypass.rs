@@ -159,8 +159,21 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
                 .map_or(String::new(), |s| format!(", the sender (with the receive softirq its sends ran) {s:.0}"))
         ));
     }
-    if rows.iter().any(|r| r.napi_ns_per_datagram.is_some()) {
+    // A remote rx NIC's rows carry its counters; the veth's limits are the namespace testbed's.
+    let on_veth = rows.iter().all(|r| r.nic.is_none());
+    if on_veth && rows.iter().any(|r| r.napi_ns_per_datagram.is_some()) {
         out.push(VETH_LIMITS.into());
+    }
+    let uncharged: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.xdp_mode.is_some() && r.napi_ns_per_datagram.is_none())
+        .map(|r| r.config.as_str())
+        .collect();
+    if !uncharged.is_empty() {
+        out.push(format!(
+            "{}: the rx host runs its NIC's NAPI as softirq (no napi/* threads there, and the lab changes no NAPI setting on a host), so the driver's XDP work is charged to no thread: the CPU per datagram above is the lanes' alone, and the driver's part shows only in the per-CPU softirq split.",
+            uncharged.join(", ")
+        ));
     }
     out
 }
@@ -231,6 +244,21 @@ mod tests {
         let found = findings(&[base, row("af-xdp", 60.0, Some(650.0), 530.0)]);
         assert!(found[0].contains("the receiving sides only"), "{}", found[0]);
         assert!(found[0].contains("AF_XDP lanes 60 + NAPI threads 650 = 710 ns per datagram against the recvmmsg lane's lanes 650 = 650 = 1.09x"), "{}", found[0]);
+    }
+
+    /// An XDP row on a remote NIC without NAPI threads is not passed off as fully charged.
+    #[test]
+    fn an_xdp_row_without_napi_threads_says_its_driver_work_is_uncharged() {
+        let mut xdp = row("af-xdp", 60.0, None, 530.0);
+        xdp.xdp_mode = Some("native zero-copy".into());
+        let found = findings(&[row("recvmmsg", 650.0, None, 900.0), xdp]);
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("af-xdp: the rx host runs its NIC's NAPI as softirq")),
+            "{found:?}"
+        );
+        assert!(!found.iter().any(|f| f == VETH_LIMITS), "{found:?}");
     }
 
     #[test]

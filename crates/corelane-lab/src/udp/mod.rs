@@ -61,8 +61,9 @@ pub struct UdpArgs {
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     pub vs: Option<Vec<String>>,
     /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-tx, af-xdp-max,
-    /// xdp-drop (namespace testbed only), or none (peers only).
+    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-bp, xdp-floor,
+    /// af-xdp-tx (namespace testbed only), af-xdp-max, xdp-drop (on the namespace testbed's
+    /// veth or the rx host's NIC), or none (peers only).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
     #[command(flatten)]
@@ -166,8 +167,9 @@ pub struct ConfigRow {
     /// Datagrams that arrived after a later one of their flow, in % of those received.
     pub reordered_pct: f64,
     pub lane_pps: Vec<f64>,
-    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (they were pinned to the
-    /// lanes' CPU); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
+    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (on the veth pinned to the
+    /// lanes' CPU; on a remote rx NIC the `napi/NIC-*` threads found there, absent when it runs
+    /// NAPI as softirq); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub napi_ns_per_datagram: Option<f64>,
     /// The sender's exact runtime per datagram received (median over trials), when it ran on
