@@ -1343,3 +1343,31 @@ fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A dry run of the AF_XDP rows across hosts lists the receiver each would run on the rx host
+/// (with the NIC it attaches to), and attaches nothing.
+#[test]
+fn a_dry_run_lists_the_xdp_rows_receivers_and_attaches_nothing() {
+    let Some((_one, copies_before, hosts)) = fixture() else { return };
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("dry.json").display().to_string();
+    let mut args = vec!["lab", "udp", "--quick", "--configs", "af-xdp,xdp-floor", "--vs", "none"];
+    args.extend(remote_args(&hosts, &config));
+    args.extend(["--deploy", "--dry-run", "--json", &json]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("XDP rows, each receiver under `corelane guard`"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let steps = report["xdp_steps"].as_array().unwrap();
+    let rows: Vec<&str> = steps.iter().map(|s| s["row"].as_str().unwrap()).collect();
+    assert_eq!(rows, ["row af-xdp", "row xdp-floor"], "{report}");
+    for (step, backend) in steps.iter().zip(["--backend xdp ", "--backend xdp-drop "]) {
+        let command = step["command"].as_str().unwrap();
+        assert!(command.contains(backend) && command.ends_with("--xdp-dev d0"), "{step}");
+        assert_eq!(step["host"], "root@10.210.2.2", "{step}");
+    }
+    assert!(!hosts.rx_link().contains("xdp"), "a dry run attached XDP to h2's d0");
+    hosts.assert_clean(&copies_before, "lab udp --dry-run of the XDP rows");
+}

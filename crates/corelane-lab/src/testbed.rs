@@ -46,6 +46,10 @@ pub struct TestbedReport {
     /// A remote run's load hosts, in order: each one's clock and what the lab does there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub load_hosts: Vec<LoadHostReport>,
+    /// A dry run's XDP rows: the receiver each would run on the rx host, whose XDP program
+    /// is attached to the rx NIC for the row (nothing was started).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub xdp_steps: Vec<PeerStep>,
 }
 
 /// One command a peer row runs on one host (per trial, under `corelane guard` on a remote
@@ -119,6 +123,12 @@ impl TestbedReport {
                 p.receive_cpus,
                 p.shown.trim_end()
             ));
+        }
+        for (i, step) in self.xdp_steps.iter().enumerate() {
+            if i == 0 {
+                out.push_str("\nXDP rows, each receiver under `corelane guard` on the rx host; its XDP program (a bpf_link) goes with the process:\n");
+            }
+            out.push_str(&format!("{} on {}: {}\n", step.row, step.host, step.command));
         }
         let mut row = None;
         for step in &self.peer_steps {
@@ -562,6 +572,7 @@ impl Testbed {
             dry_run: self.planned.clone(),
             peer_steps: Vec::new(),
             load_hosts: self.load.iter().map(LoadHost::report).collect(),
+            xdp_steps: Vec::new(),
         }
     }
 

@@ -183,6 +183,19 @@ fn receiver_args(cfg: &Config, port: u16, secs: u64, xdp_dev: &str) -> Vec<Strin
     args
 }
 
+/// What an XDP receive row would run on `testbed`'s rx side for a dry run: the receiver's
+/// command line; `None` for a row without XDP on the receiving side.
+pub fn xdp_receiver_step(
+    testbed: &Testbed,
+    cfg: &Config,
+    duration: Duration,
+) -> Result<Option<String>, LabError> {
+    let receives = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll | XdpRole::Drop);
+    let Some(dev) = testbed.rx_xdp_dev().filter(|_| receives) else { return Ok(None) };
+    let args = receiver_args(cfg, udp_port(testbed)?, duration.as_secs(), &dev);
+    Ok(Some(format!("{} {}", testbed.rx().corelane()?, shell_words::join(args))))
+}
+
 /// Appends each option and its value.
 fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String); N]) {
     args.extend(options.into_iter().flat_map(|(option, value)| [option.to_string(), value]));

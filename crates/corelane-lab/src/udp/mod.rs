@@ -264,6 +264,8 @@ struct UdpLab<'a> {
     plan: configs::Plan,
     peers: peers::Stage,
     skipped: Vec<String>,
+    /// A dry run's XDP rows: what each would run on the rx host.
+    xdp_steps: Vec<crate::testbed::PeerStep>,
 }
 
 impl<'a> UdpLab<'a> {
@@ -299,7 +301,14 @@ impl<'a> UdpLab<'a> {
             plan.configs.retain(|c| only.iter().any(|o| o == c.id));
         }
         let mut skipped = plan.skipped.clone();
+        let mut xdp_steps = Vec::new();
         if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
+            for config in &plan.configs {
+                if let Some(command) = trial::xdp_receiver_step(&testbed, config, opts.duration)? {
+                    let (row, host) = (format!("row {}", config.id), testbed.rx().name());
+                    xdp_steps.push(crate::testbed::PeerStep { row, host, command });
+                }
+            }
             let rows: Vec<(String, CpuList)> = plan
                 .configs
                 .iter()
@@ -310,7 +319,7 @@ impl<'a> UdpLab<'a> {
         }
         let receiver_cpu = plan.receiver_cpu;
         let peers = peers::Stage::prepare(opts, &testbed, sender_cpu, receiver_cpu, &mut skipped)?;
-        Ok(Self { opts, testbed, online, sender_cpu, plan, peers, skipped })
+        Ok(Self { opts, testbed, online, sender_cpu, plan, peers, skipped, xdp_steps })
     }
 }
 
@@ -377,6 +386,7 @@ impl Experiment for UdpLab<'_> {
         let mut testbed = self.testbed.report(None);
         if testbed.is_dry_run() {
             testbed.peer_steps = self.peers.steps(&self.testbed)?;
+            testbed.xdp_steps = self.xdp_steps;
         }
         Ok(UdpLabReport {
             testbed,
