@@ -1169,15 +1169,17 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
     assert_eq!(compiled_loops(), loops_before, "a dry run compiled the C loop");
 }
 
-/// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf and iperf3 (a
-/// directory of links to every other program), as on a sender where they are not installed.
+/// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf, iperf3 and
+/// wrk (a directory of links to every other program), as on a sender where they are not
+/// installed.
 fn start_sshd_without_peers(hosts: &mut Hosts) {
     let bin = hosts.path("bin-without-peers");
     std::fs::create_dir(&bin).unwrap();
     for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
-            if name != "sockperf" && name != "iperf3" && !bin.join(&name).exists() {
+            let hidden = ["sockperf", "iperf3", "wrk"].iter().any(|p| name == *p);
+            if !hidden && !bin.join(&name).exists() {
                 let _ = std::os::unix::fs::symlink(entry.path(), bin.join(&name));
             }
         }
@@ -1419,4 +1421,30 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
     let deployed = deploy_dirs_in(&stdout);
     assert_left_as_found(&hosts, &deployed, "a dry run of lab tcp's peers");
     assert_eq!(peer_configs(), configs_before, "a dry run wrote a configuration");
+}
+
+/// wrk is installed on the rx host but not on the tx host that would run it: lab tcp skips
+/// it in one line naming the tx host and the package, and still plans nginx on the rx host.
+#[test]
+fn lab_tcp_skips_wrk_missing_on_the_tx_host_naming_it() {
+    let peers = installed_tcp_peers();
+    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
+        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+        return;
+    }
+    let Some((_one, _, mut hosts)) = fixture() else { return };
+    start_sshd_without_peers(&mut hosts);
+    let config = hosts.path("config").display().to_string();
+    let (tx, rx) = (format!("root@{H1}:2222"), format!("root@{H2}"));
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
+    args.extend(["--tx-host", &tx, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config, "--deploy", "--dry-run"]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let line = format!("skipped: wrk: `wrk` is not installed on {tx} (apt-get install wrk there)");
+    assert!(stdout.lines().any(|l| l == line), "no {line:?} in {stdout}");
+    assert!(stdout.contains("nginx -c /tmp/corelane-nic."), "{stdout}");
+    assert!(!stdout.contains("wrk -t1"), "{stdout}");
+    assert_left_as_found(&hosts, &deploy_dirs_in(&stdout), "a dry run with wrk missing on h1");
 }
