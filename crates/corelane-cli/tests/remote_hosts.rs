@@ -68,18 +68,43 @@ fn deployed_copies() -> Vec<PathBuf> {
 
 /// The two hosts, one test at a time, and the deployed copies in /tmp before the test; `None`
 /// (with the reason printed) where the test cannot run.
-fn fixture() -> Option<(std::sync::MutexGuard<'static, ()>, Vec<PathBuf>, Hosts)> {
+fn fixture() -> Option<(OneAtATime, Vec<PathBuf>, Hosts)> {
     fixture_of(2)
 }
 
 /// Like [`fixture`], with `n` hosts (2 to 4).
-fn fixture_of(n: usize) -> Option<(std::sync::MutexGuard<'static, ()>, Vec<PathBuf>, Hosts)> {
+fn fixture_of(n: usize) -> Option<(OneAtATime, Vec<PathBuf>, Hosts)> {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return None;
     }
-    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let one = OneAtATime::take();
     Some((one, deployed_copies(), Hosts::new(n)))
+}
+
+/// One fleet test at a time on this machine: this process's tests by a mutex, and other
+/// processes' (another checkout's run of this file) by a lock file, since every fleet test
+/// checks that no deployed copy is left in the machine's /tmp.
+struct OneAtATime {
+    _here: std::sync::MutexGuard<'static, ()>,
+    _machine: std::fs::File,
+}
+
+impl OneAtATime {
+    fn take() -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let here = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let machine = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .mode(0o600)
+            .open(std::env::temp_dir().join("corelane-fleet-tests.lock"))
+            .expect("the fleet tests' lock file");
+        rustix::fs::flock(&machine, rustix::fs::FlockOperation::LockExclusive)
+            .expect("the fleet tests' lock");
+        Self { _here: here, _machine: machine }
+    }
 }
 
 impl Hosts {

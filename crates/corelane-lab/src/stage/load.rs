@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::process::ChildProcess;
-use crate::remote::clock;
+use crate::remote::clock::{self, ClockOffset};
 use crate::testbed::LoadHost;
 use crate::LabError;
 
@@ -66,13 +66,35 @@ pub struct HostFigures {
     pub sent_pps: f64,
     /// Its sender's CPU time (user + system) per datagram sent.
     pub cpu_ns_per_datagram: f64,
-    /// Its clock against the controller's when the run began (absent: the controller or the
-    /// namespace testbed, one clock).
+    #[serde(flatten)]
+    pub clock: HostClock,
+}
+
+/// A load host's clock against the controller's when the run began, as a row records it
+/// (absent: the controller or the namespace testbed, one clock).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HostClock {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_offset_ns: Option<i64>,
     /// The round trip that offset was measured over (it is known to within half of it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_rtt_ns: Option<u64>,
+}
+
+impl HostClock {
+    pub fn of(clock: Option<ClockOffset>) -> Self {
+        Self { clock_offset_ns: clock.map(|c| c.offset_ns), clock_rtt_ns: clock.map(|c| c.rtt_ns) }
+    }
+
+    /// ", clock +0.1 ms (±0.1)" for a report line, or nothing without a measured clock.
+    fn suffix(&self) -> String {
+        match (self.clock_offset_ns, self.clock_rtt_ns) {
+            (Some(off), Some(rtt)) => {
+                format!(", clock {:+.1} ms (±{:.1})", off as f64 / 1e6, rtt as f64 / 2e6)
+            }
+            _ => String::new(),
+        }
+    }
 }
 
 /// One load host's figures in one HTTP measurement (`corelane load` there).
@@ -88,10 +110,8 @@ pub struct HttpHostFigures {
     pub p99_us: f64,
     /// Connection errors, timeouts and non-2xx answers it saw.
     pub errors: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock_offset_ns: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock_rtt_ns: Option<u64>,
+    #[serde(flatten)]
+    pub clock: HostClock,
 }
 
 /// Each host's HTTP figures over several trials: medians, its connections and clock as in
@@ -116,12 +136,7 @@ pub fn http_medians(trials: &[&[HttpHostFigures]]) -> Vec<HttpHostFigures> {
 
 /// One host's HTTP figures as a line of a report.
 pub fn http_host_line(h: &HttpHostFigures) -> String {
-    let clock = match (h.clock_offset_ns, h.clock_rtt_ns) {
-        (Some(off), Some(rtt)) => {
-            format!(", clock {:+.1} ms (±{:.1})", off as f64 / 1e6, rtt as f64 / 2e6)
-        }
-        _ => String::new(),
-    };
+    let clock = h.clock.suffix();
     format!(
         "{}: {} connections, {:.0} req/s, p50 {:.0} us, p99 {:.0} us, {} errors{clock}",
         h.host, h.connections, h.rps, h.p50_us, h.p99_us, h.errors
@@ -130,12 +145,7 @@ pub fn http_host_line(h: &HttpHostFigures) -> String {
 
 /// One host's figures as a line of a report: offered, sent, sender CPU and clock.
 pub fn host_line(h: &HostFigures) -> String {
-    let clock = match (h.clock_offset_ns, h.clock_rtt_ns) {
-        (Some(off), Some(rtt)) => {
-            format!(", clock {:+.1} ms (±{:.1})", off as f64 / 1e6, rtt as f64 / 2e6)
-        }
-        _ => String::new(),
-    };
+    let clock = h.clock.suffix();
     format!(
         "{}: offered {:.3} Mpps, sent {:.3} Mpps, sender {:.0} ns CPU/datagram{clock}",
         h.host,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use corelane::tcp::load::{LoadInterval, LoadSummary};
 
-use super::load::{self, HttpHostFigures};
+use super::load::{self, HostClock, HttpHostFigures};
 use crate::host::Host;
 use crate::output;
 use crate::process::ChildProcess;
@@ -461,8 +461,7 @@ fn run_corelane_load(
                 p50_us: s.latency.p50_us,
                 p99_us: s.latency.p99_us,
                 errors: s.errors + s.non_2xx,
-                clock_offset_ns: l.clock.map(|c| c.offset_ns),
-                clock_rtt_ns: l.clock.map(|c| c.rtt_ns),
+                clock: HostClock::of(l.clock),
             })
             .collect(),
     };

@@ -13,7 +13,7 @@ use corelane::xdp::rx::XskStats;
 use serde_json::Value;
 
 use super::charged::{Charged, ChargedNs, ChargedRuntime};
-use super::load::{self, HostFigures, Share};
+use super::load::{self, HostClock, HostFigures, Share};
 use super::napi::NapiThreads;
 use super::{udp_port, wait_ready};
 use crate::host::Host;
@@ -299,8 +299,7 @@ pub fn run(
             sent_pps: sent.throughput.mean.pps,
             cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
                 / sent.throughput.datagrams.max(1) as f64,
-            clock_offset_ns: l.clock.map(|c| c.offset_ns),
-            clock_rtt_ns: l.clock.map(|c| c.rtt_ns),
+            clock: HostClock::of(l.clock),
         });
     }
     if load.iter().all(|l| l.clock.is_none()) {
