@@ -398,7 +398,7 @@ pub(crate) fn conf_dir(stage: &Stage<'_>) -> String {
 }
 
 /// Where `peer`'s program is on `host`, or an error saying how to install it there.
-pub fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
+fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
     host.find_program(peer.program()).ok_or_else(|| LabError::Options(peer.not_installed(host)))
 }
 
