@@ -1202,15 +1202,17 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
     assert_eq!(compiled_loops(), loops_before, "a dry run compiled the C loop");
 }
 
-/// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf and iperf3 (a
-/// directory of links to every other program), as on a sender where they are not installed.
+/// A second sshd on h1 (port 2222) whose sessions see a PATH without sockperf, iperf3 and
+/// wrk (a directory of links to every other program), as on a sender where they are not
+/// installed.
 fn start_sshd_without_peers(hosts: &mut Hosts) {
     let bin = hosts.path("bin-without-peers");
     std::fs::create_dir(&bin).unwrap();
     for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
-            if name != "sockperf" && name != "iperf3" && !bin.join(&name).exists() {
+            let hidden = ["sockperf", "iperf3", "wrk"].iter().any(|p| name == *p);
+            if !hidden && !bin.join(&name).exists() {
                 let _ = std::os::unix::fs::symlink(entry.path(), bin.join(&name));
             }
         }
@@ -1279,6 +1281,205 @@ fn a_peer_missing_on_a_host_is_skipped_naming_that_host_and_the_package() {
     assert!(stdout.contains("recvmmsg_loop 10.210.3.2 4321"), "{stdout}");
     assert!(!stdout.contains("iperf3 -s") && !stdout.contains("sockperf server"), "{stdout}");
     hosts.assert_clean(&copies_before, "a dry run with peers missing on the tx host");
+}
+
+/// The deployed copies (`/tmp/corelane-deploy.XXXXXXXX`) named in `text`: this run's own,
+/// where other runs (other test processes share this /tmp) deploy theirs at the same time.
+fn deploy_dirs_in(text: &str) -> Vec<String> {
+    const PREFIX: &str = "/tmp/corelane-deploy.";
+    let mut dirs: Vec<String> = text
+        .match_indices(PREFIX)
+        .filter_map(|(at, _)| text.get(at..at + PREFIX.len() + 8))
+        .filter(|d| d[PREFIX.len()..].chars().all(|c| c.is_ascii_alphanumeric()))
+        .map(str::to_owned)
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// No process of the lab on any host, and none of `deployed` (this run's copies) left.
+fn assert_left_as_found(hosts: &Hosts, deployed: &[String], what: &str) {
+    for ns in hosts.hosts() {
+        assert_eq!(hosts.strays(ns), Vec::<String>::new(), "{what}: left running on {ns}");
+    }
+    assert!(!deployed.is_empty(), "{what}: no deployed copy named");
+    let left: Vec<&String> = deployed.iter().filter(|d| Path::new(d).exists()).collect();
+    assert!(left.is_empty(), "{what}: deployed copies left: {left:?}");
+}
+
+/// The peer servers' files the lab wrote in the rx host's private run directories in /tmp
+/// (other runs' directories come and go, so only a peer's configuration counts).
+fn peer_configs() -> Vec<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().starts_with("/tmp/corelane-nic."))
+        .flat_map(|dir| ["nginx.conf", "lighttpd.conf"].map(|f| dir.join(f)))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// `lab tcp`'s peers this machine (and so every namespace host) has installed.
+fn installed_tcp_peers() -> Vec<&'static str> {
+    let found = |p: &str| ["/usr/sbin", "/usr/bin"].iter().any(|d| Path::new(d).join(p).exists());
+    ["nginx", "lighttpd", "wrk"].into_iter().filter(|p| found(p)).collect()
+}
+
+/// nginx and lighttpd serve on h2 (their configurations in its private run directory) and
+/// wrk loads from h1: every peer row has figures, the server CPU read on h2, none is
+/// skipped, and both hosts are left as found. The old lab skipped nginx and lighttpd ("not
+/// run across hosts yet").
+#[test]
+fn lab_tcp_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
+    let peers = installed_tcp_peers();
+    if !peers.contains(&"nginx") {
+        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+        return;
+    }
+    let Some((_one, _, hosts)) = fixture() else { return };
+    let configs_before = peer_configs();
+    let vs = peers.join(",");
+    let report = run_across_without_peers(
+        &hosts,
+        &["lab", "tcp", "--quick", "--configs", "none", "--vs", &vs],
+    );
+    let skipped = report["skipped"].to_string();
+    for peer in &peers {
+        assert!(!skipped.contains(&format!("\"{peer}:")), "{peer} skipped: {skipped}");
+    }
+    let rows = report["rows"].as_array().unwrap();
+    let servers: Vec<&str> = rows.iter().map(|r| r["server"].as_str().unwrap()).collect();
+    let expected = 2 * peers.iter().filter(|p| **p != "wrk").count();
+    assert_eq!(rows.len(), expected, "keep-alive and close for each of {vs}: {servers:?}");
+    assert!(servers.contains(&"nginx"), "{servers:?}");
+    for row in rows {
+        assert!(row["median_rps"].as_f64().unwrap() > 100.0, "{row}");
+        assert!(row["cpu_us_per_request"].as_f64().unwrap() > 0.0, "server CPU on h2: {row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    }
+    if peers.contains(&"wrk") {
+        let tools = report["load_generators"].as_array().unwrap();
+        assert_eq!(tools.len(), 2, "{report}");
+        assert!(tools.iter().all(|t| t["median_rps"].as_f64().unwrap() > 100.0), "{tools:?}");
+    }
+    let deployed = deploy_dirs_in(&report.to_string());
+    assert_left_as_found(&hosts, &deployed, "after lab tcp's peers");
+    assert_eq!(peer_configs(), configs_before, "a peer's configuration was left");
+}
+
+/// SIGKILL of the controller while nginx serves on h2: within 30 s neither host runs
+/// anything of the lab (nginx's worker included), and its configuration is gone with the
+/// run's directory.
+#[test]
+fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
+    if !installed_tcp_peers().contains(&"nginx") {
+        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+        return;
+    }
+    let Some((_one, _, hosts)) = fixture() else { return };
+    let configs_before = peer_configs();
+    let config = hosts.path("config").display().to_string();
+    let mut args = vec!["lab", "tcp", "--trials", "1", "--duration", "20", "--configs", "none"];
+    args.extend(["--vs", "nginx", "--deploy"]);
+    args.extend(remote_args(&hosts, &config));
+    let mut lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    let serving = |c: &String| c.starts_with("nginx: worker process");
+    while !hosts.strays(&hosts.names[2]).iter().any(serving) {
+        if Instant::now() >= end {
+            let _ = lab.kill();
+            panic!("nginx never served on h2");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(peer_configs().len() > configs_before.len(), "not written in the run directory");
+    // This run's copies, as its guards there run them.
+    let deployed =
+        deploy_dirs_in(&hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect::<String>());
+    assert!(!deployed.is_empty(), "no guard from a deployed copy on the hosts");
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
+        let copies: Vec<&String> = deployed.iter().filter(|d| Path::new(d).exists()).collect();
+        if left.is_empty() && peer_configs() == configs_before && copies.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "30 s after the kill: running {left:?}, configurations {:?}, copies {copies:?}",
+            peer_configs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A dry run of `lab tcp`'s peers lists what each would run on each host — nginx's
+/// configuration and nginx on h2, corelane load on h1, wrk on h1 — and starts and writes
+/// nothing.
+#[test]
+fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
+    let peers = installed_tcp_peers();
+    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
+        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+        return;
+    }
+    let Some((_one, _, hosts)) = fixture() else { return };
+    let configs_before = peer_configs();
+    let config = hosts.path("config").display().to_string();
+    let json = hosts.path("dry-tcp.json").display().to_string();
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
+    args.extend(remote_args(&hosts, &config));
+    args.extend(["--deploy", "--dry-run", "--json", &json]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
+    let on = |prefix: &str, what: &str| {
+        stdout.lines().any(|l| l.starts_with(prefix) && l.contains(what))
+    };
+    assert!(on(&rx, "write /tmp/corelane-nic."), "{stdout}");
+    assert!(on(&rx, "nginx -c /tmp/corelane-nic."), "{stdout}");
+    assert!(on(&tx, " load http http://10.210.3.2:"), "{stdout}");
+    assert!(on(&tx, "wrk -t1"), "{stdout}");
+    assert!(!stdout.contains("not run across hosts"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
+    assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 6), "{report}");
+    let deployed = deploy_dirs_in(&stdout);
+    assert_left_as_found(&hosts, &deployed, "a dry run of lab tcp's peers");
+    assert_eq!(peer_configs(), configs_before, "a dry run wrote a configuration");
+}
+
+/// wrk is installed on the rx host but not on the tx host that would run it: lab tcp skips
+/// it in one line naming the tx host and the package, and still plans nginx on the rx host.
+#[test]
+fn lab_tcp_skips_wrk_missing_on_the_tx_host_naming_it() {
+    let peers = installed_tcp_peers();
+    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
+        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+        return;
+    }
+    let Some((_one, _, mut hosts)) = fixture() else { return };
+    start_sshd_without_peers(&mut hosts);
+    let config = hosts.path("config").display().to_string();
+    let (tx, rx) = (format!("root@{H1}:2222"), format!("root@{H2}"));
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
+    args.extend(["--tx-host", &tx, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config, "--deploy", "--dry-run"]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let line = format!("skipped: wrk: `wrk` is not installed on {tx} (apt-get install wrk there)");
+    assert!(stdout.lines().any(|l| l == line), "no {line:?} in {stdout}");
+    assert!(stdout.contains("nginx -c /tmp/corelane-nic."), "{stdout}");
+    assert!(!stdout.contains("wrk -t1"), "{stdout}");
+    assert_left_as_found(&hosts, &deploy_dirs_in(&stdout), "a dry run with wrk missing on h1");
 }
 
 /// The AF_XDP receive row and the XDP_DROP floor run on the rx host's NIC (h2's d0), under the

@@ -190,6 +190,21 @@ impl Peer {
             Self::Wrk => "wrk",
         }
     }
+
+    /// Why the peer cannot run on `host`: one line naming the host when it is another
+    /// machine, and how to install the program there.
+    pub fn not_installed(&self, host: &Host) -> String {
+        let (program, package) = (self.program(), self.package());
+        match host {
+            Host::Remote(_) => format!(
+                "{program}: `{program}` is not installed on {} (apt-get install {package} there)",
+                host.name()
+            ),
+            Host::Local | Host::Namespace(_) => {
+                format!("{program}: not installed (apt-get install {package})")
+            }
+        }
+    }
 }
 
 /// Where the servers listen and the clients run.
@@ -292,15 +307,62 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 pub(crate) fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
+    match kind {
+        ServerKind::Nginx => {
+            write_conf(stage, "nginx.conf", &nginx_conf(&conf_dir(stage), stage.port))?
+        }
+        ServerKind::Lighttpd => {
+            write_lighttpd_root(stage)?;
+            write_conf(stage, "lighttpd.conf", &lighttpd_conf(&conf_dir(stage), stage.port))?
+        }
+        ServerKind::Corelane(_) | ServerKind::Placed(_) => {}
+    }
+    server_launch(stage, kind)?.spawn(&rx)
+}
+
+/// A program to start on one host: its name in errors, its command line there, and the CPU
+/// taskset pins it to (for a program that cannot pin itself).
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    pub name: &'static str,
+    pub program: String,
+    pub args: Vec<String>,
+    pub pin: Option<usize>,
+}
+
+impl Launch {
+    pub fn spawn(&self, host: &Host) -> Result<ChildProcess, LabError> {
+        match self.pin {
+            Some(cpu) => host.spawn_pinned(self.name, cpu, &self.program, &self.args),
+            None => host.spawn(self.name, &self.program, &self.args),
+        }
+    }
+
+    /// The command line as the host runs it (under `corelane guard` on a remote host).
+    pub fn shown(&self) -> String {
+        let mut words = match self.pin {
+            Some(cpu) => strings(&["taskset", "-c", &cpu.to_string()]),
+            None => Vec::new(),
+        };
+        words.push(self.program.clone());
+        words.extend(self.args.iter().cloned());
+        shell_words::join(words)
+    }
+}
+
+/// The server `kind` as the rx host runs it (a peer's configuration file named, not written).
+pub(crate) fn server_launch(stage: &Stage<'_>, kind: ServerKind) -> Result<Launch, LabError> {
+    let rx = stage.testbed.rx();
     let port = stage.port.to_string();
-    let exe = rx.corelane()?;
     let mut args = strings(&["serve", "http", "--port", &port, "--lanes", "1"]);
+    let corelane =
+        |args| Ok(Launch { name: "corelane serve", program: rx.corelane()?, args, pin: None });
     match kind {
         ServerKind::Corelane(config) => {
             args.extend(strings(&["--pin", &stage.server_cpu.to_string()]));
             args.extend(strings(&["--recycle", config.recycle, "--listen", config.listen]));
             args.extend(strings(&["--body", BODY, "--json"]));
-            rx.spawn("corelane serve", &exe, &args)
+            corelane(args)
         }
         ServerKind::Placed(place) => {
             if let Some(cpu) = place.cpu {
@@ -311,30 +373,33 @@ pub(crate) fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildP
                 args.extend(["--sqpoll".into(), cpu.to_string()]);
             }
             args.extend(strings(&["--body", BODY, "--json"]));
-            rx.spawn("corelane serve", &exe, &args)
+            corelane(args)
         }
-        ServerKind::Nginx => {
-            let conf = nginx_conf(stage.scratch, stage.port)?;
-            let args = ["-c".to_string(), conf.display().to_string()];
-            rx.spawn_pinned("nginx", stage.server_cpu, &program(&rx, Peer::Nginx)?, &args)
-        }
-        ServerKind::Lighttpd => {
-            let conf = lighttpd_conf(stage.scratch, stage.port)?;
-            let args = ["-D".to_string(), "-f".into(), conf.display().to_string()];
-            rx.spawn_pinned("lighttpd", stage.server_cpu, &program(&rx, Peer::Lighttpd)?, &args)
-        }
+        ServerKind::Nginx => Ok(Launch {
+            name: "nginx",
+            program: program(&rx, Peer::Nginx)?,
+            args: vec!["-c".into(), format!("{}/nginx.conf", conf_dir(stage))],
+            pin: Some(stage.server_cpu),
+        }),
+        ServerKind::Lighttpd => Ok(Launch {
+            name: "lighttpd",
+            program: program(&rx, Peer::Lighttpd)?,
+            args: vec!["-D".into(), "-f".into(), format!("{}/lighttpd.conf", conf_dir(stage))],
+            pin: Some(stage.server_cpu),
+        }),
     }
 }
 
-/// Where `peer`'s program is on `host`, or an error saying how to install it.
+/// Where the peer servers' configurations (and lighttpd's root) are written: on a remote rx
+/// host its private run directory (`mktemp -d`, 0700, removed at the end and by its keeper
+/// when the lab dies), else the lab's private scratch directory here.
+pub(crate) fn conf_dir(stage: &Stage<'_>) -> String {
+    stage.testbed.rx_run_dir().unwrap_or_else(|| stage.scratch.display().to_string())
+}
+
+/// Where `peer`'s program is on `host`, or an error saying how to install it there.
 fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
-    host.find_program(peer.program()).ok_or_else(|| {
-        LabError::Options(format!(
-            "{} is not installed (apt-get install {})",
-            peer.program(),
-            peer.package()
-        ))
-    })
+    host.find_program(peer.program()).ok_or_else(|| LabError::Options(peer.not_installed(host)))
 }
 
 /// Waits until the server's port accepts connections on its host (`ss` there).
@@ -376,14 +441,7 @@ fn run_corelane_load(
         )));
     }
     let children = load::start_all(&load, LOAD, |i| {
-        let mut args = strings(&["load", "http", &stage.url(), "--json"]);
-        args.extend(strings(&["--connections", &connections[i].to_string()]));
-        args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
-        args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
-        if close {
-            args.push("--close".into());
-        }
-        Ok((load[i].host.corelane()?, args))
+        Ok((load[i].host.corelane()?, load_args(stage, connections[i], close)))
     })?;
     let mut summaries = Vec::new();
     for child in children {
@@ -408,6 +466,19 @@ fn run_corelane_load(
             .collect(),
     };
     Ok((combined(summaries), hosts))
+}
+
+/// `corelane load http`'s arguments for one load host's `connections` (`close`: a
+/// connection per request).
+pub(crate) fn load_args(stage: &Stage<'_>, connections: u64, close: bool) -> Vec<String> {
+    let mut args = strings(&["load", "http", &stage.url(), "--json"]);
+    args.extend(strings(&["--connections", &connections.to_string()]));
+    args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
+    args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
+    if close {
+        args.push("--close".into());
+    }
+    args
 }
 
 /// Several load generators' summaries as one: counts and rates added, each latency figure
@@ -437,15 +508,20 @@ fn combined(mut summaries: Vec<LoadSummary>) -> LoadSummary {
     all
 }
 
-fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
-    let args = [
+/// `wrk` as the (first) tx host runs it against the server.
+pub(crate) fn wrk_launch(stage: &Stage<'_>) -> Result<Launch, LabError> {
+    let args = vec![
         "-t1".to_string(),
         format!("-c{}", stage.connections),
         format!("-d{}s", stage.duration.as_secs().max(1)),
         stage.url(),
     ];
-    let tx = stage.testbed.tx();
-    let child = tx.spawn_pinned("wrk", stage.client_cpu, &program(&tx, Peer::Wrk)?, &args)?;
+    let program = program(&stage.testbed.tx(), Peer::Wrk)?;
+    Ok(Launch { name: "wrk", program, args, pin: Some(stage.client_cpu) })
+}
+
+fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
+    let child = wrk_launch(stage)?.spawn(&stage.testbed.tx())?;
     let lines = child.finish(stage.duration + Duration::from_secs(20))?;
     lines
         .iter()
@@ -456,48 +532,59 @@ fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
         })
 }
 
-/// Writes a new file in the run's private work directory (never over an existing one).
-/// Writes a peer's configuration into the lab's private work directory (mkdtemp-style, 0700:
-/// no one else can plant a name there). Atomically, replacing the previous row's: every row
-/// that starts the peer writes it again.
+/// Writes a peer's configuration file `name` where its server runs (see [`conf_dir`]),
+/// replacing the previous row's: every row that starts the peer writes it again. Here
+/// atomically into the lab's private work directory (mkdtemp-style, 0700: no one else can
+/// plant a name there); on a remote rx host into the run's private directory there, which
+/// only root can enter, as the udp lab's C loop is written.
+fn write_conf(stage: &Stage<'_>, name: &str, text: &str) -> Result<(), LabError> {
+    match stage.testbed.rx_run_dir() {
+        Some(dir) => stage.testbed.rx().write_file(&format!("{dir}/{name}"), text),
+        None => write(stage.scratch.join(name), text).map(drop),
+    }
+}
+
+/// lighttpd's document root with the body as `index.txt`, beside its configuration.
+fn write_lighttpd_root(stage: &Stage<'_>) -> Result<(), LabError> {
+    if let Some(dir) = stage.testbed.rx_run_dir() {
+        let rx = stage.testbed.rx();
+        rx.run("mkdir", &["-p", &format!("{dir}/www")])?;
+        return rx.write_file(&format!("{dir}/www/index.txt"), BODY);
+    }
+    let www = stage.scratch.join("www");
+    match std::fs::create_dir(&www) {
+        // An earlier row's, in the same private work directory.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        other => other.map_err(|e| LabError::io("cannot create the lighttpd root", e))?,
+    }
+    write(www.join("index.txt"), BODY).map(drop)
+}
+
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, LabError> {
     corelane::fs::write_atomic(&path, text.as_bytes())
         .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
     Ok(path)
 }
 
-/// nginx with one worker answering `return 200` with the body, keep-alive unlimited.
-fn nginx_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
-    let d = dir.display();
-    write(
-        dir.join("nginx.conf"),
-        &format!(
-            "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log;\n\
-             events {{ worker_connections 16384; }}\n\
-             http {{\n  access_log off;\n  keepalive_requests 1000000000;\n\
-             client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
-             uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-             server {{ listen {port} reuseport; location / {{ default_type text/plain; return 200 \"{BODY}\"; }} }}\n}}\n"
-        ),
+/// nginx with one worker answering `return 200` with the body, keep-alive unlimited; its
+/// pid, logs and temporary directories in `d`.
+fn nginx_conf(d: &str, port: u16) -> String {
+    format!(
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log;\n\
+         events {{ worker_connections 16384; }}\n\
+         http {{\n  access_log off;\n  keepalive_requests 1000000000;\n\
+         client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
+         uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         server {{ listen {port} reuseport; location / {{ default_type text/plain; return 200 \"{BODY}\"; }} }}\n}}\n"
     )
 }
 
-/// lighttpd (one process) serving the body as a static file, keep-alive unlimited.
-fn lighttpd_conf(dir: &Path, port: u16) -> Result<PathBuf, LabError> {
-    let www = dir.join("www");
-    match std::fs::create_dir(&www) {
-        // An earlier row's, in the same private work directory.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        other => other.map_err(|e| LabError::io("cannot create the lighttpd root", e))?,
-    }
-    write(www.join("index.txt"), BODY)?;
-    let d = dir.display();
-    write(
-        dir.join("lighttpd.conf"),
-        &format!(
-            "server.document-root = \"{d}/www\"\nserver.port = {port}\nserver.errorlog = \"{d}/lighttpd-error.log\"\n\
-             server.max-keep-alive-requests = 1000000000\nserver.max-connections = 8000\nserver.max-fds = 16000\n\
-             index-file.names = ( \"index.txt\" )\nmimetype.assign = ( \".txt\" => \"text/plain\" )\n"
-        ),
+/// lighttpd (one process) serving the body as a static file from `d`/www, keep-alive
+/// unlimited.
+fn lighttpd_conf(d: &str, port: u16) -> String {
+    format!(
+        "server.document-root = \"{d}/www\"\nserver.port = {port}\nserver.errorlog = \"{d}/lighttpd-error.log\"\n\
+         server.max-keep-alive-requests = 1000000000\nserver.max-connections = 8000\nserver.max-fds = 16000\n\
+         index-file.names = ( \"index.txt\" )\nmimetype.assign = ( \".txt\" => \"text/plain\" )\n"
     )
 }

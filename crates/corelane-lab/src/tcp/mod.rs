@@ -12,6 +12,7 @@
 
 mod figures;
 pub mod files;
+mod peers;
 pub mod scale;
 mod table;
 
@@ -265,6 +266,8 @@ struct TcpLab<'a> {
     /// What the file servers serve, readable by the user they run as.
     served: WorkDir,
     skipped: Vec<String>,
+    /// The peers asked for that were found on the hosts that run them.
+    peers: Vec<Peer>,
     /// What set the largest scale count.
     largest_decided_by: String,
 }
@@ -290,6 +293,7 @@ impl<'a> TcpLab<'a> {
             let rows = flow_to_core.collect::<Vec<_>>().join(", ");
             testbed.preview(&[(format!("rows {rows}"), CpuList::new(vec![server_cpu]))])?;
         }
+        let peers = peers::available(&testbed, &opts.peers, &mut skipped);
         let scratch = WorkDir::create("tcp")?;
         let served = WorkDir::create_served("tcp-files")?;
         let largest_decided_by = String::new();
@@ -302,6 +306,7 @@ impl<'a> TcpLab<'a> {
             scratch,
             served,
             skipped,
+            peers,
             largest_decided_by,
         })
     }
@@ -318,29 +323,9 @@ impl<'a> TcpLab<'a> {
         }
     }
 
-    /// Whether `peer` was asked for and can run; if asked for but missing, says why.
-    fn peer_runs(&mut self, peer: Peer) -> bool {
-        if !self.opts.peers.contains(&peer) {
-            return false;
-        }
-        // The servers run on the rx side, the load generator on the tx side.
-        let host = if peer == Peer::Wrk { self.testbed.tx() } else { self.testbed.rx() };
-        if matches!(host, crate::host::Host::Remote(_)) && peer != Peer::Wrk {
-            self.skipped.push(format!(
-                "{}: not run across hosts yet (its configuration lives on this machine)",
-                peer.program()
-            ));
-            return false;
-        }
-        let found = host.find_program(peer.program()).is_some();
-        if !found {
-            self.skipped.push(format!(
-                "{}: not installed (apt-get install {})",
-                peer.program(),
-                peer.package()
-            ));
-        }
-        found
+    /// Whether `peer` was asked for and found on the host that runs it.
+    fn peer_runs(&self, peer: Peer) -> bool {
+        self.peers.contains(&peer)
     }
 }
 
@@ -483,8 +468,12 @@ impl Experiment for TcpLab<'_> {
         let mut findings = findings(&rows, &load_generators);
         findings.extend(scale::findings(&scale_rows));
         findings.extend(files::findings(&file_rows));
+        let mut testbed = self.testbed.report(None);
+        if testbed.is_dry_run() {
+            testbed.peer_steps = peers::steps(&self.stage(), &self.peers)?;
+        }
         Ok(TcpLabReport {
-            testbed: self.testbed.report(None),
+            testbed,
             machine: crate::machine(),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
@@ -513,7 +502,7 @@ impl TcpLab<'_> {
         if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_))
         {
             self.skipped.push(
-                "scale and file rows: not run across hosts yet (the files and the idle connections live on this machine)".into(),
+                "scale and file rows: run on this machine only (the files and the idle connections live here): run without --rx-host for them".into(),
             );
             return Vec::new();
         }
