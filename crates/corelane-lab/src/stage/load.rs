@@ -117,21 +117,21 @@ pub struct HttpHostFigures {
 /// Each host's HTTP figures over several trials: medians, its connections and clock as in
 /// the first trial, errors summed.
 pub fn http_medians(trials: &[&[HttpHostFigures]]) -> Vec<HttpHostFigures> {
+    per_host(trials, |host, same| HttpHostFigures {
+        rps: crate::median_of(same.iter().map(|h| h.rps)),
+        p50_us: crate::median_of(same.iter().map(|h| h.p50_us)),
+        p99_us: crate::median_of(same.iter().map(|h| h.p99_us)),
+        errors: same.iter().map(|h| h.errors).sum(),
+        ..host.clone()
+    })
+}
+
+/// One value per load host over several trials: `merge` makes it from the host's figures
+/// in the first trial and its figures in every trial (hosts are in the same order in each).
+fn per_host<T>(trials: &[&[T]], merge: impl Fn(&T, &[&T]) -> T) -> Vec<T> {
     let Some(first) = trials.first() else { return Vec::new() };
-    first
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let same = || trials.iter().filter_map(move |t| t.get(i));
-            HttpHostFigures {
-                rps: crate::median_of(same().map(|h| h.rps)),
-                p50_us: crate::median_of(same().map(|h| h.p50_us)),
-                p99_us: crate::median_of(same().map(|h| h.p99_us)),
-                errors: same().map(|h| h.errors).sum(),
-                ..host.clone()
-            }
-        })
-        .collect()
+    let same = |i: usize| -> Vec<&T> { trials.iter().filter_map(|t| t.get(i)).collect() };
+    first.iter().enumerate().map(|(i, host)| merge(host, &same(i))).collect()
 }
 
 /// One host's HTTP figures as a line of a report.
@@ -158,19 +158,11 @@ pub fn host_line(h: &HostFigures) -> String {
 /// Each host's figures over several trials: medians of what it sent and spent, its offered
 /// load and clock as in the first trial.
 pub fn medians(trials: &[&[HostFigures]]) -> Vec<HostFigures> {
-    let Some(first) = trials.first() else { return Vec::new() };
-    first
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let same = || trials.iter().filter_map(move |t| t.get(i));
-            HostFigures {
-                sent_pps: crate::median_of(same().map(|h| h.sent_pps)),
-                cpu_ns_per_datagram: crate::median_of(same().map(|h| h.cpu_ns_per_datagram)),
-                ..host.clone()
-            }
-        })
-        .collect()
+    per_host(trials, |host, same| HostFigures {
+        sent_pps: crate::median_of(same.iter().map(|h| h.sent_pps)),
+        cpu_ns_per_datagram: crate::median_of(same.iter().map(|h| h.cpu_ns_per_datagram)),
+        ..host.clone()
+    })
 }
 
 /// Starts `argv(i)` (program and arguments) as `name` on every load host: at once on a

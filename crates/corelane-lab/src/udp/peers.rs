@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::{PeerRow, UdpLabOptions};
 use crate::host::Host;
 use crate::process::ChildProcess;
+use crate::stage::servers::Launch;
 use crate::stage::{udp_port, wait_ready};
 use crate::summary::Trials;
 use crate::testbed::{PeerStep, Testbed};
@@ -386,35 +387,6 @@ fn build_here(cc: &str, bin: &str) -> Result<(), String> {
 
 /// How much longer a sender is told to send than the trial lasts (see [`Stage::sender`]).
 const SENDER_MARGIN: Duration = Duration::from_secs(2);
-
-/// A program to start on one side: its name in errors, and its command line there.
-struct Launch {
-    name: &'static str,
-    program: String,
-    args: Vec<String>,
-    /// The CPU it is pinned to with taskset, if it cannot pin itself.
-    pin: Option<usize>,
-}
-
-impl Launch {
-    fn spawn(&self, host: &Host) -> Result<ChildProcess, LabError> {
-        match self.pin {
-            Some(cpu) => host.spawn_pinned(self.name, cpu, &self.program, &self.args),
-            None => host.spawn(self.name, &self.program, &self.args),
-        }
-    }
-
-    /// The command line as the host runs it (under `corelane guard` on a remote host).
-    fn shown(&self) -> String {
-        let mut words = match self.pin {
-            Some(cpu) => strings(&["taskset", "-c", &cpu.to_string()]),
-            None => Vec::new(),
-        };
-        words.push(self.program.clone());
-        words.extend(self.args.iter().cloned());
-        shell_words::join(words)
-    }
-}
 
 impl Stage {
     /// One trial of `pair`: datagrams/s the receiver read and its CPU per datagram, both
