@@ -25,6 +25,9 @@ pub const QUEUES: usize = 2;
 const TX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 const RX_ADDRS: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 201, 0, 2), Ipv4Addr::new(10, 201, 0, 3)];
 
+/// The receiving end of the namespace testbed's veth pair.
+pub const RX_DEV: &str = "vrx";
+
 /// Where the testbed's traffic flows.
 /// The testbed as a report records it (flattened into the report's JSON).
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -436,7 +439,7 @@ impl Testbed {
             "veth",
             "peer",
             "name",
-            "vrx",
+            RX_DEV,
             "numtxqueues",
             &q,
             "numrxqueues",
@@ -448,14 +451,14 @@ impl Testbed {
         ip(&["-n", rx, "link", "set", "lo", "up"])?;
         ip(&["-n", tx, "addr", "add", &format!("{TX_ADDR}/24"), "dev", "vtx"])?;
         for addr in RX_ADDRS {
-            ip(&["-n", rx, "addr", "add", &format!("{addr}/24"), "dev", "vrx"])?;
+            ip(&["-n", rx, "addr", "add", &format!("{addr}/24"), "dev", RX_DEV])?;
         }
         ip(&["-n", tx, "link", "set", "vtx", "up"])?;
-        ip(&["-n", rx, "link", "set", "vrx", "up"])?;
+        ip(&["-n", rx, "link", "set", RX_DEV, "up"])?;
         // Permanent neighbour entries: without them the first datagrams of every trial wait
         // for ARP and are flushed from the neighbour queue while later ones overtake them,
         // which would show as reordering that no receiver configuration caused.
-        let (tx_mac, rx_mac) = (mac_of(tx, "vtx")?, mac_of(rx, "vrx")?);
+        let (tx_mac, rx_mac) = (mac_of(tx, "vtx")?, mac_of(rx, RX_DEV)?);
         for addr in RX_ADDRS {
             let addr = addr.to_string();
             ip(&[
@@ -482,7 +485,7 @@ impl Testbed {
             "lladdr",
             &tx_mac,
             "dev",
-            "vrx",
+            RX_DEV,
             "nud",
             "permanent",
         ])?;
@@ -653,7 +656,7 @@ impl Testbed {
     /// on the controller (the lab attaches no program to the controller's own NIC).
     pub fn rx_xdp_dev(&self) -> Option<String> {
         match (&self.network, &self.rx_nic) {
-            (Network::Namespaces { .. }, _) => Some(crate::stage::udp::RX_DEV.to_string()),
+            (Network::Namespaces { .. }, _) => Some(RX_DEV.to_string()),
             (Network::Remote { .. }, Some(nic)) => {
                 Some(nic.lock().unwrap_or_else(|e| e.into_inner()).name().to_string())
             }

@@ -21,7 +21,7 @@ use crate::median_of;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
 use crate::rx_nic::NicRates;
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, RX_DEV};
 use crate::LabError;
 
 /// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
@@ -200,9 +200,6 @@ pub fn xdp_receiver_step(
 fn push_options<const N: usize>(args: &mut Vec<String>, options: [(&str, String); N]) {
     args.extend(options.into_iter().flat_map(|(option, value)| [option.to_string(), value]));
 }
-
-/// The receiving end of the namespace testbed's veth pair.
-pub const RX_DEV: &str = "vrx";
 
 /// A queue on the sending veth for an XDP receive row, removed after it. With XDP on vrx,
 /// veth hands frames over through a 256-frame ring and, without a qdisc on vtx, drops what
