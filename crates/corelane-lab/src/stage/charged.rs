@@ -95,13 +95,18 @@ mod tests {
 
     #[test]
     fn a_running_sender_and_the_ksoftirqd_threads_are_measured() {
-        let charged = Charged::new(None, Some(std::process::id()));
+        // A busy child of its own (not this test process, whose threads come and go as other
+        // tests end, so their sum can fall between two readings).
+        let mut busy = std::process::Command::new("yes")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("yes(1)");
+        let charged = Charged::new(None, Some(busy.id()));
         let a = charged.runtime();
-        let spin = std::time::Instant::now();
-        while spin.elapsed() < Duration::from_millis(20) {
-            std::hint::black_box(0);
-        }
+        std::thread::sleep(Duration::from_millis(50));
         let b = charged.runtime();
+        let _ = busy.kill();
+        let _ = busy.wait();
         assert!(b.sender.unwrap() > a.sender.unwrap(), "{a:?} {b:?}");
         assert!(b.ksoftirqd.is_some(), "every Linux machine has ksoftirqd threads");
         assert_eq!(b.napi, None);
