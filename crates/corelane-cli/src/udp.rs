@@ -313,16 +313,22 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let json = args.json;
-    if json {
-        print_json(&serde_json::json!({
-            "type": "ready", "addrs": receiver.local_addrs(), "backend": receiver.backend(),
-            "notes": receiver.backend_note().into_iter().collect::<Vec<_>>(),
-        }));
-    } else {
-        let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
-        eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));
-    }
-    let summary = receiver.run(&stop, per_second(json, &stop, interval_line))?;
+    // Said once every lane is reading, not merely bound: a sender started on it loses nothing
+    // to lanes that have not begun.
+    let ready = serde_json::json!({
+        "type": "ready", "addrs": receiver.local_addrs(), "backend": receiver.backend(),
+        "notes": receiver.backend_note().into_iter().collect::<Vec<_>>(),
+    });
+    let addrs: Vec<String> = receiver.local_addrs().iter().map(ToString::to_string).collect();
+    let announce = move || {
+        if json {
+            print_json(&ready);
+        } else {
+            eprintln!("receiving on {} (Ctrl-C to stop)", addrs.join(" "));
+        }
+    };
+    let summary =
+        receiver.run_announced(&stop, announce, per_second(json, &stop, interval_line))?;
     finish(json, &summary, print_recv_summary);
     Ok(ExitCode::SUCCESS)
 }

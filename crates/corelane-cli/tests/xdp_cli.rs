@@ -173,6 +173,41 @@ fn no_program_is_left_after_sigint_sigterm_or_sigkill() {
     assert!(!ns.has_xdp());
 }
 
+/// The kB a process holds locked in memory (`VmLck` of /proc/PID/status).
+fn locked_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The names of a process's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim_end().to_string())
+        .collect()
+}
+
+/// When the receiver says "ready", its code is locked in memory (a lane that met its
+/// per-frame path on a cold page cache waited on the disk while its RX ring overflowed) and
+/// its lanes run (the line used to come before they were started).
+#[test]
+fn when_ready_the_receivers_code_is_in_memory_and_its_lanes_run() {
+    let Some(ns) = Netns::or_skip() else { return };
+    let mut child = ns.start();
+    let pid = child.id();
+    let (locked, threads) = (locked_kb(pid), thread_names(pid));
+    signal(&child, rustix::process::Signal::INT);
+    assert!(child.wait().unwrap().success());
+    // The read-only segments of this binary: megabytes in any build.
+    assert!(locked >= 1024, "only {locked} kB locked when ready");
+    assert!(threads.iter().any(|t| t.starts_with("corelane-rx")), "no lane yet: {threads:?}");
+}
+
 #[test]
 fn without_privilege_it_is_one_clear_line() {
     if !rustix::process::geteuid().is_root()

@@ -1,9 +1,10 @@
 //! The only unsafe code in corelane: thin wrappers over the syscalls that rustix and socket2 do
 //! not cover (recvmmsg/sendmmsg with control messages, UDP offload socket options, per-thread
-//! rusage, bpf(2), AF_XDP rings). Contract: every function here is safe to call with any argument; the raw pointers it
+//! rusage, bpf(2), AF_XDP rings, mlock of the program's own code). Contract: every function here is safe to call with any argument; the raw pointers it
 //! hands the kernel point into memory the wrapper owns or borrows for the duration of the call.
 
 pub(crate) mod bpf;
+pub(crate) mod code_lock;
 pub(crate) mod ethtool;
 pub(crate) mod mmsg;
 pub(crate) mod privilege;

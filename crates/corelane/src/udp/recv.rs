@@ -3,6 +3,7 @@
 //! the lane's checks (`check.rs`), a meter that reports every second, and a summary.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,6 +209,7 @@ impl Receiver {
         &mut self,
         counters: &Arc<Vec<LaneCounters>>,
         stop: &StopSignal,
+        entered: &Arc<AtomicUsize>,
     ) -> Result<LaneSet<LaneResult>, UdpError> {
         let cfg = &self.config;
         let mut lanes = LaneSet::new("corelane-rx", stop.clone());
@@ -222,6 +224,7 @@ impl Receiver {
                     Placement::Unpinned => Vec::new(),
                 },
                 stop: stop.clone(),
+                entered: Arc::clone(entered),
             };
             lanes
                 .spawn(cfg.lanes.placement.cpu_of(index), move || work.run())
@@ -233,14 +236,31 @@ impl Receiver {
     /// Receives until `stop`, the configured duration or datagram count, calling
     /// `on_interval` once a second from the calling thread.
     pub fn run(
+        self,
+        stop: &StopSignal,
+        on_interval: impl FnMut(&RecvInterval),
+    ) -> Result<RecvSummary, UdpError> {
+        self.run_announced(stop, || {}, on_interval)
+    }
+
+    /// As [`Receiver::run`], calling `on_ready` once every lane is in its receive loop (its
+    /// receiver started, its first batch next), so that a peer told "ready" then finds the
+    /// lanes reading: an AF_XDP RX ring fills from the moment its socket is in the XSKMAP,
+    /// and nothing pushes back on it.
+    pub fn run_announced(
         mut self,
         stop: &StopSignal,
+        on_ready: impl FnOnce(),
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
         let counters: Arc<Vec<LaneCounters>> =
             Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
         let lane_stop = StopSignal::new();
-        let lanes = self.spawn_lanes(&counters, &lane_stop)?;
+        let entered = Arc::new(AtomicUsize::new(0));
+        let lanes = self.spawn_lanes(&counters, &lane_stop, &entered)?;
+        if wait_entered(&lanes, &entered, stop) {
+            on_ready();
+        }
         let cfg = &self.config;
         let mut watch =
             RecvWatch::new(&counters, cfg.until_datagrams, self.xdp.as_ref(), on_interval);
@@ -278,6 +298,18 @@ impl Receiver {
             lanes: totals.lanes,
         })
     }
+}
+
+/// Waits until every lane of `lanes` is in its receive loop; false (no lane will report
+/// ready) when one ended first (its error is the run's) or `stop` came.
+fn wait_entered(lanes: &LaneSet<LaneResult>, entered: &AtomicUsize, stop: &StopSignal) -> bool {
+    while entered.load(Ordering::Acquire) < lanes.len() {
+        if lanes.any_finished() || stop.is_stopped() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
 }
 
 /// [`Receiver::run`]'s seconds and count target, from the lanes' counters and the kernel's.

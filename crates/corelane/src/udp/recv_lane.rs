@@ -1,6 +1,8 @@
 //! One receive lane: what it owns (its backend's receiver and its checks), its run on its
 //! own thread, and what the lanes found, summed for the summary.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::{self, ReceiveBatch};
@@ -20,6 +22,8 @@ pub(super) struct LaneWork {
     pub dispatch: Option<DispatchConfig>,
     pub worker_cpus: Vec<usize>,
     pub stop: StopSignal,
+    /// Lanes in their receive loop: each adds one right before its first batch.
+    pub entered: Arc<AtomicUsize>,
 }
 
 /// What a lane found.
@@ -37,8 +41,16 @@ impl LaneWork {
         if let Some(config) = self.dispatch {
             self.tally.start_dispatch(config, &self.worker_cpus)?;
         }
-        let receiver =
-            backend::receive_until(self.receiver, &mut self.tally, &self.stop, self.coalesce)?;
+        let entered = &self.entered;
+        let receiver = backend::receive_until(
+            self.receiver,
+            &mut self.tally,
+            &self.stop,
+            self.coalesce,
+            || {
+                entered.fetch_add(1, Ordering::Release);
+            },
+        )?;
         let dispatch = self.tally.finish_dispatch()?;
         let cpu_end = stats::thread_cpu();
         Ok(LaneResult {

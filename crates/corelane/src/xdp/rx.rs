@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::attach::Attachment;
 use super::frame::{self, FrameError};
 use super::{Interface, XdpError, XdpMode};
+use crate::sys::code_lock::CodeLock;
 use crate::sys::xsk::{XskConfig, XskSocket, XskStatsReader};
 
 pub use crate::sys::xsk::XskStats;
@@ -197,6 +198,8 @@ pub struct XdpReceive {
     mode: String,
     why: String,
     busy_poll: bool,
+    /// The program's code, locked in memory until the lanes joined; `Err`: why it is not.
+    code: Result<CodeLock, String>,
 }
 
 fn bind_error(iface: &Interface, queue: u32, e: std::io::Error) -> XdpError {
@@ -241,6 +244,20 @@ fn bind_when_free(config: &XskConfig) -> std::io::Result<XskSocket> {
 
 fn is_refusal(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EPROTONOSUPPORT | 524))
+}
+
+/// Locks the program's code in memory before the lanes start: nothing pushes back on an
+/// AF_XDP RX ring, so a lane that met its per-frame path for the first time on a cold page
+/// cache waited on the disk while its ring overflowed (58,864 frames lost as `rx_ring_full`
+/// in one such start here). The socket path needs none: its buffer and the kernel's backlog
+/// hold what arrives meanwhile.
+fn lock_code() -> Result<CodeLock, String> {
+    CodeLock::executable().map_err(|e| {
+        format!(
+            "its code is not locked in memory ({e}; needs CAP_IPC_LOCK or a larger \
+             RLIMIT_MEMLOCK): a start on a cold page cache may lose frames as rx_ring_full"
+        )
+    })
 }
 
 impl XdpReceive {
@@ -334,6 +351,7 @@ impl XdpReceive {
             mode: mode.to_string(),
             why,
             busy_poll: c.busy_poll_us.is_some(),
+            code: lock_code(),
         })
     }
 
@@ -361,6 +379,11 @@ impl XdpReceive {
 
     pub fn removed_stale(&self) -> Option<u32> {
         self.attachment.removed_stale
+    }
+
+    /// Why the program's code could not be locked in memory, when it could not.
+    pub fn code_unlocked(&self) -> Option<&str> {
+        self.code.as_ref().err().map(String::as_str)
     }
 
     /// The kernel's counters of every socket, in queue order (read while the lanes run).

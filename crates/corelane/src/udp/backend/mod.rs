@@ -133,14 +133,17 @@ pub(super) fn settle(
 }
 
 /// A receive lane's loop: batches until `stop`, pausing `coalesce` after a thin batch so
-/// that datagrams accumulate. Hands the receiver back (an AF_XDP socket's counters).
+/// that datagrams accumulate; `entered` is called once the receiver has started, right before
+/// the first batch. Hands the receiver back (an AF_XDP socket's counters).
 pub(super) fn receive_until(
     mut receiver: Box<dyn ReceiveBatch>,
     tally: &mut LaneTally,
     stop: &StopSignal,
     coalesce: Option<Duration>,
+    entered: impl FnOnce(),
 ) -> io::Result<Box<dyn ReceiveBatch>> {
     receiver.start()?;
+    entered();
     while !stop.is_stopped() {
         if receiver.receive(tally)? {
             if let Some(pause) = coalesce {

@@ -51,6 +51,10 @@ pub(in crate::udp) fn bind(
         Some(id) => format!("{note}; removed corelane XDP program {id} left by a killed run"),
         None => note,
     };
+    let note = match xdp.code_unlocked() {
+        Some(why) => format!("{note}; {why}"),
+        None => note,
+    };
     let lanes = xdp
         .take_lanes()
         .into_iter()
