@@ -7,7 +7,9 @@
 #         sender's sends on CPU 0, as the recvmmsg path's receive work does)
 # DEFER=T (ns, optional): napi_defer_hard_irqs 2 and gro_flush_timeout T on the receiving veth,
 #   so that while frames flow its NAPI polls on a T-ns timer instead of on every send.
-# NAPI_POLICY=other (optional): the NAPI threads under the default scheduler, not SCHED_FIFO 1.
+# NAPI_POLICY=fifo (optional): the NAPI threads at SCHED_FIFO 1 instead of the kernel's default
+#   SCHED_OTHER (which lab udp uses: at FIFO a burst keeps the lane off its CPU until the RX ring
+#   overflows). STALL=S (optional): the sender stopped for S seconds 0.5 s in, then catching up.
 # Charged: the receiver (schedstat), the NAPI threads, ksoftirqd/0 and /1 (softirq work that
 # left the sender's context), and the sender (wait4's rusage).
 BIN=$1; MODE=$2; N=${3:-300000}; RATE=${4:-150000}
@@ -27,7 +29,12 @@ case $MODE in
 esac
 ip netns exec hc-rx taskset -c 1 $BIN udp recv 10.207.0.2:9000 $A --duration 30s --pin 1 --json ${EXTRA:-} > $W/cpu-recv.json 2>$W/cpu-recv.err &
 R=$!
-sleep 1.2
+# Wait for the receiver's ready line (its lanes are reading), at most 10 s.
+for _ in $(seq 200); do grep -q '"type":"ready"' $W/cpu-recv.json 2>/dev/null && break; sleep 0.05; done
+if ! grep -q '"type":"ready"' $W/cpu-recv.json; then
+  echo "xdp-floor.sh: the receiver did not get ready" >&2; cat $W/cpu-recv.err >&2
+  kill $R 2>/dev/null; wait $R; ip netns del hc-tx; ip netns del hc-rx; exit 1
+fi
 NAPI=""
 if [ -n "${DEFER:-}" ]; then
   ip netns exec hc-rx sh -c "echo 2 > /sys/class/net/hcr/napi_defer_hard_irqs; echo $DEFER > /sys/class/net/hcr/gro_flush_timeout"
@@ -37,7 +44,7 @@ if [ $THREADED = 1 ]; then
   ip netns exec hc-rx sh -c 'echo 1 > /sys/class/net/hcr/threaded'; sleep 0.3
   for p in $(pgrep '^napi/hcr-'); do
     taskset -p -c 1 $p >/dev/null
-    if [ "${NAPI_POLICY:-fifo}" = other ]; then chrt -o -p 0 $p; else chrt -f -p 1 $p; fi
+    if [ "${NAPI_POLICY:-other}" = fifo ]; then chrt -f -p 1 $p; else chrt -o -p 0 $p; fi
     NAPI="$NAPI $p"
   done
 fi
@@ -46,6 +53,9 @@ n0=0; for p in $NAPI; do n0=$((n0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
 k0=0; for p in $SIRQ; do k0=$((k0 + $(cut -d' ' -f1 /proc/$p/schedstat))); done
 # The sender's whole CPU time from wait4's rusage (Linux derives it from the exact runtime):
 # with RPS off, the recvmmsg path's kernel receive work runs as softirq in its sends.
+if [ -n "${STALL:-}" ]; then
+  ( sleep 0.5; S=$(pgrep -f "^$BIN udp send 10.207.0.2:9000"); kill -STOP $S; sleep $STALL; kill -CONT $S ) &
+fi
 OUT=$W/cpu-send.json ip netns exec hc-tx taskset -c 0 python3 -c 'import os,subprocess,sys
 p=subprocess.Popen(sys.argv[1:], stdout=open(os.environ["OUT"],"w"), stderr=subprocess.STDOUT)
 _,_,ru=os.wait4(p.pid,0); open(os.environ["OUT"]+".cpu","w").write(str(int((ru.ru_utime+ru.ru_stime)*1e9)))' \
