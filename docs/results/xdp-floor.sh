@@ -3,6 +3,7 @@
 # run it alone under a lock. Builds namespaces hc-tx/hc-rx (removed after).
 # usage: xdp-floor.sh BIN MODE [N] [RATE]
 #   MODE: mmsg | xdp | xdp-bp | xdp-drop (XDP modes with threaded NAPI pinned to CPU 1)
+#       | xdp-return (the delivery floor: redirected to the AF_XDP sockets, handed back unread)
 #       | xdp-sirq | xdp-drop-sirq (threaded NAPI off: veth's XDP runs as softirq in the
 #         sender's sends on CPU 0, as the recvmmsg path's receive work does)
 # DEFER=T (ns, optional): napi_defer_hard_irqs 2 and gro_flush_timeout T on the receiving veth,
@@ -24,7 +25,7 @@ ip netns exec hc-tx tc qdisc replace dev hct root pfifo limit 1000
 MAC=$(ip -n hc-rx -o link show hcr | sed 's/.*link\/ether \([^ ]*\).*/\1/')
 ip -n hc-tx neigh replace 10.207.0.2 lladdr $MAC dev hct nud permanent
 case $MODE in
-  mmsg) A="";; xdp|xdp-sirq) A="--backend xdp";; xdp-bp) A="--backend xdp --busy-poll ${BP:-50}";; xdp-drop|xdp-drop-sirq) A="--backend xdp-drop";;
+  mmsg) A="";; xdp|xdp-sirq) A="--backend xdp";; xdp-bp) A="--backend xdp --busy-poll ${BP:-50}";; xdp-drop|xdp-drop-sirq) A="--backend xdp-drop";; xdp-return) A="--backend xdp-return";;
   *) echo "xdp-floor.sh: unknown mode $MODE" >&2; exit 2;;
 esac
 ip netns exec hc-rx taskset -c 1 $BIN udp recv 10.207.0.2:9000 $A --duration 30s --pin 1 --json ${EXTRA:-} > $W/cpu-recv.json 2>$W/cpu-recv.err &

@@ -136,8 +136,9 @@ pub struct RecvArgs {
     /// How lanes receive: mmsg (recvmmsg batches), uring (a multishot io_uring receive
     /// into provided buffers; no --gro, --coalesce unused) or xdp (corelane's XDP program and
     /// one AF_XDP socket and lane per RX queue of the address's interface; needs root).
-    /// xdp-drop is the ceiling: the same match dropped and counted in the driver.
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp", "xdp-drop"])]
+    /// xdp-drop is the ceiling: the same match dropped and counted in the driver; xdp-return
+    /// the delivery floor: AF_XDP as xdp, each frame handed back to the kernel unread.
+    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp", "xdp-return", "xdp-drop"])]
     backend: String,
     /// With --backend xdp: auto tries native zero-copy, then native copy, then generic, and
     /// says why; zerocopy, copy and generic insist.
@@ -249,6 +250,9 @@ fn recv_backend(args: &RecvArgs) -> anyhow::Result<RecvBackend> {
     Ok(match (args.backend.as_str(), args.sqpoll) {
         ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
         ("xdp-drop", None) => RecvBackend::XdpDrop,
+        ("xdp-return", None) if args.busy_poll.is_none() => RecvBackend::XdpReturn {
+            mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
+        },
         ("xdp", None) => RecvBackend::Xdp {
             mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
             busy_poll_us: args.busy_poll,
@@ -257,7 +261,10 @@ fn recv_backend(args: &RecvArgs) -> anyhow::Result<RecvBackend> {
             anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
         }
         _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
-            anyhow::bail!("--xdp-mode, --xdp-dev and --busy-poll need --backend xdp")
+            anyhow::bail!(
+                "--xdp-mode, --xdp-dev and --busy-poll need --backend xdp (--xdp-mode and \
+                 --xdp-dev also go with xdp-return)"
+            )
         }
         _ => RecvBackend::Mmsg,
     })

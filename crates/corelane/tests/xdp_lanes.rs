@@ -170,8 +170,10 @@ fn start_receiver_with(
                 return Err(e);
             }
         };
-        let _ = ready_tx.send(());
-        receiver.run(&rx_stop, |_| {})
+        let ready = move || {
+            let _ = ready_tx.send(());
+        };
+        receiver.run_announced(&rx_stop, ready, |_| {})
     });
     ready_rx.recv_timeout(Duration::from_secs(20)).unwrap();
     (stop, handle)
@@ -498,6 +500,30 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
     assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("XDP_DROP ceiling")), "{s:?}");
+    pair.assert_no_program_left("the run");
+}
+
+/// `xdp-return`, the delivery floor: the same program and sockets as `xdp`, every frame
+/// handed back to the fill ring unread and counted; the kernel lost none, and the program goes
+/// with the run.
+#[test]
+fn the_delivery_floor_hands_every_frame_back_and_counts_it() {
+    skip_unless_able!();
+    let pair = Pair::new();
+    const N: u64 = 20_000;
+    let addr = SocketAddr::from((pair.rx_ip, 4325));
+    let mut config = config(addr, N);
+    config.receive.backend = RecvBackend::XdpReturn { mode: XdpMode::Auto };
+    let (_stop, handle) = start_receiver_with(&pair, config);
+    send_numbered(&pair, addr, N);
+    let s = handle.join().unwrap().unwrap();
+    assert_eq!(s.backend, "xdp-return");
+    assert_eq!(s.throughput.datagrams, N, "{s:?}");
+    let x = s.xdp.as_ref().unwrap();
+    // More frames than the UMEM holds (10,240): each went back to the fill ring.
+    assert_eq!(x.counts.frames, N);
+    assert_eq!(x.xsk.map(|k| k.rx_lost()), Some(0));
+    assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("delivery floor")), "{s:?}");
     pair.assert_no_program_left("the run");
 }
 

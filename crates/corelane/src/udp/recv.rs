@@ -104,7 +104,17 @@ impl Receiver {
             RecvBackend::Xdp { mode, busy_poll_us } => {
                 let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
                 let dev = config.xdp_dev.clone();
-                let (lanes, attached, note) = xdp::bind(addr, dev, mode, busy_poll_us)?;
+                let (lanes, attached, note) =
+                    xdp::bind(addr, dev, mode, busy_poll_us, xdp::Reads::Payloads)?;
+                Ok(Self::over_port(config, port, addr, lanes, note, Some(attached)))
+            }
+            RecvBackend::XdpReturn { mode } => {
+                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
+                let dev = config.xdp_dev.clone();
+                let (lanes, attached, note) =
+                    xdp::bind(addr, dev, mode, None, xdp::Reads::Nothing)?;
+                config.check = false;
+                let note = format!("{note}; frames handed back unread (the delivery floor)");
                 Ok(Self::over_port(config, port, addr, lanes, note, Some(attached)))
             }
             RecvBackend::XdpDrop => {

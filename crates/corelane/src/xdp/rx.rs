@@ -158,6 +158,14 @@ impl XskLane {
         })
     }
 
+    /// Gives up to `budget` frames back to the fill ring unread; returns how many (counted
+    /// in `frames`, nothing else).
+    pub fn give_back(&mut self, budget: u32) -> u32 {
+        let n = self.socket.receive(budget, |_| {});
+        self.counts.frames += u64::from(n);
+        n
+    }
+
     /// Waits for frames up to `timeout` (poll; it also wakes the kernel when need_wakeup asks).
     /// A busy-polling lane first runs its queue's NAPI itself (recvfrom, the kernel's busy-poll
     /// path) until frames are on the ring or its busy-poll time is up, and sleeps only then.

@@ -6,7 +6,8 @@
 //! * [`mmsg`] — recvmmsg batches (optionally UDP_GRO); answers go back by sendmmsg.
 //! * [`uring`] — one io_uring multishot receive per socket into provided buffers; answers
 //!   are sent from the buffer they arrived in.
-//! * [`xdp`] — AF_XDP: frames off an RX ring, one lane per RX queue.
+//! * [`xdp`] — AF_XDP: frames off an RX ring, one lane per RX queue (or, as the delivery
+//!   floor, handed straight back to the fill ring).
 //! * [`xdp_drop`] — the XDP_DROP ceiling: the driver's drop count, read every 10 ms.
 //!
 //! A backend sees only its sockets and the lane's [`LaneTally`] (or the echo's [`Judge`]):
@@ -45,6 +46,10 @@ pub enum RecvBackend {
     /// AF_XDP socket per RX queue, each read by its own lane (`ReceiverConfig::xdp_dev` names
     /// the interface when the address does not).
     Xdp { mode: XdpMode, busy_poll_us: Option<u32> },
+    /// The floor of an AF_XDP delivery: the same program and sockets as `Xdp` (native copy
+    /// or as `mode` says), and lanes that only hand each frame back to the fill ring and count
+    /// it, reading nothing: what a delivery costs before any lane looks at a frame.
+    XdpReturn { mode: XdpMode },
     /// The ceiling of any XDP consumer: the same match dropped (XDP_DROP) and counted in the
     /// driver; the count is reported as datagrams, and nothing reaches user space.
     XdpDrop,
@@ -57,6 +62,7 @@ impl fmt::Display for RecvBackend {
             Self::Uring { sqpoll_cpu: None } => "uring",
             Self::Uring { sqpoll_cpu: Some(_) } => "uring+sqpoll",
             Self::Xdp { .. } => "xdp",
+            Self::XdpReturn { .. } => "xdp-return",
             Self::XdpDrop => "xdp-drop",
         })
     }

@@ -44,6 +44,7 @@ pub(in crate::udp) fn bind(
     dev: Option<String>,
     mode: XdpMode,
     busy_poll_us: Option<u32>,
+    reads: Reads,
 ) -> Result<(Lanes, XdpReceive, String), UdpError> {
     let mut xdp = XdpReceive::setup(&RxConfig { addr, dev, mode, busy_poll_us })?;
     let note = format!("AF_XDP on {}: {} ({})", xdp.interface().name, xdp.mode(), xdp.why());
@@ -58,9 +59,21 @@ pub(in crate::udp) fn bind(
     let lanes = xdp
         .take_lanes()
         .into_iter()
-        .map(|xsk| Box::new(XdpLane { xsk }) as Box<dyn ReceiveBatch>)
+        .map(|xsk| match reads {
+            Reads::Payloads => Box::new(XdpLane { xsk }) as Box<dyn ReceiveBatch>,
+            Reads::Nothing => Box::new(ReturnLane { xsk }),
+        })
         .collect();
     Ok((lanes, xdp, note))
+}
+
+/// What the lanes do with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::udp) enum Reads {
+    /// Parse it and hand the payload to the checks.
+    Payloads,
+    /// Nothing: give it back to the fill ring and count it (the delivery floor).
+    Nothing,
 }
 
 /// One RX queue's socket, read by one lane.
@@ -73,6 +86,31 @@ impl ReceiveBatch for XdpLane {
     /// A poll (which also wakes the kernel when need_wakeup asks) only when the ring is empty.
     fn receive(&mut self, tally: &mut LaneTally) -> io::Result<bool> {
         let n = self.xsk.receive(BUDGET, |payload| tally.datagram(payload));
+        tally.end_batch();
+        if n == 0 {
+            tally.syscalls += 1;
+            self.xsk.wait(WAKE_INTERVAL)?;
+            return Ok(false);
+        }
+        Ok(n < BUDGET / 2)
+    }
+
+    fn into_xsk(self: Box<Self>) -> Option<XskLane> {
+        Some(self.xsk)
+    }
+}
+
+/// The delivery floor's lane: frames go back to the fill ring unread, counted as datagrams.
+#[derive(Debug)]
+struct ReturnLane {
+    xsk: XskLane,
+}
+
+impl ReceiveBatch for ReturnLane {
+    /// As [`XdpLane::receive`], reading no frame.
+    fn receive(&mut self, tally: &mut LaneTally) -> io::Result<bool> {
+        let n = self.xsk.give_back(BUDGET);
+        tally.count_only(u64::from(n));
         tally.end_batch();
         if n == 0 {
             tally.syscalls += 1;
