@@ -254,11 +254,11 @@ fn is_refusal(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::EPROTONOSUPPORT | 524))
 }
 
-/// Locks the program's code in memory before the lanes start: nothing pushes back on an
-/// AF_XDP RX ring, so a lane that met its per-frame path for the first time on a cold page
-/// cache waited on the disk while its ring overflowed (58,864 frames lost as `rx_ring_full`
-/// in one such start here). The socket path needs none: its buffer and the kernel's backlog
-/// hold what arrives meanwhile.
+/// Locks the program's code in memory before anything is attached: nothing pushes back on an
+/// AF_XDP RX ring, so a receiver whose code was still on disk (a cold page cache) waited on
+/// it while its ring overflowed (58,864 frames lost as `rx_ring_full` in one such start
+/// here). The socket path needs none: its buffer and the kernel's backlog hold what arrives
+/// meanwhile.
 fn lock_code() -> Result<CodeLock, String> {
     CodeLock::executable().map_err(|e| {
         format!(
@@ -273,6 +273,7 @@ impl XdpReceive {
     pub fn setup(c: &RxConfig) -> Result<Self, XdpError> {
         super::check_available()?;
         let iface = Interface::for_address(c.addr, c.dev.as_deref())?;
+        let code = lock_code();
         let (attachment, mut why) = match c.mode {
             XdpMode::Generic => (
                 Attachment::redirect(&iface, c.addr, false)?,
@@ -359,7 +360,7 @@ impl XdpReceive {
             mode: mode.to_string(),
             why,
             busy_poll: c.busy_poll_us.is_some(),
-            code: lock_code(),
+            code,
         })
     }
 
