@@ -17,6 +17,7 @@ mod ping;
 mod recv;
 mod recv_lane;
 mod recv_report;
+mod recv_watch;
 mod send;
 mod send_xdp;
 pub mod sequence;

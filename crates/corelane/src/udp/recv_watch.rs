@@ -1,0 +1,84 @@
+//! `udp recv`'s seconds: each second's rates, kernel drops and AF_XDP socket counters from
+//! the lanes' counters and the kernel's, and the count target.
+
+use super::recv_report::RecvInterval;
+use crate::lane::{Second, Watch};
+use crate::stats::{LaneCounters, Meter, UdpCounters};
+use crate::xdp::rx::{XdpReceive, XskStats};
+
+/// [`super::Receiver::run`]'s seconds and count target, from the lanes' counters and the kernel's.
+pub(super) struct RecvWatch<'a, F> {
+    counters: &'a [LaneCounters],
+    until: Option<u64>,
+    meter: Meter,
+    /// The kernel's UDP counters when the run started, and at the last second.
+    pub snmp_start: UdpCounters,
+    snmp_last: UdpCounters,
+    last_total: u64,
+    /// With `xdp`: the receive whose AF_XDP sockets' counters each second reports, and
+    /// their sums at the last second.
+    xdp: Option<&'a XdpReceive>,
+    xsk_last: Option<XskStats>,
+    /// Each second's rate, when any arrived.
+    pub busy_pps: Vec<f64>,
+    on_interval: F,
+}
+
+impl<'a, F> RecvWatch<'a, F> {
+    pub fn new(
+        counters: &'a [LaneCounters],
+        until: Option<u64>,
+        xdp: Option<&'a XdpReceive>,
+        on_interval: F,
+    ) -> Self {
+        let snmp_start = UdpCounters::read().unwrap_or_default();
+        Self {
+            counters,
+            until,
+            meter: Meter::new(counters.len()),
+            snmp_start,
+            snmp_last: snmp_start,
+            last_total: 0,
+            xdp,
+            xsk_last: xdp.and_then(xsk_total),
+            busy_pps: Vec::new(),
+            on_interval,
+        }
+    }
+}
+
+impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
+    fn reached(&mut self) -> bool {
+        self.until
+            .is_some_and(|n| self.counters.iter().map(LaneCounters::datagrams).sum::<u64>() >= n)
+    }
+
+    fn second(&mut self, second: &Second) {
+        let refs: Vec<&LaneCounters> = self.counters.iter().collect();
+        let interval = self.meter.tick(&refs);
+        let snmp = UdpCounters::read().unwrap_or_default();
+        let got = interval.datagrams - self.last_total;
+        self.last_total = interval.datagrams;
+        if interval.rate.pps > 0.0 {
+            self.busy_pps.push(interval.rate.pps);
+        }
+        let xsk_now = self.xdp.and_then(xsk_total);
+        let xsk = xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last));
+        let report = RecvInterval {
+            kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
+            cpu_ns_per_datagram: second.cpu_ns_per(got),
+            interval,
+            xsk,
+            xsk_unknown: self.xdp.is_some() && xsk.is_none(),
+        };
+        self.xsk_last = xsk_now;
+        self.snmp_last = snmp;
+        (self.on_interval)(&report);
+    }
+}
+
+/// The AF_XDP sockets' kernel counters, summed over the receive's sockets; `None` when a
+/// socket's could not be read.
+fn xsk_total(xdp: &XdpReceive) -> Option<XskStats> {
+    xdp.kernel_counters().total()
+}
