@@ -219,9 +219,18 @@ impl ChildProcess {
             return self.connection_lost(&remote.host);
         }
         LabError::ChildFailed {
-            child: self.name.clone(),
+            child: self.named(),
             status: status.to_string(),
             stderr: self.stderr_text(),
+        }
+    }
+
+    /// The child as an error names it: with its host when it runs on another machine (one of
+    /// several load hosts runs the same program as the others).
+    fn named(&self) -> String {
+        match &self.remote {
+            Some(remote) => format!("{} on {}", self.name, remote.host),
+            None => self.name.clone(),
         }
     }
 
@@ -259,12 +268,7 @@ impl ChildProcess {
                 return self.failed(status);
             }
         }
-        LabError::ChildTimeout {
-            child: self.name.clone(),
-            what,
-            waited,
-            stderr: self.stderr_text(),
-        }
+        LabError::ChildTimeout { child: self.named(), what, waited, stderr: self.stderr_text() }
     }
 
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
@@ -278,7 +282,7 @@ impl ChildProcess {
             Some(s) if s.success() => Ok(lines),
             Some(s) => Err(self.failed(s)),
             None => Err(LabError::ChildTimeout {
-                child: self.name.clone(),
+                child: self.named(),
                 what: "did not finish",
                 waited: timeout,
                 stderr: String::new(),
