@@ -394,6 +394,24 @@ mod tests {
         ["sh", "-c", script].map(String::from).to_vec()
     }
 
+    /// Several load hosts run the same program: a remote one that fails, or does not finish
+    /// in time, is named with its host (and a local one without any).
+    #[test]
+    fn a_remote_childs_failure_and_timeout_name_its_host() {
+        let failing = argv("echo 'corelane-guard pid 7'; echo 'no load here' >&2; exit 3");
+        let child = ChildProcess::spawn_guarded("corelane load", "root@gen2", &failing).unwrap();
+        let err = child.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load on root@gen2 failed"), "{err}");
+        assert!(err.contains("no load here"), "{err}");
+        let slow = argv("echo 'corelane-guard pid 7'; sleep 5");
+        let child = ChildProcess::spawn_guarded("corelane load", "root@gen2", &slow).unwrap();
+        let err = child.finish(Duration::from_millis(100)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load on root@gen2 did not finish"), "{err}");
+        let local = ChildProcess::spawn("corelane load", &[], "sh", &argv("exit 3")[1..]).unwrap();
+        let err = local.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load failed"), "{err}");
+    }
+
     /// A remote child that prints one endless line is cut off at the line cap: the lab never
     /// holds the line, and says so in one line naming the host.
     #[test]

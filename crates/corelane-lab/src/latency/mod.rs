@@ -57,7 +57,8 @@ pub struct LatencyArgs {
     #[arg(long, value_delimiter = ',', value_name = "PEERS")]
     pub vs: Option<Vec<String>>,
     /// Only these corelane servers: echo, echo+coalesce-50us, echo+busy-poll-50us,
-    /// echo+uring, corelane-serve, or none (peers only).
+    /// echo+uring, corelane-serve, or none (peers only; sockperf's client still meets
+    /// corelane echo, the other half of its 2x2).
     #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
     pub configs: Option<Vec<String>>,
     #[command(flatten)]
