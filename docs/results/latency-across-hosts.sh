@@ -9,7 +9,10 @@
 # Prints every row's round trips (p50/p99, from the ping-pong host) and achieved rate, and
 # each load host's part. Root only; removes everything it made on exit. On one machine the
 # "hosts" share its CPUs (every client pins the first CPU of its host): what a second host
-# adds here is bounded by them.
+# adds here is bounded by them. sockperf is left out by default: its ul client spins between
+# sends, and two load hosts' clients pinned to the one machine's same CPU starve each other
+# (one sent 27 messages in a second and sockperf printed no figures); on real machines add
+# it with ARGS="... --vs sockperf,nginx".
 # Usage: [ARGS="lab latency options"] latency-across-hosts.sh CORELANE [ROUNDS]
 set -euo pipefail
 exe=$(realpath "$1"); rounds=${2:-2}
@@ -43,7 +46,7 @@ printf 'Host *\n  IdentityFile %s/id\n  IdentitiesOnly yes\n  StrictHostKeyCheck
 mkdir -p /run/sshd
 for h in "${hosts[@]}"; do ip netns exec $h /usr/sbin/sshd -f "$dir/sshd_config"; done
 sleep 1
-args=(${ARGS:---configs echo,corelane-serve --vs sockperf,nginx --trials 1 --duration 3})
+args=(${ARGS:---configs echo,corelane-serve --vs nginx --trials 1 --duration 3})
 remote=(--rx-host root@10.210.2.2 --rx-addr 10.210.3.2 --ssh-config "$dir/config" --deploy)
 for r in $(seq 1 "$rounds"); do
   order=(local one two); [ $((r % 2)) -eq 0 ] && order=(two one local)   # alternate who goes first

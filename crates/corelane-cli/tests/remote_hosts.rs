@@ -1651,8 +1651,9 @@ fn lab_latency_splits_its_load_over_two_hosts(hosts: &Hosts, copies_before: &[Pa
     let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
     // corelane echo under corelane ping, and an HTTP server under corelane load: nginx (a
     // peer, its configuration in h2's private run directory) or corelane's. (sockperf is
-    // left out: on this one machine its pp client at times found "no valid observations"
-    // after a point where both load hosts' ul clients spun on the same CPU.)
+    // left out: its ul client spins between sends, and on this one machine both load hosts'
+    // clients are pinned to the same CPU, where one starved the other — 27 messages in a
+    // second — and sockperf printed no figures.)
     let nginx = installed_tcp_peers().contains(&"nginx");
     let (configs, vs) = if nginx { ("echo", "nginx") } else { ("echo,corelane-serve", "none") };
     let json = hosts.path("latency.json").display().to_string();
