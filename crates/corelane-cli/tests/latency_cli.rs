@@ -82,6 +82,13 @@ fn latency_tools_refuse_bad_input_with_one_line() {
             vec!["udp", "echo", "127.0.0.1:0", "--per-source-burst", "0"],
             "--per-source-burst at least",
         ),
+        (vec!["lab", "latency", "--configs", "echo,nope"], "unknown configuration `nope`"),
+        (vec!["lab", "latency", "--vs", "iperf3"], "unknown peer `iperf3`: choose from sockperf"),
+        (vec!["lab", "latency", "--dry-run"], "need --tx-host, --rx-host or --inventory"),
+        (
+            vec!["lab", "latency", "--tx-host", "root@192.0.2.1", "--tx-host", "root@192.0.2.1"],
+            "load host root@192.0.2.1 is given twice",
+        ),
     ];
     for (args, expect) in cases {
         let out = corelane(&args);

@@ -942,6 +942,33 @@ fn a_dry_run_lists_every_load_hosts_steps() {
     assert!(stdout.contains("row placement") && stdout.contains("rps_cpus"), "{stdout}");
     assert_eq!(hosts.rx_masks(), masks_before, "a dry run changed the rx NIC");
     hosts.assert_clean(&copies_before, "a dry run with two load hosts");
+
+    // lab latency: the server on h2, ping-pong from h1 alone, each load host's share of the
+    // lowest load (quick: 1000/s, 500 each; HTTP 500/s and 16 connections, halves).
+    let mut args = vec!["lab", "latency", "--quick", "--configs", "echo,corelane-serve"];
+    args.extend(["--vs", "none", "--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx]);
+    args.extend(["--rx-addr", DATA_H2, "--ssh-config", &config, "--deploy", "--dry-run"]);
+    let out = hosts.corelane(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let on = |host: &str, what: &[&str]| {
+        stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("  on {host}: ")) && what.iter().all(|w| l.contains(w)))
+    };
+    assert!(on(&rx, &[" udp echo 10.210.3.2:4321 "]), "{stdout}");
+    assert!(on(&rx, &[" serve http --port 8080 "]), "{stdout}");
+    let ping = " udp ping 10.210.3.2:4321 ";
+    let pp = stdout.lines().filter(|l| l.contains(ping) && !l.contains("--rate")).count();
+    assert!(on(&tx1, &[ping]) && pp == 1, "ping-pong from h1 alone: {stdout}");
+    for host in [&tx1, &tx2] {
+        assert!(on(host, &[ping, "--mode under-load --rate 500"]), "{host}: {stdout}");
+        assert!(on(host, &[" load http ", "--rate 250 --connections 8"]), "{host}: {stdout}");
+        let line = stdout.lines().find(|l| l.starts_with(&format!("load host {host} (clock ")));
+        assert!(line.is_some_and(|l| l.contains("lab latency")), "{host}: {stdout}");
+    }
+    assert_eq!(hosts.rx_masks(), masks_before, "a dry run of lab latency changed the rx NIC");
+    hosts.assert_clean(&copies_before, "a dry run of lab latency");
 }
 
 /// A load host whose clock is off by more than the trial tolerates is refused in one line
@@ -1014,12 +1041,45 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
         assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
+
+    // lab latency, killed while h1 and h3 load corelane's HTTP server on h2 (corelane at
+    // its path on the hosts: a deployed copy's end after a kill is checked above).
+    let real = env!("CARGO_BIN_EXE_corelane");
+    let mut args = vec!["lab", "latency", "--trials", "1", "--duration", "20"];
+    args.extend(["--configs", "corelane-serve", "--vs", "none", "--remote-corelane", real]);
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config]);
+    let mut lab =
+        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    let running = |ns: &String, what: &str| hosts.strays(ns).iter().any(|c| c.contains(what));
+    while !(running(&hosts.names[1], "load http")
+        && running(&hosts.names[3], "load http")
+        && running(&hosts.names[2], "serve http"))
+    {
+        assert!(Instant::now() < end, "lab latency's load never started on h1 and h3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < end, "30 s after killing lab latency: {left:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(hosts.rx_masks(), masks_before, "lab latency changed the rx NIC");
 }
 
-/// `lab tcp` and `lab affinity` from two load hosts into h2: the connections split, each
-/// host's part in every tcp row beside the totals, every host left as found.
+/// `lab tcp`, `lab affinity` and `lab latency` from two load hosts into h2 (one fleet for
+/// the three): the connections split, each host's part in every tcp row beside the totals,
+/// every host left as found; lab latency as [`lab_latency_splits_its_load_over_two_hosts`]
+/// checks it.
 #[test]
-fn lab_tcp_and_affinity_split_their_load_over_two_hosts() {
+fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
     let config = hosts.path("config").display().to_string();
     let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
@@ -1061,6 +1121,7 @@ fn lab_tcp_and_affinity_split_their_load_over_two_hosts() {
     }
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     hosts.assert_clean(&copies_before, "lab affinity from two load hosts");
+    lab_latency_splits_its_load_over_two_hosts(&hosts, &copies_before);
 }
 
 /// The C loops compiled in the lab's private run directories in /tmp (the rx host's
@@ -1578,4 +1639,107 @@ fn a_dry_run_lists_the_xdp_rows_receivers_and_attaches_nothing() {
     }
     assert!(!hosts.rx_link().contains("xdp"), "a dry run attached XDP to h2's d0");
     hosts.assert_clean(&copies_before, "lab udp --dry-run of the XDP rows");
+}
+
+/// `lab latency` from h1 (the ping-pong host) and h3 into h2: every row's `hosts` names
+/// each load host's part — ping-pong from h1 alone; under load both, their offers adding
+/// up to the row's, the row's round trips h1's — nginx serving on h2 under the load of both
+/// when installed, and every host left as found. Then a client failing on h3 alone ends the
+/// run in one line naming h3, again leaving nothing.
+fn lab_latency_splits_its_load_over_two_hosts(hosts: &Hosts, copies_before: &[PathBuf]) {
+    let config = hosts.path("config").display().to_string();
+    let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
+    // corelane echo under corelane ping, and an HTTP server under corelane load: nginx (a
+    // peer, its configuration in h2's private run directory) or corelane's. (sockperf is
+    // left out: its ul client spins between sends, and on this one machine both load hosts'
+    // clients are pinned to the same CPU, where one starved the other — 27 messages in a
+    // second — and sockperf printed no figures.)
+    let nginx = installed_tcp_peers().contains(&"nginx");
+    let (configs, vs) = if nginx { ("echo", "nginx") } else { ("echo,corelane-serve", "none") };
+    let json = hosts.path("latency.json").display().to_string();
+    let masks_before = hosts.rx_masks();
+    let mut args = vec!["lab", "latency", "--quick", "--configs", configs, "--vs", vs];
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    // The hosts share this file system: corelane at its path there (deploying is tested
+    // by the other fleet tests; three copies of a debug build cost seconds).
+    let real = env!("CARGO_BIN_EXE_corelane");
+    args.extend(["--ssh-config", &config, "--remote-corelane", real, "--json", &json]);
+    let out = hosts.corelane(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let clients: Vec<&str> = rows.iter().map(|r| r["client"].as_str().unwrap()).collect();
+    assert!(
+        clients.contains(&"corelane-ping") && clients.contains(&"corelane-load"),
+        "{clients:?}"
+    );
+    if nginx {
+        let servers: Vec<&str> = rows.iter().map(|r| r["server"].as_str().unwrap()).collect();
+        assert!(servers.contains(&"nginx"), "{servers:?}");
+    }
+    for row in rows {
+        assert_latency_hosts(row);
+    }
+    assert_eq!(report["load_hosts"].as_array().map(Vec::len), Some(2), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("{tx2} (load): offered ")), "a line per host: {stdout}");
+    assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
+    hosts.assert_clean(copies_before, "lab latency from two load hosts");
+
+    // corelane load fails on h3 only (the wrapper asks which host it is on).
+    let fake = hosts.path("no-load-on-h3");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nif [ \"$1 $2\" = \"load http\" ] && ip -o addr show | grep -q ' {H3}/'; then echo 'no load here' >&2; exit 3; fi\nexec {real} \"$@\"\n"),
+    )
+    .unwrap();
+    run("chmod", &["755", &fake.display().to_string()]);
+    let fake = fake.display().to_string();
+    let mut args = vec!["lab", "latency", "--quick", "--configs", "corelane-serve"];
+    args.extend(["--vs", "none", "--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx]);
+    args.extend(["--rx-addr", DATA_H2, "--ssh-config", &config, "--remote-corelane", &fake]);
+    let out = hosts.corelane(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().rfind(|l| l.starts_with("corelane:")).unwrap_or_default();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        last.contains(&format!("corelane load on {tx2} failed")) && last.contains("no load here"),
+        "{err}"
+    );
+    hosts.assert_clean(copies_before, "a client failing on one load host");
+}
+
+/// One `lab latency` row's per-host parts: ping-pong from h1 alone; under load h1 and h3,
+/// their offers adding up to the row's, their achieved rates to its total, the row's round
+/// trips h1's, each clock measured.
+fn assert_latency_hosts(row: &serde_json::Value) {
+    let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {row}"));
+    let names: Vec<&str> = per_host.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = per_host.iter().map(|h| h["role"].as_str().unwrap()).collect();
+    assert!(names[0].contains(H1), "the ping-pong host first: {row}");
+    assert_eq!(per_host[0]["p99_us"], row["p99_us"], "the row's round trips are h1's: {row}");
+    match row["load"].as_str().unwrap() {
+        "ping-pong" => {
+            assert_eq!(roles, ["ping-pong"], "{row}");
+            assert!(per_host[0]["offered"].is_null(), "{row}");
+        }
+        _ => {
+            assert_eq!(roles, ["ping-pong", "load"], "{row}");
+            assert!(names[1].contains(H3), "{row}");
+            let offered: u64 = per_host.iter().map(|h| h["offered"].as_u64().unwrap()).sum();
+            assert_eq!(offered, row["rate"].as_u64().unwrap(), "the offers add up: {row}");
+            let achieved: f64 = per_host.iter().map(|h| h["achieved"].as_f64().unwrap()).sum();
+            assert!((achieved - row["achieved"].as_f64().unwrap()).abs() < 1.0, "{row}");
+        }
+    }
+    for h in per_host {
+        assert!(
+            h["achieved"].as_f64().unwrap() > 0.0 && h["p99_us"].as_f64().unwrap() > 0.0,
+            "{h}"
+        );
+        let (off, rtt) =
+            (h["clock_offset_ns"].as_i64().unwrap(), h["clock_rtt_ns"].as_u64().unwrap());
+        assert!(off.unsigned_abs() <= rtt, "offset {off} beyond the round trip {rtt}: {h}");
+    }
 }

@@ -219,9 +219,18 @@ impl ChildProcess {
             return self.connection_lost(&remote.host);
         }
         LabError::ChildFailed {
-            child: self.name.clone(),
+            child: self.named(),
             status: status.to_string(),
             stderr: self.stderr_text(),
+        }
+    }
+
+    /// The child as an error names it: with its host when it runs on another machine (one of
+    /// several load hosts runs the same program as the others).
+    fn named(&self) -> String {
+        match &self.remote {
+            Some(remote) => format!("{} on {}", self.name, remote.host),
+            None => self.name.clone(),
         }
     }
 
@@ -259,12 +268,7 @@ impl ChildProcess {
                 return self.failed(status);
             }
         }
-        LabError::ChildTimeout {
-            child: self.name.clone(),
-            what,
-            waited,
-            stderr: self.stderr_text(),
-        }
+        LabError::ChildTimeout { child: self.named(), what, waited, stderr: self.stderr_text() }
     }
 
     /// Waits for a clean exit within `timeout`, or fails naming the child and its stderr.
@@ -278,7 +282,7 @@ impl ChildProcess {
             Some(s) if s.success() => Ok(lines),
             Some(s) => Err(self.failed(s)),
             None => Err(LabError::ChildTimeout {
-                child: self.name.clone(),
+                child: self.named(),
                 what: "did not finish",
                 waited: timeout,
                 stderr: String::new(),
@@ -388,6 +392,24 @@ mod tests {
 
     fn argv(script: &str) -> Vec<String> {
         ["sh", "-c", script].map(String::from).to_vec()
+    }
+
+    /// Several load hosts run the same program: a remote one that fails, or does not finish
+    /// in time, is named with its host (and a local one without any).
+    #[test]
+    fn a_remote_childs_failure_and_timeout_name_its_host() {
+        let failing = argv("echo 'corelane-guard pid 7'; echo 'no load here' >&2; exit 3");
+        let child = ChildProcess::spawn_guarded("corelane load", "root@gen2", &failing).unwrap();
+        let err = child.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load on root@gen2 failed"), "{err}");
+        assert!(err.contains("no load here"), "{err}");
+        let slow = argv("echo 'corelane-guard pid 7'; sleep 5");
+        let child = ChildProcess::spawn_guarded("corelane load", "root@gen2", &slow).unwrap();
+        let err = child.finish(Duration::from_millis(100)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load on root@gen2 did not finish"), "{err}");
+        let local = ChildProcess::spawn("corelane load", &[], "sh", &argv("exit 3")[1..]).unwrap();
+        let err = local.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(err.starts_with("corelane load failed"), "{err}");
     }
 
     /// A remote child that prints one endless line is cut off at the line cap: the lab never

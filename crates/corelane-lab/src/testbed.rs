@@ -136,7 +136,7 @@ impl TestbedReport {
         let mut row = None;
         for step in &self.peer_steps {
             if row.is_none() {
-                out.push_str("\npeer rows, each command under `corelane guard` on a remote host, ended by PID when the row ends:\n");
+                out.push_str("\nrows' commands per host (lab udp and tcp: the peer rows; lab latency: every pair), each under `corelane guard` on a remote host, ended by PID when the row ends:\n");
             }
             if row != Some(&step.row) {
                 out.push_str(&format!("{}\n", step.row));
@@ -189,7 +189,7 @@ impl LoadHost {
             host: self.host.name(),
             clock: self.clock,
             steps: format!(
-                "connected over SSH, {corelane} checked (or deployed, removed at the end), topology read, clock measured over {} round trips; per row it runs `{corelane} guard --life {}s --start-at T -- {corelane} udp send …` (lab udp: its share of the rate and flows) or `… load http …` (lab tcp, lab affinity's HTTP rows: its share of the connections), T the agreed start in its clock, and the guard ends it when the lab lets go; it changes no setting there",
+                "connected over SSH, {corelane} checked (or deployed, removed at the end), topology read, clock measured over {} round trips; per row it runs `{corelane} guard --life {}s --start-at T -- {corelane} udp send …` (lab udp: its share of the rate and flows) or `… load http …` (lab tcp, lab affinity's HTTP rows: its share of the connections), or lab latency's clients (`… udp ping`, `sockperf pp|ul`, `… load http --rate`: ping-pong from the first load host only, under load each host its share of the offered rate and connections), T the agreed start in its clock, and the guard ends it when the lab lets go; it changes no setting there",
                 crate::remote::clock::SAMPLES,
                 crate::remote::MAX_LIFE.as_secs()
             ),

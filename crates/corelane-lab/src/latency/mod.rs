@@ -11,6 +11,8 @@
 //! under-load figure is from the actual send.
 
 mod figures;
+mod hosts;
+mod plan;
 mod rows;
 mod sides;
 mod table;
@@ -21,11 +23,14 @@ use std::time::Duration;
 use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 
+pub use hosts::HostPoint;
 pub use rows::{Knee, LatencyReport, LatencyRow};
 pub use sides::{HttpServer, Point, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options, Progress};
-use crate::stage::servers::Stage;
+use crate::host::Host;
+use crate::remote::{RemoteArgs, RemoteSpec};
+use crate::stage::servers::{self, Stage};
 use crate::summary::{Outcome, Schedule};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
@@ -44,18 +49,65 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<LatencyArgs>(
 pub struct LatencyArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
-    /// Connections of the HTTP load.
+    /// Connections of the HTTP load (split over the load hosts).
     #[arg(long, default_value_t = 16, value_parser = corelane::units::parse_count)]
     pub connections: usize,
+    /// Peers to measure beside corelane: sockperf (sr as a server, pp/ul as a client), nginx,
+    /// or none (default: every one installed; `apt-get install sockperf nginx-light`).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    pub vs: Option<Vec<String>>,
+    /// Only these corelane servers: echo, echo+coalesce-50us, echo+busy-poll-50us,
+    /// echo+uring, corelane-serve, or none (peers only; sockperf's client still meets
+    /// corelane echo, the other half of its 2x2).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    pub configs: Option<Vec<String>>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+impl LatencyArgs {
+    /// The options these arguments describe.
+    pub fn options(self) -> Result<LatencyOptions, LabError> {
+        let mut opts =
+            if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
+        opts.connections = self.connections;
+        opts.peers =
+            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.id(), p)), "peer")?;
+        opts.only = crate::only_configs(self.configs, &CONFIG_IDS)?;
+        opts.remote = self.remote.spec()?;
+        Ok(opts)
+    }
+}
+
+/// The corelane servers `--configs` names: the echo rows, then corelane's HTTP server.
+pub const CONFIG_IDS: [&str; 5] =
+    ["echo", "echo+coalesce-50us", "echo+busy-poll-50us", "echo+uring", "corelane-serve"];
+
+/// A peer `lab latency` measures beside corelane, if installed where it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// `sockperf sr` on the rx host, `sockperf pp`/`ul` on the load hosts.
+    Sockperf,
+    /// nginx on the rx host.
+    Nginx,
+}
+
+impl Peer {
+    pub const ALL: [Peer; 2] = [Peer::Sockperf, Peer::Nginx];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Sockperf => "sockperf",
+            Self::Nginx => "nginx",
+        }
+    }
 }
 
 impl Options for LatencyArgs {
     type Report = LatencyReport;
     fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let mut opts =
-            if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
-        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
-        opts.connections = self.connections;
+        let opts = self.options()?;
         let lab = LatencyLab::prepare(opts, progress)?;
         let trials = lab.opts.trials;
         experiment::run(lab, trials, stop, progress)
@@ -75,6 +127,11 @@ pub struct LatencyOptions {
     pub connections: usize,
     /// Stop a sweep at the first point that is saturated (short of its rate or losing).
     pub stop_at_saturation: bool,
+    pub peers: Vec<Peer>,
+    /// Only these corelane servers (by id); all when `None`.
+    pub only: Option<Vec<String>>,
+    /// The sides on other machines over SSH; the namespace testbed when `None`.
+    pub remote: Option<RemoteSpec>,
 }
 
 impl LatencyOptions {
@@ -87,6 +144,9 @@ impl LatencyOptions {
             http_rates: vec![1000, 5000, 10_000, 20_000, 40_000, 80_000],
             connections: 16,
             stop_at_saturation: true,
+            peers: Peer::ALL.to_vec(),
+            only: None,
+            remote: None,
         }
     }
 
@@ -129,24 +189,46 @@ struct LatencyLab {
     http_port: u16,
     scratch: WorkDir,
     skipped: Vec<String>,
+    /// A dry run's pairs, whose steps the report lists (nothing is measured).
+    planned: Vec<Pair>,
 }
 
 impl LatencyLab {
     fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
-        let testbed = Testbed::create();
+        let mut testbed = match &opts.remote {
+            Some(spec) => Testbed::remote(spec)?,
+            None => Testbed::create(),
+        };
         testbed.announce(progress);
+        testbed.check_clocks(opts.duration)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let udp_port = crate::stage::udp_port(&testbed)?;
         let http_port = crate::stage::tcp_port(&testbed)?;
-        // The veth default: receive work where the sender's softirq runs it, for every pair.
-        testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
+        if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
+            // No row changes the rx NIC: every pair runs with it as found.
+            testbed.preview(&[])?;
+        } else {
+            // The veth default: receive work where the sender's softirq runs it, for every
+            // pair (a remote rx NIC as found).
+            testbed.steer_receive_where_possible(&CpuList::new(Vec::new()))?;
+        }
         let mut skipped = Vec::new();
-        if client_cpu == server_cpu {
+        if client_cpu == server_cpu && testbed.tx() == testbed.rx() {
             skipped.push("one CPU only: client and server share it".into());
         }
         let scratch = WorkDir::create("latency")?;
-        Ok(Self { opts, testbed, server_cpu, client_cpu, udp_port, http_port, scratch, skipped })
+        Ok(Self {
+            opts,
+            testbed,
+            server_cpu,
+            client_cpu,
+            udp_port,
+            http_port,
+            scratch,
+            skipped,
+            planned: Vec::new(),
+        })
     }
 
     fn target(&self) -> SocketAddr {
@@ -165,13 +247,86 @@ impl LatencyLab {
         }
     }
 
-    fn installed(&mut self, host_is_rx: bool, program: &str, package: &str) -> bool {
-        let host = if host_is_rx { self.testbed.rx() } else { self.testbed.tx() };
-        let found = host.find_program(program).is_some();
+    /// Where the UDP sides run, for `f`.
+    fn at<T>(&self, f: impl FnOnce(&sides::Where<'_>) -> T) -> T {
+        let (rx, load) = (self.testbed.rx(), self.testbed.load_hosts());
+        f(&sides::Where {
+            rx: &rx,
+            load: &load,
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            target: self.target(),
+            duration: self.opts.duration,
+            warmup: self.opts.warmup,
+        })
+    }
+
+    /// Whether sockperf runs where each of its sides must: `sr` on the rx host, and the
+    /// client on every load host; each host missing it goes to `skipped`, named.
+    fn sockperf_found(&mut self) -> (bool, bool) {
+        let mut on = |host: &Host| {
+            let found = host.find_program("sockperf").is_some();
+            let why = match host {
+                Host::Remote(_) => format!(
+                    "sockperf: `sockperf` is not installed on {} (apt-get install sockperf there)",
+                    host.name()
+                ),
+                Host::Local | Host::Namespace(_) => {
+                    "sockperf: not installed (apt-get install sockperf)".into()
+                }
+            };
+            // Once per host (the namespace testbed's sides are one machine).
+            if !found && !self.skipped.contains(&why) {
+                self.skipped.push(why);
+            }
+            found
+        };
+        let server = on(&self.testbed.rx());
+        // Every host asked, so that each missing one is named.
+        let each: Vec<bool> = self.testbed.load_hosts().iter().map(|l| on(&l.host)).collect();
+        (server, each.iter().all(|&found| found))
+    }
+
+    /// Whether nginx runs on the rx host (else why not, in `skipped`).
+    fn nginx_found(&mut self) -> bool {
+        let rx = self.testbed.rx();
+        let found = rx.find_program("nginx").is_some();
         if !found {
-            self.skipped.push(format!("{program}: not installed (apt-get install {package})"));
+            self.skipped.push(servers::Peer::Nginx.not_installed(&rx));
         }
         found
+    }
+
+    /// The pairs asked for whose programs run where they must.
+    fn pairs(&mut self) -> Vec<Pair> {
+        let only = self.opts.only.clone();
+        let asked = |id: &str| only.as_ref().is_none_or(|o| o.iter().any(|c| c == id));
+        let peer = |p: Peer| self.opts.peers.contains(&p);
+        let (sockperf, nginx) = (peer(Peer::Sockperf), peer(Peer::Nginx));
+        let (sr, client) = if sockperf { self.sockperf_found() } else { (false, false) };
+        let nginx = nginx && self.nginx_found();
+        let mut servers: Vec<UdpServer> =
+            sides::ECHO_ROWS.iter().copied().filter(|s| asked(s.id())).collect();
+        if sr {
+            servers.push(UdpServer::Sockperf);
+        }
+        let mut pairs: Vec<Pair> =
+            servers.iter().map(|&server| Pair::Udp { server, client: UdpClient::Ping }).collect();
+        if client {
+            // sockperf's client against both default servers: the client and server costs
+            // separate in the 2x2 of (corelane, sockperf) x (client, server).
+            pairs.push(Pair::Udp { server: sides::ECHO_ROWS[0], client: UdpClient::Sockperf });
+            if sr {
+                pairs.push(Pair::Udp { server: UdpServer::Sockperf, client: UdpClient::Sockperf });
+            }
+        }
+        if asked(HttpServer::Corelane.id()) {
+            pairs.push(Pair::Http { server: HttpServer::Corelane });
+        }
+        if nginx {
+            pairs.push(Pair::Http { server: HttpServer::Nginx });
+        }
+        pairs
     }
 
     /// Sweeps `point` over `rates` (ping-pong first when `pingpong`), stopping at the first
@@ -206,24 +361,10 @@ impl Experiment for LatencyLab {
     type Report = LatencyReport;
 
     fn configurations(&mut self) -> Result<Vec<Pair>, LabError> {
-        let sockperf = self.installed(true, "sockperf", "sockperf");
-        let nginx = self.installed(true, "nginx", "nginx-light");
-        let mut servers: Vec<UdpServer> = sides::ECHO_ROWS.to_vec();
-        if sockperf {
-            servers.push(UdpServer::Sockperf);
-        }
-        let mut pairs: Vec<Pair> =
-            servers.iter().map(|&server| Pair::Udp { server, client: UdpClient::Ping }).collect();
-        if sockperf {
-            // sockperf's client against both default servers: the client and server costs
-            // separate in the 2x2 of (corelane, sockperf) x (client, server).
-            for server in [sides::ECHO_ROWS[0], UdpServer::Sockperf] {
-                pairs.push(Pair::Udp { server, client: UdpClient::Sockperf });
-            }
-        }
-        pairs.push(Pair::Http { server: HttpServer::Corelane });
-        if nginx {
-            pairs.push(Pair::Http { server: HttpServer::Nginx });
+        let pairs = self.pairs();
+        if self.testbed.is_dry_run() {
+            self.planned = pairs;
+            return Ok(Vec::new());
         }
         Ok(pairs)
     }
@@ -234,22 +375,12 @@ impl Experiment for LatencyLab {
 
     fn trial(&mut self, pair: &Pair, _: usize, stop: &StopSignal) -> Result<Vec<Point>, LabError> {
         match *pair {
-            Pair::Udp { server, client } => {
-                let (rx, tx) = (self.testbed.rx(), self.testbed.tx());
-                let at = sides::Where {
-                    rx: &rx,
-                    tx: &tx,
-                    server_cpu: self.server_cpu,
-                    client_cpu: self.client_cpu,
-                    target: self.target(),
-                    duration: self.opts.duration,
-                    warmup: self.opts.warmup,
-                };
-                let _server = sides::start_udp(&at, server, client)?;
+            Pair::Udp { server, client } => self.at(|at| {
+                let _server = sides::start_udp(at, server, client)?;
                 self.sweep(true, &self.opts.udp_rates, stop, |rate| {
-                    sides::udp_point(&at, server, client, rate)
+                    sides::udp_point(at, server, client, rate)
                 })
-            }
+            }),
             Pair::Http { server } => {
                 let stage = self.stage();
                 let _server = sides::start_http(&stage, server)?;
@@ -278,8 +409,13 @@ impl Experiment for LatencyLab {
     ) -> Result<LatencyReport, LabError> {
         let (rows, knees) = table::rows_and_knees(&measured);
         let findings = table::findings(&rows, &knees);
+        let mut testbed = self.testbed.report(None);
+        if testbed.is_dry_run() {
+            testbed.peer_steps =
+                self.at(|at| plan::steps(at, &self.stage(), &self.planned, &self.opts))?;
+        }
         Ok(LatencyReport {
-            testbed: self.testbed.report(None),
+            testbed,
             machine: crate::machine(),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,

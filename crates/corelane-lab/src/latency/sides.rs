@@ -9,10 +9,13 @@ use corelane::tcp::load::{LoadInterval, LoadSummary};
 use corelane::udp::{PingInterval, PingSummary};
 use serde::Serialize;
 
+use super::hosts::{self, HostPoint};
 use crate::host::Host;
 use crate::output;
 use crate::process::ChildProcess;
-use crate::stage::servers::{self, ServerKind, Stage, CONFIGS};
+use crate::stage::load;
+use crate::stage::servers::{self, Launch, ServerKind, Stage, CONFIGS};
+use crate::testbed::LoadHost;
 use crate::LabError;
 
 /// A UDP echo server.
@@ -89,13 +92,19 @@ pub struct Point {
     pub p99_uncorrected_us: Option<f64>,
     pub lost: u64,
     pub sent: u64,
+    /// Each load host's part when the clients ran on remote hosts: the ping-pong host first
+    /// (whose round trips are the point's), then the hosts that add their share of the
+    /// offered load (the point's `achieved`, `lost` and `sent` are the totals).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostPoint>,
 }
 
-/// Where the sides run.
+/// Where the sides run: the servers on `rx`, the ping-pong client on the first load host,
+/// the under-load clients on every load host, each its share of the offered load.
 #[derive(Debug, Clone, Copy)]
 pub struct Where<'a> {
     pub rx: &'a Host,
-    pub tx: &'a Host,
+    pub load: &'a [LoadHost],
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub target: SocketAddr,
@@ -107,32 +116,46 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-/// Starts `server` for `client` and waits until it answers on its port (corelane echo
-/// speaks sockperf's header to sockperf's client).
+/// `server` for `client` as the rx host runs it (corelane echo speaks sockperf's header to
+/// sockperf's client).
+pub fn udp_server_launch(
+    at: &Where<'_>,
+    server: UdpServer,
+    client: UdpClient,
+) -> Result<Launch, LabError> {
+    match server {
+        UdpServer::Echo { args, .. } => {
+            let mut argv = strings(&["udp", "echo", &at.target.to_string(), "--json"]);
+            argv.extend(strings(&["--pin", &at.server_cpu.to_string(), "--rcvbuf", "4M"]));
+            argv.extend(strings(args));
+            if client == UdpClient::Sockperf {
+                argv.extend(strings(&["--wire", "sockperf"]));
+            }
+            Ok(Launch { name: "corelane echo", program: at.rx.corelane()?, args: argv, pin: None })
+        }
+        UdpServer::Sockperf => {
+            let (ip, port) = (at.target.ip().to_string(), at.target.port().to_string());
+            let args = strings(&["sr", "-i", &ip, "-p", &port]);
+            let program = "sockperf".into();
+            Ok(Launch { name: "sockperf sr", program, args, pin: Some(at.server_cpu) })
+        }
+    }
+}
+
+/// Starts `server` for `client` on the rx host and waits until it answers on its port.
 pub fn start_udp(
     at: &Where<'_>,
     server: UdpServer,
     client: UdpClient,
 ) -> Result<ChildProcess, LabError> {
-    let cpu = at.server_cpu.to_string();
+    let launch = udp_server_launch(at, server, client)?;
+    let mut child = launch.spawn(at.rx)?;
     match server {
-        UdpServer::Echo { args, .. } => {
-            let mut argv = strings(&["udp", "echo", &at.target.to_string(), "--json"]);
-            argv.extend(strings(&["--pin", &cpu, "--rcvbuf", "4M"]));
-            argv.extend(strings(args));
-            if client == UdpClient::Sockperf {
-                argv.extend(strings(&["--wire", "sockperf"]));
-            }
-            let mut child = at.rx.spawn("corelane echo", &at.rx.corelane()?, &argv)?;
-            crate::stage::wait_ready(&mut child, "corelane echo")?;
+        UdpServer::Echo { .. } => {
+            crate::stage::wait_ready(&mut child, launch.name)?;
             Ok(child)
         }
-        UdpServer::Sockperf => {
-            let (ip, port) = (at.target.ip().to_string(), at.target.port().to_string());
-            let args = strings(&["sr", "-i", &ip, "-p", &port]);
-            let child = at.rx.spawn_pinned("sockperf sr", at.server_cpu, "sockperf", &args)?;
-            wait_udp_bound(at.rx, at.target.port(), child)
-        }
+        UdpServer::Sockperf => wait_udp_bound(at.rx, at.target.port(), child),
     }
 }
 
@@ -156,14 +179,15 @@ fn wait_udp_bound(
     Err(child.timed_out("did not bind its port", waited))
 }
 
-/// One point of `client` against `server` at `at.target`: ping-pong when `rate` is `None`.
-pub fn udp_point(
+/// `client` against `server` as one load host runs it: ping-pong when `rate` is `None`,
+/// else open-loop at `rate` (that host's share).
+pub fn udp_client_launch(
     at: &Where<'_>,
+    host: &Host,
     server: UdpServer,
     client: UdpClient,
     rate: Option<u64>,
-) -> Result<Point, LabError> {
-    let budget = at.duration + at.warmup + Duration::from_secs(20);
+) -> Result<Launch, LabError> {
     match client {
         UdpClient::Ping => {
             let mut argv = strings(&["udp", "ping", &at.target.to_string(), "--json"]);
@@ -176,20 +200,7 @@ pub fn udp_point(
             if server == UdpServer::Sockperf {
                 argv.extend(strings(&["--wire", "sockperf"]));
             }
-            const PING: &str = "corelane ping";
-            let lines = at.tx.spawn(PING, &at.tx.corelane()?, &argv)?.finish(budget)?;
-            let s: PingSummary = output::summary::<PingInterval, PingSummary>(PING, &lines)?;
-            Ok(Point {
-                rate,
-                achieved: s.achieved_rate,
-                p50_us: s.latency.p50,
-                p99_us: s.latency.p99,
-                p999_us: s.latency.p99_9,
-                max_us: s.latency.max,
-                p99_uncorrected_us: rate.map(|_| s.uncorrected.p99),
-                lost: s.lost,
-                sent: s.sent,
-            })
+            Ok(Launch { name: PING, program: host.corelane()?, args: argv, pin: None })
         }
         UdpClient::Sockperf => {
             let (ip, port) = (at.target.ip().to_string(), at.target.port().to_string());
@@ -203,11 +214,58 @@ pub fn udp_point(
                     args.extend(strings(&["--mps", &r.to_string(), "--reply-every", "1"]));
                 }
             }
-            let child = at.tx.spawn_pinned("sockperf client", at.client_cpu, "sockperf", &args)?;
-            let lines = child.finish(budget)?;
-            parse_sockperf(&lines, rate)
+            let program = "sockperf".into();
+            Ok(Launch { name: SOCKPERF, program, args, pin: Some(at.client_cpu) })
         }
     }
+}
+
+const PING: &str = "corelane ping";
+const SOCKPERF: &str = "sockperf client";
+
+/// One point of `client` against `server` at `at.target`: ping-pong from the first load
+/// host when `rate` is `None`, else `rate` split over the load hosts, started together.
+pub fn udp_point(
+    at: &Where<'_>,
+    server: UdpServer,
+    client: UdpClient,
+    rate: Option<u64>,
+) -> Result<Point, LabError> {
+    let budget = at.duration + at.warmup + Duration::from_secs(20);
+    let shares = hosts::shares(rate, at.load)?;
+    let name = match client {
+        UdpClient::Ping => PING,
+        UdpClient::Sockperf => SOCKPERF,
+    };
+    let children = load::start_all(&at.load[..shares.len()], name, |i| {
+        Ok(udp_client_launch(at, &at.load[i].host, server, client, shares[i])?.argv())
+    })?;
+    let mut points = Vec::new();
+    for (child, share) in children.into_iter().zip(&shares) {
+        let lines = child.finish(budget)?;
+        points.push(match client {
+            UdpClient::Ping => ping_point(&lines, *share)?,
+            UdpClient::Sockperf => parse_sockperf(&lines, *share)?,
+        });
+    }
+    Ok(hosts::combine(rate, at.load, points))
+}
+
+/// The figures of one `corelane udp ping --json` run.
+fn ping_point(lines: &[String], rate: Option<u64>) -> Result<Point, LabError> {
+    let s: PingSummary = output::summary::<PingInterval, PingSummary>(PING, lines)?;
+    Ok(Point {
+        rate,
+        achieved: s.achieved_rate,
+        p50_us: s.latency.p50,
+        p99_us: s.latency.p99,
+        p999_us: s.latency.p99_9,
+        max_us: s.latency.max,
+        p99_uncorrected_us: rate.map(|_| s.uncorrected.p99),
+        lost: s.lost,
+        sent: s.sent,
+        hosts: Vec::new(),
+    })
 }
 
 /// The figures of a `sockperf pp|ul --full-rtt` run (round trips, µs).
@@ -248,52 +306,88 @@ pub fn parse_sockperf(lines: &[String], rate: Option<u64>) -> Result<Point, LabE
         p99_uncorrected_us: None,
         lost: sent.saturating_sub(received.unwrap_or(sent)),
         sent,
+        hosts: Vec::new(),
     })
 }
 
 /// Starts an HTTP server (corelane's default configuration or nginx) on the server CPU.
 pub fn start_http(stage: &Stage<'_>, server: HttpServer) -> Result<ChildProcess, LabError> {
-    let kind = match server {
+    let child = servers::start_server(stage, http_kind(server))?;
+    servers::wait_listening(stage, child)
+}
+
+/// The server kind `server` runs as.
+pub fn http_kind(server: HttpServer) -> ServerKind {
+    match server {
         HttpServer::Corelane => {
             let default = CONFIGS.iter().find(|c| c.id == "recycling").copied();
             ServerKind::Corelane(default.unwrap_or(CONFIGS[0]))
         }
         HttpServer::Nginx => ServerKind::Nginx,
-    };
-    let child = servers::start_server(stage, kind)?;
-    servers::wait_listening(stage, child)
+    }
 }
 
-/// `corelane load http --rate` at `rate` against the stage's server.
-pub fn http_point(stage: &Stage<'_>, rate: u64, warmup: Duration) -> Result<Point, LabError> {
+/// `corelane load http --rate` as one load host runs it: its share of the rate and of the
+/// connections, for `duration`.
+pub fn http_load_args(
+    stage: &Stage<'_>,
+    rate: u64,
+    connections: u64,
+    duration: Duration,
+) -> Vec<String> {
     let mut argv = strings(&["load", "http", &stage.url(), "--json", "--rate", &rate.to_string()]);
-    argv.extend(strings(&["--connections", &stage.connections.to_string()]));
+    argv.extend(strings(&["--connections", &connections.to_string()]));
     argv.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
-    let tx = stage.testbed.tx();
-    // A short warm-up run first: connections open and the server's caches warm.
-    let warm = |d: Duration| {
-        let mut a = argv.clone();
-        a.extend(strings(&["--duration", &format!("{}ms", d.as_millis())]));
-        a
-    };
+    argv.extend(strings(&["--duration", &format!("{}ms", duration.as_millis())]));
+    argv
+}
+
+/// `corelane load http --rate` at `rate` against the stage's server, the rate and the
+/// connections split over the load hosts and started together; the first host's latency
+/// is the point's.
+pub fn http_point(stage: &Stage<'_>, rate: u64, warmup: Duration) -> Result<Point, LabError> {
     const LOAD: &str = "corelane load";
-    if !warmup.is_zero() {
-        tx.spawn(LOAD, &tx.corelane()?, &warm(warmup))?.finish(warmup + Duration::from_secs(20))?;
+    let load = stage.testbed.load_hosts();
+    let rates = hosts::shares(Some(rate), &load)?;
+    let connections = crate::stage::load::split(stage.connections as u64, load.len());
+    if connections.contains(&0) {
+        return Err(LabError::Options(format!(
+            "{} connections cannot be split over {} load hosts: give --connections {} or more",
+            stage.connections,
+            load.len(),
+            load.len()
+        )));
     }
-    let child = tx.spawn(LOAD, &tx.corelane()?, &warm(stage.duration))?;
-    let lines = child.finish(stage.duration + Duration::from_secs(20))?;
-    let s: LoadSummary = output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?;
-    Ok(Point {
-        rate: Some(rate),
-        achieved: s.requests_per_sec,
-        p50_us: s.latency.p50_us,
-        p99_us: s.latency.p99_us,
-        p999_us: s.latency.p999_us,
-        max_us: s.latency.max_us,
-        p99_uncorrected_us: s.latency_uncorrected.map(|l| l.p99_us),
-        lost: s.errors,
-        sent: s.responses + s.errors,
-    })
+    let run = |d: Duration| {
+        load::start_all(&load, LOAD, |i| {
+            let share = rates[i].unwrap_or(rate);
+            Ok((load[i].host.corelane()?, http_load_args(stage, share, connections[i], d)))
+        })
+    };
+    // A short warm-up run first: connections open and the server's caches warm.
+    if !warmup.is_zero() {
+        for child in run(warmup)? {
+            child.finish(warmup + Duration::from_secs(20))?;
+        }
+    }
+    let mut points = Vec::new();
+    for (child, share) in run(stage.duration)?.into_iter().zip(&rates) {
+        let lines = child.finish(stage.duration + Duration::from_secs(20))?;
+        let s: LoadSummary = output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?;
+        points.push(Point {
+            rate: *share,
+            achieved: s.requests_per_sec,
+            p50_us: s.latency.p50_us,
+            p99_us: s.latency.p99_us,
+            p999_us: s.latency.p999_us,
+            max_us: s.latency.max_us,
+            p99_uncorrected_us: s.latency_uncorrected.map(|l| l.p99_us),
+            lost: s.errors,
+            sent: s.responses + s.errors,
+            hosts: Vec::new(),
+        });
+    }
+    Ok(hosts::combine(Some(rate), &load, points))
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ fn median_point(first: &Point, same: &[&Point]) -> Point {
             .map(|_| med(|q| q.p99_uncorrected_us.unwrap_or(0.0))),
         lost: same.iter().map(|q| q.lost).sum(),
         sent: same.iter().map(|q| q.sent).sum(),
+        hosts: super::hosts::medians(&same.iter().map(|q| q.hosts.as_slice()).collect::<Vec<_>>()),
     }
 }
 
@@ -199,6 +200,19 @@ impl Report for LatencyReport {
             self.server_cpu, self.client_cpu, self.schedule
         ));
         out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
+        let per_host: Vec<_> = self.rows.iter().filter(|r| !r.point.hosts.is_empty()).collect();
+        if !per_host.is_empty() {
+            out.push_str("\nper load host (round trips from the ping-pong host; achieved and lost are the totals):\n");
+        }
+        for row in per_host {
+            for h in &row.point.hosts {
+                let line = super::hosts::line(h);
+                out.push_str(&format!(
+                    "  {} {} <- {} {}: {line}\n",
+                    row.protocol, row.server, row.client, row.load
+                ));
+            }
+        }
     }
 
     fn csv_table(&self) -> report::Csv {
@@ -231,6 +245,7 @@ mod tests {
             p99_uncorrected_us: rate.map(|_| p99),
             lost: 0,
             sent: 1000,
+            hosts: Vec::new(),
         }
     }
 

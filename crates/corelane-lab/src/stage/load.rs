@@ -101,7 +101,7 @@ impl HostClock {
     }
 
     /// ", clock +0.1 ms (±0.1)" for a report line, or nothing without a measured clock.
-    fn suffix(&self) -> String {
+    pub fn suffix(&self) -> String {
         match (self.clock_offset_ns, self.clock_rtt_ns) {
             (Some(off), Some(rtt)) => {
                 format!(", clock {:+.1} ms (±{:.1})", off as f64 / 1e6, rtt as f64 / 2e6)
@@ -142,7 +142,7 @@ pub fn http_medians(trials: &[&[HttpHostFigures]]) -> Vec<HttpHostFigures> {
 
 /// One value per load host over several trials: `merge` makes it from the host's figures
 /// in the first trial and its figures in every trial (hosts are in the same order in each).
-fn per_host<T>(trials: &[&[T]], merge: impl Fn(&T, &[&T]) -> T) -> Vec<T> {
+pub(crate) fn per_host<T>(trials: &[&[T]], merge: impl Fn(&T, &[&T]) -> T) -> Vec<T> {
     let Some(first) = trials.first() else { return Vec::new() };
     let same = |i: usize| -> Vec<&T> { trials.iter().filter_map(|t| t.get(i)).collect() };
     first.iter().enumerate().map(|(i, host)| merge(host, &same(i))).collect()

@@ -332,21 +332,26 @@ pub(crate) struct Launch {
 
 impl Launch {
     pub fn spawn(&self, host: &Host) -> Result<ChildProcess, LabError> {
+        let (program, args) = self.argv();
+        host.spawn(self.name, &program, &args)
+    }
+
+    /// The program and arguments the host runs: `taskset -c CPU program args…` when pinned.
+    pub fn argv(&self) -> (String, Vec<String>) {
         match self.pin {
-            Some(cpu) => host.spawn_pinned(self.name, cpu, &self.program, &self.args),
-            None => host.spawn(self.name, &self.program, &self.args),
+            Some(cpu) => {
+                let mut args = strings(&["-c", &cpu.to_string(), &self.program]);
+                args.extend(self.args.iter().cloned());
+                ("taskset".into(), args)
+            }
+            None => (self.program.clone(), self.args.clone()),
         }
     }
 
     /// The command line as the host runs it (under `corelane guard` on a remote host).
     pub fn shown(&self) -> String {
-        let mut words = match self.pin {
-            Some(cpu) => strings(&["taskset", "-c", &cpu.to_string()]),
-            None => Vec::new(),
-        };
-        words.push(self.program.clone());
-        words.extend(self.args.iter().cloned());
-        shell_words::join(words)
+        let (program, args) = self.argv();
+        shell_words::join(std::iter::once(program).chain(args))
     }
 }
 
