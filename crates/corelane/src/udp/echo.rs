@@ -208,8 +208,7 @@ impl Echo {
         on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
         let threads = self.sockets.len();
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..threads).map(|_| LaneCounters::default()).collect());
+        let counters = LaneCounters::for_lanes(threads);
         let replies: Arc<Vec<ReplyCounter>> =
             Arc::new((0..threads).map(|_| ReplyCounter::default()).collect());
         let lane_stop = StopSignal::new();

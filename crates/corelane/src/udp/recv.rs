@@ -237,8 +237,7 @@ impl Receiver {
         stop: &StopSignal,
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
+        let counters = LaneCounters::for_lanes(self.config.lanes.threads);
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &lane_stop)?;
         let cfg = &self.config;

@@ -220,8 +220,7 @@ impl Sender {
         stop: &StopSignal,
         on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
+        let counters = LaneCounters::for_lanes(self.config.lanes.threads);
         let lane_stop = StopSignal::new();
         // Lanes end by themselves at the deadline or with their share of the count.
         let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(self.config.duration);
