@@ -1,9 +1,10 @@
 //! What several of these integration tests share: who runs them, this process's memory,
 //! private directories on tmpfs, copies without progress or stop, an HTTP server on loopback
-//! with its clients, and a UDP receiver on its own thread.
+//! with its clients, a UDP receiver on its own thread, and headless Chromium.
 //! Each test binary includes this module and uses its own part of it.
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod copy;
 pub mod http;
 pub mod udp;
