@@ -154,6 +154,50 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
     }
 }
 
+/// SO_REUSEPORT lets a second server of the same user join a port and take a share of its
+/// traffic without a word; a second `serve http` or `udp recv` on a port one already serves
+/// is refused instead, naming the address.
+#[test]
+fn a_second_server_on_a_served_port_is_refused_not_joined() {
+    let line = |child: &mut Child| {
+        let mut first = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut first).unwrap();
+        first
+    };
+    let free_port =
+        || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tcp = free_port().to_string();
+    let udp = format!(
+        "127.0.0.1:{}",
+        UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    );
+    let serve: Vec<&str> = vec![
+        "serve",
+        "http",
+        "--addr",
+        "127.0.0.1",
+        "--port",
+        &tcp,
+        "--lanes",
+        "2",
+        "--listen",
+        "reuseport",
+        "--duration",
+        "20s",
+    ];
+    let recv: Vec<&str> =
+        vec!["udp", "recv", &udp, "--threads", "2", "--sockets", "reuseport", "--duration", "20s"];
+    for args in [serve, recv] {
+        let mut first = start(&args, Stdio::null());
+        assert!(!line(&mut first).is_empty(), "{args:?}: the first server did not start");
+        let second = corelane(&args);
+        ctrl_c(&first);
+        first.wait().unwrap();
+        assert!(!second.status.success(), "{args:?}: a second server joined a served port");
+        assert!(stderr(&second).contains("already in use"), "{args:?}: {}", stderr(&second));
+    }
+}
+
 #[test]
 fn send_and_receive_round_trip_with_json() {
     let mut rx = start(

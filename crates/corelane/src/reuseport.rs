@@ -7,7 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 
-use socket2::Socket;
+use socket2::{Domain, Socket, Type};
 
 use crate::sys::sockopt;
 
@@ -45,15 +45,19 @@ pub struct ReuseportGroup {
 }
 
 impl ReuseportGroup {
-    /// Binds `count` sockets to `addr`, each made, configured and bound by `bind` (which must
-    /// set SO_REUSEPORT when `count` > 1). Port 0 picks a free port once: the first socket
-    /// picks it and the rest of the group joins that port.
-    pub fn bind<E>(
+    /// Binds `count` sockets of type `kind` to `addr`, each made, configured and bound by
+    /// `bind` (which must set SO_REUSEPORT when `count` > 1). Port 0 picks a free port once:
+    /// the first socket picks it and the rest of the group joins that port. A fixed port that
+    /// another socket already holds is refused first ([`refuse_if_held`]), even where the
+    /// kernel would let the group join it.
+    pub fn bind<E: From<BindError>>(
         addr: SocketAddr,
         count: usize,
+        kind: Type,
         mut bind: impl FnMut(SocketAddr) -> Result<Socket, E>,
         address_of: impl Fn(&Socket) -> Result<SocketAddr, E>,
     ) -> Result<Self, E> {
+        refuse_if_held(addr, kind)?;
         let mut sockets = Vec::with_capacity(count);
         let mut addr = addr;
         for _ in 0..count.max(1) {
@@ -87,6 +91,23 @@ impl ReuseportGroup {
     }
 }
 
+/// Refuses a fixed `addr` that another socket already holds. SO_REUSEPORT lets any socket of
+/// the same user join a port, so a second server or receiver started on a served port would
+/// silently take a share of its connections or datagrams; a probe bound without SO_REUSEPORT
+/// fails there instead. The TCP probe sets SO_REUSEADDR as the listeners do, so connections a
+/// previous server left in TIME_WAIT do not count as holding the port; a listener does.
+pub fn refuse_if_held(addr: SocketAddr, kind: Type) -> Result<(), BindError> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = Socket::new(Domain::for_address(addr), kind.cloexec(), None)
+        .map_err(|source| BindError::Other { addr, source })?;
+    if kind == Type::STREAM {
+        probe.set_reuse_address(true).map_err(|source| BindError::Other { addr, source })?;
+    }
+    probe.bind(&addr.into()).map_err(|e| BindError::of(addr, e))
+}
+
 /// The address a socket is bound to.
 pub fn local_addr(socket: &Socket) -> io::Result<SocketAddr> {
     socket.local_addr()?.as_socket().ok_or_else(|| io::Error::other("not an IP socket"))
@@ -97,17 +118,20 @@ mod tests {
     use super::*;
     use socket2::{Domain, Type};
 
-    fn udp(addr: SocketAddr) -> io::Result<Socket> {
-        let s = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
-        s.set_reuse_port(true)?;
-        s.bind(&addr.into())?;
+    fn udp(addr: SocketAddr) -> Result<Socket, BindError> {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+        s.set_reuse_port(true).unwrap();
+        s.bind(&addr.into()).map_err(|e| BindError::of(addr, e))?;
         Ok(s)
     }
 
     #[test]
     fn port_zero_is_picked_once_and_joined_by_the_group() {
         let group =
-            ReuseportGroup::bind("127.0.0.1:0".parse().unwrap(), 3, udp, local_addr).expect("bind");
+            ReuseportGroup::bind("127.0.0.1:0".parse().unwrap(), 3, Type::DGRAM, udp, |s| {
+                Ok::<_, BindError>(local_addr(s).unwrap())
+            })
+            .expect("bind");
         assert_ne!(group.addr().port(), 0);
         for s in group.sockets() {
             assert_eq!(local_addr(s).unwrap(), group.addr());
@@ -123,8 +147,52 @@ mod tests {
             s.bind(&a.into()).map_err(|e| BindError::of(a, e))?;
             Ok(s)
         };
-        let err = ReuseportGroup::bind(addr, 1, plain, |s| Ok(local_addr(s).unwrap())).unwrap_err();
+        let err = ReuseportGroup::bind(addr, 1, Type::DGRAM, plain, |s| Ok(local_addr(s).unwrap()))
+            .unwrap_err();
         assert!(matches!(err, BindError::AddrInUse { .. }));
         assert!(err.to_string().contains("pick another port"), "{err}");
+    }
+
+    /// The kernel lets a second reuseport group of the same user join a port; corelane must not.
+    #[test]
+    fn a_port_another_group_serves_is_refused_not_joined() {
+        for kind in [Type::DGRAM, Type::STREAM] {
+            let member = |a: SocketAddr| -> Result<Socket, BindError> {
+                let s = Socket::new(Domain::IPV4, kind, None).unwrap();
+                s.set_reuse_address(true).unwrap();
+                s.set_reuse_port(true).unwrap();
+                s.bind(&a.into()).map_err(|e| BindError::of(a, e))?;
+                if kind == Type::STREAM {
+                    s.listen(8).unwrap();
+                }
+                Ok(s)
+            };
+            let address = |s: &Socket| Ok(local_addr(s).unwrap());
+            let first =
+                ReuseportGroup::bind("127.0.0.1:0".parse().unwrap(), 2, kind, member, address)
+                    .expect("the first group binds");
+            // The kernel itself would take the second group:
+            drop(member(first.addr()).expect("SO_REUSEPORT joins a port of the same user"));
+            let err = ReuseportGroup::bind(first.addr(), 2, kind, member, address).unwrap_err();
+            assert!(matches!(err, BindError::AddrInUse { .. }), "{kind:?}: {err}");
+        }
+    }
+
+    /// A TCP port whose last server left connections in TIME_WAIT is free to serve again.
+    #[test]
+    fn a_tcp_port_with_only_time_wait_connections_is_not_refused() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        let (mut served, _) = listener.accept().unwrap();
+        // The server closes first, so its side of the connection waits in TIME_WAIT.
+        served.write_all(b"x").unwrap();
+        drop(served);
+        let mut byte = [0u8; 2];
+        let _ = client.read(&mut byte);
+        drop(client);
+        drop(listener);
+        refuse_if_held(addr, Type::STREAM).expect("TIME_WAIT alone does not hold the port");
     }
 }

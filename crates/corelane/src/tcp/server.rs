@@ -258,6 +258,7 @@ fn bind_listeners(config: &ServerConfig) -> Result<(Vec<Arc<Socket>>, SocketAddr
     let group = ReuseportGroup::bind(
         config.addr,
         count,
+        Type::STREAM,
         |addr| listener(addr, reuseport, config.backlog),
         |s| {
             reuseport::local_addr(s)

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use socket2::Socket;
+use socket2::{Socket, Type};
 
 use super::backend::mmsg::MmsgEcho;
 use super::backend::uring::UringEcho;
@@ -170,6 +170,7 @@ impl Echo {
         let group = ReuseportGroup::bind(
             config.addr,
             config.lanes.threads,
+            Type::DGRAM,
             |a| bind_receiver(a, reuseport, config.receive.rcvbuf),
             local_addr,
         )?;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use socket2::Socket;
+use socket2::{Socket, Type};
 
 use super::backend::mmsg::MmsgLane;
 use super::backend::uring::UringLane;
@@ -131,6 +131,7 @@ impl Receiver {
             let group = ReuseportGroup::bind(
                 addr,
                 members,
+                Type::DGRAM,
                 |a| bind_receiver(a, reuseport, config.receive.rcvbuf),
                 local_addr,
             )?;
