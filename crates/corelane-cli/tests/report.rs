@@ -3,29 +3,20 @@
 //! every table has its charts with the expected labels, the page logs nothing, its
 //! screenshot is not blank — two runs compared, PNGs written, and foreign JSON refused.
 
+#[path = "../../corelane/tests/common/chromium.rs"]
+mod chromium;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use scraper::{Html, Selector};
 
-#[path = "../../corelane/tests/common/chromium.rs"]
-mod chromium;
+use common::{corelane, fixture, stderr};
 
 /// Every experiment of the lab's one list: a new one needs its fixture here.
 fn experiments() -> Vec<&'static str> {
     corelane_lab::EXPERIMENTS.iter().map(|e| e.name).collect()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/runs/{name}.json"))
-}
-
-fn corelane(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `corelane report RUNS… -o OUT [more]`.
