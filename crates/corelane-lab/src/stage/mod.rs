@@ -6,6 +6,7 @@
 //! readiness every started side needs.
 
 mod charged;
+pub use charged::ChargedNs;
 pub mod load;
 mod napi;
 pub mod servers;
