@@ -14,11 +14,6 @@ pub struct LaneCounters {
 }
 
 impl LaneCounters {
-    /// One set of counters for each of `lanes` lanes, shared with the lanes that write them.
-    pub fn for_lanes(lanes: usize) -> std::sync::Arc<Vec<LaneCounters>> {
-        std::sync::Arc::new((0..lanes).map(|_| LaneCounters::default()).collect())
-    }
-
     /// Adds a batch. Only the owning lane writes, so load+store is enough (no locked RMW).
     pub fn add(&self, datagrams: u64, bytes: u64) {
         let d = self.datagrams.load(Ordering::Relaxed);

@@ -18,7 +18,7 @@ use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
-use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
+use crate::lane::{self, LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{CpuSecs, LaneCounters, Meter, Throughput, UdpCounters};
 use crate::xdp::rx::{XdpReceive, XskStats};
@@ -238,7 +238,7 @@ impl Receiver {
         stop: &StopSignal,
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
-        let counters = LaneCounters::for_lanes(self.config.lanes.threads);
+        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(self.config.lanes.threads);
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &lane_stop)?;
         let cfg = &self.config;
