@@ -133,6 +133,10 @@ pub struct RecvArgs {
     /// Stop after this many datagrams.
     #[arg(long)]
     count: Option<u64>,
+    /// Report arrivals of these groups of flow ids apart, e.g. 0-3,4-7: one group per sender
+    /// (`udp send --first-flow F --flows N` sends flows F to F+N-1); at most 64 groups.
+    #[arg(long, value_delimiter = ',', value_name = "FIRST-LAST")]
+    flow_groups: Vec<corelane::udp::FlowGroup>,
     /// How lanes receive: mmsg (recvmmsg batches), uring (a multishot io_uring receive
     /// into provided buffers; no --gro, --coalesce unused) or xdp (corelane's XDP program and
     /// one AF_XDP socket and lane per RX queue of the address's interface; needs root).
@@ -293,6 +297,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         check: !args.no_check,
         duration: args.duration,
         until_datagrams: args.count,
+        flow_groups: args.flow_groups,
         xdp_dev: args.xdp_dev,
         dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
             kind,
@@ -352,6 +357,21 @@ fn interval_line(i: &RecvInterval) -> String {
     line
 }
 
+/// A line per group of flows asked for with `--flow-groups`.
+fn print_flow_groups(s: &RecvSummary) {
+    for g in &s.flow_groups {
+        outln!(
+            "  flows {}-{}: received {}, missing {}, duplicates {}, late {}",
+            g.group.first,
+            g.group.last,
+            g.sequence.received,
+            g.sequence.missing,
+            g.sequence.duplicates,
+            g.sequence.late
+        );
+    }
+}
+
 fn print_recv_summary(s: &RecvSummary) {
     if let Some(d) = &s.dispatch {
         outln!(
@@ -393,6 +413,7 @@ fn print_recv_summary(s: &RecvSummary) {
         s.anomalies.corrupt,
         s.anomalies.foreign
     );
+    print_flow_groups(s);
     for lane in &s.lanes {
         let cpu = lane.cpu.map_or("any".to_string(), |c| c.to_string());
         outln!(

@@ -68,8 +68,29 @@ fn lab_alone_lists_the_experiments() {
 fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
     let busy = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
+    let many_groups: Vec<String> = (0..65).map(|i| i.to_string()).collect();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["udp".into(), "recv".into(), format!("127.0.0.1:{port}")], "already in use"),
+        (
+            vec![
+                "udp".into(),
+                "recv".into(),
+                "127.0.0.1:0".into(),
+                "--flow-groups".into(),
+                many_groups.join(","),
+            ],
+            "at most 64",
+        ),
+        (
+            vec![
+                "udp".into(),
+                "recv".into(),
+                "127.0.0.1:0".into(),
+                "--flow-groups".into(),
+                "9-3".into(),
+            ],
+            "runs backwards",
+        ),
         (vec!["udp".into(), "send".into(), "not-an-address".into()], "invalid socket address"),
         (
             vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()],

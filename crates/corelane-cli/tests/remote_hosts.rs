@@ -852,8 +852,15 @@ fn assert_two_load_hosts(report: &serde_json::Value, what: &str) {
     assert_eq!(offered, row["offered_pps"].as_f64().unwrap(), "{what}: shares add up");
     let sent: f64 = per_host.iter().map(|h| h["sent_pps"].as_f64().unwrap()).sum();
     assert!((sent - row["sent_pps"].as_f64().unwrap()).abs() < 1.0, "{what}: {row}");
+    // What arrived of each host, counted by its flows at the receiver: both got through,
+    // and together they make the row's rate.
+    let received: f64 = per_host.iter().map(|h| h["received_pps"].as_f64().unwrap()).sum();
+    let row_pps = row["median_pps"].as_f64().unwrap();
+    assert!((received - row_pps).abs() <= row_pps * 0.01 + 1.0, "{what}: {received} vs {row}");
     for h in per_host {
         assert!(h["sent_pps"].as_f64().unwrap() > 1000.0, "{what}: {h}");
+        assert!(h["received_pps"].as_f64().unwrap() > 1000.0, "{what}: {h}");
+        assert!(h["missing"].as_u64().is_some(), "{what}: {h}");
         assert!(h["cpu_ns_per_datagram"].as_f64().unwrap() > 0.0, "{what}: {h}");
         // One machine's clock: the measured offset is within the round trip.
         let (off, rtt) =

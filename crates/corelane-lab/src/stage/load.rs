@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use corelane::udp::FlowGroup;
 use serde::Serialize;
 
 use crate::process::ChildProcess;
@@ -21,6 +22,14 @@ pub struct Share {
     /// Flows it opens, with ids from `first_flow` on.
     pub flows: usize,
     pub first_flow: u32,
+}
+
+impl Share {
+    /// Its flow ids, for the receiver to count apart (`udp recv --flow-groups`).
+    pub fn flow_group(&self) -> FlowGroup {
+        let last = self.first_flow.saturating_add((self.flows.max(1) - 1) as u32);
+        FlowGroup { first: self.first_flow, last }
+    }
 }
 
 /// `total` in `parts` parts (at least one) that differ by at most one, the larger first.
@@ -62,8 +71,13 @@ pub struct HostFigures {
     pub host: String,
     /// What it was asked to offer (per second).
     pub offered_pps: f64,
-    /// What it sent: its mean rate over the trial (what this host achieved of its share).
+    /// What it sent: its mean rate over the trial.
     pub sent_pps: f64,
+    /// What arrived of it: the row's received rate times its flows' part of every datagram
+    /// the receiver counted.
+    pub received_pps: f64,
+    /// Its datagrams that never arrived: gaps in its flows' sequence numbers at the receiver.
+    pub missing: u64,
     /// Its sender's CPU time (user + system) per datagram sent.
     pub cpu_ns_per_datagram: f64,
     #[serde(flatten)]
@@ -147,19 +161,23 @@ pub fn http_host_line(h: &HttpHostFigures) -> String {
 pub fn host_line(h: &HostFigures) -> String {
     let clock = h.clock.suffix();
     format!(
-        "{}: offered {:.3} Mpps, sent {:.3} Mpps, sender {:.0} ns CPU/datagram{clock}",
+        "{}: offered {:.3} Mpps, sent {:.3} Mpps, received {:.3} Mpps ({} missing), sender {:.0} ns CPU/datagram{clock}",
         h.host,
         h.offered_pps / 1e6,
         h.sent_pps / 1e6,
+        h.received_pps / 1e6,
+        h.missing,
         h.cpu_ns_per_datagram
     )
 }
 
-/// Each host's figures over several trials: medians of what it sent and spent, its offered
-/// load and clock as in the first trial.
+/// Each host's figures over several trials: medians of what it sent, got through and spent,
+/// its missing datagrams summed, its offered load and clock as in the first trial.
 pub fn medians(trials: &[&[HostFigures]]) -> Vec<HostFigures> {
     per_host(trials, |host, same| HostFigures {
         sent_pps: crate::median_of(same.iter().map(|h| h.sent_pps)),
+        received_pps: crate::median_of(same.iter().map(|h| h.received_pps)),
+        missing: same.iter().map(|h| h.missing).sum(),
         cpu_ns_per_datagram: crate::median_of(same.iter().map(|h| h.cpu_ns_per_datagram)),
         ..host.clone()
     })
@@ -218,6 +236,10 @@ mod tests {
         let many = shares(100, 2, 4);
         assert!(many.iter().all(|s| s.flows == 1));
         assert_eq!(many.iter().map(|s| s.first_flow).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        // Each host's flow ids, as the receiver counts them apart: adjacent, never shared.
+        let groups: Vec<(u32, u32)> =
+            three.iter().map(|s| s.flow_group()).map(|g| (g.first, g.last)).collect();
+        assert_eq!(groups, [(0, 2), (3, 5), (6, 7)]);
     }
 
     proptest::proptest! {

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
-use corelane::udp::{RecvInterval, RecvSummary, SendInterval, SendSummary};
+use corelane::udp::{
+    FlowGroup, RecvInterval, RecvSummary, SendInterval, SendSummary, SequenceReport,
+};
 use corelane::xdp::rx::XskStats;
 use serde_json::Value;
 
@@ -139,9 +141,19 @@ pub struct Trial {
 }
 
 /// The receiver's command line for `cfg`; `xdp_dev` is the interface the AF_XDP rows attach
-/// to.
-fn receiver_args(cfg: &Config, port: u16, secs: u64, xdp_dev: &str) -> Vec<String> {
+/// to; `groups`, each load host's flows when the row reports its hosts apart.
+fn receiver_args(
+    cfg: &Config,
+    port: u16,
+    secs: u64,
+    xdp_dev: &str,
+    groups: &[FlowGroup],
+) -> Vec<String> {
     let mut args = vec!["udp".into(), "recv".into(), format!("0.0.0.0:{port}"), "--json".into()];
+    if !groups.is_empty() {
+        let list: Vec<String> = groups.iter().map(|g| format!("{}-{}", g.first, g.last)).collect();
+        args.extend(["--flow-groups".into(), list.join(",")]);
+    }
     let sockets = if cfg.shared_socket { "shared" } else { "reuseport" };
     push_options(
         &mut args,
@@ -190,8 +202,19 @@ pub fn xdp_receiver_step(
 ) -> Result<Option<String>, LabError> {
     let receives = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll | XdpRole::Drop);
     let Some(dev) = testbed.rx_xdp_dev().filter(|_| receives) else { return Ok(None) };
-    let args = receiver_args(cfg, udp_port(testbed)?, duration.as_secs(), &dev);
+    let groups = host_flow_groups(testbed, cfg);
+    let args = receiver_args(cfg, udp_port(testbed)?, duration.as_secs(), &dev, &groups);
     Ok(Some(format!("{} {}", testbed.rx().corelane()?, shell_words::join(args))))
+}
+
+/// Each load host's flows, when the row reports its hosts apart (remote load hosts, whose
+/// clocks were measured); none for the one local or namespace sender.
+fn host_flow_groups(testbed: &Testbed, cfg: &Config) -> Vec<FlowGroup> {
+    let load = testbed.load_hosts();
+    if load.iter().all(|l| l.clock.is_none()) {
+        return Vec::new();
+    }
+    load::shares(cfg.offered_pps, FLOWS, load.len()).iter().map(Share::flow_group).collect()
 }
 
 /// Appends each option and its value.
@@ -288,8 +311,9 @@ pub fn run(
         false => None,
     };
     let napi_before = NapiThreads::before(RX_DEV);
+    let groups = host_flow_groups(testbed, cfg);
     let mut receiver =
-        rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs, &dev))?;
+        rx.spawn(RECEIVER, &rx.corelane()?, &receiver_args(cfg, port, secs, &dev, &groups))?;
     wait_ready(&mut receiver, RECEIVER)?;
     let napi = match (xdp_rx, on_veth) {
         (true, true) => Some(NapiThreads::pin(&rx, RX_DEV, &napi_before, cfg.lanes.cpus()[0])?),
@@ -313,26 +337,41 @@ pub fn run(
         _ => None,
     };
     receiver.interrupt();
+    let received: RecvSummary =
+        output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
+    let pps = median_of(steady.pps.iter().copied());
+    if received.flow_groups.len() != groups.len() {
+        return Err(LabError::ChildOutput {
+            child: RECEIVER.into(),
+            problem: format!(
+                "reported {} flow groups, not the {} asked for (an older corelane on the rx host? redeploy it)",
+                received.flow_groups.len(),
+                groups.len()
+            ),
+        });
+    }
     let mut hosts = Vec::new();
     let mut sent_pps = 0.0;
-    for ((sender, l), share) in senders.into_iter().zip(&load).zip(&shares) {
+    for (((sender, l), share), i) in senders.into_iter().zip(&load).zip(&shares).zip(0..) {
         let sent: SendSummary =
             output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
         sent_pps += sent.throughput.mean.pps;
+        // Without groups (the one local sender) the row lists no hosts: cleared below.
+        let arrived = received.flow_groups.get(i).map_or(SequenceReport::default(), |g| g.sequence);
         hosts.push(HostFigures {
             host: l.host.name(),
             offered_pps: share.rate as f64,
             sent_pps: sent.throughput.mean.pps,
+            received_pps: pps * arrived.received as f64 / received.sequence.received.max(1) as f64,
+            missing: arrived.missing,
             cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
                 / sent.throughput.datagrams.max(1) as f64,
             clock: HostClock::of(l.clock),
         });
     }
-    if load.iter().all(|l| l.clock.is_none()) {
+    if groups.is_empty() {
         hosts.clear();
     }
-    let received: RecvSummary =
-        output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
     let xdp_mode = match cfg.xdp {
         XdpRole::Drop => Some("native".to_string()),
         _ => received.xdp.as_ref().map(|x| x.mode.clone()),
@@ -341,7 +380,7 @@ pub fn run(
     let lanes = &steady.lanes;
     let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {
-        pps: median_of(steady.pps),
+        pps,
         sent_pps,
         drops_per_sec: median_of(steady.drops),
         cpu_ns_per_datagram: median_of(steady.cpu_ns),
@@ -435,8 +474,13 @@ mod tests {
             xdp: XdpRole::Drop,
             ..Config::one_lane("default", "default".into(), None, 1, 0, 1000)
         };
-        let args = receiver_args(&cfg, 4321, 3, RX_DEV);
+        let args = receiver_args(&cfg, 4321, 3, RX_DEV, &[]);
         let expected = "udp recv 0.0.0.0:4321 --json --duration 8 --threads 1 --sockets reuseport --rcvbuf 4M --pin 1 --backend uring --backend xdp-drop --xdp-dev vrx";
         assert_eq!(args.join(" "), expected);
+        // Two load hosts: the receiver counts each one's flows apart.
+        let groups: Vec<FlowGroup> =
+            load::shares(1000, FLOWS, 2).iter().map(Share::flow_group).collect();
+        let args = receiver_args(&cfg, 4321, 3, RX_DEV, &groups).join(" ");
+        assert!(args.contains(" --flow-groups 0-3,4-7 "), "{args}");
     }
 }

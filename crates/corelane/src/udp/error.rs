@@ -10,6 +10,10 @@ use crate::topology::TopologyError;
 pub enum UdpError {
     #[error("batch {0} is out of range: use 1 to 1024 (the kernel's limit for recvmmsg/sendmmsg)")]
     Batch(usize),
+    #[error("{0} flow groups: a receiver reports at most 64 apart; merge some")]
+    FlowGroups(usize),
+    #[error("--flow-groups counts each datagram's flow and sequence: drop --no-check")]
+    FlowGroupsUnchecked,
     #[error("--threads must be at least 1")]
     NoThreads,
     #[error("give at least one address")]

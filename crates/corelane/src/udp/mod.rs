@@ -37,7 +37,9 @@ pub use send::{
     GsoState, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS,
     MAX_PAYLOAD,
 };
-pub use sequence::{SequenceReport, SequenceTracker, MAX_TRACKED_FLOWS};
+pub use sequence::{
+    FlowGroup, FlowGroupReport, SequenceReport, SequenceTracker, MAX_FLOW_GROUPS, MAX_TRACKED_FLOWS,
+};
 pub use socket::{BusyPollState, OffloadState, SocketMode, Steering};
 
 /// What a datagram of `udp echo` / `udp ping` carries: corelane's checked payload, or

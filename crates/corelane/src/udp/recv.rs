@@ -16,6 +16,7 @@ use super::dispatch::DispatchConfig;
 use super::lanes::{Lanes, ReceivePath};
 use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
+use super::sequence::{FlowGroup, MAX_FLOW_GROUPS};
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
 use crate::lane::{self, LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
@@ -40,6 +41,8 @@ pub struct ReceiverConfig {
     pub duration: Option<Duration>,
     /// Stop once this many datagrams arrived.
     pub until_datagrams: Option<u64>,
+    /// Groups of flows (one per sender) whose arrivals the summary reports apart.
+    pub flow_groups: Vec<FlowGroup>,
     /// Seed 004: one receive lane dispatching datagrams to worker lanes.
     pub dispatch: Option<DispatchConfig>,
     /// `--backend xdp`: the interface to attach to (default: the one holding the address).
@@ -58,6 +61,7 @@ impl Default for ReceiverConfig {
             check: true,
             duration: None,
             until_datagrams: None,
+            flow_groups: Vec::new(),
             dispatch: None,
             xdp_dev: None,
         }
@@ -252,7 +256,7 @@ impl Receiver {
         let results: Vec<(usize, Option<usize>, LaneResult)> =
             joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
         let throughput = Throughput::of(&counters, &watch.busy_pps, stopped.elapsed);
-        let totals = Totals::of(results, &counters);
+        let totals = Totals::of(results, &counters, &cfg.flow_groups);
         let snmp_start = watch.snmp_start;
         // Dropping the receive detaches the program (its bpf_link closes).
         let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
@@ -266,6 +270,7 @@ impl Receiver {
             kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
             anomalies: totals.anomalies,
             sequence: totals.sequence,
+            flow_groups: totals.flow_groups,
             cpu_secs: CpuSecs::of(stopped.user, stopped.system),
             cpu_ns_per_datagram: stopped.cpu_ns_per(throughput.datagrams),
             gro: self.gro.clone(),
@@ -374,6 +379,12 @@ fn validate(config: &ReceiverConfig) -> Result<(), UdpError> {
         && (!config.lanes.placement.is_pinned() || config.sockets != SocketMode::Reuseport)
     {
         return Err(UdpError::Steering);
+    }
+    if config.flow_groups.len() > MAX_FLOW_GROUPS {
+        return Err(UdpError::FlowGroups(config.flow_groups.len()));
+    }
+    if !config.check && !config.flow_groups.is_empty() {
+        return Err(UdpError::FlowGroupsUnchecked);
     }
     Ok(())
 }

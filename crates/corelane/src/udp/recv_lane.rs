@@ -7,7 +7,7 @@ use super::backend::{self, ReceiveBatch};
 use super::check::{Anomalies, LaneTally};
 use super::dispatch::{DispatchConfig, DispatchReport};
 use super::recv_report::LaneSummary;
-use super::sequence::{SequenceReport, SequenceTracker};
+use super::sequence::{FlowGroup, FlowGroupReport, SequenceReport, SequenceTracker};
 use crate::lane::StopSignal;
 use crate::stats::{self, CpuSecs, CpuUsage, LaneCounters};
 use crate::xdp::rx::XskLane;
@@ -56,6 +56,7 @@ impl LaneWork {
 /// The lanes' findings, summed.
 pub(super) struct Totals {
     pub sequence: SequenceReport,
+    pub flow_groups: Vec<FlowGroupReport>,
     pub anomalies: Anomalies,
     pub dispatch: Option<DispatchReport>,
     pub lanes: Vec<LaneSummary>,
@@ -63,11 +64,22 @@ pub(super) struct Totals {
 }
 
 impl Totals {
-    pub fn of(results: Vec<(usize, Option<usize>, LaneResult)>, counters: &[LaneCounters]) -> Self {
+    pub fn of(
+        results: Vec<(usize, Option<usize>, LaneResult)>,
+        counters: &[LaneCounters],
+        groups: &[FlowGroup],
+    ) -> Self {
         let trackers: Vec<&SequenceTracker> =
             results.iter().map(|(_, _, r)| &r.tally.tracker).collect();
         let mut totals = Self {
             sequence: SequenceTracker::report(&trackers),
+            flow_groups: groups
+                .iter()
+                .map(|&group| FlowGroupReport {
+                    group,
+                    sequence: SequenceTracker::report_group(&trackers, group),
+                })
+                .collect(),
             anomalies: Anomalies::default(),
             dispatch: None,
             lanes: Vec::new(),

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::check::Anomalies;
 use super::dispatch::DispatchReport;
-use super::sequence::SequenceReport;
+use super::sequence::{FlowGroupReport, SequenceReport};
 use super::socket::{OffloadState, SocketMode, Steering};
 use crate::stats::{CpuSecs, Interval, Throughput};
 use crate::xdp::rx::XdpReport;
@@ -58,6 +58,9 @@ pub struct RecvSummary {
     #[serde(flatten)]
     pub anomalies: Anomalies,
     pub sequence: SequenceReport,
+    /// What arrived of each group of flows asked for (`--flow-groups`; absent without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_groups: Vec<FlowGroupReport>,
     #[serde(flatten)]
     pub cpu_secs: CpuSecs,
     pub cpu_ns_per_datagram: f64,

@@ -87,8 +87,21 @@ impl SequenceTracker {
     /// Duplicates split across lanes cannot be seen here; within a lane they are.
     pub fn report(lanes: &[&SequenceTracker]) -> SequenceReport {
         let n = lanes.iter().map(|t| t.flows.len()).max().unwrap_or(0);
+        let mut r = Self::report_flows(lanes, 0..n);
+        r.untracked = lanes.iter().map(|t| t.untracked).sum();
+        r
+    }
+
+    /// [`Self::report`] for one group of flows (no untracked count: those have no flow id
+    /// the receiver keeps).
+    pub fn report_group(lanes: &[&SequenceTracker], group: FlowGroup) -> SequenceReport {
+        let end = (group.last as usize + 1).min(MAX_TRACKED_FLOWS);
+        Self::report_flows(lanes, (group.first as usize).min(end)..end)
+    }
+
+    fn report_flows(lanes: &[&SequenceTracker], flows: std::ops::Range<usize>) -> SequenceReport {
         let mut r = SequenceReport::default();
-        for flow in 0..n {
+        for flow in flows {
             // Sequences 0..=top: up to 2^64 of them, so counted in u128.
             let (mut span, mut distinct, mut any) = (0u128, 0u128, false);
             for t in lanes {
@@ -107,9 +120,46 @@ impl SequenceTracker {
                 r.missing = r.missing.saturating_add(missing);
             }
         }
-        r.untracked = lanes.iter().map(|t| t.untracked).sum();
         r
     }
+}
+
+/// The most flow groups a receiver reports apart (one per load host, with room).
+pub const MAX_FLOW_GROUPS: usize = 64;
+
+/// Flows `first..=last`: the ids one sender used (`udp send --first-flow F --flows N` is
+/// `F-(F+N-1)`), so that a receiver fed by several senders can say what arrived from each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FlowGroup {
+    #[serde(rename = "first_flow")]
+    pub first: u32,
+    #[serde(rename = "last_flow")]
+    pub last: u32,
+}
+
+impl std::str::FromStr for FlowGroup {
+    type Err = String;
+
+    /// `F-L` or a single flow `F`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("flow group {s:?}: write FIRST-LAST (e.g. 0-7) or one flow id");
+        let (first, last) = s.split_once('-').unwrap_or((s, s));
+        let first: u32 = first.trim().parse().map_err(|_| bad())?;
+        let last: u32 = last.trim().parse().map_err(|_| bad())?;
+        if last < first {
+            return Err(format!("flow group {s:?} runs backwards: write the lower id first"));
+        }
+        Ok(Self { first, last })
+    }
+}
+
+/// What arrived of one group of flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FlowGroupReport {
+    #[serde(flatten)]
+    pub group: FlowGroup,
+    #[serde(flatten)]
+    pub sequence: SequenceReport,
 }
 
 #[cfg(test)]
@@ -178,6 +228,34 @@ mod tests {
             let r = report_of(&seqs);
             proptest::prop_assert_eq!(r.received, seqs.len() as u64);
             proptest::prop_assert!(r.duplicates + r.late <= r.received);
+        }
+    }
+
+    #[test]
+    fn a_group_counts_only_its_own_flows() {
+        let mut a = SequenceTracker::new();
+        let mut b = SequenceTracker::new();
+        for seq in 0..10 {
+            a.record(0, seq);
+            b.record(5, seq);
+        }
+        a.record(5, 20); // flow 5 split over two lanes: 10..=19 never arrived
+        a.record(70_000, 0); // beyond what is tracked: in no group
+        let group = |s: &str| SequenceTracker::report_group(&[&a, &b], s.parse().unwrap());
+        assert_eq!((group("0-3").received, group("0-3").missing, group("0-3").flows), (10, 0, 1));
+        assert_eq!((group("4-7").received, group("4-7").missing), (11, 10));
+        assert_eq!(group("6").received, 0);
+        assert_eq!(group("60000-4294967295").received, 0, "no panic past the tracked flows");
+        assert_eq!(group("0-4294967295").received, 21);
+    }
+
+    #[test]
+    fn flow_groups_parse_or_name_the_fix() {
+        assert_eq!("3-9".parse::<FlowGroup>(), Ok(FlowGroup { first: 3, last: 9 }));
+        assert_eq!("4".parse::<FlowGroup>(), Ok(FlowGroup { first: 4, last: 4 }));
+        assert!("9-3".parse::<FlowGroup>().unwrap_err().contains("backwards"));
+        for bad in ["", "-", "a-b", "1-", "4294967296", "1-2-3"] {
+            assert!(bad.parse::<FlowGroup>().unwrap_err().contains("FIRST-LAST"), "{bad:?}");
         }
     }
 
