@@ -4,15 +4,15 @@
 //! process it started (watched in its process tree while it runs), a namespace or its private
 //! directory behind.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const APPS: [&str; 4] = ["nginx", "memcached", "redis", "apache"];
+use common::is_root;
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+const APPS: [&str; 4] = ["nginx", "memcached", "redis", "apache"];
 
 /// A process: PID and start time (so a reused PID is not mistaken for it).
 type Proc = (u32, u64);

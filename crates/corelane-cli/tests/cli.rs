@@ -1,14 +1,14 @@
 //! The `corelane` binary as a user runs it: help, bad input, a send/receive round trip with
 //! JSON output, Ctrl-C, and (as root) the lab leaving no namespace behind.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn corelane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
+use common::{corelane, is_root, stderr};
 
 /// `corelane args` started with its stdout piped (its first line says it is up) and its
 /// stderr as given.
@@ -25,14 +25,6 @@ fn start(args: &[&str], stderr: Stdio) -> Child {
 fn ctrl_c(child: &Child) {
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
 }
 
 #[test]

@@ -2,21 +2,13 @@
 //! exit with one line per kind when the destination cannot keep what was asked (not root for
 //! ownership, a file system without xattrs), unless that kind was excluded.
 
+mod common;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn corelane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+use common::{corelane, is_root, text};
 
 fn scratch(name: &str) -> tempfile::TempDir {
     let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };

@@ -9,10 +9,14 @@
 //!
 //! `CORELANE_BIN=/path/to/corelane` runs these against another build (say the old one).
 
+mod common;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::text;
 
 /// The user the swapper runs as (nobody).
 const USER: u32 = 65534;
@@ -29,10 +33,6 @@ fn corelane_bin() -> PathBuf {
 
 fn corelane(args: &[&Path]) -> Output {
     Command::new(corelane_bin()).args(args).output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn scratch(name: &str) -> tempfile::TempDir {

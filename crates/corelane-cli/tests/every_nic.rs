@@ -3,11 +3,11 @@
 //! in one line that names the interface and the cause; never a bare OS error. A dry run
 //! reads only, so this needs no root.
 
-use std::process::{Command, Output};
+mod common;
 
-fn corelane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
+use std::process::Output;
+
+use common::corelane;
 
 /// Passes when `out` succeeded, or failed with one line that names `nic` and is not an OS
 /// error's text alone.

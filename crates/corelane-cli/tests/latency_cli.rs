@@ -1,17 +1,13 @@
 //! `corelane udp echo`, `udp ping` and `load http --rate` as a user runs them: JSON shape,
 //! the histogram log, bad input with one clear line.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn corelane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{corelane, stderr};
 
 #[test]
 fn echo_and_ping_speak_json_with_the_percentile_names() {

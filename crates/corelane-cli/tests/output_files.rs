@@ -3,21 +3,12 @@
 //! run into a write through it. The chart is written in place of the symlink (the link
 //! itself is replaced); the histogram log, streamed into a new file, is refused.
 
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn corelane(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/runs/{name}.json"))
-}
+use common::{corelane, fixture, stderr};
 
 /// A file the attacker wants overwritten, and its content.
 fn victim(dir: &Path) -> (PathBuf, &'static [u8]) {

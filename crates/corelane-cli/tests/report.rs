@@ -3,26 +3,20 @@
 //! every table has its charts with the expected labels, the page logs nothing, its
 //! screenshot is not blank — two runs compared, PNGs written, and foreign JSON refused.
 
+#[path = "../../corelane/tests/common/chromium.rs"]
+mod chromium;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use scraper::{Html, Selector};
+
+use common::{corelane, fixture, stderr};
 
 /// Every experiment of the lab's one list: a new one needs its fixture here.
 fn experiments() -> Vec<&'static str> {
     corelane_lab::EXPERIMENTS.iter().map(|e| e.name).collect()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/runs/{name}.json"))
-}
-
-fn corelane(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corelane")).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `corelane report RUNS… -o OUT [more]`.
@@ -46,41 +40,11 @@ fn have_font() -> bool {
     here
 }
 
-/// Debian's headless Chromium, if installed.
-fn chromium() -> Option<PathBuf> {
-    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        eprintln!("skipped: no chromium to load the page in (apt-get install chromium; .ci/run installs it)");
-    }
-    found
-}
-
 /// Runs headless Chromium on `page` with `what` (`--dump-dom`, `--screenshot=…`) and a
 /// fresh profile, logging the page's console to stderr.
 fn run_chromium(chromium: &Path, page: &Path, what: &str) -> Output {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1100,2400",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(what)
-        .arg(page)
-        .output()
-        .unwrap();
+    let flags = ["--disable-quic", "--enable-logging=stderr", "--v=0", "--window-size=1100,2400"];
+    let out = chromium::run(chromium, &[&flags[..], &[what]].concat(), page);
     assert!(out.status.success(), "chromium failed: {}", stderr(&out));
     out
 }
@@ -115,7 +79,7 @@ fn every_experiment_renders_in_chromium() {
     let runs: Vec<PathBuf> = experiments().iter().map(|e| fixture(e)).collect();
     let out = report(&runs, &page, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium::find() else { return };
 
     let dumped = run_chromium(&chromium, &page, "--dump-dom");
     assert_eq!(console_lines(&dumped), Vec::<String>::new(), "the page logged to its console");
@@ -182,7 +146,7 @@ fn png_colours(path: &Path) -> (usize, f64) {
 /// blocked by the same policy the report carries, and Chromium logs it.
 #[test]
 fn a_page_that_reaches_for_the_network_is_caught() {
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium::find() else { return };
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("bad.html");
     std::fs::write(&page, "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"></head><body><p>x</p><img src=\"http://127.0.0.1:9/x.png\"></body></html>").unwrap();
@@ -217,7 +181,7 @@ fn a_hostile_run_reaches_the_browser_as_text() {
     let page = dir.path().join("hostile.html");
     let out = report(&[hostile], &page, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium::find() else { return };
     let dumped = run_chromium(&chromium, &page, "--dump-dom");
     assert_eq!(console_lines(&dumped), Vec::<String>::new());
     let dom = Html::parse_document(&String::from_utf8_lossy(&dumped.stdout));

@@ -4,11 +4,11 @@
 //! queue mask and queue count exactly as it was. Needs root; a link type the kernel lacks
 //! (8021q, bonding) skips its case with the reason.
 
+mod common;
+
 use std::process::{Command, Output};
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+use common::{is_root, stderr};
 
 /// A network namespace, deleted when dropped (also when an assertion fails).
 struct Netns(String);
@@ -88,10 +88,6 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Plans `upper`, checks the plan names `lower`, applies it and reverts it; the lower

@@ -12,6 +12,11 @@ use rustix::process::{kill_process, Pid, Signal};
 
 use crate::LabError;
 
+/// Owned copies of `words`, as a child's command line takes them.
+pub(crate) fn strings(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
 /// The first line `corelane guard` prints: this prefix and its program's PID on its host.
 pub const PID_LINE: &str = "corelane-guard pid ";
 

@@ -411,14 +411,7 @@ fn curl_ranges_resumes_and_conditions() {
 /// from `/docs/`, and its range fetch gets 206 with the asked bytes.
 #[test]
 fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
-    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-    else {
-        eprintln!("skipped: no chromium (apt-get install chromium; .ci/run installs it)");
-        return;
-    };
+    let Some(chromium) = common::chromium::find() else { return };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("docs")).unwrap();
     std::fs::write(
@@ -439,23 +432,9 @@ fn chromium_follows_the_directory_redirect_and_fetches_a_range() {
     std::fs::write(dir.path().join("docs/data.txt"), "0123456789abcdef").unwrap();
     for backend in BACKENDS {
         let (server, stop) = serve_root(dir.path(), backend, |_| {});
-        let profile = tempfile::tempdir().unwrap();
-        let out = Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--virtual-time-budget=5000",
-                "--dump-dom",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("http://{}/docs", server.local_addr()))
-            .output()
-            .unwrap();
+        let page = format!("http://{}/docs", server.local_addr());
+        let out =
+            common::chromium::run(&chromium, &["--virtual-time-budget=5000", "--dump-dom"], page);
         let dom = String::from_utf8_lossy(&out.stdout);
         assert!(dom.contains("relative script ran"), "{backend}: {dom}");
         assert!(dom.contains("206 bytes 4-8/16 45678"), "{backend}: {dom}");

@@ -5,17 +5,16 @@
 //! fixture cannot give (it has no device to ask) are set on the read `Nic` as each driver gives
 //! them.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use corelane::topology::{queue_owners, read_nics, Channels, IrqRole, Nic, NicSettings, Topology};
 use corelane::tune::{changes, plan, plan_stack, Placement, Plan};
 
-fn write(path: PathBuf, text: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
+use common::write;
 
 /// One NIC of the fixture: its name, driver, device directory name and the interrupt names
 /// its driver registers (queue interrupts and the others).

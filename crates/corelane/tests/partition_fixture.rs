@@ -2,16 +2,15 @@
 //! describes a machine this VM is not: two packages, two NUMA nodes, SMT, and a four-queue
 //! NIC with one interrupt per queue on node 1.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use corelane::topology::{read_net_softirqs, read_nics, Topology};
 use corelane::tune::{changes, plan, Placement};
 
-fn write(path: PathBuf, text: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
+use common::write;
 
 /// 16 CPUs: package p holds CPUs 8p..8p+7, core c of a package runs CPUs 8p+2c and 8p+2c+1
 /// (SMT pairs), each package has its own L3 and NUMA node; eth0 hangs off node 1.

@@ -23,6 +23,7 @@ pub use scratch::{remove_stale_mounts, Scratch};
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::host::Host;
+use crate::process::strings;
 use crate::summary::{Secs, Trials};
 use crate::LabError;
 
@@ -355,10 +356,6 @@ fn tree_size(root: &Path) -> Result<(u64, u64), LabError> {
         }
     }
     Ok((entries, bytes))
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
 }
 
 fn path_text(p: &Path) -> String {

@@ -2,31 +2,10 @@
 //! round trips are a point's), and under load every host offers its share of the rate,
 //! started together; each point keeps every host's part beside the totals.
 
-use serde::Serialize;
-
-use super::sides::Point;
+use super::point::{HostPoint, Point};
 use crate::stage::load::{self, HostClock};
 use crate::testbed::LoadHost;
 use crate::LabError;
-
-/// One load host's part of a point.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostPoint {
-    pub host: String,
-    /// `ping-pong` for the host whose round trips are the point's, `load` for the others.
-    pub role: &'static str,
-    /// Messages (requests) per second it was asked to offer; `None`: ping-pong.
-    pub offered: Option<u64>,
-    /// What it achieved (per second).
-    pub achieved: f64,
-    /// Its own client's round trips, µs.
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub lost: u64,
-    pub sent: u64,
-    #[serde(flatten)]
-    pub clock: HostClock,
-}
 
 /// Each load host's rate at one point: ping-pong (`None`) on the first host alone; an
 /// offered `rate` in parts over all of them, differing by at most one. A rate too small to

@@ -13,6 +13,7 @@
 mod figures;
 mod hosts;
 mod plan;
+mod point;
 mod rows;
 mod sides;
 mod table;
@@ -23,9 +24,9 @@ use std::time::Duration;
 use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 
-pub use hosts::HostPoint;
+pub use point::{HostPoint, Point};
 pub use rows::{Knee, LatencyReport, LatencyRow};
-pub use sides::{HttpServer, Point, UdpClient, UdpServer};
+pub use sides::{HttpServer, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::host::Host;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::sides::Point;
+use super::point::Point;
 use crate::summary::{Outcome, Schedule};
 use crate::testbed::TestbedReport;
 

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use corelane::tcp::load::{LoadInterval, LoadSummary};
 use corelane::udp::{PingInterval, PingSummary};
-use serde::Serialize;
 
-use super::hosts::{self, HostPoint};
+use super::hosts;
+use super::point::Point;
 use crate::host::Host;
 use crate::output;
 use crate::process::ChildProcess;
@@ -76,27 +76,6 @@ impl HttpServer {
             Self::Nginx => "nginx",
         }
     }
-}
-
-/// One offered load and what the client measured there. Round trips in µs.
-#[derive(Debug, Clone, Serialize)]
-pub struct Point {
-    /// Messages or requests per second offered; `None`: ping-pong (one in flight).
-    pub rate: Option<u64>,
-    pub achieved: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-    /// From the actual send (corelane's clients under load; sockperf's only figure).
-    pub p99_uncorrected_us: Option<f64>,
-    pub lost: u64,
-    pub sent: u64,
-    /// Each load host's part when the clients ran on remote hosts: the ping-pong host first
-    /// (whose round trips are the point's), then the hosts that add their share of the
-    /// offered load (the point's `achieved`, `lost` and `sent` are the totals).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hosts: Vec<HostPoint>,
 }
 
 /// Where the sides run: the servers on `rx`, the ping-pong client on the first load host,

@@ -3,8 +3,9 @@
 
 use comfy_table::Cell;
 
+use super::point::Point;
 use super::rows::{Knee, LatencyReport, LatencyRow};
-use super::sides::{Point, UdpClient, UdpServer};
+use super::sides::{UdpClient, UdpServer};
 use super::Pair;
 use crate::experiment::{Measured, Report};
 use crate::{median_of, report};

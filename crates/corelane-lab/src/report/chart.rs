@@ -115,24 +115,44 @@ fn draw<DB: DrawingBackend>(
 /// The colour of a role; further runs get lighter shades of it.
 fn colour(role: Role, run: usize) -> RGBColor {
     let base = match role {
-        Role::Default => RGBColor(85, 87, 83),
-        Role::Config => RGBColor(52, 101, 164),
-        Role::Peer => RGBColor(230, 112, 0),
+        Role::Default => colours::GREY,
+        Role::Config => colours::BLUE,
+        Role::Peer => colours::ORANGE,
     };
     let mix = [0.0, 0.45, 0.7, 0.82][run.min(3)];
     let lift = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * mix) as u8;
     RGBColor(lift(base.0), lift(base.1), lift(base.2))
 }
 
+/// The charts' colours, each named once (apart from plotters' own).
+mod colours {
+    use plotters::style::RGBColor;
+
+    pub const BLUE: RGBColor = RGBColor(52, 101, 164);
+    pub const ORANGE: RGBColor = RGBColor(230, 112, 0);
+    pub const GREEN: RGBColor = RGBColor(78, 154, 6);
+    pub const PLUM: RGBColor = RGBColor(117, 80, 123);
+    pub const RED: RGBColor = RGBColor(204, 0, 0);
+    pub const TEAL: RGBColor = RGBColor(17, 160, 160);
+    pub const BROWN: RGBColor = RGBColor(143, 89, 2);
+    pub const GREY: RGBColor = RGBColor(85, 87, 83);
+    pub const PINK: RGBColor = RGBColor(200, 80, 160);
+    pub const OLIVE: RGBColor = RGBColor(128, 128, 0);
+    pub const NAVY: RGBColor = RGBColor(30, 30, 120);
+    pub const MUSTARD: RGBColor = RGBColor(196, 160, 0);
+    pub const RUST: RGBColor = RGBColor(204, 60, 0);
+    pub const SAND: RGBColor = RGBColor(233, 185, 110);
+}
+
 const PALETTE: [RGBColor; 8] = [
-    RGBColor(52, 101, 164),
-    RGBColor(230, 112, 0),
-    RGBColor(78, 154, 6),
-    RGBColor(117, 80, 123),
-    RGBColor(204, 0, 0),
-    RGBColor(17, 160, 160),
-    RGBColor(143, 89, 2),
-    RGBColor(85, 87, 83),
+    colours::BLUE,
+    colours::ORANGE,
+    colours::GREEN,
+    colours::PLUM,
+    colours::RED,
+    colours::TEAL,
+    colours::BROWN,
+    colours::GREY,
 ];
 
 fn text(size: u32) -> TextStyle<'static> {
@@ -548,23 +568,18 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &Lines) -> Result
 /// Series colours: the default row grey, corelane's in cool colours, peers in warm ones.
 fn series_colour(role: Role, index: usize) -> RGBColor {
     const OURS: [RGBColor; 9] = [
-        RGBColor(52, 101, 164),
-        RGBColor(78, 154, 6),
-        RGBColor(117, 80, 123),
-        RGBColor(17, 160, 160),
-        RGBColor(143, 89, 2),
-        RGBColor(204, 0, 0),
-        RGBColor(200, 80, 160),
-        RGBColor(128, 128, 0),
-        RGBColor(30, 30, 120),
+        colours::BLUE,
+        colours::GREEN,
+        colours::PLUM,
+        colours::TEAL,
+        colours::BROWN,
+        colours::RED,
+        colours::PINK,
+        colours::OLIVE,
+        colours::NAVY,
     ];
-    const THEIRS: [RGBColor; 5] = [
-        RGBColor(230, 112, 0),
-        RGBColor(143, 89, 2),
-        RGBColor(196, 160, 0),
-        RGBColor(204, 60, 0),
-        RGBColor(233, 185, 110),
-    ];
+    const THEIRS: [RGBColor; 5] =
+        [colours::ORANGE, colours::BROWN, colours::MUSTARD, colours::RUST, colours::SAND];
     match role {
         Role::Default => colour(Role::Default, 0),
         Role::Peer => THEIRS[index % THEIRS.len()],

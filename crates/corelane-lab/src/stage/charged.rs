@@ -8,18 +8,6 @@ use std::time::Duration;
 
 use super::napi::NapiThreads;
 
-/// The `ksoftirqd/N` threads on this machine.
-fn ksoftirqd_threads() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.starts_with("ksoftirqd/"))
-        })
-        .collect()
-}
-
 /// What a trial charges besides the receiver: each part is `None` when not measured (no
 /// NAPI threads on a row without XDP; a sender or kernel threads on another machine).
 #[derive(Debug, Default)]
@@ -49,7 +37,7 @@ impl Charged {
     /// `napi`: the AF_XDP rows' NAPI threads; `sender`: the sender's PID when it runs on
     /// this machine (then this machine's ksoftirqd threads are charged too).
     pub fn new(napi: Option<NapiThreads>, sender: Option<u32>) -> Self {
-        let ksoftirqd = sender.map(|_| ksoftirqd_threads());
+        let ksoftirqd = sender.map(|_| super::local_threads_named("ksoftirqd/"));
         Self { napi, sender, ksoftirqd }
     }
 

@@ -6,6 +6,7 @@
 //! readiness every started side needs.
 
 mod charged;
+pub use charged::ChargedNs;
 pub mod load;
 mod napi;
 pub mod servers;
@@ -25,6 +26,19 @@ use crate::LabError;
 pub const TCP_NAMESPACE_PORT: u16 = 8080;
 /// The UDP receivers' port inside the namespaces and on remote hosts.
 pub const UDP_NAMESPACE_PORT: u16 = 4321;
+
+/// This machine's threads whose name (comm) starts with `prefix`, by PID: kernel threads such
+/// as `ksoftirqd/N` or `napi/DEV-N`.
+fn local_threads_named<C: FromIterator<u32>>(prefix: &str) -> C {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return std::iter::empty().collect() };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end().starts_with(prefix))
+        })
+        .collect()
+}
 
 /// A free TCP port on this machine's loopback.
 pub fn free_tcp_port() -> Result<u16, LabError> {
@@ -75,4 +89,23 @@ pub fn wait_ready(child: &mut ChildProcess, what: &str) -> Result<(), LabError> 
         }
     }
     Err(child.timed_out("did not report ready", waited))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every CPU has a `ksoftirqd/N` thread, and only threads of that name are listed; a name
+    /// no thread has lists none.
+    #[test]
+    fn threads_are_found_by_their_name_only() {
+        let found: Vec<u32> = local_threads_named("ksoftirqd/");
+        assert!(!found.is_empty(), "no ksoftirqd thread found");
+        for pid in &found {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            assert!(comm.is_empty() || comm.starts_with("ksoftirqd/"), "{pid}: {comm}");
+        }
+        let none: Vec<u32> = local_threads_named("corelane-no-such-thread/");
+        assert!(none.is_empty());
+    }
 }

@@ -21,16 +21,7 @@ use crate::LabError;
 fn napi_threads(host: &Host, dev: &str) -> BTreeSet<u32> {
     let prefix = format!("napi/{dev}-");
     match host {
-        Host::Local | Host::Namespace(_) => {
-            let Ok(dir) = std::fs::read_dir("/proc") else { return BTreeSet::new() };
-            dir.filter_map(Result::ok)
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|pid| {
-                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                        .is_ok_and(|c| c.trim_end().starts_with(&prefix))
-                })
-                .collect()
-        }
+        Host::Local | Host::Namespace(_) => super::local_threads_named(&prefix),
         Host::Remote(_) => {
             let script = "for p in /proc/[0-9]*; do read -r c 2>/dev/null < \"$p/comm\" && case $c in \"$1\"*) echo \"${p#/proc/}\";; esac; done; true";
             let out = host.run("sh", &["-c", script, "sh", &prefix]).unwrap_or_default();

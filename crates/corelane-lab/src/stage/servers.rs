@@ -10,7 +10,7 @@ use corelane::tcp::load::{LoadInterval, LoadSummary};
 use super::load::{self, HostClock, HttpHostFigures};
 use crate::host::Host;
 use crate::output;
-use crate::process::ChildProcess;
+use crate::process::{strings, ChildProcess};
 use crate::testbed::Testbed;
 use crate::LabError;
 
@@ -301,10 +301,6 @@ pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f6
     Ok((ours, wrk))
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
 pub(crate) fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
     match kind {
@@ -331,6 +327,10 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
+    pub fn new(name: &'static str, program: &str, args: Vec<String>, pin: Option<usize>) -> Self {
+        Self { name, program: program.to_string(), args, pin }
+    }
+
     pub fn spawn(&self, host: &Host) -> Result<ChildProcess, LabError> {
         let (program, args) = self.argv();
         host.spawn(self.name, &program, &args)

@@ -121,13 +121,11 @@ pub struct Trial {
     pub lane_pps: Vec<f64>,
     pub cpu: Vec<CpuSplit>,
     pub nic: Option<NicRates>,
-    /// AF_XDP rows: the exact runtime of the interface's NAPI threads per datagram received.
-    pub napi_ns_per_datagram: Option<f64>,
-    /// The sender's exact runtime per datagram received, when it runs on this machine (with
-    /// RPS off it includes the receive softirq its sends ran).
-    pub sender_ns_per_datagram: Option<f64>,
-    /// This machine's ksoftirqd threads' exact runtime per datagram received (with the sender).
-    pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// The exact runtime per datagram received of what the trial charges beyond the receiver:
+    /// the interface's NAPI threads (AF_XDP rows); the sender, when it runs on this machine
+    /// (with RPS off it includes the receive softirq its sends ran), and then this machine's
+    /// ksoftirqd threads.
+    pub charged: ChargedNs,
     /// AF_XDP rows: frames the sockets lost over the whole trial (RX ring full, no fill frame);
     /// `None` there when their counters could not be read.
     pub xsk_lost: Option<u64>,
@@ -392,9 +390,7 @@ pub fn run(
             .collect(),
         cpu: steady.cpu,
         nic,
-        napi_ns_per_datagram: steady.charged.napi,
-        sender_ns_per_datagram: steady.charged.sender,
-        ksoftirqd_ns_per_datagram: steady.charged.ksoftirqd,
+        charged: steady.charged,
         xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
         xsk: received.xdp.as_ref().and_then(|x| x.xsk),
         hosts,

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::{PeerRow, UdpLabOptions};
 use crate::host::Host;
-use crate::process::ChildProcess;
+use crate::process::{strings, ChildProcess};
 use crate::stage::servers::Launch;
 use crate::stage::{udp_port, wait_ready};
 use crate::summary::Trials;
@@ -440,12 +440,6 @@ impl Stage {
         let (ip, port) = (target.ip().to_string(), target.port().to_string());
         let life = (self.duration.as_secs() + 5).to_string();
         let cpu = self.receiver_cpu;
-        let launch = |name, program: &str, args: Vec<String>, pin| Launch {
-            name,
-            program: program.to_string(),
-            args,
-            pin,
-        };
         match rx {
             Receiver::Corelane | Receiver::CorelaneNoCoalesce => {
                 let mut args = strings(&["udp", "recv", &target.to_string(), "--json"]);
@@ -454,21 +448,21 @@ impl Stage {
                 if rx == Receiver::CorelaneNoCoalesce {
                     args.extend(strings(&["--coalesce", "0"]));
                 }
-                launch("corelane receiver", &self.corelane.rx, args, None)
+                Launch::new("corelane receiver", &self.corelane.rx, args, None)
             }
             Receiver::CLoop => {
                 let bin = self.c_loop.as_ref().map_or("", |c| &c.bin);
-                launch(rx.label(), bin, strings(&[&ip, &port, &life]), Some(cpu))
+                Launch::new(rx.label(), bin, strings(&[&ip, &port, &life]), Some(cpu))
             }
             Receiver::SockperfServer => {
                 let program = self.sockperf.as_ref().map_or("sockperf", |f| &f.rx);
                 let args = strings(&["server", "-i", &ip, "-p", &port]);
-                launch("sockperf server", program, args, Some(cpu))
+                Launch::new("sockperf server", program, args, Some(cpu))
             }
             Receiver::Iperf3Server => {
                 let program = self.iperf3.as_ref().map_or("iperf3", |f| &f.rx);
                 let args = strings(&["-s", "-1", "-p", &port, "-A", &cpu.to_string()]);
-                launch("iperf3 server", program, args, None)
+                Launch::new("iperf3 server", program, args, None)
             }
         }
     }
@@ -480,29 +474,23 @@ impl Stage {
         let (ip, port) = (target.ip().to_string(), target.port().to_string());
         let secs = (self.duration + SENDER_MARGIN).as_secs().to_string();
         let cpu = self.sender_cpu;
-        let launch = |name, program: &str, args: Vec<String>, pin| Launch {
-            name,
-            program: program.to_string(),
-            args,
-            pin,
-        };
         match tx {
             Sender::CorelanePlain => {
                 let mut args = strings(&["udp", "send", &target.to_string(), "--json"]);
                 args.extend(strings(&["--pin", &cpu.to_string(), "--duration", &secs]));
-                launch("corelane sender", &self.corelane.tx, args, None)
+                Launch::new("corelane sender", &self.corelane.tx, args, None)
             }
             Sender::SockperfClient => {
                 let program = self.sockperf.as_ref().map_or("sockperf", |f| &f.tx);
                 let mut args = strings(&["throughput", "-i", &ip, "-p", &port, "-m", "32"]);
                 args.extend(strings(&["-t", &secs, "--mps", "max"]));
-                launch("sockperf client", program, args, Some(cpu))
+                Launch::new("sockperf client", program, args, Some(cpu))
             }
             Sender::Iperf3Client => {
                 let program = self.iperf3.as_ref().map_or("iperf3", |f| &f.tx);
                 let mut args = strings(&["-c", &ip, "-p", &port, "-u", "-b", "0", "-l", "32"]);
                 args.extend(strings(&["-t", &secs, "-A", &cpu.to_string()]));
-                launch("iperf3 client", program, args, None)
+                Launch::new("iperf3 client", program, args, None)
             }
         }
     }
@@ -516,10 +504,6 @@ fn exited_early(name: &str, receiver: ChildProcess) -> LabError {
     let last = stdout[stdout.len().saturating_sub(3)..].join(" | ");
     let said = corelane::child_output::printable(&format!("{stderr} {last}"), 600);
     LabError::ChildOutput { child: name.into(), problem: format!("exited early: {}", said.trim()) }
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
 }
 
 /// Sleeps until `at` after `started`, or fails as soon as the lab is interrupted.

@@ -49,10 +49,10 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         ),
         napi_ns_per_datagram: trials
             .first()
-            .and_then(|t| t.napi_ns_per_datagram)
-            .map(|_| median_of(trials.iter().filter_map(|t| t.napi_ns_per_datagram))),
-        sender_ns_per_datagram: median_if_all(trials, |t| t.sender_ns_per_datagram),
-        ksoftirqd_ns_per_datagram: median_if_all(trials, |t| t.ksoftirqd_ns_per_datagram),
+            .and_then(|t| t.charged.napi)
+            .map(|_| median_of(trials.iter().filter_map(|t| t.charged.napi))),
+        sender_ns_per_datagram: median_if_all(trials, |t| t.charged.sender),
+        ksoftirqd_ns_per_datagram: median_if_all(trials, |t| t.charged.ksoftirqd),
         xsk_lost: xsk.map(|k| k.rx_lost()),
         xsk,
         xsk_unknown: receives_xdp && xsk.is_none(),
@@ -100,6 +100,7 @@ fn xsk_over(trials: &[Trial]) -> Option<XskStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stage::ChargedNs;
 
     fn trial(xsk: Option<XskStats>) -> Trial {
         Trial {
@@ -112,9 +113,7 @@ mod tests {
             lane_pps: vec![75_000.0, 75_000.0],
             cpu: Vec::new(),
             nic: None,
-            napi_ns_per_datagram: Some(650.0),
-            sender_ns_per_datagram: Some(550.0),
-            ksoftirqd_ns_per_datagram: Some(5.0),
+            charged: ChargedNs { napi: Some(650.0), sender: Some(550.0), ksoftirqd: Some(5.0) },
             xsk_lost: xsk.map(|k| k.rx_lost()),
             xsk,
             xdp_mode: Some("native copy".into()),

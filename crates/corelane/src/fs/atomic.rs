@@ -93,17 +93,24 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
+    /// A file holding `precious` in `dir`, and a symlink to it planted at `name`: returns the
+    /// file's path.
+    fn victim_behind(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+        victim
+    }
+
     /// The old writer created `.<name>.corelane-tmp-<pid>` with File::create (no O_EXCL,
     /// following symlinks): a symlink planted at that name had root truncate and write its
     /// target. Planted names are now never opened.
     #[test]
     fn a_planted_symlink_at_the_old_temporary_name_is_not_followed() {
         let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, b"precious").unwrap();
         let path = dir.path().join("revert.json");
-        let planted = dir.path().join(format!(".revert.json.corelane-tmp-{}", std::process::id()));
-        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let planted = format!(".revert.json.corelane-tmp-{}", std::process::id());
+        let victim = victim_behind(dir.path(), &planted);
         write_atomic(&path, b"[]").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         assert_eq!(std::fs::read(&path).unwrap(), b"[]");
@@ -131,10 +138,8 @@ mod tests {
     #[test]
     fn create_new_refuses_anything_already_there() {
         let t = tempfile::tempdir().unwrap();
-        let victim = t.path().join("victim");
-        std::fs::write(&victim, b"precious").unwrap();
+        let victim = victim_behind(t.path(), "out.csv");
         let link = t.path().join("out.csv");
-        std::os::unix::fs::symlink(&victim, &link).unwrap();
         assert_eq!(create_new(&link).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(create_new(&victim).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");

@@ -12,6 +12,11 @@ mod monitor;
 
 pub use monitor::{Ending, LanesEnd, Monitor, RunningLanes, Second, SecondDue, Usage, Watch};
 
+/// One `T` (counters, say) for each of `lanes` lanes, to share with the lanes that write them.
+pub fn per_lane<T: Default>(lanes: usize) -> Arc<Vec<T>> {
+    Arc::new((0..lanes).map(|_| T::default()).collect())
+}
+
 /// A flag every lane polls between batches; raised by Ctrl-C, a deadline or the caller.
 #[derive(Debug, Clone, Default)]
 pub struct StopSignal(Arc<AtomicBool>);

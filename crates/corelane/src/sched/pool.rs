@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::dispatch::{Event, Placement};
-use crate::lane::{LaneSet, StopSignal};
+use crate::lane::{self, LaneSet, StopSignal};
 
 /// Events a ring hands over at once.
 pub const BURST: usize = 64;
@@ -39,8 +39,7 @@ impl WorkerPool {
     pub fn start(workers: usize, ring: usize, cpus: &[usize], spin: bool) -> io::Result<Self> {
         let signal = StopSignal::new();
         let stop = signal.flag();
-        let stats: Arc<Vec<WorkerStats>> =
-            Arc::new((0..workers).map(|_| WorkerStats::default()).collect());
+        let stats: Arc<Vec<WorkerStats>> = lane::per_lane(workers);
         let clock = Instant::now();
         let mut pool = Self {
             to: Vec::with_capacity(workers),

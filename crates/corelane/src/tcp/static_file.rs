@@ -683,47 +683,46 @@ mod tests {
         let tag = "\"1-2-3.4\"";
         let date = "Sun, 09 Sep 2001 01:46:40 GMT"; // 1_000_000_000
         let before = "Sun, 09 Sep 2001 01:46:39 GMT";
-        assert_eq!(
-            verdict(&format!("If-None-Match: \"x\", W/{tag}\r\n"), Method::Get),
-            Verdict::NotModified
-        );
-        assert_eq!(verdict("If-None-Match: *\r\n", Method::Head), Verdict::NotModified);
-        assert_eq!(
-            verdict(&format!("If-Modified-Since: {date}\r\n"), Method::Get),
-            Verdict::NotModified
-        );
-        assert_eq!(
-            verdict(&format!("If-Modified-Since: {before}\r\n"), Method::Get),
-            Verdict::Whole
-        );
-        // If-None-Match decides; If-Modified-Since is not looked at.
-        let both = format!("If-None-Match: \"other\"\r\nIf-Modified-Since: {date}\r\n");
-        assert_eq!(verdict(&both, Method::Get), Verdict::Whole);
-        // A list spread over two lines.
-        let lines = format!("If-None-Match: \"a\"\r\nIf-None-Match: {tag}\r\n");
-        assert_eq!(verdict(&lines, Method::Get), Verdict::NotModified);
-        // A comma inside a tag is part of it: no fragment of it matches.
-        let comma = format!("If-None-Match: \"x,{tag}\r\n");
-        assert_eq!(verdict(&comma, Method::Get), Verdict::Whole);
-        assert_eq!(
-            verdict(&format!("If-Match: W/{tag}\r\n"), Method::Get),
-            Verdict::PreconditionFailed
-        );
-        assert_eq!(
-            verdict(&format!("If-Match: {tag}\r\nRange: bytes=0-9\r\n"), Method::Get),
-            Verdict::Part(0..10)
-        );
-        assert_eq!(
-            verdict(&format!("If-Unmodified-Since: {before}\r\n"), Method::Get),
-            Verdict::PreconditionFailed
-        );
-        // If-Match decides before If-None-Match.
-        let order = format!("If-Match: \"no\"\r\nIf-None-Match: {tag}\r\n");
-        assert_eq!(verdict(&order, Method::Get), Verdict::PreconditionFailed);
-        // Repeated or invalid dates are ignored.
-        let twice = format!("If-Modified-Since: {date}\r\nIf-Modified-Since: {date}\r\n");
-        assert_eq!(verdict(&twice, Method::Get), Verdict::Whole);
-        assert_eq!(verdict("If-Modified-Since: yesterday\r\n", Method::Get), Verdict::Whole);
+        let (get, head) = (Method::Get, Method::Head);
+        let cases = [
+            (format!("If-None-Match: \"x\", W/{tag}\r\n"), get, Verdict::NotModified),
+            ("If-None-Match: *\r\n".to_string(), head, Verdict::NotModified),
+            (format!("If-Modified-Since: {date}\r\n"), get, Verdict::NotModified),
+            (format!("If-Modified-Since: {before}\r\n"), get, Verdict::Whole),
+            // If-None-Match decides; If-Modified-Since is not looked at.
+            (
+                format!("If-None-Match: \"other\"\r\nIf-Modified-Since: {date}\r\n"),
+                get,
+                Verdict::Whole,
+            ),
+            // A list spread over two lines.
+            (
+                format!("If-None-Match: \"a\"\r\nIf-None-Match: {tag}\r\n"),
+                get,
+                Verdict::NotModified,
+            ),
+            // A comma inside a tag is part of it: no fragment of it matches.
+            (format!("If-None-Match: \"x,{tag}\r\n"), get, Verdict::Whole),
+            (format!("If-Match: W/{tag}\r\n"), get, Verdict::PreconditionFailed),
+            (format!("If-Match: {tag}\r\nRange: bytes=0-9\r\n"), get, Verdict::Part(0..10)),
+            (format!("If-Unmodified-Since: {before}\r\n"), get, Verdict::PreconditionFailed),
+            // If-Match decides before If-None-Match.
+            (
+                format!("If-Match: \"no\"\r\nIf-None-Match: {tag}\r\n"),
+                get,
+                Verdict::PreconditionFailed,
+            ),
+            // Repeated or invalid dates are ignored.
+            (
+                format!("If-Modified-Since: {date}\r\nIf-Modified-Since: {date}\r\n"),
+                get,
+                Verdict::Whole,
+            ),
+            ("If-Modified-Since: yesterday\r\n".to_string(), get, Verdict::Whole),
+        ];
+        for (headers, method, expected) in cases {
+            assert_eq!(verdict(&headers, method), expected, "{headers:?}");
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ use super::socket::{
 };
 use super::source_check::SourceCheck;
 use super::{UdpError, Wire};
-use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
+use crate::lane::{self, LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{Interval, LaneCounters, Meter};
 
@@ -209,10 +209,8 @@ impl Echo {
         on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
         let threads = self.sockets.len();
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..threads).map(|_| LaneCounters::default()).collect());
-        let replies: Arc<Vec<ReplyCounter>> =
-            Arc::new((0..threads).map(|_| ReplyCounter::default()).collect());
+        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(threads);
+        let replies: Arc<Vec<ReplyCounter>> = lane::per_lane(threads);
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &replies, &lane_stop)?;
         let cfg = &self.config;

@@ -21,7 +21,7 @@ use super::recv_watch::RecvWatch;
 use super::sequence::{FlowGroup, MAX_FLOW_GROUPS};
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
-use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, StopSignal};
+use crate::lane::{self, LaneSet, LanesEnd, Monitor, Placement, StopSignal};
 use crate::reuseport::ReuseportGroup;
 use crate::stats::{CpuSecs, LaneCounters, Throughput, UdpCounters};
 use crate::xdp::rx::XdpReceive;
@@ -269,8 +269,7 @@ impl Receiver {
         on_ready: impl FnOnce(),
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
+        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(self.config.lanes.threads);
         let lane_stop = StopSignal::new();
         let entered = Arc::new(AtomicUsize::new(0));
         let lanes = self.spawn_lanes(&counters, &lane_stop, &entered)?;

@@ -16,7 +16,7 @@ use super::payload;
 use super::send_xdp::{FlowFrame, XdpSendLane, XdpSendResult};
 use super::socket::{local_addr, new_udp};
 use super::UdpError;
-use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
+use crate::lane::{self, LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::stats::{CpuSecs, Interval, LaneCounters, Meter, Throughput};
 use crate::sys::{mmsg, sockopt};
 use crate::xdp::tx::XskTx;
@@ -220,8 +220,7 @@ impl Sender {
         stop: &StopSignal,
         on_interval: impl FnMut(&SendInterval),
     ) -> Result<SendSummary, UdpError> {
-        let counters: Arc<Vec<LaneCounters>> =
-            Arc::new((0..self.config.lanes.threads).map(|_| LaneCounters::default()).collect());
+        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(self.config.lanes.threads);
         let lane_stop = StopSignal::new();
         // Lanes end by themselves at the deadline or with their share of the count.
         let mut monitor = Monitor::new(stop, LanesEnd::AllFinished).until(self.config.duration);

@@ -147,11 +147,26 @@ pub fn build_ipv4(
     payload: &[u8],
 ) -> Vec<u8> {
     let mut f = Vec::with_capacity(IPV4_PAYLOAD_OFFSET + payload.len());
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&ETH_P_IP.to_be_bytes());
+    push_ethernet(&mut f, src_mac, dst_mac, ETH_P_IP);
     push_ipv4_udp(&mut f, src, dst, payload);
     f
+}
+
+/// The Ethernet header: destination, source, then what the frame carries.
+fn push_ethernet(f: &mut Vec<u8>, src_mac: [u8; 6], dst_mac: [u8; 6], ethertype: u16) {
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+}
+
+/// The UDP header, its checksum 0 (none over IPv4; filled in afterwards over IPv6), and the
+/// payload.
+fn push_udp(f: &mut Vec<u8>, src_port: u16, dst_port: u16, payload: &[u8]) {
+    f.extend_from_slice(&src_port.to_be_bytes());
+    f.extend_from_slice(&dst_port.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
 }
 
 /// The IPv4 packet of one UDP datagram, without a link-layer header (for a raw IP socket):
@@ -183,11 +198,7 @@ fn push_ipv4_udp(
     ip[16..20].copy_from_slice(&dst.ip().octets());
     seal_ipv4_checksum(&mut ip);
     f.extend_from_slice(&ip);
-    f.extend_from_slice(&src.port().to_be_bytes());
-    f.extend_from_slice(&dst.port().to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
+    push_udp(f, src.port(), dst.port(), payload);
 }
 
 /// Where the payload starts in a frame from [`build_ipv4`].
@@ -260,19 +271,13 @@ pub fn build_ipv6(
 ) -> Vec<u8> {
     let udp_len = 8 + payload.len();
     let mut f = Vec::with_capacity(IPV6_PAYLOAD_OFFSET + payload.len());
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
+    push_ethernet(&mut f, src_mac, dst_mac, ETH_P_IPV6);
     f.extend_from_slice(&[0x60, 0, 0, 0]);
     f.extend_from_slice(&(udp_len as u16).to_be_bytes());
     f.extend_from_slice(&[IPPROTO_UDP, 64]);
     f.extend_from_slice(&src.ip().octets());
     f.extend_from_slice(&dst.ip().octets());
-    f.extend_from_slice(&src.port().to_be_bytes());
-    f.extend_from_slice(&dst.port().to_be_bytes());
-    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
+    push_udp(&mut f, src.port(), dst.port(), payload);
     Udp6Checksum::of(&f, 0).write(&mut f);
     f
 }

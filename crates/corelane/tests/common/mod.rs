@@ -1,12 +1,20 @@
 //! What several of these integration tests share: who runs them, this process's memory,
 //! private directories on tmpfs, copies without progress or stop, an HTTP server on loopback
-//! with its clients, and a UDP receiver on its own thread.
+//! with its clients, a UDP receiver on its own thread, headless Chromium, and fixture trees'
+//! files.
 //! Each test binary includes this module and uses its own part of it.
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod copy;
 pub mod http;
 pub mod udp;
+
+/// Writes `text` at `path` in a fixture tree, making the directories on the way.
+pub fn write(path: std::path::PathBuf, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
 
 /// Whether the tests run as root.
 pub fn is_root() -> bool {
