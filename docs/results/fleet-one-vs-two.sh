@@ -56,7 +56,7 @@ for row in rep["rows"]:
           f'sent {row["sent_pps"]:9.0f} received {row["median_pps"]:9.0f} pps  drops/s {row["drops_per_sec"]:8.0f}  '
           f'rx CPU {row["cpu_ns_per_datagram"]:.0f} ns/datagram  trials {[round(t) for t in row["trials_pps"]]}')
     for h in row.get("hosts", []):
-        print(f'    {h["host"]:18} offered {h["offered_pps"]:9.0f} sent {h["sent_pps"]:9.0f} pps  '
+        print(f'    {h["host"]:18} offered {h["offered_pps"]:9.0f} sent {h["sent_pps"]:9.0f} received {h["received_pps"]:9.0f} pps (missing {h["missing"]})  '
               f'sender CPU {h["cpu_ns_per_datagram"]:.0f} ns/datagram  clock {h["clock_offset_ns"]/1e6:+.3f} ms '
               f'(rtt {h["clock_rtt_ns"]/1e6:.3f} ms)')
     print('    CPU usr/sys/si %: ' + '  '.join(f'CPU{c["cpu"]} {c["user_pct"]:.0f}/{c["sys_pct"]:.0f}/{c["softirq_pct"]:.0f}' for c in row["cpu"]))
