@@ -91,6 +91,22 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
             ],
             "runs backwards",
         ),
+        (
+            vec![
+                "udp".into(),
+                "recv".into(),
+                "127.0.0.1:0".into(),
+                "--flow-groups".into(),
+                "0-7,4-11".into(),
+            ],
+            "overlap",
+        ),
+        (
+            ["udp", "recv", "127.0.0.1:0", "--flow-groups", "0-3", "--backend", "xdp-drop"]
+                .map(String::from)
+                .to_vec(),
+            "a backend that reads the datagrams",
+        ),
         (vec!["udp".into(), "send".into(), "not-an-address".into()], "invalid socket address"),
         (
             vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()],

@@ -74,10 +74,10 @@ pub struct HostFigures {
     /// What it sent: its mean rate over the trial.
     pub sent_pps: f64,
     /// What arrived of it: the row's received rate times its flows' part of every datagram
-    /// the receiver counted.
-    pub received_pps: f64,
+    /// the receiver counted (`None`: the row's receiver reads no datagram, XDP_DROP).
+    pub received_pps: Option<f64>,
     /// Its datagrams that never arrived: gaps in its flows' sequence numbers at the receiver.
-    pub missing: u64,
+    pub missing: Option<u64>,
     /// Its sender's CPU time (user + system) per datagram sent.
     pub cpu_ns_per_datagram: f64,
     #[serde(flatten)]
@@ -161,12 +161,16 @@ pub fn http_host_line(h: &HttpHostFigures) -> String {
 pub fn host_line(h: &HostFigures) -> String {
     let clock = h.clock.suffix();
     format!(
-        "{}: offered {:.3} Mpps, sent {:.3} Mpps, received {:.3} Mpps ({} missing), sender {:.0} ns CPU/datagram{clock}",
+        "{}: offered {:.3} Mpps, sent {:.3} Mpps, {}sender {:.0} ns CPU/datagram{clock}",
         h.host,
         h.offered_pps / 1e6,
         h.sent_pps / 1e6,
-        h.received_pps / 1e6,
-        h.missing,
+        match (h.received_pps, h.missing) {
+            (Some(pps), Some(missing)) => {
+                format!("received {:.3} Mpps ({missing} missing), ", pps / 1e6)
+            }
+            _ => String::new(),
+        },
         h.cpu_ns_per_datagram
     )
 }
@@ -176,7 +180,11 @@ pub fn host_line(h: &HostFigures) -> String {
 pub fn medians(trials: &[&[HostFigures]]) -> Vec<HostFigures> {
     per_host(trials, |host, same| HostFigures {
         sent_pps: crate::median_of(same.iter().map(|h| h.sent_pps)),
-        received_pps: crate::median_of(same.iter().map(|h| h.received_pps)),
+        received_pps: same
+            .iter()
+            .map(|h| h.received_pps)
+            .collect::<Option<Vec<f64>>>()
+            .map(crate::median_of),
         missing: same.iter().map(|h| h.missing).sum(),
         cpu_ns_per_datagram: crate::median_of(same.iter().map(|h| h.cpu_ns_per_datagram)),
         ..host.clone()

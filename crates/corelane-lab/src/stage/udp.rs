@@ -9,7 +9,7 @@ use corelane::lane::StopSignal;
 use corelane::stats::CpuSplit;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    FlowGroup, RecvInterval, RecvSummary, SendInterval, SendSummary, SequenceReport,
+    FlowGroup, FlowGroupReport, RecvInterval, RecvSummary, SendInterval, SendSummary,
 };
 use corelane::xdp::rx::XskStats;
 use serde_json::Value;
@@ -23,7 +23,7 @@ use crate::median_of;
 use crate::output::{self, Line};
 use crate::process::ChildProcess;
 use crate::rx_nic::NicRates;
-use crate::testbed::{Testbed, RX_DEV};
+use crate::testbed::{LoadHost, Testbed, RX_DEV};
 use crate::LabError;
 
 /// Flows (source ports) every sender spreads its load over, so RPS and reuseport hashing
@@ -209,12 +209,18 @@ pub fn xdp_receiver_step(
 
 /// Each load host's flows, when the row reports its hosts apart (remote load hosts, whose
 /// clocks were measured); none for the one local or namespace sender.
+/// The XDP_DROP rows' receiver reads no datagram, so it counts none apart: none there either.
 fn host_flow_groups(testbed: &Testbed, cfg: &Config) -> Vec<FlowGroup> {
     let load = testbed.load_hosts();
-    if load.iter().all(|l| l.clock.is_none()) {
+    if !lists_hosts(&load) || cfg.xdp == XdpRole::Drop {
         return Vec::new();
     }
     load::shares(cfg.offered_pps, FLOWS, load.len()).iter().map(Share::flow_group).collect()
+}
+
+/// Whether a row lists its load hosts: when they are remote (their clocks measured).
+fn lists_hosts(load: &[LoadHost]) -> bool {
+    load.iter().any(|l| l.clock.is_some())
 }
 
 /// Appends each option and its value.
@@ -340,36 +346,26 @@ pub fn run(
     let received: RecvSummary =
         output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
     let pps = median_of(steady.pps.iter().copied());
-    if received.flow_groups.len() != groups.len() {
-        return Err(LabError::ChildOutput {
-            child: RECEIVER.into(),
-            problem: format!(
-                "reported {} flow groups, not the {} asked for (an older corelane on the rx host? redeploy it)",
-                received.flow_groups.len(),
-                groups.len()
-            ),
-        });
-    }
+    let arrived = arrived_per_host(&received, &groups, pps)?;
     let mut hosts = Vec::new();
     let mut sent_pps = 0.0;
     for (((sender, l), share), i) in senders.into_iter().zip(&load).zip(&shares).zip(0..) {
         let sent: SendSummary =
             output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
         sent_pps += sent.throughput.mean.pps;
-        // Without groups (the one local sender) the row lists no hosts: cleared below.
-        let arrived = received.flow_groups.get(i).map_or(SequenceReport::default(), |g| g.sequence);
+        let (received_pps, missing) = arrived.get(i).copied().unzip();
         hosts.push(HostFigures {
             host: l.host.name(),
             offered_pps: share.rate as f64,
             sent_pps: sent.throughput.mean.pps,
-            received_pps: pps * arrived.received as f64 / received.sequence.received.max(1) as f64,
-            missing: arrived.missing,
+            received_pps,
+            missing,
             cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
                 / sent.throughput.datagrams.max(1) as f64,
             clock: HostClock::of(l.clock),
         });
     }
-    if groups.is_empty() {
+    if !lists_hosts(&load) {
         hosts.clear();
     }
     let xdp_mode = match cfg.xdp {
@@ -396,6 +392,46 @@ pub fn run(
         hosts,
         xdp_mode,
     })
+}
+
+/// Each load host's received rate and missing datagrams, from the receiver's count of the
+/// `groups` asked for (its flow ids): its part of everything received times the row's rate
+/// `pps`. The receiver must report exactly the groups asked for, in order (its output is
+/// another host's word); none asked for, none returned.
+fn arrived_per_host(
+    received: &RecvSummary,
+    groups: &[FlowGroup],
+    pps: f64,
+) -> Result<Vec<(f64, u64)>, LabError> {
+    arrived_of(&received.flow_groups, received.sequence.received, groups, pps)
+}
+
+/// [`arrived_per_host`] from the receiver's groups and the datagrams it counted in all.
+fn arrived_of(
+    counted: &[FlowGroupReport],
+    total: u64,
+    groups: &[FlowGroup],
+    pps: f64,
+) -> Result<Vec<(f64, u64)>, LabError> {
+    let reported: Vec<FlowGroup> = counted.iter().map(|g| g.group).collect();
+    if reported != groups {
+        return Err(LabError::ChildOutput {
+            child: RECEIVER.into(),
+            problem: format!(
+                "reported flow groups {reported:?}, not the {groups:?} asked for (an older corelane on the rx host? redeploy it)"
+            ),
+        });
+    }
+    if !groups.is_empty() && total == 0 && pps > 0.0 {
+        return Err(LabError::ChildOutput {
+            child: RECEIVER.into(),
+            problem: format!("counted no datagram's sequence while receiving {pps:.0}/s"),
+        });
+    }
+    Ok(counted
+        .iter()
+        .map(|g| (pps * g.sequence.received as f64 / total.max(1) as f64, g.sequence.missing))
+        .collect())
 }
 
 /// The receiver's intervals 2..=secs (the first second is warm-up) and the per-CPU split
@@ -466,6 +502,26 @@ fn read_steady_seconds(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The receiver's per-group counts are another host's word: taken only for exactly the
+    /// groups asked for, in order, and never made up from nothing.
+    #[test]
+    fn each_hosts_arrivals_come_only_from_the_groups_asked_for() {
+        let g = |first, last| FlowGroup { first, last };
+        let counted = |group, received, missing| FlowGroupReport {
+            group,
+            sequence: corelane::udp::SequenceReport { received, missing, ..Default::default() },
+        };
+        let asked = [g(0, 3), g(4, 7)];
+        let both = [counted(g(0, 3), 300, 5), counted(g(4, 7), 100, 0)];
+        let got = arrived_of(&both, 400, &asked, 1000.0).unwrap();
+        assert_eq!(got, vec![(750.0, 5), (250.0, 0)]);
+        let swapped = [both[1], both[0]];
+        assert!(arrived_of(&swapped, 400, &asked, 1000.0).is_err(), "reordered groups");
+        assert!(arrived_of(&both[..1], 300, &asked, 1000.0).is_err(), "a group missing");
+        assert!(arrived_of(&both, 0, &asked, 1000.0).is_err(), "a rate but nothing counted");
+        assert_eq!(arrived_of(&[], 0, &[], 1000.0).unwrap(), vec![]);
+    }
 
     #[test]
     fn the_receivers_command_line_pairs_each_option_with_its_value() {

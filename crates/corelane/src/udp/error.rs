@@ -12,8 +12,12 @@ pub enum UdpError {
     Batch(usize),
     #[error("{0} flow groups: a receiver reports at most 64 apart; merge some")]
     FlowGroups(usize),
-    #[error("--flow-groups counts each datagram's flow and sequence: drop --no-check")]
+    #[error("--flow-groups counts each datagram's flow and sequence: drop --no-check, and use a backend that reads the datagrams (mmsg, uring or xdp)")]
     FlowGroupsUnchecked,
+    #[error("flow group {0}-{1} reaches past flow id 65535, the last a receiver tracks: use lower flow ids")]
+    FlowGroupUntracked(u32, u32),
+    #[error("flow groups {0}-{1} and {2}-{3} overlap: each datagram would count in both; give each sender its own range")]
+    FlowGroupsOverlap(u32, u32, u32, u32),
     #[error("--threads must be at least 1")]
     NoThreads,
     #[error("give at least one address")]

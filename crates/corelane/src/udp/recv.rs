@@ -18,7 +18,7 @@ use super::lanes::{Lanes, ReceivePath};
 use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
 use super::recv_watch::RecvWatch;
-use super::sequence::{FlowGroup, MAX_FLOW_GROUPS};
+use super::sequence::FlowGroup;
 use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
 use super::UdpError;
 use crate::lane::{self, LaneSet, LanesEnd, Monitor, Placement, StopSignal};
@@ -328,6 +328,20 @@ fn wait_entered(lanes: &LaneSet<LaneResult>, entered: &AtomicUsize, stop: &StopS
     true
 }
 
+/// Flow groups a receive can count ([`FlowGroup::check_all`]) with a backend that reads every
+/// datagram's header (not `--no-check`, `xdp-drop` or `xdp-return`).
+fn check_flow_groups(config: &ReceiverConfig) -> Result<(), UdpError> {
+    if config.flow_groups.is_empty() {
+        return Ok(());
+    }
+    let unread =
+        matches!(config.receive.backend, RecvBackend::XdpDrop | RecvBackend::XdpReturn { .. });
+    if !config.check || unread {
+        return Err(UdpError::FlowGroupsUnchecked);
+    }
+    FlowGroup::check_all(&config.flow_groups)
+}
+
 /// The options no receive can run with, refused before anything is bound.
 fn validate(config: &ReceiverConfig) -> Result<(), UdpError> {
     if config.addrs.is_empty() {
@@ -346,11 +360,6 @@ fn validate(config: &ReceiverConfig) -> Result<(), UdpError> {
     {
         return Err(UdpError::Steering);
     }
-    if config.flow_groups.len() > MAX_FLOW_GROUPS {
-        return Err(UdpError::FlowGroups(config.flow_groups.len()));
-    }
-    if !config.check && !config.flow_groups.is_empty() {
-        return Err(UdpError::FlowGroupsUnchecked);
-    }
+    check_flow_groups(config)?;
     Ok(())
 }

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::UdpError;
+
 pub use crate::sched::MAX_TRACKED_FLOWS;
 
 const WINDOW: u64 = 128;
@@ -137,6 +139,27 @@ pub struct FlowGroup {
     pub last: u32,
 }
 
+impl FlowGroup {
+    /// Groups a receiver can count apart: at most [`MAX_FLOW_GROUPS`], within the flow ids it
+    /// tracks, none overlapping another (a datagram would count in both).
+    pub fn check_all(groups: &[FlowGroup]) -> Result<(), UdpError> {
+        if groups.len() > MAX_FLOW_GROUPS {
+            return Err(UdpError::FlowGroups(groups.len()));
+        }
+        if let Some(g) = groups.iter().find(|g| g.last as usize >= MAX_TRACKED_FLOWS) {
+            return Err(UdpError::FlowGroupUntracked(g.first, g.last));
+        }
+        let mut sorted = groups.to_vec();
+        sorted.sort_by_key(|g| g.first);
+        match sorted.windows(2).find(|w| w[1].first <= w[0].last) {
+            Some(w) => {
+                Err(UdpError::FlowGroupsOverlap(w[0].first, w[0].last, w[1].first, w[1].last))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 impl std::str::FromStr for FlowGroup {
     type Err = String;
 
@@ -247,6 +270,19 @@ mod tests {
         assert_eq!(group("6").received, 0);
         assert_eq!(group("60000-4294967295").received, 0, "no panic past the tracked flows");
         assert_eq!(group("0-4294967295").received, 21);
+    }
+
+    #[test]
+    fn groups_that_cannot_be_counted_apart_are_refused() {
+        let groups =
+            |s: &str| -> Vec<FlowGroup> { s.split(',').map(|g| g.parse().unwrap()).collect() };
+        assert!(FlowGroup::check_all(&groups("0-3,4-7,8")).is_ok());
+        let err = |s: &str| FlowGroup::check_all(&groups(s)).unwrap_err().to_string();
+        assert!(err("0-7,4-11").contains("overlap"), "{}", err("0-7,4-11"));
+        assert!(err("8-9,0-8").contains("overlap"));
+        assert!(err("0-3,65530-65536").contains("65535"));
+        let many: Vec<FlowGroup> = (0..=64).map(|i| FlowGroup { first: i, last: i }).collect();
+        assert!(FlowGroup::check_all(&many).unwrap_err().to_string().contains("at most 64"));
     }
 
     #[test]
