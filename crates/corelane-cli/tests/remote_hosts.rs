@@ -1058,8 +1058,9 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
 }
 
 /// `lab tcp`, `lab affinity` and `lab latency` from two load hosts into h2 (one fleet for
-/// the three): the connections split, each host's part in every tcp row beside the totals,
-/// every host left as found; lab latency as [`lab_latency_splits_its_load_over_two_hosts`]
+/// the three): the connections split, each host's part in every tcp row beside the totals —
+/// the load generator check's too, wrk and corelane load each from both hosts (listed per
+/// host by `--dry-run`; the old lab ran wrk from h1 alone) — every host left as found; lab latency as [`lab_latency_splits_its_load_over_two_hosts`]
 /// checks it.
 #[test]
 fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
