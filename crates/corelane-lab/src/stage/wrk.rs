@@ -29,14 +29,13 @@ pub(crate) fn launch(stage: &Stage<'_>, host: &Host, connections: u64) -> Result
     Ok(Launch { name: "wrk", program, args, pin: Some(stage.client_cpu) })
 }
 
-/// Each load host's part of the connections (at least one each: wrk needs a connection per
-/// thread).
-pub(crate) fn connections(stage: &Stage<'_>, hosts: usize) -> Result<Vec<u64>, LabError> {
-    let parts = load::split(stage.connections as u64, hosts);
+/// Each of `hosts` load hosts' part of `total` connections (at least one each: wrk needs a
+/// connection per thread).
+pub(crate) fn connections(total: usize, hosts: usize) -> Result<Vec<u64>, LabError> {
+    let parts = load::split(total as u64, hosts);
     if parts.iter().any(|&c| c < THREADS_PER_HOST) {
         return Err(LabError::Options(format!(
-            "{} connections cannot be split over {hosts} load hosts for wrk: give at least one connection per host",
-            stage.connections
+            "{total} connections cannot be split over {hosts} load hosts for wrk: give at least one connection per host"
         )));
     }
     Ok(parts)
@@ -47,7 +46,7 @@ pub(crate) fn connections(stage: &Stage<'_>, hosts: usize) -> Result<Vec<u64>, L
 /// clocks of their own.
 pub fn run(stage: &Stage<'_>) -> Result<LoadgenTrial, LabError> {
     let load = stage.testbed.load_hosts();
-    let parts = connections(stage, load.len())?;
+    let parts = connections(stage.connections, load.len())?;
     let launches: Vec<Launch> = load
         .iter()
         .zip(&parts)
@@ -224,6 +223,15 @@ Transfer/sec:      2.50MB";
             m = u64::MAX
         );
         assert_eq!(parse(&lines(&text)).unwrap().errors, u64::MAX);
+    }
+
+    #[test]
+    fn the_connections_are_split_with_one_at_least_per_host() {
+        assert_eq!(connections(50, 2).unwrap(), [25, 25]);
+        assert_eq!(connections(51, 2).unwrap(), [26, 25]);
+        assert_eq!(connections(3, 3).unwrap(), [1, 1, 1]);
+        let err = connections(2, 3).unwrap_err().to_string();
+        assert!(err.contains("2 connections cannot be split over 3 load hosts"), "{err}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn steps(stage: &Stage<'_>, peers: &[Peer]) -> Result<Vec<PeerStep>, LabErro
                 let default = servers::CONFIGS.iter().find(|c| c.id == "recycling");
                 let server = ServerKind::Corelane(*default.unwrap_or(&servers::CONFIGS[0]));
                 steps.push(step(&rx, servers::server_launch(stage, server)?.shown()));
-                let parts = wrk::connections(stage, load.len())?;
+                let parts = wrk::connections(stage.connections, load.len())?;
                 for (l, &n) in load.iter().zip(&parts) {
                     steps.push(step(&l.host.name(), wrk::launch(stage, &l.host, n)?.shown()));
                 }
