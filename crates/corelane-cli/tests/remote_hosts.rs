@@ -1058,8 +1058,9 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
 }
 
 /// `lab tcp`, `lab affinity` and `lab latency` from two load hosts into h2 (one fleet for
-/// the three): the connections split, each host's part in every tcp row beside the totals,
-/// every host left as found; lab latency as [`lab_latency_splits_its_load_over_two_hosts`]
+/// the three): the connections split, each host's part in every tcp row beside the totals —
+/// the load generator check's too, wrk and corelane load each from both hosts (listed per
+/// host by `--dry-run`; the old lab ran wrk from h1 alone) — every host left as found; lab latency as [`lab_latency_splits_its_load_over_two_hosts`]
 /// checks it.
 #[test]
 fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
@@ -1070,10 +1071,17 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     let masks_before = hosts.rx_masks();
     let extra = ["--ssh-config", config.as_str()];
     let json = hosts.path("tcp.json").display().to_string();
-    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "none"];
+    // wrk beside corelane load from both load hosts, when installed.
+    let wrk = installed_tcp_peers().contains(&"wrk");
+    let vs = if wrk { "wrk" } else { "none" };
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", vs];
     args.extend(naming);
-    args.extend(["--rx-addr", DATA_H2, "--deploy", "--json", &json]);
+    args.extend(["--rx-addr", DATA_H2, "--deploy"]);
     args.extend(extra);
+    if wrk {
+        lab_tcp_dry_run_lists_wrk_on_each_load_host(&hosts, &args, &copies_before);
+    }
+    args.extend(["--json", &json]);
     let out = hosts.corelane(&args);
     assert!(out.status.success(), "lab tcp: {}", text(&out));
     let report: serde_json::Value =
@@ -1082,13 +1090,21 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     let rows = report["rows"].as_array().unwrap();
     assert!(!rows.is_empty(), "{report}");
     for row in rows {
-        let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {row}"));
-        assert_eq!(per_host.len(), 2, "{row}");
-        let split: u64 = per_host.iter().map(|h| h["connections"].as_u64().unwrap()).sum();
-        assert_eq!(split, connections, "the connections add up: {row}");
-        let rps: f64 = per_host.iter().map(|h| h["rps"].as_f64().unwrap()).sum();
-        assert!(per_host.iter().all(|h| h["rps"].as_f64().unwrap() > 50.0), "{row}");
-        assert!((rps - row["median_rps"].as_f64().unwrap()).abs() < 1.0, "totals: {row}");
+        assert_tcp_hosts(row, connections, "median_rps");
+    }
+    let tools = report["load_generators"].as_array().unwrap();
+    assert_eq!(tools.len(), if wrk { 2 } else { 0 }, "{report}");
+    for tool in tools {
+        assert_tcp_hosts(tool, connections, "median_rps");
+        assert_eq!(tool["errors"], 0, "{tool}");
+        let highest = tool["hosts"].as_array().unwrap().iter();
+        let highest = highest.map(|h| h["p99_us"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(tool["p99_us"].as_f64().unwrap(), highest, "the highest host's p99: {tool}");
+    }
+    if wrk {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("load generator wrk -t1 on each load host: "), "{stdout}");
+        assert!(stdout.contains(&format!("  {tx2}: {} connections", connections / 2)), "{stdout}");
     }
     hosts.assert_clean(&copies_before, "lab tcp from two load hosts");
     let mut args = vec!["lab", "affinity", "--quick"];
@@ -1110,6 +1126,45 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     assert_eq!(hosts.rx_masks(), masks_before, "the rx NIC was not restored");
     hosts.assert_clean(&copies_before, "lab affinity from two load hosts");
     lab_latency_splits_its_load_over_two_hosts(&hosts, &copies_before);
+}
+
+/// One `lab tcp` row's (or load generator's) per-host parts: h1's and h3's, their
+/// connections adding up to the run's, their requests/s to the row's `total`.
+fn assert_tcp_hosts(row: &serde_json::Value, connections: u64, total: &str) {
+    let per_host = row["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {row}"));
+    let names: Vec<&str> = per_host.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert!(names.len() == 2 && names[0].contains(H1) && names[1].contains(H3), "{row}");
+    let split: u64 = per_host.iter().map(|h| h["connections"].as_u64().unwrap()).sum();
+    assert_eq!(split, connections, "the connections add up: {row}");
+    let rps: f64 = per_host.iter().map(|h| h["rps"].as_f64().unwrap()).sum();
+    assert!(per_host.iter().all(|h| h["rps"].as_f64().unwrap() > 50.0), "{row}");
+    assert!((rps - row[total].as_f64().unwrap()).abs() < 1.0, "totals: {row}");
+    for h in per_host {
+        let (off, rtt) =
+            (h["clock_offset_ns"].as_i64().unwrap(), h["clock_rtt_ns"].as_u64().unwrap());
+        assert!(off.unsigned_abs() <= rtt, "offset {off} beyond the round trip {rtt}: {h}");
+    }
+}
+
+/// `lab tcp ARGS --dry-run` lists wrk on each load host with its half of the connections
+/// beside corelane load's, and starts nothing.
+fn lab_tcp_dry_run_lists_wrk_on_each_load_host(hosts: &Hosts, args: &[&str], before: &[PathBuf]) {
+    let mut dry = args.to_vec();
+    dry.push("--dry-run");
+    let out = hosts.corelane(&dry);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for host in [H1, H3] {
+        let on = |what: &str| {
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("  on root@{host}: ")) && l.contains(what))
+        };
+        assert!(on("wrk -t1 -c25 -d2s --latency http://10.210.3.2:8080/"), "{host}: {stdout}");
+        assert!(on(" load http http://10.210.3.2:8080/ --json --connections 25"), "{stdout}");
+    }
+    assert_eq!(stdout.matches("wrk -t1 -c").count(), 2, "{stdout}");
+    hosts.assert_clean(before, "a dry run of lab tcp's load generators");
 }
 
 /// The C loops compiled in the lab's private run directories in /tmp (the rx host's

@@ -1,7 +1,8 @@
 //! The stages several experiments share, so that no experiment reaches into another's
 //! internals: the HTTP servers and load generators (`servers`: `lab tcp`, `affinity`,
 //! `latency`), one UDP trial with its receiver, paced sender and steady seconds (`udp`:
-//! `lab udp`, `affinity`), the NAPI threads of the AF_XDP rows (`napi`), the CPU a trial
+//! `lab udp`, `affinity`), the NAPI threads of the AF_XDP rows (`napi`), wrk on the load
+//! hosts (`wrk`), the CPU a trial
 //! charges beyond its receiver (`charged`), and the ports and
 //! readiness every started side needs.
 
@@ -11,6 +12,7 @@ pub mod load;
 mod napi;
 pub mod servers;
 pub mod udp;
+pub mod wrk;
 
 use std::net::{TcpListener, UdpSocket};
 use std::time::{Duration, Instant};

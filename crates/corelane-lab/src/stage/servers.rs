@@ -282,20 +282,44 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
     })
 }
 
+/// One load generator's figures in one trial of the load generator check: the totals over
+/// every load host (requests/s and errors added, latency the highest host's) and each
+/// host's part (empty: one side without a clock of its own).
+#[derive(Debug, Clone)]
+pub struct LoadgenTrial {
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub errors: u64,
+    pub hosts: Vec<HttpHostFigures>,
+}
+
 /// The load generator check: `wrk` and `corelane load` against the same corelane server,
-/// in turns (`wrk_first` alternates between trials, so neither always meets a fresh server).
-pub fn measure_load_generators(stage: &Stage<'_>, wrk_first: bool) -> Result<(f64, f64), LabError> {
+/// each from every load host with the connections split, in turns (`wrk_first` alternates
+/// between trials, so neither always meets a fresh server); corelane load's figures, then
+/// wrk's.
+pub fn measure_load_generators(
+    stage: &Stage<'_>,
+    wrk_first: bool,
+) -> Result<(LoadgenTrial, LoadgenTrial), LabError> {
     let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
     let server = start_server(stage, ServerKind::Corelane(default))?;
     let server = wait_listening(stage, server)?;
-    let ours_rps =
-        |stage: &Stage<'_>| run_corelane_load(stage, false).map(|(l, _)| l.requests_per_sec);
+    let ours = |stage: &Stage<'_>| {
+        run_corelane_load(stage, false).map(|(l, hosts)| LoadgenTrial {
+            rps: l.requests_per_sec,
+            p50_us: l.latency.p50_us,
+            p99_us: l.latency.p99_us,
+            errors: l.errors + l.non_2xx,
+            hosts,
+        })
+    };
     let (ours, wrk) = if wrk_first {
-        let wrk = run_wrk(stage)?;
-        (ours_rps(stage)?, wrk)
+        let wrk = super::wrk::run(stage)?;
+        (ours(stage)?, wrk)
     } else {
-        let ours = ours_rps(stage)?;
-        (ours, run_wrk(stage)?)
+        let ours = ours(stage)?;
+        (ours, super::wrk::run(stage)?)
     };
     drop(server);
     Ok((ours, wrk))
@@ -511,30 +535,6 @@ fn combined(mut summaries: Vec<LoadSummary>) -> LoadSummary {
         all.latency.mean_us = all.latency.mean_us.max(s.latency.mean_us);
     }
     all
-}
-
-/// `wrk` as the (first) tx host runs it against the server.
-pub(crate) fn wrk_launch(stage: &Stage<'_>) -> Result<Launch, LabError> {
-    let args = vec![
-        "-t1".to_string(),
-        format!("-c{}", stage.connections),
-        format!("-d{}s", stage.duration.as_secs().max(1)),
-        stage.url(),
-    ];
-    let program = program(&stage.testbed.tx(), Peer::Wrk)?;
-    Ok(Launch { name: "wrk", program, args, pin: Some(stage.client_cpu) })
-}
-
-fn run_wrk(stage: &Stage<'_>) -> Result<f64, LabError> {
-    let child = wrk_launch(stage)?.spawn(&stage.testbed.tx())?;
-    let lines = child.finish(stage.duration + Duration::from_secs(20))?;
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("Requests/sec:").and_then(|v| v.trim().parse().ok()))
-        .ok_or_else(|| LabError::ChildOutput {
-            child: "wrk".into(),
-            problem: format!("printed no Requests/sec line: {lines:?}"),
-        })
 }
 
 /// Writes a peer's configuration file `name` where its server runs (see [`conf_dir`]),

@@ -23,7 +23,7 @@ use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
+use crate::stage::servers::{self, Config, LoadgenTrial, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
 use crate::summary::{change_pct, Outcome, Rps, Schedule, Trials};
 
@@ -169,13 +169,41 @@ pub struct TcpRow {
     pub hosts: Vec<crate::stage::load::HttpHostFigures>,
 }
 
-/// A load generator against the same corelane server.
+/// A load generator against the same corelane server, from every load host (the
+/// connections split over them, started together).
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadgenRow {
     pub tool: String,
-    /// Per trial and their median.
+    /// Per trial (all hosts' requests/s added up) and their median.
     #[serde(flatten)]
     pub rps: Trials<Rps>,
+    /// Median over trials of each trial's latency percentiles, in microseconds; with
+    /// several load hosts each trial's is the highest host's (an upper bound: the hosts'
+    /// histograms are not merged).
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Connection errors, timeouts and non-2xx answers, summed over trials and hosts.
+    pub errors: u64,
+    /// Each load host's part (connections, requests/s, latency, errors; medians over
+    /// trials) when the load came from remote hosts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::stage::load::HttpHostFigures>,
+}
+
+impl LoadgenRow {
+    fn of(tool: &str, trials: &[LoadgenTrial]) -> Self {
+        let of = |f: fn(&LoadgenTrial) -> f64| median_of(trials.iter().map(f));
+        Self {
+            tool: tool.into(),
+            rps: Trials::of(trials.iter().map(|t| t.rps)),
+            p50_us: of(|t| t.p50_us),
+            p99_us: of(|t| t.p99_us),
+            errors: trials.iter().map(|t| t.errors).fold(0, u64::saturating_add),
+            hosts: crate::stage::load::http_medians(
+                &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
+            ),
+        }
+    }
 }
 
 /// Everything `corelane lab tcp` measured.
@@ -225,8 +253,8 @@ pub enum CaseTrial {
     Serve(Measured),
     Scale(scale::ScaleTrial),
     File(files::FileTrial),
-    /// corelane load's and wrk's requests/s.
-    LoadGenerators(f64, f64),
+    /// corelane load's and wrk's figures.
+    LoadGenerators(LoadgenTrial, LoadgenTrial),
 }
 
 impl CaseTrial {
@@ -413,7 +441,7 @@ impl Experiment for TcpLab<'_> {
                 if m.errors > 0 { format!(", {} errors", m.errors) } else { String::new() }
             ),
             CaseTrial::LoadGenerators(o, w) => {
-                format!("corelane load {o:.0} req/s, wrk {w:.0} req/s")
+                format!("corelane load {:.0} req/s, wrk {:.0} req/s", o.rps, w.rps)
             }
             CaseTrial::Scale(t) => scale::describe(t),
             CaseTrial::File(t) => files::describe(t),
@@ -437,8 +465,8 @@ impl Experiment for TcpLab<'_> {
                 Case::LoadGenerators => {
                     for t in &m.trials {
                         if let CaseTrial::LoadGenerators(o, w) = t {
-                            ours.push(*o);
-                            wrk.push(*w);
+                            ours.push(o.clone());
+                            wrk.push(w.clone());
                         }
                     }
                 }
@@ -456,10 +484,7 @@ impl Experiment for TcpLab<'_> {
         let load_generators = if ours.is_empty() {
             Vec::new()
         } else {
-            [("corelane load", ours), ("wrk -t1", wrk)]
-                .into_iter()
-                .map(|(tool, trials)| LoadgenRow { tool: tool.into(), rps: Trials::of(trials) })
-                .collect()
+            vec![LoadgenRow::of("corelane load", &ours), LoadgenRow::of("wrk -t1", &wrk)]
         };
         let interrupt_moderation = format!(
             "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the seed's knob",

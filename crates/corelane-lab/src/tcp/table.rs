@@ -49,10 +49,19 @@ impl Report for TcpLabReport {
         }
         out.push_str(&format!("\ninterrupt moderation (ITR): {}\n", self.interrupt_moderation));
         for l in &self.load_generators {
+            let several = l.hosts.len() > 1;
             out.push_str(&format!(
-                "load generator {}: {:.0} req/s (median)\n",
-                l.tool, l.rps.median
+                "load generator {}{}: {:.0} req/s (median), p99 {:.0} us{}, {} errors\n",
+                l.tool,
+                if several { " on each load host" } else { "" },
+                l.rps.median,
+                l.p99_us,
+                if several { " (the highest host's)" } else { "" },
+                l.errors
             ));
+            for h in &l.hosts {
+                out.push_str(&format!("  {}\n", crate::stage::load::http_host_line(h)));
+            }
         }
     }
 
