@@ -32,7 +32,7 @@ use crate::experiment::{self, Experiment, Options, Progress};
 use crate::host::Host;
 use crate::remote::{RemoteArgs, RemoteSpec};
 use crate::stage::servers::{self, Stage};
-use crate::summary::{Outcome, Schedule};
+use crate::summary::{Header, Outcome};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -416,11 +416,9 @@ impl Experiment for LatencyLab {
                 self.at(|at| plan::steps(at, &self.stage(), &self.planned, &self.opts))?;
         }
         Ok(LatencyReport {
-            testbed,
-            machine: crate::machine(),
+            header: Header::of(testbed, self.opts.trials, self.opts.duration),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
-            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             measure: "round_trip".into(),
             rows,
             knees,

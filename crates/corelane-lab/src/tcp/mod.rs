@@ -25,10 +25,10 @@ use serde::Serialize;
 
 use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
-use crate::summary::{change_pct, Outcome, Rps, Schedule, Trials};
+use crate::summary::{change_pct, Header, Outcome, Rps, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
-use crate::testbed::{Testbed, TestbedReport};
+use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -181,15 +181,12 @@ pub struct LoadgenRow {
 /// Everything `corelane lab tcp` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpLabReport {
+    /// Where it ran and how it measured.
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub connections: usize,
-    /// The trials of every configuration and each one's measured time.
-    #[serde(flatten)]
-    pub schedule: Schedule,
     pub body: String,
     /// Seed 001's interrupt moderation (ITR) row: why it is or is not measured here.
     pub interrupt_moderation: String,
@@ -473,12 +470,10 @@ impl Experiment for TcpLab<'_> {
             testbed.peer_steps = peers::steps(&self.stage(), &self.peers)?;
         }
         Ok(TcpLabReport {
-            testbed,
-            machine: crate::machine(),
+            header: Header::of(testbed, self.opts.trials, self.opts.duration),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
             connections: self.opts.connections,
-            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             body: servers::BODY.into(),
             interrupt_moderation,
             rows,

@@ -29,7 +29,7 @@ pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
-use crate::summary::{change_pct, Pps, Trials};
+use crate::summary::{change_pct, Outcome, Pps, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -233,12 +233,11 @@ pub struct UdpLabReport {
     pub duration_secs: u64,
     pub rows: Vec<ConfigRow>,
     pub peers: Vec<PeerRow>,
-    /// Rows or peers that could not run here, with the reason.
-    pub skipped: Vec<String>,
     /// How the CPU columns are measured, and what none of them sees.
     pub cpu_accounting: String,
-    /// What the figures say, derived from them.
-    pub findings: Vec<String>,
+    /// Rows or peers that could not run here, with the reason, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 /// What one trial measures: a row of Table 1, or a peer receiver and its sender.
@@ -397,9 +396,8 @@ impl Experiment for UdpLab<'_> {
             duration_secs: self.opts.duration.as_secs(),
             rows,
             peers: peer_rows,
-            skipped: self.skipped,
             cpu_accounting: CPU_ACCOUNTING.into(),
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }

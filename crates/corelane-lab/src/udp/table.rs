@@ -169,9 +169,9 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.findings)
+        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }
 
@@ -247,9 +247,8 @@ mod tests {
                 nic: None,
             }],
             peers: Vec::new(),
-            skipped: Vec::new(),
             cpu_accounting: String::new(),
-            findings: Vec::new(),
+            outcome: crate::summary::Outcome { skipped: Vec::new(), findings: Vec::new() },
         }
     }
 
