@@ -181,6 +181,23 @@ fn start_receiver_with(
     (stop, handle)
 }
 
+/// Receives datagrams 0..n of flow 0, sent to `addr` from the tx namespace, through `backend`
+/// and returns the summary; `ready` runs once the receiver is ready, before the first send.
+fn receive_numbered(
+    pair: &Pair,
+    addr: SocketAddr,
+    n: u64,
+    backend: RecvBackend,
+    ready: impl FnOnce(),
+) -> RecvSummary {
+    let mut config = config(addr, n);
+    config.receive.backend = backend;
+    let (_stop, handle) = start_receiver_with(pair, config);
+    ready();
+    send_numbered(pair, addr, n);
+    handle.join().unwrap().unwrap()
+}
+
 /// Sends datagrams 0..n of flow 0 from the tx namespace, paced so that copy mode keeps up.
 fn send_numbered(pair: &Pair, to: SocketAddr, n: u64) {
     Pair::within(&pair.tx_ns, move || {
@@ -461,11 +478,7 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         (v4, XdpMode::Generic, None, "generic copy"),
         (v4, XdpMode::Copy, Some(50), "native copy"),
     ] {
-        let mut c = config(addr, N);
-        c.receive.backend = RecvBackend::Xdp { mode, busy_poll_us };
-        let (_stop, handle) = start_receiver_with(&pair, c);
-        send_numbered(&pair, addr, N);
-        let s = handle.join().unwrap().unwrap();
+        let s = receive_numbered(&pair, addr, N, RecvBackend::Xdp { mode, busy_poll_us }, || {});
         let x = s.xdp.unwrap();
         assert_eq!(x.mode, expect, "{addr} {mode:?}");
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
@@ -483,12 +496,9 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
     let pair = pair_or_skip!();
     const N: u64 = 5_000;
     let addr = SocketAddr::from((pair.rx_ip, 4323));
-    let mut config = config(addr, N);
-    config.receive.backend = RecvBackend::XdpDrop;
-    let (_stop, handle) = start_receiver_with(&pair, config);
-    assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
-    send_numbered(&pair, addr, N);
-    let s = handle.join().unwrap().unwrap();
+    let s = receive_numbered(&pair, addr, N, RecvBackend::XdpDrop, || {
+        assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
+    });
     assert_eq!(s.backend, "xdp-drop");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
@@ -504,11 +514,7 @@ fn the_delivery_floor_hands_every_frame_back_and_counts_it() {
     let pair = pair_or_skip!();
     const N: u64 = 20_000;
     let addr = SocketAddr::from((pair.rx_ip, 4325));
-    let mut config = config(addr, N);
-    config.receive.backend = RecvBackend::XdpReturn { mode: XdpMode::Auto };
-    let (_stop, handle) = start_receiver_with(&pair, config);
-    send_numbered(&pair, addr, N);
-    let s = handle.join().unwrap().unwrap();
+    let s = receive_numbered(&pair, addr, N, RecvBackend::XdpReturn { mode: XdpMode::Auto }, || {});
     assert_eq!(s.backend, "xdp-return");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     let x = s.xdp.as_ref().unwrap();
