@@ -330,7 +330,7 @@ impl Experiment for AffinityLab<'_> {
         match placed {
             Placed::Udp(config) => {
                 let t = stage::udp::run(&self.testbed, config, self.opts.duration, stop)?;
-                Ok((t.pps, t.cpu_ns_per_datagram))
+                Ok((t.pps, t.received.cpu_ns_per_datagram))
             }
             Placed::Tcp(_, _, kind) => {
                 // The UDP rows set RPS per trial; the server's rows need it on the softirq CPU.

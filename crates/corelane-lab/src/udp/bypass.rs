@@ -12,7 +12,7 @@ fn row<'a>(rows: &'a [ConfigRow], id: &str) -> Option<&'a ConfigRow> {
 /// The receiving side's cost per datagram: the receiver's threads plus, on XDP rows, the NAPI
 /// threads that ran XDP for it.
 pub fn total_ns(r: &ConfigRow) -> f64 {
-    r.cpu_ns_per_datagram + r.napi_ns_per_datagram.unwrap_or(0.0)
+    r.received.cpu_ns_per_datagram + r.napi_ns_per_datagram.unwrap_or(0.0)
 }
 
 /// Everything the row's path ran per datagram (receiver, NAPI threads, ksoftirqd, sender),
@@ -25,7 +25,7 @@ pub fn whole_ns(r: &ConfigRow) -> Option<f64> {
 /// "lanes 55 + NAPI threads 650 + ksoftirqd 3 + sender 530 = 1238": the parts measured, or
 /// with `whole` false the receiving side's alone.
 pub fn parts_of(r: &ConfigRow, whole: bool) -> String {
-    let mut text = format!("lanes {:.0}", r.cpu_ns_per_datagram);
+    let mut text = format!("lanes {:.0}", r.received.cpu_ns_per_datagram);
     let mut named = vec![("NAPI threads", r.napi_ns_per_datagram)];
     if whole {
         named.extend([
@@ -151,10 +151,10 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
     if let Some(tx) = row(rows, "af-xdp-tx") {
         out.push(format!(
             "AF_XDP sender: sent {:.3} Mpps of {:.3} offered through its TX ring; the recvmmsg lane received {:.3} Mpps at {:.0} ns per datagram{}.",
-            tx.sent_pps / 1e6,
+            tx.received.sent_pps / 1e6,
             tx.offered_pps / 1e6,
             tx.pps.median / 1e6,
-            tx.cpu_ns_per_datagram,
+            tx.received.cpu_ns_per_datagram,
             tx.sender_ns_per_datagram
                 .map_or(String::new(), |s| format!(", the sender (with the receive softirq its sends ran) {s:.0}"))
         ));
@@ -192,13 +192,15 @@ mod tests {
             config: config.into(),
             label: String::new(),
             offered_pps: 150_000.0,
-            sent_pps: 150_000.0,
             pps: crate::summary::Trials::of([150_000.0]),
             gap_pct: None,
-            drops_per_sec: 0.0,
-            cpu_ns_per_datagram: lanes,
-            reordered_pct: 0.0,
-            lane_pps: Vec::new(),
+            received: crate::stage::udp::Received {
+                sent_pps: 150_000.0,
+                drops_per_sec: 0.0,
+                cpu_ns_per_datagram: lanes,
+                reordered_pct: 0.0,
+                lane_pps: Vec::new(),
+            },
             napi_ns_per_datagram: napi,
             sender_ns_per_datagram: Some(sender),
             ksoftirqd_ns_per_datagram: Some(10.0),

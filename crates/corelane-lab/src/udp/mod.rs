@@ -150,23 +150,14 @@ pub struct ConfigRow {
     pub config: String,
     pub label: String,
     pub offered_pps: f64,
-    /// What the sender actually sent: its mean rate over the trial (median over trials).
-    pub sent_pps: f64,
     /// Per trial and their median.
     #[serde(flatten)]
     pub pps: Trials<Pps>,
     /// Change against the `default` row, in percent (absent when `default` did not run).
     pub gap_pct: Option<f64>,
-    /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
-    /// GRO one drop may be a whole coalesced buffer).
-    pub drops_per_sec: f64,
-    /// Receiver process CPU per datagram read, exact (the runtime of its threads); includes
-    /// the softirq work the kernel ran on the receiver's CPU while one of its threads was
-    /// current, not softirq run on an idle CPU (see `cpu_accounting`).
-    pub cpu_ns_per_datagram: f64,
-    /// Datagrams that arrived after a later one of their flow, in % of those received.
-    pub reordered_pct: f64,
-    pub lane_pps: Vec<f64>,
+    /// What was sent and received, and the receiver's CPU (medians over trials).
+    #[serde(flatten)]
+    pub received: crate::stage::udp::Received,
     /// AF_XDP rows: the NAPI threads' exact runtime per datagram (on the veth pinned to the
     /// lanes' CPU; on a remote rx NIC the `napi/NIC-*` threads found there, absent when it runs
     /// NAPI as softirq); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
@@ -349,7 +340,7 @@ impl Experiment for UdpLab<'_> {
 
     fn describe(&self, trial: &RowTrial) -> String {
         let (pps, cpu_ns) = match trial {
-            RowTrial::Table(t) => (t.pps, t.cpu_ns_per_datagram),
+            RowTrial::Table(t) => (t.pps, t.received.cpu_ns_per_datagram),
             RowTrial::Peer(p) => (p.pps, p.cpu_ns_per_datagram),
         };
         format!("{:.3} Mpps received, {cpu_ns:.0} ns CPU/datagram", pps / 1e6)
@@ -425,11 +416,11 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         ));
     }
     for r in rows {
-        if r.sent_pps < 0.9 * r.offered_pps {
+        if r.received.sent_pps < 0.9 * r.offered_pps {
             out.push(format!(
                 "{}: the sender offered only {:.3} of {:.3} Mpps: its CPU also ran receive work (see the CPU split), so this row is partly sender-bound.",
                 r.config,
-                r.sent_pps / 1e6,
+                r.received.sent_pps / 1e6,
                 r.offered_pps / 1e6
             ));
         }
@@ -441,7 +432,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 -place.gap_pct.unwrap_or(0.0),
                 place.cpu.iter().max_by(|a, b| a.softirq_pct.total_cmp(&b.softirq_pct)).map_or(0, |c| c.cpu),
                 place.offered_pps / 1e6,
-                place.drops_per_sec
+                place.received.drops_per_sec
             ));
         } else {
             out.push(format!(
@@ -455,10 +446,11 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         if ratio >= 1.0 {
             out.push(format!(
                 "reuseport beats the shared socket by {:.0}% at {:.0} vs {:.0} ns CPU per datagram: lanes no longer contend on one socket's lock and queue.",
-                (ratio - 1.0) * 100.0, reuse.cpu_ns_per_datagram, shared.cpu_ns_per_datagram
+                (ratio - 1.0) * 100.0, reuse.received.cpu_ns_per_datagram, shared.received.cpu_ns_per_datagram
             ));
         } else {
-            let saved = 1.0 - reuse.cpu_ns_per_datagram / shared.cpu_ns_per_datagram.max(1.0);
+            let saved = 1.0
+                - reuse.received.cpu_ns_per_datagram / shared.received.cpu_ns_per_datagram.max(1.0);
             let cpu = if saved > 0.0 {
                 format!("but spent {:.0}% less CPU per datagram", saved * 100.0)
             } else {
@@ -468,17 +460,17 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 "reuseport did not beat the shared socket on rate here ({:.3} vs {:.3} Mpps) {cpu} ({:.0} vs {:.0} ns): with {} CPUs one lane shares the sender's CPU, so the rate measures CPU contention; the socket lock the seed removed shows as CPU per datagram.",
                 reuse.pps.median / 1e6,
                 shared.pps.median / 1e6,
-                reuse.cpu_ns_per_datagram,
-                shared.cpu_ns_per_datagram,
+                reuse.received.cpu_ns_per_datagram,
+                shared.received.cpu_ns_per_datagram,
                 online.len()
             ));
         }
     }
-    if let Some(shared) = row(rows, "shared-socket").filter(|r| r.reordered_pct > 0.0) {
+    if let Some(shared) = row(rows, "shared-socket").filter(|r| r.received.reordered_pct > 0.0) {
         out.push(format!(
             "shared-socket reordered {:.3}% of datagrams within their flows (lanes race for one queue); a reuseport socket keeps a flow on one lane, so its rows reorder {:.3}%.",
-            shared.reordered_pct,
-            row(rows, "reuseport").map_or(0.0, |r| r.reordered_pct)
+            shared.received.reordered_pct,
+            row(rows, "reuseport").map_or(0.0, |r| r.received.reordered_pct)
         ));
     }
     out.extend(beyond_the_seed(rows, peers, online));
@@ -495,18 +487,18 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
             "CPU steering vs flow hash: {:.3} vs {:.3} Mpps, {:.0} vs {:.0} ns CPU per datagram; lanes received {} (CPU-steered) vs {} (hashed).",
             cpu.pps.median / 1e6,
             hash.pps.median / 1e6,
-            cpu.cpu_ns_per_datagram,
-            hash.cpu_ns_per_datagram,
-            lanes_text(&cpu.lane_pps),
-            lanes_text(&hash.lane_pps)
+            cpu.received.cpu_ns_per_datagram,
+            hash.received.cpu_ns_per_datagram,
+            lanes_text(&cpu.received.lane_pps),
+            lanes_text(&hash.received.lane_pps)
         ));
     }
     if let Some(reuse) = row(rows, "reuseport") {
-        if reuse.cpu_ns_per_datagram > 0.0 {
-            let per_core = 1e9 / reuse.cpu_ns_per_datagram;
+        if reuse.received.cpu_ns_per_datagram > 0.0 {
+            let per_core = 1e9 / reuse.received.cpu_ns_per_datagram;
             out.push(format!(
                 "Per-core prediction: a reuseport lane spends {:.0} ns of CPU per datagram (receive softirq on its CPU included), so one dedicated core sustains ≈{:.2} Mpps and N cores with RSS ≈N×{:.2} Mpps; this machine has {} CPUs, one of them the sender's, so the multi-core gain cannot show here.",
-                reuse.cpu_ns_per_datagram, per_core / 1e6, per_core / 1e6, online.len()
+                reuse.received.cpu_ns_per_datagram, per_core / 1e6, per_core / 1e6, online.len()
             ));
         }
     }
@@ -516,8 +508,8 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
             gro.pps.median / default.pps.median.max(1.0),
             gro.pps.median / 1e6,
             default.pps.median / 1e6,
-            gro.cpu_ns_per_datagram,
-            default.cpu_ns_per_datagram
+            gro.received.cpu_ns_per_datagram,
+            default.received.cpu_ns_per_datagram
         ));
     }
     for p in peers {

@@ -5,7 +5,7 @@ use corelane::stats::CpuSplit;
 use super::ConfigRow;
 use crate::median_of;
 use crate::rx_nic::NicRates;
-use crate::stage::udp::{Config, Trial, XdpRole};
+use crate::stage::udp::{Config, Received, Trial, XdpRole};
 use crate::summary::Trials;
 use corelane::xdp::rx::XskStats;
 
@@ -21,7 +21,6 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         split.softirq_pct = same.iter().map(|c| c.softirq_pct).sum::<f64>() / n;
         split.idle_pct = same.iter().map(|c| c.idle_pct).sum::<f64>() / n;
     }
-    let lane_count = trials.iter().map(|t| t.lane_pps.len()).max().unwrap_or(0);
     let receives_xdp = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll);
     let xsk = receives_xdp.then(|| xsk_over(trials)).flatten();
     let xdp_mode = modes_of(trials);
@@ -34,15 +33,9 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         label,
         xdp_mode,
         offered_pps: cfg.offered_pps as f64,
-        sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
         pps: Trials::of(trials.iter().map(|t| t.pps)),
         gap_pct: None,
-        drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
-        cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),
-        reordered_pct: median_of(trials.iter().map(|t| t.reordered_pct)),
-        lane_pps: (0..lane_count)
-            .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
-            .collect(),
+        received: Received::median(trials.iter().map(|t| &t.received)),
         cpu,
         hosts: crate::stage::load::medians(
             &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
@@ -106,11 +99,13 @@ mod tests {
         Trial {
             hosts: Vec::new(),
             pps: 150_000.0,
-            sent_pps: 150_000.0,
-            drops_per_sec: 0.0,
-            cpu_ns_per_datagram: 60.0,
-            reordered_pct: 0.0,
-            lane_pps: vec![75_000.0, 75_000.0],
+            received: Received {
+                sent_pps: 150_000.0,
+                drops_per_sec: 0.0,
+                cpu_ns_per_datagram: 60.0,
+                reordered_pct: 0.0,
+                lane_pps: vec![75_000.0, 75_000.0],
+            },
             cpu: Vec::new(),
             nic: None,
             charged: ChargedNs { napi: Some(650.0), sender: Some(550.0), ksoftirqd: Some(5.0) },

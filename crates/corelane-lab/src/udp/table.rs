@@ -55,15 +55,15 @@ impl Report for UdpLabReport {
             let mut cells = vec![
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
-                report::right(report::mpps(row.sent_pps)),
+                report::right(report::mpps(row.received.sent_pps)),
                 report::right(report::mpps(row.pps.median)),
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
-                report::right(format!("{:.0}", row.drops_per_sec)),
-                report::right(format!("{:.3}%", row.reordered_pct)),
+                report::right(format!("{:.0}", row.received.drops_per_sec)),
+                report::right(format!("{:.3}%", row.received.reordered_pct)),
                 // AF_XDP rows: the lanes' runtime + the NAPI threads' runtime.
                 report::right(match row.napi_ns_per_datagram {
-                    Some(napi) => format!("{:.0}+{napi:.0}", row.cpu_ns_per_datagram),
-                    None => format!("{:.0}", row.cpu_ns_per_datagram),
+                    Some(napi) => format!("{:.0}+{napi:.0}", row.received.cpu_ns_per_datagram),
+                    None => format!("{:.0}", row.received.cpu_ns_per_datagram),
                 }),
                 // The sender with the receive softirq its sends ran, plus ksoftirqd.
                 report::right(row.sender_ns_per_datagram.map_or("—".to_string(), |s| {
@@ -131,12 +131,12 @@ impl Report for UdpLabReport {
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
-                format!("{:.0}", row.sent_pps),
+                format!("{:.0}", row.received.sent_pps),
                 format!("{:.0}", row.pps.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
-                format!("{:.0}", row.drops_per_sec),
-                format!("{:.4}", row.reordered_pct),
-                format!("{:.1}", row.cpu_ns_per_datagram),
+                format!("{:.0}", row.received.drops_per_sec),
+                format!("{:.4}", row.received.reordered_pct),
+                format!("{:.1}", row.received.cpu_ns_per_datagram),
                 row.pps.joined(0),
             ]
             .into_iter()
@@ -229,13 +229,15 @@ mod tests {
                 config: "default".into(),
                 label: "default".into(),
                 offered_pps: 1e6,
-                sent_pps: 1e6,
                 pps: crate::summary::Trials::of([5e5]),
                 gap_pct: Some(0.0),
-                drops_per_sec: 7.0,
-                cpu_ns_per_datagram: 900.0,
-                reordered_pct: 0.5,
-                lane_pps: vec![5e5],
+                received: crate::stage::udp::Received {
+                    sent_pps: 1e6,
+                    drops_per_sec: 7.0,
+                    cpu_ns_per_datagram: 900.0,
+                    reordered_pct: 0.5,
+                    lane_pps: vec![5e5],
+                },
                 cpu: vec![split(0), split(1)],
                 napi_ns_per_datagram: None,
                 sender_ns_per_datagram: Some(800.0),
