@@ -158,18 +158,10 @@ pub struct ConfigRow {
     /// What was sent and received, and the receiver's CPU (medians over trials).
     #[serde(flatten)]
     pub received: crate::stage::udp::Received,
-    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (on the veth pinned to the
-    /// lanes' CPU; on a remote rx NIC the `napi/NIC-*` threads found there, absent when it runs
-    /// NAPI as softirq); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub napi_ns_per_datagram: Option<f64>,
-    /// The sender's exact runtime per datagram received (median over trials), when it ran on
-    /// this machine; with RPS off it includes the receive softirq its sends ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sender_ns_per_datagram: Option<f64>,
-    /// This machine's ksoftirqd threads' exact runtime per datagram received (median).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// The CPU charged beyond the receiver: NAPI threads, sender, ksoftirqd (medians over
+    /// trials).
+    #[serde(flatten)]
+    pub charged: crate::stage::ChargedNs,
     /// XDP rows: the mode the receiver reported (`native zero-copy`, `native copy`,
     /// `generic copy`; `native` for XDP_DROP), the trials' distinct modes joined by ` / `.
     #[serde(skip_serializing_if = "Option::is_none")]

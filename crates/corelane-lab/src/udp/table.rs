@@ -61,13 +61,13 @@ impl Report for UdpLabReport {
                 report::right(format!("{:.0}", row.received.drops_per_sec)),
                 report::right(format!("{:.3}%", row.received.reordered_pct)),
                 // AF_XDP rows: the lanes' runtime + the NAPI threads' runtime.
-                report::right(match row.napi_ns_per_datagram {
+                report::right(match row.charged.napi {
                     Some(napi) => format!("{:.0}+{napi:.0}", row.received.cpu_ns_per_datagram),
                     None => format!("{:.0}", row.received.cpu_ns_per_datagram),
                 }),
                 // The sender with the receive softirq its sends ran, plus ksoftirqd.
-                report::right(row.sender_ns_per_datagram.map_or("—".to_string(), |s| {
-                    format!("{:.0}", s + row.ksoftirqd_ns_per_datagram.unwrap_or(0.0))
+                report::right(row.charged.sender.map_or("—".to_string(), |s| {
+                    format!("{:.0}", s + row.charged.ksoftirqd.unwrap_or(0.0))
                 })),
                 report::right(xsk_lost(row)),
             ];
@@ -197,9 +197,9 @@ fn charged_columns(row: &ConfigRow) -> [String; CHARGED_COLUMNS] {
         (None, false) => String::new(),
     };
     [
-        ns(row.napi_ns_per_datagram),
-        ns(row.ksoftirqd_ns_per_datagram),
-        ns(row.sender_ns_per_datagram),
+        ns(row.charged.napi),
+        ns(row.charged.ksoftirqd),
+        ns(row.charged.sender),
         ns(super::bypass::whole_ns(row)),
         count(XskStats::rx_lost),
         count(|k| k.rx_ring_full),
@@ -239,9 +239,11 @@ mod tests {
                     lane_pps: vec![5e5],
                 },
                 cpu: vec![split(0), split(1)],
-                napi_ns_per_datagram: None,
-                sender_ns_per_datagram: Some(800.0),
-                ksoftirqd_ns_per_datagram: Some(4.0),
+                charged: crate::stage::ChargedNs {
+                    napi: None,
+                    sender: Some(800.0),
+                    ksoftirqd: Some(4.0),
+                },
                 xsk_lost: None,
                 xsk: None,
                 xsk_unknown: false,
@@ -283,7 +285,7 @@ mod tests {
         let mut r = report();
         let row = &mut r.rows[0];
         row.config = "af-xdp".into();
-        row.napi_ns_per_datagram = Some(650.0);
+        row.charged.napi = Some(650.0);
         row.xsk = Some(XskStats { rx_ring_full: 5, rx_dropped: 2, ..XskStats::default() });
         row.xsk_lost = Some(7);
         let csv = |r: &UdpLabReport| {
