@@ -42,23 +42,16 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<TcpArgs>(
 
 /// `corelane lab tcp`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("vs", |a| a.help("Peers to measure beside corelane: nginx, lighttpd, wrk, or none (default: every one installed; `apt-get install nginx-light lighttpd wrk`)")))]
+#[command(mut_arg("configs", |a| a.help("Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all, uring, scale (idle connections and 1k..max connections), files (4 KiB and 1 MiB files), or none (peers only)")))]
 pub struct TcpArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
     /// Client connections, each with one request in flight.
     #[arg(long, default_value_t = 50, value_parser = corelane::units::parse_count)]
     pub connections: usize,
-    /// Peers to measure beside corelane: nginx, lighttpd, wrk, or none
-    /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
-    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
-    pub vs: Option<Vec<String>>,
-    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all,
-    /// uring, scale (idle connections and 1k..max connections), files (4 KiB and 1 MiB
-    /// files), or none (peers only).
-    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
-    pub configs: Option<Vec<String>>,
     #[command(flatten)]
-    pub remote: crate::remote::RemoteArgs,
+    pub select: experiment::SelectArgs,
 }
 
 impl TcpArgs {
@@ -68,10 +61,8 @@ impl TcpArgs {
             if self.run.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
         opts.connections = self.connections;
-        opts.peers =
-            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
-        opts.only = crate::only_configs(self.configs, CONFIG_IDS)?;
-        opts.remote = self.remote.spec()?;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.program(), p)), CONFIG_IDS)?;
         Ok(opts)
     }
 }

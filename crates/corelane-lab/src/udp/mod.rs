@@ -43,6 +43,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
 
 /// `corelane lab udp`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("vs", |a| a.help("Peers to measure beside corelane: c-loop, sockperf, iperf3, or none (default: every one installed)")))]
+#[command(mut_arg("configs", |a| a.help("Only these configurations: default, placement, multi-ip, shared-socket, reuseport, reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-bp, xdp-floor, af-xdp-tx (namespace testbed only), af-xdp-max, xdp-drop (on the namespace testbed's veth or the rx host's NIC), or none (peers only)")))]
 pub struct UdpArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
@@ -56,18 +58,8 @@ pub struct UdpArgs {
     /// compared there, below every receiver's ceiling).
     #[arg(long, default_value_t = 150_000)]
     pub offered_xdp: u64,
-    /// Peers to measure beside corelane: c-loop, sockperf, iperf3, or none
-    /// (default: every one installed).
-    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
-    pub vs: Option<Vec<String>>,
-    /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-bp, xdp-floor,
-    /// af-xdp-tx (namespace testbed only), af-xdp-max, xdp-drop (on the namespace testbed's
-    /// veth or the rx host's NIC), or none (peers only).
-    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
-    pub configs: Option<Vec<String>>,
     #[command(flatten)]
-    pub remote: crate::remote::RemoteArgs,
+    pub select: experiment::SelectArgs,
 }
 
 impl UdpArgs {
@@ -86,10 +78,8 @@ impl UdpArgs {
         opts.offered_xdp_pps = self.offered_xdp;
         opts.offered_pps = self.offered;
         opts.offered_gro_pps = self.offered_gro;
-        opts.peers =
-            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.name(), p)), "peer")?;
-        opts.only = crate::only_configs(self.configs, &CONFIG_IDS)?;
-        opts.remote = self.remote.spec()?;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.name(), p)), &CONFIG_IDS)?;
         Ok(opts)
     }
 }
