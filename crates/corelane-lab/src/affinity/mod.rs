@@ -164,12 +164,7 @@ impl<'a> AffinityLab<'a> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options("--duration must be at least 3s".into()));
         }
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let (packages, numa_nodes) = packages_and_nodes(&testbed)?;
         let online = testbed.rx().online_cpus()?;
         let other_cpu = online.cpus()[0];

@@ -187,12 +187,7 @@ struct LatencyLab {
 
 impl LatencyLab {
     fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let udp_port = crate::stage::udp_port(&testbed)?;

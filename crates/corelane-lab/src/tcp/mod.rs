@@ -262,12 +262,7 @@ struct TcpLab<'a> {
 
 impl<'a> TcpLab<'a> {
     fn prepare(opts: &'a TcpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let rx_online = testbed.rx().online_cpus()?;
         let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);

@@ -247,12 +247,7 @@ impl<'a> UdpLab<'a> {
                 "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
             ));
         }
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let (tx, rx) = (testbed.tx(), testbed.rx());
         let online = rx.online_cpus()?;
         let sender_cpu = tx.online_cpus()?.cpus()[0];
