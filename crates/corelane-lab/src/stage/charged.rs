@@ -128,4 +128,20 @@ mod tests {
         assert!(b.ksoftirqd.is_some(), "every Linux machine has ksoftirqd threads");
         assert_eq!(b.napi, None);
     }
+
+    /// A row's JSON keeps its keys: each part under `<part>_ns_per_datagram`, absent when not
+    /// measured; the medians follow each part's rule (NAPI over the trials that measured it,
+    /// the others only when every trial did).
+    #[test]
+    fn a_rows_charged_parts_keep_their_keys_and_median_rules() {
+        let trials = [
+            ChargedNs { napi: Some(600.0), sender: Some(500.0), ksoftirqd: None },
+            ChargedNs { napi: None, sender: Some(700.0), ksoftirqd: Some(3.0) },
+            ChargedNs { napi: Some(800.0), sender: Some(600.0), ksoftirqd: Some(5.0) },
+        ];
+        let row = ChargedNs::median(&trials);
+        assert_eq!(row, ChargedNs { napi: Some(700.0), sender: Some(600.0), ksoftirqd: None });
+        let json = serde_json::to_string(&row).unwrap();
+        assert_eq!(json, r#"{"napi_ns_per_datagram":700.0,"sender_ns_per_datagram":600.0}"#);
+    }
 }
