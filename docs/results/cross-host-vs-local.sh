@@ -3,10 +3,11 @@
 # check): two SSH "hosts" made of network namespaces, each with a real sshd, a controller
 # namespace, management links and a 2-queue data link (docs of the recipe: the shared notes'
 # multihost.md); then `lab tcp` alternately on the namespace testbed and across the two
-# hosts (or `lab udp`, LAB=udp); with FULL=1, one full `lab udp` across the hosts at the end
+# hosts (or `lab udp`, LAB=udp; or lab udp's peers, the C loop, sockperf and iperf3 with
+# corelane's default row beside them, LAB=udp-peers); with FULL=1, one full `lab udp` across the hosts at the end
 # (every row, --rx-add-addr for the rows that target two receiver IPs), its table printed.
 # Root only; removes everything it made on exit.
-# Usage: [LAB=udp] [FULL=1] cross-host-vs-local.sh CORELANE [ROUNDS]
+# Usage: [LAB=udp|udp-peers] [FULL=1] cross-host-vs-local.sh CORELANE [ROUNDS]
 set -euo pipefail
 exe=$(realpath "$1"); rounds=${2:-2}; lab=${LAB:-tcp}
 p=clxh$$; ctl=$p-ctl; h1=$p-h1; h2=$p-h2
@@ -36,6 +37,8 @@ for ns in $h1 $h2; do ip netns exec $ns /usr/sbin/sshd -f "$dir/sshd_config"; do
 sleep 1
 if [ "$lab" = udp ]; then
   common=(lab udp --configs default,placement,reuseport --vs none --trials 3)
+elif [ "$lab" = udp-peers ]; then
+  common=(lab udp --configs default --vs c-loop,sockperf,iperf3 --trials 2)
 else
   common=(lab tcp --configs baseline --vs none --trials 3)
 fi
@@ -51,6 +54,9 @@ for r in $(seq 1 "$rounds"); do
     python3 - "$dir/$side-$r.json" "$side" "$r" <<'EOF'
 import json, sys
 rep = json.load(open(sys.argv[1]))
+for row in rep.get("peers", []):
+    print(f'round {sys.argv[3]} {sys.argv[2]:6} peer {row["receiver"][:28]:28} <- {row["sender"][:24]:24} {row["median_pps"]:9.0f} pps  '
+          f'receiver CPU {row["cpu_ns_per_datagram"]:.0f} ns/datagram')
 for row in rep["rows"]:
     if "median_pps" in row:
         print(f'round {sys.argv[3]} {sys.argv[2]:6} {row["config"]:10} {row["median_pps"]:9.0f} pps  '
