@@ -177,6 +177,38 @@ impl TrialArgs {
     }
 }
 
+/// What every testbed experiment with peers and configurations chooses: which peers, which
+/// of its configurations, and the hosts it runs on. Each experiment names its own peers and
+/// configurations in the help of `--vs` and `--configs` (`mut_arg` on its options).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectArgs {
+    /// Peers to measure beside corelane, or none (default: every one installed).
+    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
+    pub vs: Option<Vec<String>>,
+    /// Only these configurations, or none (peers only).
+    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
+    pub configs: Option<Vec<String>>,
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
+}
+
+impl SelectArgs {
+    /// The peers named (of `peers`: name and peer), the configurations (of `configs`; all
+    /// when `None`) and the remote hosts (the namespace testbed when `None`).
+    #[allow(clippy::type_complexity)]
+    pub fn choose<P: Copy>(
+        self,
+        peers: &[(&str, P)],
+        configs: &[&str],
+    ) -> Result<(Vec<P>, Option<Vec<String>>, Option<crate::remote::RemoteSpec>), LabError> {
+        Ok((
+            crate::parse_names(self.vs.as_deref(), peers, "peer")?,
+            crate::only_configs(self.configs, configs)?,
+            self.remote.spec()?,
+        ))
+    }
+}
+
 /// How an [`Entry`] runs its experiment from parsed options.
 pub type RunFn =
     fn(&Entry, &clap::ArgMatches, &StopSignal, Progress<'_>) -> Result<Published, LabError>;

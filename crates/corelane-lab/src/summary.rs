@@ -10,6 +10,8 @@ use serde::ser::SerializeStruct;
 use serde::Serialize;
 
 use crate::median_of;
+use crate::report::Outline;
+use crate::testbed::TestbedReport;
 
 /// The JSON keys of a per-trial figure: the list of trial values and their median.
 pub trait Keys {
@@ -106,6 +108,33 @@ impl fmt::Display for Schedule {
     /// `3 trial(s) of 5s`, as the reports' headings say it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} trial(s) of {:.0}s", self.trials, self.duration_secs)
+    }
+}
+
+/// How every testbed experiment's report begins: where it ran and how it measured (flattened
+/// into the report's JSON: `network`, …, `machine`, `trials`, `duration_secs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Header {
+    #[serde(flatten)]
+    pub testbed: TestbedReport,
+    /// This machine's CPUs and model.
+    pub machine: String,
+    /// The trials of every configuration and each one's measured time.
+    #[serde(flatten)]
+    pub schedule: Schedule,
+}
+
+impl Header {
+    /// A report measured on `testbed` from this machine, `trials` trials of `duration` each.
+    pub fn of(testbed: TestbedReport, trials: usize, duration: Duration) -> Self {
+        Self { testbed, machine: crate::machine(), schedule: Schedule::of(trials, duration) }
+    }
+
+    /// The report's outline: `title` on this header's machine and testbed, with `outcome`.
+    pub fn outline<'a>(&'a self, title: &'a str, outcome: &'a Outcome) -> Outline<'a> {
+        Outline::of(title, &self.machine, &outcome.findings)
+            .on(&self.testbed)
+            .skipping(&outcome.skipped)
     }
 }
 

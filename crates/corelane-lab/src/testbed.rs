@@ -245,6 +245,23 @@ pub fn remove_stale_namespaces() -> Vec<String> {
 }
 
 impl Testbed {
+    /// The testbed a run measures on: the hosts of `remote`, or the namespace testbed when
+    /// `None`; announced through `progress`, each load host's clock checked against a trial
+    /// of `trial`.
+    pub fn prepare(
+        remote: Option<&RemoteSpec>,
+        trial: std::time::Duration,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Self, LabError> {
+        let testbed = match remote {
+            Some(spec) => Self::remote(spec)?,
+            None => Self::create(),
+        };
+        testbed.announce(progress);
+        testbed.check_clocks(trial)?;
+        Ok(testbed)
+    }
+
     /// Builds the namespace testbed, or a loopback one with the reason it had to.
     pub fn create() -> Self {
         if !rustix::process::geteuid().is_root() {

@@ -28,13 +28,15 @@ fn unavailable() -> Option<String> {
     None
 }
 
-macro_rules! skip_unless_able {
-    () => {
+/// A fresh namespace pair, or the test returns saying why it cannot run here.
+macro_rules! pair_or_skip {
+    () => {{
         if let Some(why) = unavailable() {
             eprintln!("skipped: {why}");
             return;
         }
-    };
+        Pair::new()
+    }};
 }
 
 fn ip(args: &[&str]) {
@@ -179,6 +181,23 @@ fn start_receiver_with(
     (stop, handle)
 }
 
+/// Receives datagrams 0..n of flow 0, sent to `addr` from the tx namespace, through `backend`
+/// and returns the summary; `ready` runs once the receiver is ready, before the first send.
+fn receive_numbered(
+    pair: &Pair,
+    addr: SocketAddr,
+    n: u64,
+    backend: RecvBackend,
+    ready: impl FnOnce(),
+) -> RecvSummary {
+    let mut config = config(addr, n);
+    config.receive.backend = backend;
+    let (_stop, handle) = start_receiver_with(pair, config);
+    ready();
+    send_numbered(pair, addr, n);
+    handle.join().unwrap().unwrap()
+}
+
 /// Sends datagrams 0..n of flow 0 from the tx namespace, paced so that copy mode keeps up.
 fn send_numbered(pair: &Pair, to: SocketAddr, n: u64) {
     Pair::within(&pair.tx_ns, move || {
@@ -199,8 +218,7 @@ fn send_numbered(pair: &Pair, to: SocketAddr, n: u64) {
 
 #[test]
 fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     const N: u64 = 20_000;
     let (_stop, handle) = start_receiver(&pair, 4321, N);
     assert_eq!(pair.programs_on_rx().len(), 1, "the program is attached while receiving");
@@ -221,8 +239,7 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
 
 #[test]
 fn other_ports_and_icmp_keep_working_while_attached() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let other = SocketAddr::from((pair.rx_ip, 5000));
     let listener = pair.in_rx(move || UdpSocket::bind(other).unwrap());
     listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -281,8 +298,7 @@ fn checksum(b: &[u8]) -> u16 {
 /// tx side: the lie is counted and dropped, the good ones arrive.
 #[test]
 fn a_frame_whose_ip_length_lies_is_counted_and_dropped() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let (stop, handle) = start_receiver(&pair, 4321, 10);
     let rx_mac = {
         let dev = pair.rx_dev.clone();
@@ -327,8 +343,7 @@ fn a_frame_whose_ip_length_lies_is_counted_and_dropped() {
 /// by id and name and stays.
 #[test]
 fn a_left_over_corelane_program_is_removed_and_a_foreign_one_refused() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let (dev, addr) = (pair.rx_dev.clone(), SocketAddr::from((pair.rx_ip, 4321)));
     let stale = pair
         .in_rx(move || xdp::leave_netlink_attached_program(&dev, addr, xdp::PROGRAM_NAME).unwrap());
@@ -360,8 +375,7 @@ fn a_left_over_corelane_program_is_removed_and_a_foreign_one_refused() {
 
 #[test]
 fn bad_input_is_one_clear_error() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let rx_ip = pair.rx_ip;
     let dev = pair.rx_dev.clone();
     let errors = pair.in_rx(move || {
@@ -388,8 +402,7 @@ fn bad_input_is_one_clear_error() {
 /// the kernel drops a datagram whose UDP checksum (rewritten per datagram) is wrong.
 #[test]
 fn the_af_xdp_sender_delivers_every_numbered_datagram_once() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     sender_delivers_every_datagram_once(SocketAddr::from((pair.rx_ip, 4322)), &pair);
     sender_delivers_every_datagram_once(SocketAddr::from((rx_ip6(&pair), 4325)), &pair);
 }
@@ -445,8 +458,7 @@ fn sender_delivers_every_datagram_once(addr: SocketAddr, pair: &Pair) {
 /// A panic while the program is attached unwinds through the bpf_link's owner: detached.
 #[test]
 fn a_panic_detaches_the_program() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let addr = SocketAddr::from((pair.rx_ip, 4321));
     let dev = pair.rx_dev.clone();
     let outcome = Pair::within(&pair.rx_ns, move || {
@@ -463,8 +475,7 @@ fn a_panic_detaches_the_program() {
 /// arrives once, and the mode that ran is the one asked for.
 #[test]
 fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     const N: u64 = 3_000;
     let v6 = SocketAddr::from((rx_ip6(&pair), 4323));
     let v4 = SocketAddr::from((pair.rx_ip, 4324));
@@ -473,11 +484,7 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         (v4, XdpMode::Generic, None, "generic copy"),
         (v4, XdpMode::Copy, Some(50), "native copy"),
     ] {
-        let mut c = config(addr, N);
-        c.receive.backend = RecvBackend::Xdp { mode, busy_poll_us };
-        let (_stop, handle) = start_receiver_with(&pair, c);
-        send_numbered(&pair, addr, N);
-        let s = handle.join().unwrap().unwrap();
+        let s = receive_numbered(&pair, addr, N, RecvBackend::Xdp { mode, busy_poll_us }, || {});
         let x = s.xdp.unwrap();
         assert_eq!(x.mode, expect, "{addr} {mode:?}");
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
@@ -492,16 +499,12 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
 /// and reported as datagrams; the program goes with the run.
 #[test]
 fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     const N: u64 = 5_000;
     let addr = SocketAddr::from((pair.rx_ip, 4323));
-    let mut config = config(addr, N);
-    config.receive.backend = RecvBackend::XdpDrop;
-    let (_stop, handle) = start_receiver_with(&pair, config);
-    assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
-    send_numbered(&pair, addr, N);
-    let s = handle.join().unwrap().unwrap();
+    let s = receive_numbered(&pair, addr, N, RecvBackend::XdpDrop, || {
+        assert_eq!(pair.programs_on_rx().len(), 1, "the dropping program is attached");
+    });
     assert_eq!(s.backend, "xdp-drop");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.threads, 1);
@@ -514,15 +517,10 @@ fn the_drop_ceiling_counts_every_matching_frame_and_detaches() {
 /// with the run.
 #[test]
 fn the_delivery_floor_hands_every_frame_back_and_counts_it() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     const N: u64 = 20_000;
     let addr = SocketAddr::from((pair.rx_ip, 4325));
-    let mut config = config(addr, N);
-    config.receive.backend = RecvBackend::XdpReturn { mode: XdpMode::Auto };
-    let (_stop, handle) = start_receiver_with(&pair, config);
-    send_numbered(&pair, addr, N);
-    let s = handle.join().unwrap().unwrap();
+    let s = receive_numbered(&pair, addr, N, RecvBackend::XdpReturn { mode: XdpMode::Auto }, || {});
     assert_eq!(s.backend, "xdp-return");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     let x = s.xdp.as_ref().unwrap();
@@ -547,8 +545,7 @@ fn link_counter(ns: &str, dev: &str, name: &str) -> u64 {
 /// ring pushes back on the sender instead of dropping (its drops would be `tx_dropped`).
 #[test]
 fn a_burst_larger_than_the_rings_is_counted_where_it_is_lost() {
-    skip_unless_able!();
-    let pair = Pair::new();
+    let pair = pair_or_skip!();
     let qdisc = ["-n", &pair.tx_ns, "qdisc", "replace", "dev", &pair.tx_dev, "root"];
     let tc = Command::new("tc").args(qdisc).args(["pfifo", "limit", "10000"]).output();
     if !tc.is_ok_and(|o| o.status.success()) {

@@ -21,8 +21,8 @@ use serde::Serialize;
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::servers::{self, Placement, ServerKind, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
-use crate::summary::{Rate, Schedule, Trials};
-use crate::testbed::{Testbed, TestbedReport};
+use crate::summary::{Header, Rate, Trials};
+use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -115,9 +115,9 @@ pub struct AffinityRow {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AffinityLabReport {
+    /// Where it ran and how it measured.
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     /// The CPU doing the receive softirq (the interrupt core).
     pub irq_cpu: usize,
     /// The other CPU of the application's host (NC's; also the load generator's when both
@@ -127,9 +127,6 @@ pub struct AffinityLabReport {
     pub load_cpu: usize,
     pub packages: usize,
     pub numa_nodes: usize,
-    /// The trials of every configuration and each one's measured time.
-    #[serde(flatten)]
-    pub schedule: Schedule,
     pub rows: Vec<AffinityRow>,
     /// Seed cases this machine cannot show, with why.
     pub not_measurable: Vec<String>,
@@ -167,12 +164,7 @@ impl<'a> AffinityLab<'a> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options("--duration must be at least 3s".into()));
         }
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let (packages, numa_nodes) = packages_and_nodes(&testbed)?;
         let online = testbed.rx().online_cpus()?;
         let other_cpu = online.cpus()[0];
@@ -333,7 +325,7 @@ impl Experiment for AffinityLab<'_> {
         match placed {
             Placed::Udp(config) => {
                 let t = stage::udp::run(&self.testbed, config, self.opts.duration, stop)?;
-                Ok((t.pps, t.cpu_ns_per_datagram))
+                Ok((t.pps, t.received.cpu_ns_per_datagram))
             }
             Placed::Tcp(_, _, kind) => {
                 // The UDP rows set RPS per trial; the server's rows need it on the softirq CPU.
@@ -382,17 +374,18 @@ impl Experiment for AffinityLab<'_> {
         let shared = self.testbed.tx() == self.testbed.rx()
             || !matches!(self.testbed.network, crate::testbed::Network::Remote { .. });
         let findings = findings(&rows, &model, self.irq_cpu, self.other_cpu, shared);
+        let steering = format!("RPS steering receive work to CPU {}", self.irq_cpu);
         Ok(AffinityLabReport {
-            testbed: self
-                .testbed
-                .report(Some(format!("RPS steering receive work to CPU {}", self.irq_cpu))),
-            machine: crate::machine(),
+            header: Header::of(
+                self.testbed.report(Some(steering)),
+                self.opts.trials,
+                self.opts.duration,
+            ),
             irq_cpu: self.irq_cpu,
             other_cpu: self.other_cpu,
             load_cpu: self.load_cpu,
             packages,
             numa_nodes,
-            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             not_measurable: self.not_measurable(packages, numa_nodes),
             rows,
             model,

@@ -53,7 +53,7 @@ impl Report for AffinityLabReport {
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "softirq (interrupt) CPU {}, other CPU {}, load generator on CPU {}; {} package(s), {} NUMA node(s); {}, medians\n\n",
-            self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.schedule
+            self.irq_cpu, self.other_cpu, self.load_cpu, self.packages, self.numa_nodes, self.header.schedule
         ));
         out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         out.push('\n');
@@ -78,6 +78,7 @@ impl Report for AffinityLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("affinity — seed 003", &self.machine, &self.findings).on(&self.testbed)
+        report::Outline::of("affinity — seed 003", &self.header.machine, &self.findings)
+            .on(&self.header.testbed)
     }
 }

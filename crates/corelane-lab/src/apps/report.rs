@@ -13,15 +13,15 @@ use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
 use crate::experiment::Measured;
 use crate::median_of;
-use crate::summary::{change_pct, Outcome, Schedule, Trials};
+use crate::summary::{change_pct, Header, Outcome, Trials};
 use crate::testbed::TestbedReport;
 
 /// Everything `corelane lab apps` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct AppsLabReport {
+    /// Where it ran and how it measured.
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     pub softirq_cpu: usize,
     pub other_cpu: usize,
     /// `corelane run` or `taskset` (a build without `corelane run`: no lane rows).
@@ -30,9 +30,6 @@ pub struct AppsLabReport {
     pub placements: Vec<String>,
     pub connections: usize,
     pub file_bytes: usize,
-    /// The trials of every configuration and each one's measured time.
-    #[serde(flatten)]
-    pub schedule: Schedule,
     pub rows: Vec<AppRow>,
     pub ping: Vec<PingRow>,
     /// A machine with a spare core near the NIC, from the per-request CPU measured here.
@@ -73,15 +70,13 @@ pub(super) fn build(i: Inputs<'_>) -> AppsLabReport {
     let model = model::spare_core(&rows);
     let findings = model::findings(&rows, &ping, &model, cpus);
     AppsLabReport {
-        testbed: i.testbed,
-        machine: crate::machine(),
+        header: Header::of(i.testbed, i.opts.trials, i.opts.duration),
         softirq_cpu: cpus.softirq,
         other_cpu: cpus.other,
         launcher: i.launcher,
         placements: i.placements,
         connections: i.opts.connections,
         file_bytes: i.opts.file_size,
-        schedule: Schedule::of(i.opts.trials, i.opts.duration),
         rows,
         ping,
         model,

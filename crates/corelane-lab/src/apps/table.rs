@@ -48,7 +48,7 @@ impl Report for AppsLabReport {
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "programs started under {}; {} connections, a {}-byte file; {}, medians\n",
-            self.launcher, self.connections, self.file_bytes, self.schedule
+            self.launcher, self.connections, self.file_bytes, self.header.schedule
         ));
         for p in &self.placements {
             out.push_str(&format!("- {p}\n"));
@@ -125,8 +125,6 @@ impl Report for AppsLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("apps — seed 003", &self.machine, &self.outcome.findings)
-            .on(&self.testbed)
-            .skipping(&self.outcome.skipped)
+        self.header.outline("apps — seed 003", &self.outcome)
     }
 }

@@ -30,9 +30,9 @@ pub use sides::{HttpServer, UdpClient, UdpServer};
 
 use crate::experiment::{self, Experiment, Options, Progress};
 use crate::host::Host;
-use crate::remote::{RemoteArgs, RemoteSpec};
+use crate::remote::RemoteSpec;
 use crate::stage::servers::{self, Stage};
-use crate::summary::{Outcome, Schedule};
+use crate::summary::{Header, Outcome};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::LabError;
@@ -47,23 +47,16 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<LatencyArgs>(
 
 /// `corelane lab latency`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("vs", |a| a.help("Peers to measure beside corelane: sockperf (sr as a server, pp/ul as a client), nginx, or none (default: every one installed; `apt-get install sockperf nginx-light`)")))]
+#[command(mut_arg("configs", |a| a.help("Only these corelane servers: echo, echo+coalesce-50us, echo+busy-poll-50us, echo+uring, corelane-serve, or none (peers only; sockperf's client still meets corelane echo, the other half of its 2x2)")))]
 pub struct LatencyArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
     /// Connections of the HTTP load (split over the load hosts).
     #[arg(long, default_value_t = 16, value_parser = corelane::units::parse_count)]
     pub connections: usize,
-    /// Peers to measure beside corelane: sockperf (sr as a server, pp/ul as a client), nginx,
-    /// or none (default: every one installed; `apt-get install sockperf nginx-light`).
-    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
-    pub vs: Option<Vec<String>>,
-    /// Only these corelane servers: echo, echo+coalesce-50us, echo+busy-poll-50us,
-    /// echo+uring, corelane-serve, or none (peers only; sockperf's client still meets
-    /// corelane echo, the other half of its 2x2).
-    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
-    pub configs: Option<Vec<String>>,
     #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub select: experiment::SelectArgs,
 }
 
 impl LatencyArgs {
@@ -73,10 +66,8 @@ impl LatencyArgs {
             if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
         opts.connections = self.connections;
-        opts.peers =
-            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.id(), p)), "peer")?;
-        opts.only = crate::only_configs(self.configs, &CONFIG_IDS)?;
-        opts.remote = self.remote.spec()?;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.id(), p)), &CONFIG_IDS)?;
         Ok(opts)
     }
 }
@@ -196,12 +187,7 @@ struct LatencyLab {
 
 impl LatencyLab {
     fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let udp_port = crate::stage::udp_port(&testbed)?;
@@ -416,11 +402,9 @@ impl Experiment for LatencyLab {
                 self.at(|at| plan::steps(at, &self.stage(), &self.planned, &self.opts))?;
         }
         Ok(LatencyReport {
-            testbed,
-            machine: crate::machine(),
+            header: Header::of(testbed, self.opts.trials, self.opts.duration),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
-            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             measure: "round_trip".into(),
             rows,
             knees,

@@ -4,8 +4,7 @@
 use serde::Serialize;
 
 use super::point::Point;
-use crate::summary::{Outcome, Schedule};
-use crate::testbed::TestbedReport;
+use crate::summary::{Header, Outcome};
 
 /// One pair at one offered load; round trips in µs, medians over trials.
 #[derive(Debug, Clone, Serialize)]
@@ -38,14 +37,11 @@ pub struct Knee {
 /// Everything `corelane lab latency` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyReport {
+    /// Where it ran and how it measured.
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     pub server_cpu: usize,
     pub client_cpu: usize,
-    /// The trials of every configuration and each one's measured time.
-    #[serde(flatten)]
-    pub schedule: Schedule,
     /// Always `round_trip`: sockperf ran with --full-rtt.
     pub measure: String,
     pub rows: Vec<LatencyRow>,

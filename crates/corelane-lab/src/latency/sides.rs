@@ -12,7 +12,7 @@ use super::hosts;
 use super::point::Point;
 use crate::host::Host;
 use crate::output;
-use crate::process::ChildProcess;
+use crate::process::{strings, ChildProcess};
 use crate::stage::load;
 use crate::stage::servers::{self, Launch, ServerKind, Stage, CONFIGS};
 use crate::testbed::LoadHost;
@@ -89,10 +89,6 @@ pub struct Where<'a> {
     pub target: SocketAddr,
     pub duration: Duration,
     pub warmup: Duration,
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
 }
 
 /// `server` for `client` as the rx host runs it (corelane echo speaks sockperf's header to

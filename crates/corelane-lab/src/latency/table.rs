@@ -198,7 +198,7 @@ impl Report for LatencyReport {
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "server on CPU {}, client on CPU {}; {} per load, medians; round trips in us (sockperf with --full-rtt; it prints half by default)\n\n",
-            self.server_cpu, self.client_cpu, self.schedule
+            self.server_cpu, self.client_cpu, self.header.schedule
         ));
         out.push_str(&format!("{}\n", report::table_of(&COLUMNS, &self.rows)));
         let per_host: Vec<_> = self.rows.iter().filter(|r| !r.point.hosts.is_empty()).collect();
@@ -221,13 +221,7 @@ impl Report for LatencyReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of(
-            "latency — round trips under load (seeds 000 and 001)",
-            &self.machine,
-            &self.outcome.findings,
-        )
-        .on(&self.testbed)
-        .skipping(&self.outcome.skipped)
+        self.header.outline("latency — round trips under load (seeds 000 and 001)", &self.outcome)
     }
 }
 

@@ -160,33 +160,25 @@ pub fn tolerance(trial: Duration) -> Duration {
 /// what `trial` tolerates: one line naming the host, the offset and the limit.
 pub fn check(host: &str, clock: &ClockOffset, trial: Duration) -> Result<(), LabError> {
     let limit = tolerance(trial);
+    let beyond = format!("beyond the {} a {} s trial tolerates", ms(limit), trial.as_secs());
     let off = Duration::from_nanos(clock.offset_ns.unsigned_abs());
     let side = if clock.offset_ns >= 0 { "ahead of" } else { "behind" };
-    if off > limit {
-        return Err(LabError::Remote {
-            host: host.into(),
-            problem: format!(
-                "its clock is {} {side} this machine's, beyond the {} a {} s trial tolerates: synchronise the clocks (chrony, ntpd) or lengthen --duration",
-                ms(off),
-                ms(limit),
-                trial.as_secs()
-            ),
-        });
-    }
     let unsure = Duration::from_nanos(clock.rtt_ns / 2);
-    if unsure > limit {
-        return Err(LabError::Remote {
-            host: host.into(),
-            problem: format!(
-                "its clock can only be measured to within {} (control round trip {}), beyond the {} a {} s trial tolerates: use a faster management network or lengthen --duration",
-                ms(unsure),
-                ms(Duration::from_nanos(clock.rtt_ns)),
-                ms(limit),
-                trial.as_secs()
-            ),
-        });
-    }
-    Ok(())
+    let problem = if off > limit {
+        format!(
+            "its clock is {} {side} this machine's, {beyond}: synchronise the clocks (chrony, ntpd) or lengthen --duration",
+            ms(off)
+        )
+    } else if unsure > limit {
+        format!(
+            "its clock can only be measured to within {} (control round trip {}), {beyond}: use a faster management network or lengthen --duration",
+            ms(unsure),
+            ms(Duration::from_nanos(clock.rtt_ns))
+        )
+    } else {
+        return Ok(());
+    };
+    Err(LabError::Remote { host: host.into(), problem })
 }
 
 fn ms(d: Duration) -> String {

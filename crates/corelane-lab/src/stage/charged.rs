@@ -25,12 +25,41 @@ pub struct ChargedRuntime {
     pub ksoftirqd: Option<Duration>,
 }
 
-/// The charged parts per datagram received over a stretch.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// The charged parts per datagram received over a stretch: one trial's, or a row's medians
+/// over its trials (flattened into the row's JSON, each part absent when not measured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct ChargedNs {
+    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (on the veth pinned to the
+    /// lanes' CPU; on a remote rx NIC the `napi/NIC-*` threads found there, absent when it runs
+    /// NAPI as softirq); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
+    #[serde(rename = "napi_ns_per_datagram", skip_serializing_if = "Option::is_none")]
     pub napi: Option<f64>,
+    /// The sender's exact runtime per datagram received, when it ran on this machine; with
+    /// RPS off it includes the receive softirq its sends ran.
+    #[serde(rename = "sender_ns_per_datagram", skip_serializing_if = "Option::is_none")]
     pub sender: Option<f64>,
+    /// This machine's ksoftirqd threads' exact runtime per datagram received.
+    #[serde(rename = "ksoftirqd_ns_per_datagram", skip_serializing_if = "Option::is_none")]
     pub ksoftirqd: Option<f64>,
+}
+
+impl ChargedNs {
+    /// The medians over `all`: the NAPI part over the trials that measured it when the first
+    /// did; the sender and ksoftirqd parts only when every trial measured them.
+    pub fn median(all: &[ChargedNs]) -> Self {
+        let if_all = |part: fn(&ChargedNs) -> Option<f64>| {
+            let values: Option<Vec<f64>> = all.iter().map(part).collect();
+            values.filter(|v| !v.is_empty()).map(crate::median_of)
+        };
+        Self {
+            napi: all
+                .first()
+                .and_then(|c| c.napi)
+                .map(|_| crate::median_of(all.iter().filter_map(|c| c.napi))),
+            sender: if_all(|c| c.sender),
+            ksoftirqd: if_all(|c| c.ksoftirqd),
+        }
+    }
 }
 
 impl Charged {
@@ -98,5 +127,21 @@ mod tests {
         assert!(b.sender.unwrap() > a.sender.unwrap(), "{a:?} {b:?}");
         assert!(b.ksoftirqd.is_some(), "every Linux machine has ksoftirqd threads");
         assert_eq!(b.napi, None);
+    }
+
+    /// A row's JSON keeps its keys: each part under `<part>_ns_per_datagram`, absent when not
+    /// measured; the medians follow each part's rule (NAPI over the trials that measured it,
+    /// the others only when every trial did).
+    #[test]
+    fn a_rows_charged_parts_keep_their_keys_and_median_rules() {
+        let trials = [
+            ChargedNs { napi: Some(600.0), sender: Some(500.0), ksoftirqd: None },
+            ChargedNs { napi: None, sender: Some(700.0), ksoftirqd: Some(3.0) },
+            ChargedNs { napi: Some(800.0), sender: Some(600.0), ksoftirqd: Some(5.0) },
+        ];
+        let row = ChargedNs::median(&trials);
+        assert_eq!(row, ChargedNs { napi: Some(700.0), sender: Some(600.0), ksoftirqd: None });
+        let json = serde_json::to_string(&row).unwrap();
+        assert_eq!(json, r#"{"napi_ns_per_datagram":700.0,"sender_ns_per_datagram":600.0}"#);
     }
 }

@@ -110,15 +110,51 @@ impl Config {
     }
 }
 
+/// What the receiver got and what it cost: one trial's figures over its steady seconds, or a
+/// row's medians over its trials (flattened into the row's JSON).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Received {
+    /// What the sender actually sent: its mean rate over the trial (median over trials).
+    pub sent_pps: f64,
+    /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
+    /// GRO one drop may be a whole coalesced buffer).
+    pub drops_per_sec: f64,
+    /// Receiver process CPU per datagram read, exact (the runtime of its threads); includes
+    /// the softirq work the kernel ran on the receiver's CPU while one of its threads was
+    /// current, not softirq run on an idle CPU (see `cpu_accounting`).
+    pub cpu_ns_per_datagram: f64,
+    /// Datagrams that arrived after a later one of their flow, in % of those received.
+    pub reordered_pct: f64,
+    /// Each lane's datagrams/s.
+    pub lane_pps: Vec<f64>,
+}
+
+impl Received {
+    /// The median of each figure over `all` (each lane's over the trials that had it).
+    pub fn median<'a>(all: impl Iterator<Item = &'a Received> + Clone) -> Self {
+        let of = |f: fn(&Received) -> f64| median_of(all.clone().map(f));
+        Self {
+            sent_pps: of(|r| r.sent_pps),
+            drops_per_sec: of(|r| r.drops_per_sec),
+            cpu_ns_per_datagram: of(|r| r.cpu_ns_per_datagram),
+            reordered_pct: of(|r| r.reordered_pct),
+            lane_pps: median_per_lane(all.map(|r| r.lane_pps.as_slice())),
+        }
+    }
+}
+
+/// Each lane's median over `samples` (each a figure per lane; a lane a sample lacks is left
+/// out of that lane's median).
+pub fn median_per_lane<'a>(samples: impl Iterator<Item = &'a [f64]> + Clone) -> Vec<f64> {
+    let lanes = samples.clone().map(<[f64]>::len).max().unwrap_or(0);
+    (0..lanes).map(|l| median_of(samples.clone().filter_map(|v| v.get(l).copied()))).collect()
+}
+
 /// What one trial measured over its steady seconds.
 #[derive(Debug, Clone)]
 pub struct Trial {
     pub pps: f64,
-    pub sent_pps: f64,
-    pub drops_per_sec: f64,
-    pub cpu_ns_per_datagram: f64,
-    pub reordered_pct: f64,
-    pub lane_pps: Vec<f64>,
+    pub received: Received,
     pub cpu: Vec<CpuSplit>,
     pub nic: Option<NicRates>,
     /// The exact runtime per datagram received of what the trial charges beyond the receiver:
@@ -373,17 +409,15 @@ pub fn run(
         _ => received.xdp.as_ref().map(|x| x.mode.clone()),
     };
     let sequence = received.sequence;
-    let lanes = &steady.lanes;
-    let lane_count = lanes.iter().map(Vec::len).max().unwrap_or(0);
     Ok(Trial {
         pps,
-        sent_pps,
-        drops_per_sec: median_of(steady.drops),
-        cpu_ns_per_datagram: median_of(steady.cpu_ns),
-        reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,
-        lane_pps: (0..lane_count)
-            .map(|l| median_of(lanes.iter().filter_map(|v| v.get(l).copied())))
-            .collect(),
+        received: Received {
+            sent_pps,
+            drops_per_sec: median_of(steady.drops),
+            cpu_ns_per_datagram: median_of(steady.cpu_ns),
+            reordered_pct: 100.0 * sequence.late as f64 / sequence.received.max(1) as f64,
+            lane_pps: median_per_lane(steady.lanes.iter().map(Vec::as_slice)),
+        },
         cpu: steady.cpu,
         nic,
         charged: steady.charged,

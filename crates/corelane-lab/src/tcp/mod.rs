@@ -25,10 +25,10 @@ use serde::Serialize;
 
 use crate::stage::servers::{self, Config, LoadgenTrial, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
-use crate::summary::{change_pct, Outcome, Rps, Schedule, Trials};
+use crate::summary::{change_pct, Header, Outcome, Rps, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
-use crate::testbed::{Testbed, TestbedReport};
+use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
 
@@ -42,23 +42,16 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<TcpArgs>(
 
 /// `corelane lab tcp`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("vs", |a| a.help("Peers to measure beside corelane: nginx, lighttpd, wrk, or none (default: every one installed; `apt-get install nginx-light lighttpd wrk`)")))]
+#[command(mut_arg("configs", |a| a.help("Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all, uring, scale (idle connections and 1k..max connections), files (4 KiB and 1 MiB files), or none (peers only)")))]
 pub struct TcpArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
     /// Client connections, each with one request in flight.
     #[arg(long, default_value_t = 50, value_parser = corelane::units::parse_count)]
     pub connections: usize,
-    /// Peers to measure beside corelane: nginx, lighttpd, wrk, or none
-    /// (default: every one installed; `apt-get install nginx-light lighttpd wrk`).
-    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
-    pub vs: Option<Vec<String>>,
-    /// Only these configurations: baseline, flow-to-core, buffers, fd, events, recycling, all,
-    /// uring, scale (idle connections and 1k..max connections), files (4 KiB and 1 MiB
-    /// files), or none (peers only).
-    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
-    pub configs: Option<Vec<String>>,
     #[command(flatten)]
-    pub remote: crate::remote::RemoteArgs,
+    pub select: experiment::SelectArgs,
 }
 
 impl TcpArgs {
@@ -68,10 +61,8 @@ impl TcpArgs {
             if self.run.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
         opts.connections = self.connections;
-        opts.peers =
-            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.program(), p)), "peer")?;
-        opts.only = crate::only_configs(self.configs, CONFIG_IDS)?;
-        opts.remote = self.remote.spec()?;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.program(), p)), CONFIG_IDS)?;
         Ok(opts)
     }
 }
@@ -209,15 +200,12 @@ impl LoadgenRow {
 /// Everything `corelane lab tcp` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpLabReport {
+    /// Where it ran and how it measured.
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub connections: usize,
-    /// The trials of every configuration and each one's measured time.
-    #[serde(flatten)]
-    pub schedule: Schedule,
     pub body: String,
     /// Seed 001's interrupt moderation (ITR) row: why it is or is not measured here.
     pub interrupt_moderation: String,
@@ -302,12 +290,7 @@ struct TcpLab<'a> {
 
 impl<'a> TcpLab<'a> {
     fn prepare(opts: &'a TcpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let rx_online = testbed.rx().online_cpus()?;
         let server_cpu = *rx_online.cpus().last().unwrap_or(&client_cpu);
@@ -498,12 +481,10 @@ impl Experiment for TcpLab<'_> {
             testbed.peer_steps = peers::steps(&self.stage(), &self.peers)?;
         }
         Ok(TcpLabReport {
-            testbed,
-            machine: crate::machine(),
+            header: Header::of(testbed, self.opts.trials, self.opts.duration),
             server_cpu: self.server_cpu,
             client_cpu: self.client_cpu,
             connections: self.opts.connections,
-            schedule: Schedule::of(self.opts.trials, self.opts.duration),
             body: servers::BODY.into(),
             interrupt_moderation,
             rows,

@@ -25,7 +25,7 @@ impl Report for TcpLabReport {
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
             "server on CPU {} (1 lane / worker), client on CPU {}, {} connections, body {:?} ({} bytes); {}, medians\n\n",
-            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.schedule
+            self.server_cpu, self.client_cpu, self.connections, self.body, self.body.len(), self.header.schedule
         ));
         out.push_str(&report::table_of(&COLUMNS, &self.rows).to_string());
         let per_host: Vec<_> = self.rows.iter().filter(|r| !r.hosts.is_empty()).collect();
@@ -103,8 +103,6 @@ impl Report for TcpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("tcp — seed 001", &self.machine, &self.outcome.findings)
-            .on(&self.testbed)
-            .skipping(&self.outcome.skipped)
+        self.header.outline("tcp — seed 001", &self.outcome)
     }
 }

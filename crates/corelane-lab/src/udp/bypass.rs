@@ -12,26 +12,23 @@ fn row<'a>(rows: &'a [ConfigRow], id: &str) -> Option<&'a ConfigRow> {
 /// The receiving side's cost per datagram: the receiver's threads plus, on XDP rows, the NAPI
 /// threads that ran XDP for it.
 pub fn total_ns(r: &ConfigRow) -> f64 {
-    r.cpu_ns_per_datagram + r.napi_ns_per_datagram.unwrap_or(0.0)
+    r.received.cpu_ns_per_datagram + r.charged.napi.unwrap_or(0.0)
 }
 
 /// Everything the row's path ran per datagram (receiver, NAPI threads, ksoftirqd, sender),
 /// when the sender was measured: with RPS off the recvmmsg path's kernel receive work runs
 /// as softirq in the sender's sends, so only this sum compares the paths fairly.
 pub fn whole_ns(r: &ConfigRow) -> Option<f64> {
-    Some(total_ns(r) + r.ksoftirqd_ns_per_datagram.unwrap_or(0.0) + r.sender_ns_per_datagram?)
+    Some(total_ns(r) + r.charged.ksoftirqd.unwrap_or(0.0) + r.charged.sender?)
 }
 
 /// "lanes 55 + NAPI threads 650 + ksoftirqd 3 + sender 530 = 1238": the parts measured, or
 /// with `whole` false the receiving side's alone.
 pub fn parts_of(r: &ConfigRow, whole: bool) -> String {
-    let mut text = format!("lanes {:.0}", r.cpu_ns_per_datagram);
-    let mut named = vec![("NAPI threads", r.napi_ns_per_datagram)];
+    let mut text = format!("lanes {:.0}", r.received.cpu_ns_per_datagram);
+    let mut named = vec![("NAPI threads", r.charged.napi)];
     if whole {
-        named.extend([
-            ("ksoftirqd", r.ksoftirqd_ns_per_datagram),
-            ("sender", r.sender_ns_per_datagram),
-        ]);
+        named.extend([("ksoftirqd", r.charged.ksoftirqd), ("sender", r.charged.sender)]);
     }
     for (name, ns) in named {
         if let Some(ns) = ns {
@@ -143,7 +140,7 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
         out.push(format!(
             "XDP_DROP ceiling on the same veth: {:.3} Mpps dropped in the driver ({:.0} ns per frame in the NAPI threads); AF_XDP lanes at the same offered load received {:.3} Mpps, {:.0}% of the ceiling.",
             ceiling.pps.median / 1e6,
-            ceiling.napi_ns_per_datagram.unwrap_or(0.0),
+            ceiling.charged.napi.unwrap_or(0.0),
             max.pps.median / 1e6,
             100.0 * max.pps.median / ceiling.pps.median.max(1.0)
         ));
@@ -151,22 +148,22 @@ pub fn findings(rows: &[ConfigRow]) -> Vec<String> {
     if let Some(tx) = row(rows, "af-xdp-tx") {
         out.push(format!(
             "AF_XDP sender: sent {:.3} Mpps of {:.3} offered through its TX ring; the recvmmsg lane received {:.3} Mpps at {:.0} ns per datagram{}.",
-            tx.sent_pps / 1e6,
+            tx.received.sent_pps / 1e6,
             tx.offered_pps / 1e6,
             tx.pps.median / 1e6,
-            tx.cpu_ns_per_datagram,
-            tx.sender_ns_per_datagram
+            tx.received.cpu_ns_per_datagram,
+            tx.charged.sender
                 .map_or(String::new(), |s| format!(", the sender (with the receive softirq its sends ran) {s:.0}"))
         ));
     }
     // A remote rx NIC's rows carry its counters; the veth's limits are the namespace testbed's.
     let on_veth = rows.iter().all(|r| r.nic.is_none());
-    if on_veth && rows.iter().any(|r| r.napi_ns_per_datagram.is_some()) {
+    if on_veth && rows.iter().any(|r| r.charged.napi.is_some()) {
         out.push(VETH_LIMITS.into());
     }
     let uncharged: Vec<&str> = rows
         .iter()
-        .filter(|r| r.xdp_mode.is_some() && r.napi_ns_per_datagram.is_none())
+        .filter(|r| r.xdp_mode.is_some() && r.charged.napi.is_none())
         .map(|r| r.config.as_str())
         .collect();
     if !uncharged.is_empty() {
@@ -192,16 +189,16 @@ mod tests {
             config: config.into(),
             label: String::new(),
             offered_pps: 150_000.0,
-            sent_pps: 150_000.0,
             pps: crate::summary::Trials::of([150_000.0]),
             gap_pct: None,
-            drops_per_sec: 0.0,
-            cpu_ns_per_datagram: lanes,
-            reordered_pct: 0.0,
-            lane_pps: Vec::new(),
-            napi_ns_per_datagram: napi,
-            sender_ns_per_datagram: Some(sender),
-            ksoftirqd_ns_per_datagram: Some(10.0),
+            received: crate::stage::udp::Received {
+                sent_pps: 150_000.0,
+                drops_per_sec: 0.0,
+                cpu_ns_per_datagram: lanes,
+                reordered_pct: 0.0,
+                lane_pps: Vec::new(),
+            },
+            charged: crate::stage::ChargedNs { napi, sender: Some(sender), ksoftirqd: Some(10.0) },
             xsk_lost: napi.map(|_| 0),
             xsk: napi.map(|_| XskStats::default()),
             xsk_unknown: false,
@@ -240,7 +237,7 @@ mod tests {
     #[test]
     fn without_a_senders_figure_the_comparison_counts_the_receiving_sides_and_says_so() {
         let mut base = row("recvmmsg", 650.0, None, 900.0);
-        base.sender_ns_per_datagram = None;
+        base.charged.sender = None;
         let found = findings(&[base, row("af-xdp", 60.0, Some(650.0), 530.0)]);
         assert!(found[0].contains("the receiving sides only"), "{}", found[0]);
         assert!(found[0].contains("AF_XDP lanes 60 + NAPI threads 650 = 710 ns per datagram against the recvmmsg lane's lanes 650 = 650 = 1.09x"), "{}", found[0]);

@@ -21,7 +21,7 @@ pub(super) fn figures(r: &UdpLabReport) -> Vec<Figure> {
     let cpu = r
         .rows
         .iter()
-        .map(|row| Bar::new(&row.config, role(&row.config), row.cpu_ns_per_datagram, &[]))
+        .map(|row| Bar::new(&row.config, role(&row.config), row.received.cpu_ns_per_datagram, &[]))
         .chain(r.peers.iter().map(|p| {
             Bar::new(peer(&p.receiver, &p.sender), Role::Peer, p.cpu_ns_per_datagram, &[])
         }));

@@ -29,7 +29,7 @@ pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
-use crate::summary::{change_pct, Pps, Trials};
+use crate::summary::{change_pct, Outcome, Pps, Trials};
 use crate::testbed::{Testbed, TestbedReport};
 use crate::LabError;
 
@@ -43,6 +43,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
 
 /// `corelane lab udp`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("vs", |a| a.help("Peers to measure beside corelane: c-loop, sockperf, iperf3, or none (default: every one installed)")))]
+#[command(mut_arg("configs", |a| a.help("Only these configurations: default, placement, multi-ip, shared-socket, reuseport, reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-bp, xdp-floor, af-xdp-tx (namespace testbed only), af-xdp-max, xdp-drop (on the namespace testbed's veth or the rx host's NIC), or none (peers only)")))]
 pub struct UdpArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
@@ -56,18 +58,8 @@ pub struct UdpArgs {
     /// compared there, below every receiver's ceiling).
     #[arg(long, default_value_t = 150_000)]
     pub offered_xdp: u64,
-    /// Peers to measure beside corelane: c-loop, sockperf, iperf3, or none
-    /// (default: every one installed).
-    #[arg(long, value_delimiter = ',', value_name = "PEERS")]
-    pub vs: Option<Vec<String>>,
-    /// Only these configurations: default, placement, multi-ip, shared-socket, reuseport,
-    /// reuseport-cpu, gso-gro, the kernel-bypass rows recvmmsg, af-xdp, af-xdp-bp, xdp-floor,
-    /// af-xdp-tx (namespace testbed only), af-xdp-max, xdp-drop (on the namespace testbed's
-    /// veth or the rx host's NIC), or none (peers only).
-    #[arg(long, value_delimiter = ',', value_name = "CONFIGS")]
-    pub configs: Option<Vec<String>>,
     #[command(flatten)]
-    pub remote: crate::remote::RemoteArgs,
+    pub select: experiment::SelectArgs,
 }
 
 impl UdpArgs {
@@ -86,10 +78,8 @@ impl UdpArgs {
         opts.offered_xdp_pps = self.offered_xdp;
         opts.offered_pps = self.offered;
         opts.offered_gro_pps = self.offered_gro;
-        opts.peers =
-            crate::parse_names(self.vs.as_deref(), &Peer::ALL.map(|p| (p.name(), p)), "peer")?;
-        opts.only = crate::only_configs(self.configs, &CONFIG_IDS)?;
-        opts.remote = self.remote.spec()?;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.name(), p)), &CONFIG_IDS)?;
         Ok(opts)
     }
 }
@@ -150,35 +140,18 @@ pub struct ConfigRow {
     pub config: String,
     pub label: String,
     pub offered_pps: f64,
-    /// What the sender actually sent: its mean rate over the trial (median over trials).
-    pub sent_pps: f64,
     /// Per trial and their median.
     #[serde(flatten)]
     pub pps: Trials<Pps>,
     /// Change against the `default` row, in percent (absent when `default` did not run).
     pub gap_pct: Option<f64>,
-    /// Datagrams the kernel dropped at the receiving sockets per second (RcvbufErrors; with
-    /// GRO one drop may be a whole coalesced buffer).
-    pub drops_per_sec: f64,
-    /// Receiver process CPU per datagram read, exact (the runtime of its threads); includes
-    /// the softirq work the kernel ran on the receiver's CPU while one of its threads was
-    /// current, not softirq run on an idle CPU (see `cpu_accounting`).
-    pub cpu_ns_per_datagram: f64,
-    /// Datagrams that arrived after a later one of their flow, in % of those received.
-    pub reordered_pct: f64,
-    pub lane_pps: Vec<f64>,
-    /// AF_XDP rows: the NAPI threads' exact runtime per datagram (on the veth pinned to the
-    /// lanes' CPU; on a remote rx NIC the `napi/NIC-*` threads found there, absent when it runs
-    /// NAPI as softirq); add it to `cpu_ns_per_datagram` for the receive path's whole cost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub napi_ns_per_datagram: Option<f64>,
-    /// The sender's exact runtime per datagram received (median over trials), when it ran on
-    /// this machine; with RPS off it includes the receive softirq its sends ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sender_ns_per_datagram: Option<f64>,
-    /// This machine's ksoftirqd threads' exact runtime per datagram received (median).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ksoftirqd_ns_per_datagram: Option<f64>,
+    /// What was sent and received, and the receiver's CPU (medians over trials).
+    #[serde(flatten)]
+    pub received: crate::stage::udp::Received,
+    /// The CPU charged beyond the receiver: NAPI threads, sender, ksoftirqd (medians over
+    /// trials).
+    #[serde(flatten)]
+    pub charged: crate::stage::ChargedNs,
     /// XDP rows: the mode the receiver reported (`native zero-copy`, `native copy`,
     /// `generic copy`; `native` for XDP_DROP), the trials' distinct modes joined by ` / `.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,12 +206,11 @@ pub struct UdpLabReport {
     pub duration_secs: u64,
     pub rows: Vec<ConfigRow>,
     pub peers: Vec<PeerRow>,
-    /// Rows or peers that could not run here, with the reason.
-    pub skipped: Vec<String>,
     /// How the CPU columns are measured, and what none of them sees.
     pub cpu_accounting: String,
-    /// What the figures say, derived from them.
-    pub findings: Vec<String>,
+    /// Rows or peers that could not run here, with the reason, and what the figures say.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 /// What one trial measures: a row of Table 1, or a peer receiver and its sender.
@@ -275,12 +247,7 @@ impl<'a> UdpLab<'a> {
                 "--duration must be at least 3s (1s warm-up, 2 measured)".into(),
             ));
         }
-        let mut testbed = match &opts.remote {
-            Some(spec) => Testbed::remote(spec)?,
-            None => Testbed::create(),
-        };
-        testbed.announce(progress);
-        testbed.check_clocks(opts.duration)?;
+        let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let (tx, rx) = (testbed.tx(), testbed.rx());
         let online = rx.online_cpus()?;
         let sender_cpu = tx.online_cpus()?.cpus()[0];
@@ -350,7 +317,7 @@ impl Experiment for UdpLab<'_> {
 
     fn describe(&self, trial: &RowTrial) -> String {
         let (pps, cpu_ns) = match trial {
-            RowTrial::Table(t) => (t.pps, t.cpu_ns_per_datagram),
+            RowTrial::Table(t) => (t.pps, t.received.cpu_ns_per_datagram),
             RowTrial::Peer(p) => (p.pps, p.cpu_ns_per_datagram),
         };
         format!("{:.3} Mpps received, {cpu_ns:.0} ns CPU/datagram", pps / 1e6)
@@ -397,9 +364,8 @@ impl Experiment for UdpLab<'_> {
             duration_secs: self.opts.duration.as_secs(),
             rows,
             peers: peer_rows,
-            skipped: self.skipped,
             cpu_accounting: CPU_ACCOUNTING.into(),
-            findings,
+            outcome: Outcome { skipped: self.skipped, findings },
         })
     }
 }
@@ -427,11 +393,11 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         ));
     }
     for r in rows {
-        if r.sent_pps < 0.9 * r.offered_pps {
+        if r.received.sent_pps < 0.9 * r.offered_pps {
             out.push(format!(
                 "{}: the sender offered only {:.3} of {:.3} Mpps: its CPU also ran receive work (see the CPU split), so this row is partly sender-bound.",
                 r.config,
-                r.sent_pps / 1e6,
+                r.received.sent_pps / 1e6,
                 r.offered_pps / 1e6
             ));
         }
@@ -443,7 +409,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 -place.gap_pct.unwrap_or(0.0),
                 place.cpu.iter().max_by(|a, b| a.softirq_pct.total_cmp(&b.softirq_pct)).map_or(0, |c| c.cpu),
                 place.offered_pps / 1e6,
-                place.drops_per_sec
+                place.received.drops_per_sec
             ));
         } else {
             out.push(format!(
@@ -457,10 +423,11 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
         if ratio >= 1.0 {
             out.push(format!(
                 "reuseport beats the shared socket by {:.0}% at {:.0} vs {:.0} ns CPU per datagram: lanes no longer contend on one socket's lock and queue.",
-                (ratio - 1.0) * 100.0, reuse.cpu_ns_per_datagram, shared.cpu_ns_per_datagram
+                (ratio - 1.0) * 100.0, reuse.received.cpu_ns_per_datagram, shared.received.cpu_ns_per_datagram
             ));
         } else {
-            let saved = 1.0 - reuse.cpu_ns_per_datagram / shared.cpu_ns_per_datagram.max(1.0);
+            let saved = 1.0
+                - reuse.received.cpu_ns_per_datagram / shared.received.cpu_ns_per_datagram.max(1.0);
             let cpu = if saved > 0.0 {
                 format!("but spent {:.0}% less CPU per datagram", saved * 100.0)
             } else {
@@ -470,17 +437,17 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 "reuseport did not beat the shared socket on rate here ({:.3} vs {:.3} Mpps) {cpu} ({:.0} vs {:.0} ns): with {} CPUs one lane shares the sender's CPU, so the rate measures CPU contention; the socket lock the seed removed shows as CPU per datagram.",
                 reuse.pps.median / 1e6,
                 shared.pps.median / 1e6,
-                reuse.cpu_ns_per_datagram,
-                shared.cpu_ns_per_datagram,
+                reuse.received.cpu_ns_per_datagram,
+                shared.received.cpu_ns_per_datagram,
                 online.len()
             ));
         }
     }
-    if let Some(shared) = row(rows, "shared-socket").filter(|r| r.reordered_pct > 0.0) {
+    if let Some(shared) = row(rows, "shared-socket").filter(|r| r.received.reordered_pct > 0.0) {
         out.push(format!(
             "shared-socket reordered {:.3}% of datagrams within their flows (lanes race for one queue); a reuseport socket keeps a flow on one lane, so its rows reorder {:.3}%.",
-            shared.reordered_pct,
-            row(rows, "reuseport").map_or(0.0, |r| r.reordered_pct)
+            shared.received.reordered_pct,
+            row(rows, "reuseport").map_or(0.0, |r| r.received.reordered_pct)
         ));
     }
     out.extend(beyond_the_seed(rows, peers, online));
@@ -497,18 +464,18 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
             "CPU steering vs flow hash: {:.3} vs {:.3} Mpps, {:.0} vs {:.0} ns CPU per datagram; lanes received {} (CPU-steered) vs {} (hashed).",
             cpu.pps.median / 1e6,
             hash.pps.median / 1e6,
-            cpu.cpu_ns_per_datagram,
-            hash.cpu_ns_per_datagram,
-            lanes_text(&cpu.lane_pps),
-            lanes_text(&hash.lane_pps)
+            cpu.received.cpu_ns_per_datagram,
+            hash.received.cpu_ns_per_datagram,
+            lanes_text(&cpu.received.lane_pps),
+            lanes_text(&hash.received.lane_pps)
         ));
     }
     if let Some(reuse) = row(rows, "reuseport") {
-        if reuse.cpu_ns_per_datagram > 0.0 {
-            let per_core = 1e9 / reuse.cpu_ns_per_datagram;
+        if reuse.received.cpu_ns_per_datagram > 0.0 {
+            let per_core = 1e9 / reuse.received.cpu_ns_per_datagram;
             out.push(format!(
                 "Per-core prediction: a reuseport lane spends {:.0} ns of CPU per datagram (receive softirq on its CPU included), so one dedicated core sustains ≈{:.2} Mpps and N cores with RSS ≈N×{:.2} Mpps; this machine has {} CPUs, one of them the sender's, so the multi-core gain cannot show here.",
-                reuse.cpu_ns_per_datagram, per_core / 1e6, per_core / 1e6, online.len()
+                reuse.received.cpu_ns_per_datagram, per_core / 1e6, per_core / 1e6, online.len()
             ));
         }
     }
@@ -518,8 +485,8 @@ fn beyond_the_seed(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> V
             gro.pps.median / default.pps.median.max(1.0),
             gro.pps.median / 1e6,
             default.pps.median / 1e6,
-            gro.cpu_ns_per_datagram,
-            default.cpu_ns_per_datagram
+            gro.received.cpu_ns_per_datagram,
+            default.received.cpu_ns_per_datagram
         ));
     }
     for p in peers {

@@ -5,7 +5,8 @@ use corelane::stats::CpuSplit;
 use super::ConfigRow;
 use crate::median_of;
 use crate::rx_nic::NicRates;
-use crate::stage::udp::{Config, Trial, XdpRole};
+use crate::stage::udp::{Config, Received, Trial, XdpRole};
+use crate::stage::ChargedNs;
 use crate::summary::Trials;
 use corelane::xdp::rx::XskStats;
 
@@ -21,7 +22,6 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         split.softirq_pct = same.iter().map(|c| c.softirq_pct).sum::<f64>() / n;
         split.idle_pct = same.iter().map(|c| c.idle_pct).sum::<f64>() / n;
     }
-    let lane_count = trials.iter().map(|t| t.lane_pps.len()).max().unwrap_or(0);
     let receives_xdp = matches!(cfg.xdp, XdpRole::Receive | XdpRole::ReceiveBusyPoll);
     let xsk = receives_xdp.then(|| xsk_over(trials)).flatten();
     let xdp_mode = modes_of(trials);
@@ -34,25 +34,14 @@ pub fn summarize(cfg: &Config, trials: &[Trial]) -> ConfigRow {
         label,
         xdp_mode,
         offered_pps: cfg.offered_pps as f64,
-        sent_pps: median_of(trials.iter().map(|t| t.sent_pps)),
         pps: Trials::of(trials.iter().map(|t| t.pps)),
         gap_pct: None,
-        drops_per_sec: median_of(trials.iter().map(|t| t.drops_per_sec)),
-        cpu_ns_per_datagram: median_of(trials.iter().map(|t| t.cpu_ns_per_datagram)),
-        reordered_pct: median_of(trials.iter().map(|t| t.reordered_pct)),
-        lane_pps: (0..lane_count)
-            .map(|l| median_of(trials.iter().filter_map(|t| t.lane_pps.get(l).copied())))
-            .collect(),
+        received: Received::median(trials.iter().map(|t| &t.received)),
         cpu,
         hosts: crate::stage::load::medians(
             &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
         ),
-        napi_ns_per_datagram: trials
-            .first()
-            .and_then(|t| t.charged.napi)
-            .map(|_| median_of(trials.iter().filter_map(|t| t.charged.napi))),
-        sender_ns_per_datagram: median_if_all(trials, |t| t.charged.sender),
-        ksoftirqd_ns_per_datagram: median_if_all(trials, |t| t.charged.ksoftirqd),
+        charged: ChargedNs::median(&trials.iter().map(|t| t.charged).collect::<Vec<_>>()),
         xsk_lost: xsk.map(|k| k.rx_lost()),
         xsk,
         xsk_unknown: receives_xdp && xsk.is_none(),
@@ -83,11 +72,6 @@ fn modes_of(trials: &[Trial]) -> Option<String> {
 }
 
 /// The median of `part` over the trials, when every trial measured it.
-fn median_if_all(trials: &[Trial], part: impl Fn(&Trial) -> Option<f64>) -> Option<f64> {
-    let values: Option<Vec<f64>> = trials.iter().map(part).collect();
-    values.filter(|v| !v.is_empty()).map(median_of)
-}
-
 /// The AF_XDP sockets' counters summed over the trials; unknown (`None`) when any trial's
 /// could not be read, so that a trial's unknown loss never reads as none.
 fn xsk_over(trials: &[Trial]) -> Option<XskStats> {
@@ -100,17 +84,18 @@ fn xsk_over(trials: &[Trial]) -> Option<XskStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stage::ChargedNs;
 
     fn trial(xsk: Option<XskStats>) -> Trial {
         Trial {
             hosts: Vec::new(),
             pps: 150_000.0,
-            sent_pps: 150_000.0,
-            drops_per_sec: 0.0,
-            cpu_ns_per_datagram: 60.0,
-            reordered_pct: 0.0,
-            lane_pps: vec![75_000.0, 75_000.0],
+            received: Received {
+                sent_pps: 150_000.0,
+                drops_per_sec: 0.0,
+                cpu_ns_per_datagram: 60.0,
+                reordered_pct: 0.0,
+                lane_pps: vec![75_000.0, 75_000.0],
+            },
             cpu: Vec::new(),
             nic: None,
             charged: ChargedNs { napi: Some(650.0), sender: Some(550.0), ksoftirqd: Some(5.0) },
@@ -140,8 +125,8 @@ mod tests {
     #[test]
     fn each_charged_part_is_the_median_over_trials_and_a_row_without_xdp_has_no_counters() {
         let row = summarize(&af_xdp(), &[trial(None), trial(None), trial(None)]);
-        assert_eq!(row.sender_ns_per_datagram, Some(550.0));
-        assert_eq!(row.ksoftirqd_ns_per_datagram, Some(5.0));
+        assert_eq!(row.charged.sender, Some(550.0));
+        assert_eq!(row.charged.ksoftirqd, Some(5.0));
         let plain = Config::one_lane("recvmmsg", String::new(), None, 1, 0, 1);
         let row = summarize(&plain, &[trial(None)]);
         assert_eq!((row.xsk_lost, row.xsk_unknown), (None, false));

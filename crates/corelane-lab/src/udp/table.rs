@@ -55,19 +55,19 @@ impl Report for UdpLabReport {
             let mut cells = vec![
                 Cell::new(&row.config),
                 report::right(report::mpps(row.offered_pps)),
-                report::right(report::mpps(row.sent_pps)),
+                report::right(report::mpps(row.received.sent_pps)),
                 report::right(report::mpps(row.pps.median)),
                 report::right(row.gap_pct.map_or("—".to_string(), |g| format!("{g:+.1}%"))),
-                report::right(format!("{:.0}", row.drops_per_sec)),
-                report::right(format!("{:.3}%", row.reordered_pct)),
+                report::right(format!("{:.0}", row.received.drops_per_sec)),
+                report::right(format!("{:.3}%", row.received.reordered_pct)),
                 // AF_XDP rows: the lanes' runtime + the NAPI threads' runtime.
-                report::right(match row.napi_ns_per_datagram {
-                    Some(napi) => format!("{:.0}+{napi:.0}", row.cpu_ns_per_datagram),
-                    None => format!("{:.0}", row.cpu_ns_per_datagram),
+                report::right(match row.charged.napi {
+                    Some(napi) => format!("{:.0}+{napi:.0}", row.received.cpu_ns_per_datagram),
+                    None => format!("{:.0}", row.received.cpu_ns_per_datagram),
                 }),
                 // The sender with the receive softirq its sends ran, plus ksoftirqd.
-                report::right(row.sender_ns_per_datagram.map_or("—".to_string(), |s| {
-                    format!("{:.0}", s + row.ksoftirqd_ns_per_datagram.unwrap_or(0.0))
+                report::right(row.charged.sender.map_or("—".to_string(), |s| {
+                    format!("{:.0}", s + row.charged.ksoftirqd.unwrap_or(0.0))
                 })),
                 report::right(xsk_lost(row)),
             ];
@@ -131,12 +131,12 @@ impl Report for UdpLabReport {
                 "config".to_string(),
                 row.config.clone(),
                 format!("{:.0}", row.offered_pps),
-                format!("{:.0}", row.sent_pps),
+                format!("{:.0}", row.received.sent_pps),
                 format!("{:.0}", row.pps.median),
                 row.gap_pct.map_or(String::new(), |g| format!("{g:.2}")),
-                format!("{:.0}", row.drops_per_sec),
-                format!("{:.4}", row.reordered_pct),
-                format!("{:.1}", row.cpu_ns_per_datagram),
+                format!("{:.0}", row.received.drops_per_sec),
+                format!("{:.4}", row.received.reordered_pct),
+                format!("{:.1}", row.received.cpu_ns_per_datagram),
                 row.pps.joined(0),
             ]
             .into_iter()
@@ -169,9 +169,9 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.findings)
+        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.outcome.findings)
             .on(&self.testbed)
-            .skipping(&self.skipped)
+            .skipping(&self.outcome.skipped)
     }
 }
 
@@ -197,9 +197,9 @@ fn charged_columns(row: &ConfigRow) -> [String; CHARGED_COLUMNS] {
         (None, false) => String::new(),
     };
     [
-        ns(row.napi_ns_per_datagram),
-        ns(row.ksoftirqd_ns_per_datagram),
-        ns(row.sender_ns_per_datagram),
+        ns(row.charged.napi),
+        ns(row.charged.ksoftirqd),
+        ns(row.charged.sender),
         ns(super::bypass::whole_ns(row)),
         count(XskStats::rx_lost),
         count(|k| k.rx_ring_full),
@@ -229,17 +229,21 @@ mod tests {
                 config: "default".into(),
                 label: "default".into(),
                 offered_pps: 1e6,
-                sent_pps: 1e6,
                 pps: crate::summary::Trials::of([5e5]),
                 gap_pct: Some(0.0),
-                drops_per_sec: 7.0,
-                cpu_ns_per_datagram: 900.0,
-                reordered_pct: 0.5,
-                lane_pps: vec![5e5],
+                received: crate::stage::udp::Received {
+                    sent_pps: 1e6,
+                    drops_per_sec: 7.0,
+                    cpu_ns_per_datagram: 900.0,
+                    reordered_pct: 0.5,
+                    lane_pps: vec![5e5],
+                },
                 cpu: vec![split(0), split(1)],
-                napi_ns_per_datagram: None,
-                sender_ns_per_datagram: Some(800.0),
-                ksoftirqd_ns_per_datagram: Some(4.0),
+                charged: crate::stage::ChargedNs {
+                    napi: None,
+                    sender: Some(800.0),
+                    ksoftirqd: Some(4.0),
+                },
                 xsk_lost: None,
                 xsk: None,
                 xsk_unknown: false,
@@ -247,9 +251,8 @@ mod tests {
                 nic: None,
             }],
             peers: Vec::new(),
-            skipped: Vec::new(),
             cpu_accounting: String::new(),
-            findings: Vec::new(),
+            outcome: crate::summary::Outcome { skipped: Vec::new(), findings: Vec::new() },
         }
     }
 
@@ -282,7 +285,7 @@ mod tests {
         let mut r = report();
         let row = &mut r.rows[0];
         row.config = "af-xdp".into();
-        row.napi_ns_per_datagram = Some(650.0);
+        row.charged.napi = Some(650.0);
         row.xsk = Some(XskStats { rx_ring_full: 5, rx_dropped: 2, ..XskStats::default() });
         row.xsk_lost = Some(7);
         let csv = |r: &UdpLabReport| {

@@ -59,10 +59,7 @@ pub(in crate::udp) fn bind(
     let lanes = xdp
         .take_lanes()
         .into_iter()
-        .map(|xsk| match reads {
-            Reads::Payloads => Box::new(XdpLane { xsk }) as Box<dyn ReceiveBatch>,
-            Reads::Nothing => Box::new(ReturnLane { xsk }),
-        })
+        .map(|xsk| Box::new(XdpLane { xsk, reads }) as Box<dyn ReceiveBatch>)
         .collect();
     Ok((lanes, xdp, note))
 }
@@ -80,37 +77,20 @@ pub(in crate::udp) enum Reads {
 #[derive(Debug)]
 struct XdpLane {
     xsk: XskLane,
+    reads: Reads,
 }
 
 impl ReceiveBatch for XdpLane {
     /// A poll (which also wakes the kernel when need_wakeup asks) only when the ring is empty.
     fn receive(&mut self, tally: &mut LaneTally) -> io::Result<bool> {
-        let n = self.xsk.receive(BUDGET, |payload| tally.datagram(payload));
-        tally.end_batch();
-        if n == 0 {
-            tally.syscalls += 1;
-            self.xsk.wait(WAKE_INTERVAL)?;
-            return Ok(false);
-        }
-        Ok(n < BUDGET / 2)
-    }
-
-    fn into_xsk(self: Box<Self>) -> Option<XskLane> {
-        Some(self.xsk)
-    }
-}
-
-/// The delivery floor's lane: frames go back to the fill ring unread, counted as datagrams.
-#[derive(Debug)]
-struct ReturnLane {
-    xsk: XskLane,
-}
-
-impl ReceiveBatch for ReturnLane {
-    /// As [`XdpLane::receive`], reading no frame.
-    fn receive(&mut self, tally: &mut LaneTally) -> io::Result<bool> {
-        let n = self.xsk.give_back(BUDGET);
-        tally.count_only(u64::from(n));
+        let n = match self.reads {
+            Reads::Payloads => self.xsk.receive(BUDGET, |payload| tally.datagram(payload)),
+            Reads::Nothing => {
+                let n = self.xsk.give_back(BUDGET);
+                tally.count_only(u64::from(n));
+                n
+            }
+        };
         tally.end_batch();
         if n == 0 {
             tally.syscalls += 1;
