@@ -282,49 +282,6 @@ pub fn measure(stage: &Stage<'_>, kind: ServerKind, close: bool) -> Result<Measu
     })
 }
 
-/// One load generator's figures in one trial of the load generator check: the totals over
-/// every load host (requests/s and errors added, latency the highest host's) and each
-/// host's part (empty: one side without a clock of its own).
-#[derive(Debug, Clone)]
-pub struct LoadgenTrial {
-    pub rps: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub errors: u64,
-    pub hosts: Vec<HttpHostFigures>,
-}
-
-/// The load generator check: `wrk` and `corelane load` against the same corelane server,
-/// each from every load host with the connections split, in turns (`wrk_first` alternates
-/// between trials, so neither always meets a fresh server); corelane load's figures, then
-/// wrk's.
-pub fn measure_load_generators(
-    stage: &Stage<'_>,
-    wrk_first: bool,
-) -> Result<(LoadgenTrial, LoadgenTrial), LabError> {
-    let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
-    let server = start_server(stage, ServerKind::Corelane(default))?;
-    let server = wait_listening(stage, server)?;
-    let ours = |stage: &Stage<'_>| {
-        run_corelane_load(stage, false).map(|(l, hosts)| LoadgenTrial {
-            rps: l.requests_per_sec,
-            p50_us: l.latency.p50_us,
-            p99_us: l.latency.p99_us,
-            errors: l.errors + l.non_2xx,
-            hosts,
-        })
-    };
-    let (ours, wrk) = if wrk_first {
-        let wrk = super::wrk::run(stage)?;
-        (ours(stage)?, wrk)
-    } else {
-        let ours = ours(stage)?;
-        (ours, super::wrk::run(stage)?)
-    };
-    drop(server);
-    Ok((ours, wrk))
-}
-
 pub(crate) fn start_server(stage: &Stage<'_>, kind: ServerKind) -> Result<ChildProcess, LabError> {
     let rx = stage.testbed.rx();
     match kind {
@@ -455,7 +412,7 @@ pub(crate) fn wait_listening(
 /// and started together; the summary of all (requests, responses and errors added up; each
 /// latency percentile the highest of the hosts', an upper bound of the whole's) and each
 /// host's part.
-fn run_corelane_load(
+pub(crate) fn run_corelane_load(
     stage: &Stage<'_>,
     close: bool,
 ) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {

@@ -1,4 +1,4 @@
-//! `wrk` beside `corelane load`: on every load host, each with its part of the connections
+//! The load generator check, `wrk` beside `corelane load` against one corelane server: on every load host, each with its part of the connections
 //! and one thread (as `corelane load` runs one pinned thread on each), started together;
 //! what each printed read back (requests/s, its latency distribution, its errors) and added
 //! up into the row's totals, latency the highest host's.
@@ -6,9 +6,54 @@
 use std::time::Duration;
 
 use super::load::{self, HostClock, HttpHostFigures};
-use super::servers::{Launch, LoadgenTrial, Peer, Stage};
+use super::servers::{
+    run_corelane_load, start_server, wait_listening, Launch, Peer, ServerKind, Stage, CONFIGS,
+};
 use crate::host::Host;
 use crate::LabError;
+
+/// One load generator's figures in one trial of the load generator check: the totals over
+/// every load host (requests/s and errors added, latency the highest host's) and each
+/// host's part (empty: one side without a clock of its own).
+#[derive(Debug, Clone)]
+pub struct LoadgenTrial {
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub errors: u64,
+    pub hosts: Vec<HttpHostFigures>,
+}
+
+/// The load generator check: `wrk` and `corelane load` against the same corelane server,
+/// each from every load host with the connections split, in turns (`wrk_first` alternates
+/// between trials, so neither always meets a fresh server); corelane load's figures, then
+/// wrk's.
+pub fn measure_load_generators(
+    stage: &Stage<'_>,
+    wrk_first: bool,
+) -> Result<(LoadgenTrial, LoadgenTrial), LabError> {
+    let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
+    let server = start_server(stage, ServerKind::Corelane(default))?;
+    let server = wait_listening(stage, server)?;
+    let ours = |stage: &Stage<'_>| {
+        run_corelane_load(stage, false).map(|(l, hosts)| LoadgenTrial {
+            rps: l.requests_per_sec,
+            p50_us: l.latency.p50_us,
+            p99_us: l.latency.p99_us,
+            errors: l.errors + l.non_2xx,
+            hosts,
+        })
+    };
+    let (ours, wrk) = if wrk_first {
+        let wrk = run(stage)?;
+        (ours(stage)?, wrk)
+    } else {
+        let ours = ours(stage)?;
+        (ours, run(stage)?)
+    };
+    drop(server);
+    Ok((ours, wrk))
+}
 
 /// wrk's threads on each load host.
 pub const THREADS_PER_HOST: u64 = 1;

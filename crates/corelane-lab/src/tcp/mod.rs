@@ -23,8 +23,9 @@ use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-use crate::stage::servers::{self, Config, LoadgenTrial, Measured, ServerKind, Stage, CONFIGS};
+use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
+use crate::stage::wrk::{self, LoadgenTrial};
 use crate::summary::{change_pct, Header, Outcome, Rps, Trials};
 
 use crate::experiment::{self, Experiment, Options, Progress};
@@ -398,7 +399,7 @@ impl Experiment for TcpLab<'_> {
             }
             Case::LoadGenerators => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let (ours, wrk) = servers::measure_load_generators(&self.stage(), index % 2 == 1)?;
+                let (ours, wrk) = wrk::measure_load_generators(&self.stage(), index % 2 == 1)?;
                 Ok(CaseTrial::LoadGenerators(ours, wrk))
             }
             Case::Scale(c) => {
