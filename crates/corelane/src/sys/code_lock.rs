@@ -4,37 +4,50 @@
 //! otherwise wait on the disk for it while its RX ring overflows.
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
 
 use super::syscall;
 
 /// The executable's read-only mappings, locked in memory for as long as this value lives.
+/// Locks do not nest (munlock lets go of a page however often it was locked): one per process.
 #[derive(Debug)]
 pub(crate) struct CodeLock {
     ranges: Vec<(usize, usize)>,
 }
 
-/// The `start-end` address ranges of `maps` (the text of /proc/self/maps) that map the file
-/// `(dev, ino)` without write permission.
-fn read_only_ranges_of(maps: &str, dev: u64, ino: u64) -> Vec<(usize, usize)> {
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    maps.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_ascii_whitespace();
-            let (range, perms) = (fields.next()?, fields.next()?);
-            let (_offset, device, inode) = (fields.next()?, fields.next()?, fields.next()?);
-            let (maj, min) = device.split_once(':')?;
-            let same_file = u32::from_str_radix(maj, 16).ok()? == major
-                && u32::from_str_radix(min, 16).ok()? == minor
-                && inode.parse::<u64>().ok()? == ino;
-            if !same_file || perms.contains('w') {
-                return None;
-            }
-            let (start, end) = range.split_once('-')?;
-            let start = usize::from_str_radix(start, 16).ok()?;
-            let end = usize::from_str_radix(end, 16).ok()?;
-            (end > start).then_some((start, end))
-        })
+/// One line of /proc/self/maps: its address range, permissions and the file it maps (device
+/// and inode as the kernel prints them there).
+struct Mapping<'a> {
+    start: usize,
+    end: usize,
+    perms: &'a str,
+    file: (&'a str, &'a str),
+}
+
+fn mapping(line: &str) -> Option<Mapping<'_>> {
+    let mut fields = line.split_ascii_whitespace();
+    let (range, perms) = (fields.next()?, fields.next()?);
+    let (_offset, device, inode) = (fields.next()?, fields.next()?, fields.next()?);
+    let (start, end) = range.split_once('-')?;
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
+    (end > start).then_some(Mapping { start, end, perms, file: (device, inode) })
+}
+
+/// The address ranges of `maps` (the text of /proc/self/maps) that map, without write
+/// permission, the same file as the mapping holding `code` (an address of this program's own
+/// code). The file is named by the device and inode the maps line itself prints: stat of
+/// /proc/self/exe can name another (overlayfs, btrfs subvolumes), and would then match nothing.
+fn read_only_ranges_of(maps: &str, code: usize) -> Vec<(usize, usize)> {
+    let all: Vec<Mapping<'_>> = maps.lines().filter_map(mapping).collect();
+    let Some(ours) = all.iter().find(|m| (m.start..m.end).contains(&code)) else {
+        return Vec::new();
+    };
+    if ours.file.1 == "0" {
+        return Vec::new(); // anonymous: not a file's code
+    }
+    all.iter()
+        .filter(|m| m.file == ours.file && !m.perms.contains('w'))
+        .map(|m| (m.start, m.end))
         .collect()
 }
 
@@ -43,9 +56,8 @@ impl CodeLock {
     /// memory). Fails as mlock does (EPERM or ENOMEM: no CAP_IPC_LOCK and RLIMIT_MEMLOCK too
     /// small), with nothing left locked.
     pub(crate) fn executable() -> io::Result<Self> {
-        let exe = std::fs::metadata("/proc/self/exe")?;
         let maps = std::fs::read_to_string("/proc/self/maps")?;
-        let wanted = read_only_ranges_of(&maps, exe.dev(), exe.ino());
+        let wanted = read_only_ranges_of(&maps, Self::executable as *const () as usize);
         if wanted.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -86,8 +98,14 @@ mod tests {
 7f0000200000-7f0000300000 r-xp 00000000 fd:02 1234 /other/fs/same-inode
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
 ";
-        let got = read_only_ranges_of(maps, libc::makedev(0xfd, 1), 1234);
-        assert_eq!(got, vec![(0x55d0a0000000, 0x55d0a0200000), (0x55d0a0200000, 0x55d0a0800000)]);
+        let ours = vec![(0x55d0a0000000, 0x55d0a0200000), (0x55d0a0200000, 0x55d0a0800000)];
+        assert_eq!(read_only_ranges_of(maps, 0x55d0a0200100), ours, "from the code's own line");
+        assert_eq!(
+            read_only_ranges_of(maps, 0x7f0000200010),
+            vec![(0x7f0000200000, 0x7f0000300000)]
+        );
+        assert!(read_only_ranges_of(maps, 0x7ffd00000010).is_empty(), "anonymous");
+        assert!(read_only_ranges_of(maps, 0x1000).is_empty(), "not mapped");
     }
 
     #[test]
@@ -102,7 +120,7 @@ mod tests {
         };
         let lock = match CodeLock::executable() {
             Ok(lock) => lock,
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) => {
                 eprintln!("skipped: mlock not permitted here ({e})");
                 return;
             }
@@ -110,7 +128,9 @@ mod tests {
         };
         let bytes: usize = lock.ranges.iter().map(|(start, end)| end - start).sum();
         assert!(bytes > 0);
-        assert!(locked_kb() * 1024 >= bytes as u64, "VmLck below what was locked");
+        let held = locked_kb();
+        assert!(held * 1024 >= bytes as u64, "VmLck below what was locked");
         drop(lock);
+        assert!(locked_kb() * 1024 <= (held * 1024).saturating_sub(bytes as u64), "not let go");
     }
 }

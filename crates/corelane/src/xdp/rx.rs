@@ -261,9 +261,13 @@ fn is_refusal(e: &std::io::Error) -> bool {
 /// meanwhile.
 fn lock_code() -> Result<CodeLock, String> {
     CodeLock::executable().map_err(|e| {
+        let fix = match e.raw_os_error() {
+            Some(libc::EPERM | libc::ENOMEM) => "; needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK",
+            _ => "",
+        };
         format!(
-            "its code is not locked in memory ({e}; needs CAP_IPC_LOCK or a larger \
-             RLIMIT_MEMLOCK): a start on a cold page cache may lose frames as rx_ring_full"
+            "its code is not locked in memory ({e}{fix}): a start on a cold page cache may \
+             lose frames as rx_ring_full"
         )
     })
 }
