@@ -57,6 +57,7 @@ impl ReuseportGroup {
         mut bind: impl FnMut(SocketAddr) -> Result<Socket, E>,
         address_of: impl Fn(&Socket) -> Result<SocketAddr, E>,
     ) -> Result<Self, E> {
+        let fixed = addr.port() != 0;
         refuse_if_held(addr, kind)?;
         let mut sockets = Vec::with_capacity(count);
         let mut addr = addr;
@@ -66,6 +67,11 @@ impl ReuseportGroup {
                 addr = address_of(&socket)?;
             }
             sockets.push(socket);
+        }
+        // The probe and the binds are not one step: another server started at the same
+        // moment may have passed its probe too and joined. Both see it now and refuse.
+        if fixed && others_hold(addr, kind, &sockets) {
+            return Err(BindError::AddrInUse { addr }.into());
         }
         Ok(Self { sockets, addr })
     }
@@ -106,6 +112,46 @@ pub fn refuse_if_held(addr: SocketAddr, kind: Type) -> Result<(), BindError> {
         probe.set_reuse_address(true).map_err(|source| BindError::Other { addr, source })?;
     }
     probe.bind(&addr.into()).map_err(|e| BindError::of(addr, e))
+}
+
+/// Whether a socket other than `ours` holds `addr` (a TCP listener, or a bound UDP socket),
+/// from the kernel's socket tables of this network namespace (/proc/net/{tcp,udp}{,6}).
+/// Where the tables cannot be read nothing is known and the probe's answer stands.
+fn others_hold(addr: SocketAddr, kind: Type, ours: &[Socket]) -> bool {
+    let ours: Vec<u64> =
+        ours.iter().filter_map(|s| rustix::fs::fstat(s).ok()).map(|st| st.st_ino).collect();
+    let (tables, listen) = match kind == Type::STREAM {
+        true => (["/proc/net/tcp", "/proc/net/tcp6"], Some("0A")),
+        false => (["/proc/net/udp", "/proc/net/udp6"], None),
+    };
+    tables.iter().filter_map(|t| std::fs::read_to_string(t).ok()).any(|table| {
+        table.lines().skip(1).filter_map(table_entry).any(|(local, state, inode)| {
+            let same_place = local.port() == addr.port()
+                && (local.ip() == addr.ip()
+                    || local.ip().is_unspecified()
+                    || addr.ip().is_unspecified());
+            same_place && listen.is_none_or(|l| l == state) && inode != 0 && !ours.contains(&inode)
+        })
+    })
+}
+
+/// One line of a /proc/net socket table: its local address, state and inode.
+fn table_entry(line: &str) -> Option<(SocketAddr, &str, u64)> {
+    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    let (ip, port) = local.split_once(':')?;
+    // The kernel prints each 32-bit word of the address as it lies in memory.
+    let words: Vec<u32> = (0..ip.len() / 8)
+        .map(|i| u32::from_str_radix(ip.get(i * 8..i * 8 + 8)?, 16).ok())
+        .collect::<Option<_>>()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let ip = match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    let port = u16::from_str_radix(port, 16).ok()?;
+    Some((SocketAddr::new(ip, port), state, inode.parse().ok()?))
 }
 
 /// The address a socket is bound to.
@@ -175,6 +221,60 @@ mod tests {
             drop(member(first.addr()).expect("SO_REUSEPORT joins a port of the same user"));
             let err = ReuseportGroup::bind(first.addr(), 2, kind, member, address).unwrap_err();
             assert!(matches!(err, BindError::AddrInUse { .. }), "{kind:?}: {err}");
+        }
+    }
+
+    /// Two servers started at the same moment can both pass the probe; whichever binds
+    /// second, and the first on its own check, sees the other in the socket tables.
+    #[test]
+    fn a_server_that_joined_after_the_probe_is_seen() {
+        for kind in [Type::DGRAM, Type::STREAM] {
+            let member = |a: SocketAddr| -> Socket {
+                let s = Socket::new(Domain::IPV4, kind, None).unwrap();
+                s.set_reuse_address(true).unwrap();
+                s.set_reuse_port(true).unwrap();
+                s.bind(&a.into()).unwrap();
+                if kind == Type::STREAM {
+                    s.listen(8).unwrap();
+                }
+                s
+            };
+            let first = member("127.0.0.1:0".parse().unwrap());
+            let addr = local_addr(&first).unwrap();
+            let second = member(addr);
+            assert!(
+                !others_hold(
+                    addr,
+                    kind,
+                    &[first.try_clone().unwrap(), second.try_clone().unwrap()]
+                ),
+                "{kind:?}: ours only"
+            );
+            assert!(others_hold(addr, kind, std::slice::from_ref(&first)), "{kind:?}: the joiner");
+            let wildcard: SocketAddr = format!("0.0.0.0:{}", addr.port()).parse().unwrap();
+            assert!(
+                others_hold(wildcard, kind, std::slice::from_ref(&first)),
+                "{kind:?}: any address"
+            );
+            let elsewhere: SocketAddr = format!("127.0.0.2:{}", addr.port()).parse().unwrap();
+            assert!(!others_hold(elsewhere, kind, &[]), "{kind:?}: another address is not held");
+        }
+    }
+
+    #[test]
+    fn socket_table_lines_are_read_or_passed_over() {
+        let v4 = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1613 1";
+        let (local, state, inode) = table_entry(v4).unwrap();
+        assert_eq!((local, state, inode), ("127.0.0.1:8080".parse().unwrap(), "0A", 1613));
+        let v6 = "   0: 00000000000000000000000001000000:0035 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 42 2";
+        assert_eq!(table_entry(v6).unwrap().0, "[::1]:53".parse().unwrap());
+        for bad in [
+            "",
+            "  sl  local_address",
+            "0: zz:1 0:0 0A a b c d e f",
+            "0: 0100007F 0:0 0A a b c d e 7",
+        ] {
+            assert!(table_entry(bad).is_none(), "{bad:?}");
         }
     }
 
