@@ -185,9 +185,24 @@ struct LatencyLab {
     planned: Vec<Pair>,
 }
 
+/// Refuses, before anything runs, a load every point of which could not be split over `hosts`
+/// load hosts (each host offers at least one message and holds at least one connection): else
+/// the first HTTP point would end the run after every UDP pair was measured.
+fn refuse_unsplittable(opts: &LatencyOptions, hosts: usize) -> Result<(), LabError> {
+    let lowest = opts.udp_rates.iter().chain(&opts.http_rates).min().copied().unwrap_or(u64::MAX);
+    if opts.connections < hosts || lowest < hosts as u64 {
+        return Err(LabError::Options(format!(
+            "{} connections and a lowest offered load of {lowest}/s cannot be split over {hosts} load hosts: give --connections {hosts} or more (each host needs a connection and a message a second)",
+            opts.connections
+        )));
+    }
+    Ok(())
+}
+
 impl LatencyLab {
     fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
+        refuse_unsplittable(&opts, testbed.load_hosts().len())?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let udp_port = crate::stage::udp_port(&testbed)?;
@@ -410,5 +425,23 @@ impl Experiment for LatencyLab {
             knees,
             outcome: Outcome { skipped: self.skipped, findings },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load that cannot give every load host a connection and a message a second is refused
+    /// before the first pair, not at the first HTTP point after every UDP pair ran.
+    #[test]
+    fn a_load_too_small_for_the_load_hosts_is_refused_before_any_pair() {
+        let opts = LatencyOptions { connections: 2, ..LatencyOptions::quick() };
+        assert!(refuse_unsplittable(&opts, 1).is_ok());
+        assert!(refuse_unsplittable(&opts, 2).is_ok());
+        let err = refuse_unsplittable(&opts, 3).unwrap_err().to_string();
+        assert!(err.contains("--connections 3 or more"), "{err}");
+        let low = LatencyOptions { udp_rates: vec![2, 1000], ..LatencyOptions::quick() };
+        assert!(refuse_unsplittable(&low, 3).is_err(), "2 messages a second over 3 hosts");
     }
 }

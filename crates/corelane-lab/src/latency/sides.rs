@@ -271,15 +271,17 @@ pub fn parse_sockperf(lines: &[String], rate: Option<u64>) -> Result<Point, LabE
         l.split("ReceivedMessages=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok()
     });
     let sent = sent.ok_or_else(|| missing("message counts"))?;
+    let received = received.ok_or_else(|| missing("received message count"))?;
+    let runtime = runtime.filter(|&t| t > 0.0).ok_or_else(|| missing("run time"))?;
     Ok(Point {
         rate,
-        achieved: runtime.filter(|&t| t > 0.0).map_or(0.0, |t| sent as f64 / t),
+        achieved: sent as f64 / runtime,
         p50_us: p("50.000")?,
         p99_us: p("99.000")?,
         p999_us: p("99.900")?,
         max_us: after("<MAX> observation").ok_or_else(|| missing("max"))?,
         p99_uncorrected_us: None,
-        lost: sent.saturating_sub(received.unwrap_or(sent)),
+        lost: sent.saturating_sub(received),
         sent,
         hosts: Vec::new(),
     })
@@ -385,5 +387,15 @@ sockperf: ---> percentile 50.000 =   73.863";
         assert!((p.achieved - 7193.0 / 0.55).abs() < 1.0);
         let err = parse_sockperf(&lines[..1], None).unwrap_err();
         assert!(err.to_string().contains("printed no 50.000"), "{err}");
+        // A count or the run time missing is an error, never 0 lost or 0/s (the output may
+        // come from another host's sockperf).
+        for (cut, what) in
+            [("; ReceivedMessages=7190", "received message count"), ("RunTime=0.550", "run time")]
+        {
+            let mut partial = lines.clone();
+            partial[0] = partial[0].replace(cut, "");
+            let err = parse_sockperf(&partial, None).unwrap_err().to_string();
+            assert!(err.contains(what), "{err}");
+        }
     }
 }
