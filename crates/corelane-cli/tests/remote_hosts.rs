@@ -268,6 +268,19 @@ impl Hosts {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Waits until `until` (checked with what every host still runs besides sshd) holds,
+    /// failing with `what` and what is left once `end` has passed.
+    fn wait_for(&self, end: Instant, what: &str, until: impl Fn(&[String]) -> bool) {
+        loop {
+            let left: Vec<String> = self.hosts().iter().flat_map(|ns| self.strays(ns)).collect();
+            if until(&left) {
+                return;
+            }
+            assert!(Instant::now() < end, "{what}: {left:?}, copies {:?}", deployed_copies());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Processes in a host's namespace other than its sshd.
     fn strays(&self, ns: &str) -> Vec<String> {
         let pids = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
@@ -544,14 +557,7 @@ fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < end, "still running 30 s after the kill: {left:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for(end, "still running 30 s after the kill", |left| left.is_empty());
     while deployed_copies() != copies_before {
         assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
         std::thread::sleep(Duration::from_millis(200));
@@ -1012,14 +1018,9 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        if left.is_empty() && deployed_copies() == copies_before {
-            break;
-        }
-        assert!(Instant::now() < end, "30 s after the kill: {left:?}, {:?}", deployed_copies());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for(end, "30 s after the kill", |left| {
+        left.is_empty() && deployed_copies() == copies_before
+    });
     while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
         assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
         std::thread::sleep(Duration::from_millis(200));
@@ -1046,14 +1047,7 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < end, "30 s after killing lab latency: {left:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for(end, "30 s after killing lab latency", |left| left.is_empty());
     assert_eq!(hosts.rx_masks(), masks_before, "lab latency changed the rx NIC");
 }
 
