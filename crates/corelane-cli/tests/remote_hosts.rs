@@ -268,6 +268,29 @@ impl Hosts {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Starts `corelane ARGS` in the controller namespace and returns once `started` holds,
+    /// ending it and failing with `what` if it does not within `within`.
+    fn start_lab_until(
+        &self,
+        args: &[&str],
+        within: Duration,
+        what: &str,
+        started: impl Fn() -> bool,
+    ) -> Child {
+        let mut lab =
+            self.corelane_cmd(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let end = Instant::now() + within;
+        while !started() {
+            if Instant::now() >= end {
+                let _ = lab.kill();
+                let _ = lab.wait();
+                panic!("{what}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        lab
+    }
+
     /// Waits until `until` (checked with what every host still runs besides sshd) holds,
     /// failing with `what` and what is left once `end` has passed.
     fn wait_for(&self, end: Instant, what: &str, until: impl Fn(&[String]) -> bool) {
@@ -1007,14 +1030,13 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--vs", "none", "--deploy", "--rx-add-addr", &added]);
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(60);
     let sending = |ns: &String| hosts.strays(ns).iter().any(|c| c.contains("udp send"));
-    while !(sending(&hosts.names[1]) && sending(&hosts.names[3])) {
-        assert!(Instant::now() < end, "the senders never started on h1 and h3");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut lab = hosts.start_lab_until(
+        &args,
+        Duration::from_secs(60),
+        "the senders never started on h1 and h3",
+        || sending(&hosts.names[1]) && sending(&hosts.names[3]),
+    );
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
@@ -1033,17 +1055,17 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--configs", "corelane-serve", "--vs", "none", "--remote-corelane", real]);
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(60);
     let running = |ns: &String, what: &str| hosts.strays(ns).iter().any(|c| c.contains(what));
-    while !(running(&hosts.names[1], "load http")
-        && running(&hosts.names[3], "load http")
-        && running(&hosts.names[2], "serve http"))
-    {
-        assert!(Instant::now() < end, "lab latency's load never started on h1 and h3");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut lab = hosts.start_lab_until(
+        &args,
+        Duration::from_secs(60),
+        "lab latency's load never started on h1 and h3",
+        || {
+            running(&hosts.names[1], "load http")
+                && running(&hosts.names[3], "load http")
+                && running(&hosts.names[2], "serve http")
+        },
+    );
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
@@ -1174,6 +1196,15 @@ fn compiled_loops() -> Vec<PathBuf> {
         .collect()
 }
 
+/// [`fixture`] for the C loop's tests: `None` (saying why) without a C compiler too.
+fn fixture_with_cc() -> Option<(OneAtATime, Vec<PathBuf>, Hosts)> {
+    if !Path::new("/usr/bin/cc").exists() {
+        eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
+        return None;
+    }
+    fixture()
+}
+
 /// The peers this machine (and so every namespace host) has installed, besides the C loop.
 fn installed_peers() -> Vec<&'static str> {
     let on_path = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output();
@@ -1192,11 +1223,7 @@ fn installed_peers() -> Vec<&'static str> {
 /// lab skipped them all ("peers: not run across hosts yet").
 #[test]
 fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
-    let Some((_one, copies_before, hosts)) = fixture() else { return };
-    if !Path::new("/usr/bin/cc").exists() {
-        eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
-        return;
-    }
+    let Some((_one, copies_before, hosts)) = fixture_with_cc() else { return };
     let loops_before = compiled_loops();
     let peers = installed_peers().join(",");
     let report = run_across_without_peers(
@@ -1225,45 +1252,27 @@ fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
 /// anything of the lab, and the compiled loop is gone with the run's directory.
 #[test]
 fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
-    let Some((_one, copies_before, hosts)) = fixture() else { return };
-    if !Path::new("/usr/bin/cc").exists() {
-        eprintln!("skipped: needs cc (apt-get install gcc) for the C loop");
-        return;
-    }
+    let Some((_one, copies_before, hosts)) = fixture_with_cc() else { return };
     let loops_before = compiled_loops();
     let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "10", "--configs", "none"];
     args.extend(["--vs", "c-loop", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(60);
     // The loop itself (taskset execs it), not the commands that write or compile it.
     let running = |c: &String| c.starts_with("/tmp/corelane-nic.") && c.contains("_loop 10.210.");
-    while !hosts.strays(&hosts.names[2]).iter().any(running) {
-        if Instant::now() >= end {
-            let _ = lab.kill();
-            panic!("the C loop never started on h2");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut lab = hosts.start_lab_until(
+        &args,
+        Duration::from_secs(60),
+        "the C loop never started on h2",
+        || hosts.strays(&hosts.names[2]).iter().any(running),
+    );
     assert!(compiled_loops().len() > loops_before.len(), "not compiled in the run directory");
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = hosts.names[1..].iter().flat_map(|ns| hosts.strays(ns)).collect();
-        if left.is_empty() && compiled_loops() == loops_before && deployed_copies() == copies_before
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "30 s after the kill: running {left:?}, compiled loops {:?}",
-            compiled_loops()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for(end, "30 s after the kill (running, or a compiled loop left)", |left| {
+        left.is_empty() && compiled_loops() == loops_before && deployed_copies() == copies_before
+    });
 }
 
 /// A dry run lists what each peer row would run on each host (the C loop's compilation on
@@ -1489,17 +1498,11 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
     let mut args = vec!["lab", "tcp", "--trials", "1", "--duration", "20", "--configs", "none"];
     args.extend(["--vs", "nginx", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(60);
     let serving = |c: &String| c.starts_with("nginx: worker process");
-    while !hosts.strays(&hosts.names[2]).iter().any(serving) {
-        if Instant::now() >= end {
-            let _ = lab.kill();
-            panic!("nginx never served on h2");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut lab =
+        hosts.start_lab_until(&args, Duration::from_secs(60), "nginx never served on h2", || {
+            hosts.strays(&hosts.names[2]).iter().any(serving)
+        });
     assert!(peer_configs().len() > configs_before.len(), "not written in the run directory");
     // This run's copies, as its guards there run them.
     let deployed =
@@ -1508,19 +1511,11 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        let copies: Vec<&String> = deployed.iter().filter(|d| Path::new(d).exists()).collect();
-        if left.is_empty() && peer_configs() == configs_before && copies.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "30 s after the kill: running {left:?}, configurations {:?}, copies {copies:?}",
-            peer_configs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for(end, "30 s after the kill (running, or a configuration or copy left)", |left| {
+        left.is_empty()
+            && peer_configs() == configs_before
+            && deployed.iter().all(|d| !Path::new(d).exists())
+    });
 }
 
 /// A dry run of `lab tcp`'s peers lists what each would run on each host — nginx's
@@ -1625,13 +1620,12 @@ fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
     args.extend(["--configs", "af-xdp", "--vs", "none", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
-    let mut lab =
-        hosts.corelane_cmd(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while !hosts.rx_link().contains("prog/xdp") {
-        assert!(Instant::now() < end, "the AF_XDP receiver never attached to h2's d0");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut lab = hosts.start_lab_until(
+        &args,
+        Duration::from_secs(30),
+        "the AF_XDP receiver never attached to h2's d0",
+        || hosts.rx_link().contains("prog/xdp"),
+    );
     run("kill", &["-9", &lab.id().to_string()]);
     let _ = lab.wait();
     let end = Instant::now() + Duration::from_secs(30);
