@@ -200,32 +200,48 @@ impl Hosts {
         }
         std::fs::create_dir_all("/run/sshd").unwrap();
         for ns in self.hosts().to_vec() {
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
-                .arg(self.path("sshd_config"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            self.sshd.push(child);
+            self.spawn_sshd(&ns, &self.path("sshd_config"));
         }
-        // Up once a session works from the controller.
-        let end = Instant::now() + Duration::from_secs(10);
         for host in (1..=self.hosts().len()).map(Hosts::address) {
-            while !self.ssh(&host, "true").status.success() {
-                assert!(Instant::now() < end, "sshd on {host} did not come up");
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            self.wait_for_sshd(&[], &host, &format!("sshd on {host}"));
+        }
+    }
+
+    /// Starts an sshd in namespace `ns` with `config`; it is ended with the hosts.
+    fn spawn_sshd(&mut self, ns: &str, config: &Path) {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, SSHD, "-D", "-e", "-f"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.sshd.push(child);
+    }
+
+    /// Waits until a session to `host` (with ssh `options`, a port say) works from the
+    /// controller, failing with `what` after 10 s.
+    fn wait_for_sshd(&self, options: &[&str], host: &str, what: &str) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !self.ssh_with(options, host, "true").status.success() {
+            assert!(Instant::now() < end, "{what} did not come up");
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
     fn ssh(&self, host: &str, command: &str) -> Output {
-        let config = self.path("config");
+        self.ssh_with(&[], host, command)
+    }
+
+    /// `ssh OPTIONS root@HOST COMMAND` from the controller, with the hosts' ssh config.
+    fn ssh_with(&self, options: &[&str], host: &str, command: &str) -> Output {
         Command::new("ip")
             .args(["netns", "exec", &self.names[0], "ssh", "-F"])
-            .arg(&config)
-            .args(["-o", "BatchMode=yes", &format!("root@{host}"), command])
+            .arg(self.path("config"))
+            .args(["-o", "BatchMode=yes"])
+            .args(options)
+            .args([&format!("root@{host}"), command])
             .output()
             .unwrap()
     }
@@ -1342,28 +1358,9 @@ fn start_sshd_without_peers(hosts: &mut Hosts) {
     let config = hosts.path("sshd_config_2222");
     std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper.display()))
         .unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &hosts.names[1], SSHD, "-D", "-e", "-f"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    hosts.sshd.push(child);
-    let end = Instant::now() + Duration::from_secs(10);
-    let up = || {
-        Command::new("ip")
-            .args(["netns", "exec", &hosts.names[0], "ssh", "-F"])
-            .arg(hosts.path("config"))
-            .args(["-o", "BatchMode=yes", "-p", "2222", &format!("root@{H1}"), "true"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    while !up() {
-        assert!(Instant::now() < end, "the second sshd on h1 did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let h1 = hosts.names[1].clone();
+    hosts.spawn_sshd(&h1, &config);
+    hosts.wait_for_sshd(&["-p", "2222"], H1, "the second sshd on h1");
 }
 
 /// sockperf and iperf3 are installed on the rx host but not on the tx host: each is skipped
