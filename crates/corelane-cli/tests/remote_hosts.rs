@@ -176,6 +176,14 @@ impl Hosts {
         self.dir.path().join(name)
     }
 
+    /// An executable shell script `name` in the hosts' directory, holding `text`: its path.
+    fn script(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        run("chmod", &["755", &path.display().to_string()]);
+        path.display().to_string()
+    }
+
     fn start_sshd(&mut self) {
         let d = self.dir.path().display().to_string();
         for key in ["hostkey", "id", "other"] {
@@ -468,10 +476,7 @@ fn each_remote_failure_is_one_line_naming_the_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let config = hosts.path("config").display().to_string();
     let wrong = hosts.path("wrong-key").display().to_string();
-    let fake = hosts.path("fake-corelane");
-    std::fs::write(&fake, "#!/bin/sh\necho corelane 9.9.9\n").unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script("fake-corelane", "#!/bin/sh\necho corelane 9.9.9\n");
     let base = ["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
@@ -544,10 +549,7 @@ fn a_remote_answering_without_end_is_one_line_naming_the_host() {
         ),
     ];
     for (name, script) in scripts {
-        let fake = hosts.path(name);
-        std::fs::write(&fake, script).unwrap();
-        run("chmod", &["755", &fake.display().to_string()]);
-        let fake = fake.display().to_string();
+        let fake = hosts.script(name, &script);
         let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
         args.extend(["--rx-host", "root@10.210.2.2", "--rx-addr", DATA_H2]);
         args.extend(["--ssh-config", &config, "--remote-corelane", &fake]);
@@ -1007,14 +1009,10 @@ fn a_load_host_with_a_clock_too_far_off_is_refused_in_one_line() {
     let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
     let config = hosts.path("config").display().to_string();
     let real = env!("CARGO_BIN_EXE_corelane");
-    let fake = hosts.path("clock-ahead");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\nif [ \"$1 $2\" = \"guard --clock\" ]; then while read -r _; do echo $(( $(date +%s%N) + 5000000000 )); done; else exec {real} \"$@\"; fi\n"),
-    )
-    .unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script(
+        "clock-ahead",
+        &format!("#!/bin/sh\nif [ \"$1 $2\" = \"guard --clock\" ]; then while read -r _; do echo $(( $(date +%s%N) + 5000000000 )); done; else exec {real} \"$@\"; fi\n"),
+    );
     let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
     let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
@@ -1347,17 +1345,16 @@ fn start_sshd_without_peers(hosts: &mut Hosts) {
             }
         }
     }
-    let wrapper = hosts.path("path-without-peers");
-    let script = format!(
-        "#!/bin/sh\nexec env PATH={} /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
-        bin.display()
+    let wrapper = hosts.script(
+        "path-without-peers",
+        &format!(
+            "#!/bin/sh\nexec env PATH={} /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
+            bin.display()
+        ),
     );
-    std::fs::write(&wrapper, script).unwrap();
-    run("chmod", &["755", &wrapper.display().to_string()]);
     let base = std::fs::read_to_string(hosts.path("sshd_config")).unwrap();
     let config = hosts.path("sshd_config_2222");
-    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper.display()))
-        .unwrap();
+    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper)).unwrap();
     let h1 = hosts.names[1].clone();
     hosts.spawn_sshd(&h1, &config);
     hosts.wait_for_sshd(&["-p", "2222"], H1, "the second sshd on h1");
@@ -1716,14 +1713,10 @@ fn lab_latency_splits_its_load_over_two_hosts(hosts: &Hosts, copies_before: &[Pa
     hosts.assert_clean(copies_before, "lab latency from two load hosts");
 
     // corelane load fails on h3 only (the wrapper asks which host it is on).
-    let fake = hosts.path("no-load-on-h3");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\nif [ \"$1 $2\" = \"load http\" ] && ip -o addr show | grep -q ' {H3}/'; then echo 'no load here' >&2; exit 3; fi\nexec {real} \"$@\"\n"),
-    )
-    .unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script(
+        "no-load-on-h3",
+        &format!("#!/bin/sh\nif [ \"$1 $2\" = \"load http\" ] && ip -o addr show | grep -q ' {H3}/'; then echo 'no load here' >&2; exit 3; fi\nexec {real} \"$@\"\n"),
+    );
     let mut args = vec!["lab", "latency", "--quick", "--configs", "corelane-serve"];
     args.extend(["--vs", "none", "--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx]);
     args.extend(["--rx-addr", DATA_H2, "--ssh-config", &config, "--remote-corelane", &fake]);
