@@ -1354,7 +1354,7 @@ fn start_sshd_without_peers(hosts: &mut Hosts) {
     );
     let base = std::fs::read_to_string(hosts.path("sshd_config")).unwrap();
     let config = hosts.path("sshd_config_2222");
-    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper)).unwrap();
+    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {wrapper}\n")).unwrap();
     let h1 = hosts.names[1].clone();
     hosts.spawn_sshd(&h1, &config);
     hosts.wait_for_sshd(&["-p", "2222"], H1, "the second sshd on h1");
