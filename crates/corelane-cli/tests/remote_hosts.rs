@@ -403,6 +403,18 @@ fn run_across(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
 
 /// Runs `corelane LAB_ARGS` across the two hosts (deployed) and returns its JSON report.
 fn run_across_without_peers(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
+    across(hosts, lab_args).1
+}
+
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed) as a dry run: what it printed,
+/// and its JSON report.
+fn dry_run_across(hosts: &Hosts, lab_args: &[&str]) -> (String, serde_json::Value) {
+    across(hosts, &[lab_args, &["--dry-run"]].concat())
+}
+
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed), which must succeed: what it
+/// printed, and its JSON report.
+fn across(hosts: &Hosts, lab_args: &[&str]) -> (String, serde_json::Value) {
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("run.json").display().to_string();
     let mut args = lab_args.to_vec();
@@ -410,7 +422,8 @@ fn run_across_without_peers(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Val
     args.extend(["--deploy", "--json", &json]);
     let out = hosts.corelane(&args);
     assert!(out.status.success(), "{}", text(&out));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), report)
 }
 
 /// Starts a 20-second `lab udp` placement row across the hosts (RPS changed on h2) and
@@ -664,23 +677,15 @@ fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
 #[test]
 fn a_dry_run_shows_each_rows_changes_and_changes_nothing() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
     let masks_before = hosts.rx_masks();
     for (lab, configs, row) in [
         ("udp", "default,placement,reuseport", "row placement"),
         ("tcp", "baseline,flow-to-core", "flow-to-core"),
     ] {
-        let json = hosts.path("dry.json").display().to_string();
-        let mut args = vec!["lab", lab, "--quick", "--configs", configs, "--vs", "none"];
-        args.extend(remote_args(&hosts, &config));
-        args.extend(["--deploy", "--dry-run", "--json", &json]);
-        let out = hosts.corelane(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}", text(&out));
+        let args = ["lab", lab, "--quick", "--configs", configs, "--vs", "none"];
+        let (stdout, report) = dry_run_across(&hosts, &args);
         assert!(stdout.contains("dry run: nothing was changed or measured"), "{stdout}");
         assert!(stdout.contains(row) && stdout.contains("rps_cpus"), "{stdout}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
         let planned = report["dry_run"].as_array().unwrap();
         assert!(!planned.is_empty() && planned[0]["nic"] == "d0", "{report}");
@@ -1295,15 +1300,9 @@ fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
 fn a_dry_run_lists_the_peer_steps_per_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let loops_before = compiled_loops();
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry-peers.json").display().to_string();
     let peers = installed_peers().join(",");
-    let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", &peers];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "udp", "--quick", "--configs", "default", "--vs", &peers];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
     let compile =
         stdout.lines().find(|l| l.starts_with(&rx) && l.contains(" -O2 -o /tmp/corelane-nic."));
@@ -1322,8 +1321,6 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
             "{stdout}"
         );
     }
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["peers"].as_array().map(Vec::len), Some(0), "{report}");
     assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 7), "{report}");
     hosts.assert_clean(&copies_before, "a dry run with peers");
@@ -1524,14 +1521,8 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
     }
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry-tcp.json").display().to_string();
-    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
     let on = |prefix: &str, what: &str| {
         stdout.lines().any(|l| l.starts_with(prefix) && l.contains(what))
@@ -1541,8 +1532,6 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
     assert!(on(&tx, " load http http://10.210.3.2:"), "{stdout}");
     assert!(on(&tx, "wrk -t1"), "{stdout}");
     assert!(!stdout.contains("not run across hosts"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
     assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 6), "{report}");
     let deployed = deploy_dirs_in(&stdout);
@@ -1643,17 +1632,9 @@ fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
 #[test]
 fn a_dry_run_lists_the_xdp_rows_receivers_and_attaches_nothing() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry.json").display().to_string();
-    let mut args = vec!["lab", "udp", "--quick", "--configs", "af-xdp,xdp-floor", "--vs", "none"];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "udp", "--quick", "--configs", "af-xdp,xdp-floor", "--vs", "none"];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     assert!(stdout.contains("XDP rows, each receiver under `corelane guard`"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let steps = report["xdp_steps"].as_array().unwrap();
     let rows: Vec<&str> = steps.iter().map(|s| s["row"].as_str().unwrap()).collect();
     assert_eq!(rows, ["row af-xdp", "row xdp-floor"], "{report}");
