@@ -328,6 +328,15 @@ impl Hosts {
         }
     }
 
+    /// Waits until the rx NIC is as found (its RPS masks `masks_before`, the row's added
+    /// address gone), failing once `end` has passed.
+    fn wait_for_rx_nic(&self, end: Instant, masks_before: &str) {
+        while self.rx_masks() != masks_before || self.rx_addrs().contains(ADDED_H2) {
+            assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Processes in a host's namespace other than its sshd.
     fn strays(&self, ns: &str) -> Vec<String> {
         let pids = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
@@ -357,6 +366,14 @@ impl Drop for Hosts {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
     }
+}
+
+/// Kills the controller `lab` outright (`ip netns exec` execs, so the child's PID is
+/// corelane's own): the deadline, 30 s on, by which its hosts must be left as found.
+fn kill_controller(mut lab: Child) -> Instant {
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    Instant::now() + Duration::from_secs(30)
 }
 
 fn run(program: &str, args: &[&str]) {
@@ -605,21 +622,13 @@ fn a_remote_answering_without_end_is_one_line_naming_the_host() {
 fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let masks_before = hosts.rx_masks();
-    let mut lab = start_long_run(&hosts, Stdio::null());
+    let lab = start_long_run(&hosts, Stdio::null());
     assert!(hosts.rx_addrs().contains(ADDED_H2), "the row did not add its address");
-    // Kill the controller outright; `ip netns exec` execs, so the child's PID is corelane's own.
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
-    hosts.wait_for(end, "still running 30 s after the kill", |left| left.is_empty());
-    while deployed_copies() != copies_before {
-        assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
-        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let end = kill_controller(lab);
+    hosts.wait_for(end, "30 s after the kill (running, or the deployed copy left)", |left| {
+        left.is_empty() && deployed_copies() == copies_before
+    });
+    hosts.wait_for_rx_nic(end, &masks_before);
 }
 
 #[test]
@@ -1050,22 +1059,17 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
     let sending = |ns: &String| hosts.strays(ns).iter().any(|c| c.contains("udp send"));
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(60),
         "the senders never started on h1 and h3",
         || sending(&hosts.names[1]) && sending(&hosts.names[3]),
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill", |left| {
         left.is_empty() && deployed_copies() == copies_before
     });
-    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
-        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for_rx_nic(end, &masks_before);
 
     // lab latency, killed while h1 and h3 load corelane's HTTP server on h2 (corelane at
     // its path on the hosts: a deployed copy's end after a kill is checked above).
@@ -1075,7 +1079,7 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
     let running = |ns: &String, what: &str| hosts.strays(ns).iter().any(|c| c.contains(what));
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(60),
         "lab latency's load never started on h1 and h3",
@@ -1085,9 +1089,7 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
                 && running(&hosts.names[2], "serve http")
         },
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after killing lab latency", |left| left.is_empty());
     assert_eq!(hosts.rx_masks(), masks_before, "lab latency changed the rx NIC");
 }
@@ -1279,16 +1281,14 @@ fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
     args.extend(remote_args(&hosts, &config));
     // The loop itself (taskset execs it), not the commands that write or compile it.
     let running = |c: &String| c.starts_with("/tmp/corelane-nic.") && c.contains("_loop 10.210.");
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(60),
         "the C loop never started on h2",
         || hosts.strays(&hosts.names[2]).iter().any(running),
     );
     assert!(compiled_loops().len() > loops_before.len(), "not compiled in the run directory");
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill (running, or a compiled loop left)", |left| {
         left.is_empty() && compiled_loops() == loops_before && deployed_copies() == copies_before
     });
@@ -1490,7 +1490,7 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
     args.extend(["--vs", "nginx", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
     let serving = |c: &String| c.starts_with("nginx: worker process");
-    let mut lab =
+    let lab =
         hosts.start_lab_until(&args, Duration::from_secs(60), "nginx never served on h2", || {
             hosts.strays(&hosts.names[2]).iter().any(serving)
         });
@@ -1499,9 +1499,7 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
     let deployed =
         deploy_dirs_in(&hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect::<String>());
     assert!(!deployed.is_empty(), "no guard from a deployed copy on the hosts");
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill (running, or a configuration or copy left)", |left| {
         left.is_empty()
             && peer_configs() == configs_before
@@ -1603,28 +1601,16 @@ fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
     args.extend(["--configs", "af-xdp", "--vs", "none", "--deploy"]);
     args.extend(remote_args(&hosts, &config));
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(30),
         "the AF_XDP receiver never attached to h2's d0",
         || hosts.rx_link().contains("prog/xdp"),
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
-    while hosts.rx_link().contains("xdp")
-        || hosts.hosts().iter().any(|ns| !hosts.strays(ns).is_empty())
-        || deployed_copies() != copies_before
-    {
-        let strays: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        assert!(
-            Instant::now() < end,
-            "left 30 s after the kill: {} {strays:?} {:?}",
-            hosts.rx_link(),
-            deployed_copies()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let end = kill_controller(lab);
+    hosts.wait_for(end, "30 s after the kill (running, a copy, or XDP on h2's d0)", |left| {
+        left.is_empty() && deployed_copies() == copies_before && !hosts.rx_link().contains("xdp")
+    });
 }
 
 /// A dry run of the AF_XDP rows across hosts lists the receiver each would run on the rx host
