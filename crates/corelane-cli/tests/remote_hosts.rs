@@ -443,6 +443,22 @@ fn across(hosts: &Hosts, lab_args: &[&str]) -> (String, serde_json::Value) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), report)
 }
 
+/// Starts `corelane LAB_ARGS` across the two hosts (deployed) and returns once `started`
+/// holds (see [`Hosts::start_lab_until`]).
+fn start_across_until(
+    hosts: &Hosts,
+    lab_args: &[&str],
+    within: Duration,
+    what: &str,
+    started: impl Fn() -> bool,
+) -> Child {
+    let config = hosts.path("config").display().to_string();
+    let mut args = lab_args.to_vec();
+    args.extend(remote_args(hosts, &config));
+    args.push("--deploy");
+    hosts.start_lab_until(&args, within, what, started)
+}
+
 /// Starts a 20-second `lab udp` placement row across the hosts (RPS changed on h2) and
 /// returns once its receiver runs on h2.
 fn start_long_run(hosts: &Hosts, stderr: Stdio) -> Child {
@@ -1275,13 +1291,12 @@ fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
 fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
     let Some((_one, copies_before, hosts)) = fixture_with_cc() else { return };
     let loops_before = compiled_loops();
-    let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "10", "--configs", "none"];
-    args.extend(["--vs", "c-loop", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
+    args.extend(["--vs", "c-loop"]);
     // The loop itself (taskset execs it), not the commands that write or compile it.
     let running = |c: &String| c.starts_with("/tmp/corelane-nic.") && c.contains("_loop 10.210.");
-    let lab = hosts.start_lab_until(
+    let lab = start_across_until(
+        &hosts,
         &args,
         Duration::from_secs(60),
         "the C loop never started on h2",
@@ -1432,17 +1447,29 @@ fn installed_tcp_peers() -> Vec<&'static str> {
     ["nginx", "lighttpd", "wrk"].into_iter().filter(|p| found(p)).collect()
 }
 
+/// Whether the web peers `needed` are all installed; if not, the test says it is skipped and
+/// what to install.
+fn tcp_peers_or_skip(needed: &[&str]) -> bool {
+    let installed = installed_tcp_peers();
+    if needed.iter().all(|p| installed.contains(p)) {
+        return true;
+    }
+    let packages: Vec<&str> =
+        needed.iter().map(|&p| if p == "nginx" { "nginx-light" } else { p }).collect();
+    eprintln!("skipped: needs {} (apt-get install {})", needed.join(" and "), packages.join(" "));
+    false
+}
+
 /// nginx and lighttpd serve on h2 (their configurations in its private run directory) and
 /// wrk loads from h1: every peer row has figures, the server CPU read on h2, none is
 /// skipped, and both hosts are left as found. The old lab skipped nginx and lighttpd ("not
 /// run across hosts yet").
 #[test]
 fn lab_tcp_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") {
-        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+    if !tcp_peers_or_skip(&["nginx"]) {
         return;
     }
+    let peers = installed_tcp_peers();
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
     let vs = peers.join(",");
@@ -1479,21 +1506,21 @@ fn lab_tcp_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
 /// run's directory.
 #[test]
 fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
-    if !installed_tcp_peers().contains(&"nginx") {
-        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+    if !tcp_peers_or_skip(&["nginx"]) {
         return;
     }
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
-    let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "tcp", "--trials", "1", "--duration", "20", "--configs", "none"];
-    args.extend(["--vs", "nginx", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
+    args.extend(["--vs", "nginx"]);
     let serving = |c: &String| c.starts_with("nginx: worker process");
-    let lab =
-        hosts.start_lab_until(&args, Duration::from_secs(60), "nginx never served on h2", || {
-            hosts.strays(&hosts.names[2]).iter().any(serving)
-        });
+    let lab = start_across_until(
+        &hosts,
+        &args,
+        Duration::from_secs(60),
+        "nginx never served on h2",
+        || hosts.strays(&hosts.names[2]).iter().any(serving),
+    );
     assert!(peer_configs().len() > configs_before.len(), "not written in the run directory");
     // This run's copies, as its guards there run them.
     let deployed =
@@ -1512,9 +1539,7 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
 /// nothing.
 #[test]
 fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
-        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+    if !tcp_peers_or_skip(&["nginx", "wrk"]) {
         return;
     }
     let Some((_one, _, hosts)) = fixture() else { return };
@@ -1541,9 +1566,7 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
 /// it in one line naming the tx host and the package, and still plans nginx on the rx host.
 #[test]
 fn lab_tcp_skips_wrk_missing_on_the_tx_host_naming_it() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
-        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+    if !tcp_peers_or_skip(&["nginx", "wrk"]) {
         return;
     }
     let Some((_one, _, mut hosts)) = fixture() else { return };
@@ -1597,11 +1620,10 @@ fn the_af_xdp_rows_run_on_the_rx_hosts_nic_and_leave_no_xdp_program() {
 #[test]
 fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
-    args.extend(["--configs", "af-xdp", "--vs", "none", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
-    let lab = hosts.start_lab_until(
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "af-xdp"];
+    args.extend(["--vs", "none"]);
+    let lab = start_across_until(
+        &hosts,
         &args,
         Duration::from_secs(30),
         "the AF_XDP receiver never attached to h2's d0",
