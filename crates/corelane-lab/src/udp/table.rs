@@ -258,6 +258,19 @@ mod tests {
         }
     }
 
+    /// The shared header keeps the keys `lab udp`'s JSON always had, at the top level.
+    #[test]
+    fn the_report_keeps_its_header_keys_at_the_top() {
+        let json = serde_json::to_value(report()).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        for key in ["network", "machine", "trials", "duration_secs", "sender_cpu", "receiver_cpus"]
+        {
+            assert!(keys.contains(&key), "{key} missing: {keys:?}");
+        }
+        assert!(!keys.contains(&"header") && !keys.contains(&"schedule"), "{keys:?}");
+        assert_eq!((&json["trials"], &json["duration_secs"]), (&1.into(), &3.0.into()));
+    }
+
     #[test]
     fn table_header_has_a_column_for_every_cell() {
         let text = report().text();
