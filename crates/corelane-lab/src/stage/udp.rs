@@ -518,7 +518,11 @@ fn read_steady_seconds(
             charged_start = (charged.runtime(), interval.interval.datagrams);
         } else if index >= 2 {
             steady.pps.push(interval.interval.rate.pps);
-            steady.drops.push(interval.kernel_drops as f64);
+            let drops = interval.kernel_drops.ok_or_else(|| LabError::ChildOutput {
+                child: RECEIVER.into(),
+                problem: format!("could not read {}'s UDP counters (/proc/net/snmp)", rx.name()),
+            })?;
+            steady.drops.push(drops as f64);
             steady.cpu_ns.push(interval.cpu_ns_per_datagram);
             steady.lanes.push(interval.interval.lane_pps);
         }
