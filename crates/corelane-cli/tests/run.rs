@@ -537,3 +537,55 @@ fn a_forked_worker_that_drops_root_cannot_use_the_parents_ring() {
     );
     assert!(delegated(&summary, "send") >= 2, "{summary}");
 }
+
+/// Runs as PID 1 of a new PID namespace (after the reviewer's reuse.sh): `corelane run` a
+/// program that daemonizes and exits at once, give its PID to a new process group leader
+/// (the victim), then SIGTERM corelane run. Prints who got the signal.
+const PID_REUSE: &str = r#"
+B=$1; D=$2
+"$B" run -- sh -c "echo \$\$ > $D/leader; setsid sleep 30 </dev/null >/dev/null 2>&1 & exit 0" 2>"$D/run.err" &
+RUN=$!
+for i in $(seq 200); do [ -s "$D/leader" ] && break; sleep 0.05; done
+L=$(cat "$D/leader")
+# Until corelane run has reaped the program, its PID is not free.
+for i in $(seq 200); do [ -e /proc/$L ] || break; sleep 0.05; done
+echo $((L - 1)) > /proc/sys/kernel/ns_last_pid
+setsid sh -c "trap 'echo victim got SIGTERM; exit' TERM; echo \$\$ > $D/victim; while :; do sleep 0.1; done" >>"$D/victim.log" &
+for i in $(seq 200); do [ -s "$D/victim" ] && break; sleep 0.05; done
+[ "$(cat "$D/victim")" = "$L" ] && echo "victim has the program's pid $L" || echo "victim did not get pid $L"
+kill -TERM $RUN
+# The daemon gets it instead: its sleep ends, and corelane run with it.
+for i in $(seq 100); do kill -0 $RUN 2>/dev/null || break; sleep 0.05; done
+kill -0 $RUN 2>/dev/null && echo "corelane run still waits" || echo "corelane run ended"
+sleep 0.3
+cat "$D/victim.log"
+"#;
+
+#[test]
+fn signals_never_reach_a_process_group_that_reused_the_programs_pid() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (the test needs a PID namespace of its own)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", PID_REUSE, "bash"])
+        .arg(env!("CARGO_BIN_EXE_corelane"))
+        .arg(dir.path())
+        .env_remove("LD_LIBRARY_PATH")
+        .output();
+    let out = match out {
+        Ok(out) if out.status.success() => out,
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("unshare") => {
+            return eprintln!("skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(out) => panic!("{out:?}"),
+        Err(e) => return eprintln!("skipped: no unshare ({e})"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run_err = std::fs::read_to_string(dir.path().join("run.err")).unwrap_or_default();
+    assert!(stdout.contains("victim has the program's pid"), "{stdout}");
+    assert!(!stdout.contains("victim got SIGTERM"), "{stdout}");
+    assert!(stdout.contains("corelane run ended"), "{stdout}{run_err}");
+    assert!(run_err.contains("exited with status 0"), "{run_err}");
+}
