@@ -220,7 +220,10 @@ pub fn start(cpu: u32) -> u64 {
     let Some((fd, params, sqpoll)) = setup(cpu) else {
         return MODE_UNAVAILABLE;
     };
-    let (dev, ino) = sys_fd_identity(fd).unwrap_or_default();
+    let Some((dev, ino)) = sys_fd_identity(fd) else {
+        sys_close(fd);
+        return MODE_UNAVAILABLE;
+    };
     HELD.dev.store(dev, SeqCst);
     HELD.ino.store(ino, SeqCst);
     HELD.fd.store(fd, SeqCst);
