@@ -82,7 +82,7 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
         }
         if count(LaneMode::UringUnavailable) > 0 {
             notes.push(format!(
-                "no io_uring in {} process(es): the threads lane ran instead",
+                "no io_uring that can be restricted (Linux 5.10 or later) in {} process(es): the threads lane ran instead",
                 count(LaneMode::UringUnavailable)
             ));
         }

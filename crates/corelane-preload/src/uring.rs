@@ -2,7 +2,7 @@
 //! SQPOLL thread (the kernel's own syscall thread, `iou-sqp-PID`) is pinned to the first
 //! syscall CPU (IORING_SETUP_SQPOLL|SQ_AFF). Fallbacks, each recorded for `corelane run`: the
 //! kernel refuses SQPOLL → a plain ring, each submission an io_uring_enter from the caller;
-//! no io_uring at all → the threads lane. Only what io_uring runs without blocking its poller
+//! no io_uring that can be restricted (below) → the threads lane. Only what io_uring runs without blocking its poller
 //! goes there (send, recv, recvmsg; read, readv, write on sockets); the rest of the lane's
 //! calls go direct in this lane. Threads submit under a spin lock (a few stores); whichever
 //! waiting thread gets the completion lock hands every completion to its slot.
