@@ -524,6 +524,7 @@ fn a_forked_worker_that_drops_root_cannot_use_the_parents_ring() {
         // A raw clone skips atfork: it keeps the fd (no close-on-fork exists), not the
         // mappings (MADV_DONTFORK); mapping the fd itself, it finds the ring restricted.
         "clone child: inherited fd OPENAT res=-13",
+        "clone child: inherited fd REGISTER_PERSONALITY res=-13",
         // The restricted ring still carries the lane's calls.
         "parent: send after 1",
     ] {

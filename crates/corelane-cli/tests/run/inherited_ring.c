@@ -6,11 +6,12 @@
 //   - in a fork()ed worker that dropped root: to find the parent's ring (fd or mapping), then
 //     to open through the worker's own new ring;
 //   - in a worker made by a raw clone (no atfork handler runs): to find the mappings, then to
-//     map the inherited fd itself and open through it;
+//     map the inherited fd itself and open through it, and to register anything on it;
 //   - a send through the lane at the end (the restricted ring still works).
 // Usage: inherited_ring SECRET_FILE (owned by root, mode 0600).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/io_uring.h>
@@ -150,6 +151,9 @@ static void clone_child(const char *secret, int ring_fd) {
     map_fd(&r);
     if (r.base) printf("clone child: inherited fd OPENAT res=%ld\n", openat_through(&r, secret));
     else printf("clone child: cannot map the inherited fd\n");
+    // No registration either (a personality, files, buffers, another restriction set...).
+    long reg = syscall(__NR_io_uring_register, ring_fd, IORING_REGISTER_PERSONALITY, NULL, 0);
+    printf("clone child: inherited fd REGISTER_PERSONALITY res=%ld\n", reg < 0 ? -(long)errno : reg);
   }
   fflush(stdout);
   _exit(0);
