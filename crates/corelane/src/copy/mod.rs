@@ -25,6 +25,7 @@ mod finish;
 mod links;
 mod method;
 mod preserve;
+mod source_mount;
 mod tree;
 mod xattr;
 

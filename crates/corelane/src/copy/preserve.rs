@@ -68,7 +68,8 @@ impl Preserve {
     pub fn wants(self, kind: LossKind) -> bool {
         match kind {
             LossKind::Ownership => self.ownership,
-            LossKind::Xattr | LossKind::Acl => self.xattr,
+            LossKind::Xattr | LossKind::Acl | LossKind::Capability => self.xattr,
+            LossKind::SetId => self.mode && self.ownership,
         }
     }
 }
@@ -143,16 +144,39 @@ pub enum LossKind {
     Xattr,
     /// POSIX ACLs, or an ACL type the destination does not know (NFSv4, rich ACLs).
     Acl,
+    /// Set-user-ID and set-group-ID bits of a file read from a mount where the kernel does not
+    /// honour them (`nosuid`, FUSE): the copy would honour them.
+    #[serde(rename = "set-id")]
+    SetId,
+    /// `security.capability` (file capabilities) read from such a mount, for the same reason.
+    Capability,
 }
 
 impl LossKind {
-    const ALL: [LossKind; 3] = [LossKind::Ownership, LossKind::Xattr, LossKind::Acl];
+    const ALL: [LossKind; 5] = [
+        LossKind::Ownership,
+        LossKind::Xattr,
+        LossKind::Acl,
+        LossKind::SetId,
+        LossKind::Capability,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             LossKind::Ownership => "ownership",
             LossKind::Xattr => "xattr",
             LossKind::Acl => "acl",
+            LossKind::SetId => "set-id",
+            LossKind::Capability => "capability",
+        }
+    }
+
+    /// The `--no-preserve` kind that stops asking for what was lost, and so accepts the loss.
+    pub fn accepted_by(self) -> &'static str {
+        match self {
+            LossKind::Ownership => "ownership",
+            LossKind::Xattr | LossKind::Acl | LossKind::Capability => "xattr",
+            LossKind::SetId => "mode",
         }
     }
 }
@@ -170,8 +194,8 @@ pub struct NotKept {
 /// touches it, so the lanes never wait on each other here in a copy that keeps everything.
 #[derive(Debug, Default)]
 pub(crate) struct Losses {
-    counts: [AtomicU64; 3],
-    first: [OnceLock<(PathBuf, String)>; 3],
+    counts: [AtomicU64; LossKind::ALL.len()],
+    first: [OnceLock<(PathBuf, String)>; LossKind::ALL.len()],
 }
 
 impl Losses {
