@@ -76,6 +76,17 @@ pub(crate) enum SourcePath<'a> {
     Beneath { root: BorrowedFd<'a>, rel: &'a Path, dir: SourceMount },
 }
 
+impl SourcePath<'_> {
+    /// The mount of this source, opened as `fd` on device `dev`: its directory's, or its own
+    /// when it is on another device (a file mount) or was named by the user.
+    fn mount(self, fd: BorrowedFd<'_>, dev: u64) -> SourceMount {
+        match self {
+            SourcePath::Named(_) => SourceMount::read(fd, dev),
+            SourcePath::Beneath { dir, .. } => dir.of_entry(fd, dev),
+        }
+    }
+}
+
 /// Opens a source for reading without blocking (a FIFO put in a file's place must not hang
 /// the copy) and checks that what was opened is a regular file: the type is checked on the
 /// descriptor, not the path, so swapping the file between a walk and the open gains nothing.
@@ -313,11 +324,7 @@ pub(crate) fn copy_checked(
             }
         }
     }
-    // The file's own mount when it is on another device than its directory (a file mount).
-    let mount = match src {
-        SourcePath::Named(_) => SourceMount::read(&plain, stat.st_dev),
-        SourcePath::Beneath { dir, .. } => dir.of_entry(&plain, stat.st_dev),
-    };
+    let mount = src.mount(plain.as_fd(), stat.st_dev);
     let info = SourceInfo::from(&stat);
     let size = info.size;
     let started = Instant::now();

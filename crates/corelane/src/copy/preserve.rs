@@ -3,7 +3,8 @@
 //!
 //! Ownership decides the set-id bits: a copy keeps set-user-ID, set-group-ID (and a file's
 //! sticky bit) only when it also kept the owner, as `cp -a` does; otherwise a root copy of
-//! another user's setuid program would be a root setuid program.
+//! another user's setuid program would be a root setuid program. The source's mount decides
+//! too: see `source_mount.rs`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

@@ -21,7 +21,15 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 
+use rustix::fs::StatVfsMountFlags;
+
 use super::preserve::{LossKind, Losses};
+
+/// Whether statfs(2)'s `f_type` is FUSE's (fuse and fuseblk alike).
+#[allow(clippy::unnecessary_cast)] // the two types differ between architectures
+fn is_fuse(fs_type: rustix::fs::FsWord) -> bool {
+    fs_type == libc::FUSE_SUPER_MAGIC as rustix::fs::FsWord
+}
 
 /// Why a mount's set-id bits, capabilities and device nodes are not honoured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,18 +57,21 @@ impl SourceMount {
     /// The mount of the open file or directory `fd` on device `dev`.
     pub(crate) fn read(fd: impl AsFd, dev: u64) -> SourceMount {
         match rustix::fs::fstatfs(fd) {
-            Ok(stat) => Self::from_statfs(dev, stat.f_type as i64, stat.f_flags as u64),
+            Ok(stat) => {
+                let flags = StatVfsMountFlags::from_bits_retain(stat.f_flags as u64);
+                Self::from_statfs(dev, is_fuse(stat.f_type), flags)
+            }
             Err(e) => SourceMount { dev, nosuid: true, nodev: true, why: Distrust::Unknown(e) },
         }
     }
 
-    /// From statfs(2)'s file system type and mount flags (`ST_*`).
-    fn from_statfs(dev: u64, fs_type: i64, flags: u64) -> SourceMount {
-        if fs_type == libc::FUSE_SUPER_MAGIC as i64 {
+    /// From statfs(2): whether it is FUSE, and the mount flags.
+    fn from_statfs(dev: u64, fuse: bool, flags: StatVfsMountFlags) -> SourceMount {
+        if fuse {
             return SourceMount { dev, nosuid: true, nodev: true, why: Distrust::Fuse };
         }
-        let nosuid = flags & libc::ST_NOSUID as u64 != 0;
-        let nodev = flags & libc::ST_NODEV as u64 != 0;
+        let nosuid = flags.contains(StatVfsMountFlags::NOSUID);
+        let nodev = flags.contains(StatVfsMountFlags::NODEV);
         SourceMount { dev, nosuid, nodev, why: Distrust::Flags }
     }
 
@@ -132,7 +143,7 @@ mod tests {
     /// FUSE reports what its daemon likes, nosuid or not: nothing privileged is taken from it.
     #[test]
     fn fuse_is_distrusted_whatever_its_flags() {
-        let fuse = SourceMount::from_statfs(7, libc::FUSE_SUPER_MAGIC as i64, 0);
+        let fuse = SourceMount::from_statfs(7, true, StatVfsMountFlags::empty());
         let losses = Losses::default();
         assert_eq!(fuse.honoured_mode(0o4755, false, Path::new("f"), &losses), 0o755);
         assert!(!fuse.keeps_capability(Path::new("f"), &losses));
@@ -143,19 +154,24 @@ mod tests {
     }
 
     #[test]
+    fn fuse_is_known_by_its_magic_number() {
+        assert!(is_fuse(0x6573_5546) && !is_fuse(0x0102_1994));
+    }
+
+    #[test]
     fn flags_decide_on_other_file_systems() {
         let losses = Losses::default();
-        let plain = SourceMount::from_statfs(7, 0x0102_1994, 0);
+        let plain = SourceMount::from_statfs(7, false, StatVfsMountFlags::empty());
         assert_eq!(plain.honoured_mode(0o6755, false, Path::new("f"), &losses), 0o6755);
         assert!(plain.keeps_capability(Path::new("f"), &losses) && plain.device_skip().is_none());
         assert!(losses.report().is_empty());
-        let nosuid = SourceMount::from_statfs(7, 0x0102_1994, libc::ST_NOSUID as u64);
+        let nosuid = SourceMount::from_statfs(7, false, StatVfsMountFlags::NOSUID);
         assert_eq!(nosuid.honoured_mode(0o2775, true, Path::new("d"), &losses), 0o2775);
         assert_eq!(nosuid.honoured_mode(0o755, false, Path::new("f"), &losses), 0o755);
         assert!(losses.report().is_empty(), "no set-id bits, nothing lost");
         assert_eq!(nosuid.honoured_mode(0o2755, false, Path::new("f"), &losses), 0o755);
         assert!(nosuid.device_skip().is_none());
-        let nodev = SourceMount::from_statfs(7, 0x0102_1994, libc::ST_NODEV as u64);
+        let nodev = SourceMount::from_statfs(7, false, StatVfsMountFlags::NODEV);
         assert!(nodev.device_skip().is_some_and(|why| why.contains("nodev mount")));
         assert_eq!(losses.report()[0].kind, LossKind::SetId);
     }

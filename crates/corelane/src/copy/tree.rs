@@ -48,7 +48,8 @@ pub struct TreeReport {
     pub hard_links: u64,
     /// What was asked to be kept.
     pub preserve: Preserve,
-    /// Attributes asked for that the destination could not keep, once per kind with a count.
+    /// Attributes asked for that the destination could not keep (or the source's mount did not
+    /// honour), once per kind with a count.
     pub not_kept: Vec<NotKept>,
 }
 
