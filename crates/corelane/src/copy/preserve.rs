@@ -324,6 +324,16 @@ mod tests {
         assert!(Preserve::DEFAULT.with("links".parse().unwrap()).links);
     }
 
+    /// A loss names the `--no-preserve` kind that accepts it, and that kind stops asking.
+    #[test]
+    fn every_loss_is_accepted_by_a_no_preserve_kind() {
+        for kind in LossKind::ALL {
+            let less: Preserve = kind.accepted_by().parse().unwrap();
+            assert!(Preserve::ALL.wants(kind), "{kind:?}");
+            assert!(!Preserve::ALL.without(less).wants(kind), "{kind:?}");
+        }
+    }
+
     #[test]
     fn reflink_names_parse() {
         assert_eq!("always".parse::<Reflink>(), Ok(Reflink::Always));
