@@ -407,8 +407,9 @@ fn nosuid_nodev_tree(src: &Path) -> bool {
 /// nosuid,nodev mount, but a root `copy -a` recreated them on an ordinary file system: a
 /// root-owned setuid program with the user's contents and a world-writable /dev/mem, and
 /// `copy -r` the node too. Now set-id bits and capabilities are dropped and counted as not
-/// kept, device nodes skipped saying why; FIFOs, directories' set-group-ID bits, owners and
-/// the same file from a plain mount are kept.
+/// kept, device nodes skipped saying why, also for a file mounted on its own in a plain
+/// directory; FIFOs, directories' set-group-ID bits, owners and the same file from a plain
+/// mount are kept.
 #[test]
 fn set_id_bits_capabilities_and_devices_from_a_nosuid_nodev_source_are_not_recreated() {
     use rustix::mount::MountFlags;
@@ -463,6 +464,17 @@ fn set_id_bits_capabilities_and_devices_from_a_nosuid_nodev_source_are_not_recre
     let capped = file(&src.join("capped"), &dst.join("capped"), &CopyOptions::archive()).unwrap();
     assert_eq!(capability(&dst.join("capped")), None);
     assert_eq!(lost(&capped.not_kept, "capability").is_some(), caps, "{:?}", capped.not_kept);
+
+    // A file mounted on its own (FUSE can mount on a file) in a directory of a mount that
+    // honours set-id bits is judged by its own mount.
+    let mixed = dst.join("mixed");
+    fs::create_dir(&mixed).unwrap();
+    fs::write(mixed.join("bound"), b"").unwrap();
+    rustix::mount::mount_bind(src.join("evil"), mixed.join("bound")).unwrap();
+    let m = tree(&mixed, &dst.join("mixed-copy"), &CopyOptions::archive()).unwrap();
+    assert_eq!(mode(&dst.join("mixed-copy/bound")), 0o755, "a file mount's own flags count");
+    assert!(lost(&m.not_kept, "set-id").is_some(), "{:?}", m.not_kept);
+    rustix::mount::unmount(mixed.join("bound"), rustix::mount::UnmountFlags::empty()).unwrap();
 
     // The same files from a mount that honours them keep everything (the check can fail).
     let plain = dst.join("plain");
