@@ -2,14 +2,14 @@
 //! bytes, the body framed by its Content-Length, counted and dropped as it arrives, so
 //! whatever a server sends costs the client at most [`MAX_BUFFER`] bytes per connection.
 
+use super::http::MAX_HEADERS;
+
 /// The most a response's head may take; a longer one is refused, not waited for.
 pub const MAX_HEAD: usize = 64 * 1024;
 /// The most a connection's read buffer grows to (a large body is read in pieces this big).
 pub const MAX_BUFFER: usize = 256 * 1024;
 /// The buffer a connection starts with.
 const FIRST_BUFFER: usize = 16 * 1024;
-/// Headers a response may carry.
-const MAX_HEADERS: usize = 32;
 
 /// What the bytes read so far make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,13 +267,14 @@ mod tests {
             length in any::<u64>(),
             chunk in 1usize..600,
         ) {
-            let mut r = ResponseReader::default();
+            let mut framed = ResponseReader::default();
             let mut text = format!("HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n").into_bytes();
             text.extend(&bytes);
-            feed(&mut r, &text, chunk);
-            let mut r = ResponseReader::default();
-            feed(&mut r, &bytes, chunk);
-            prop_assert!(r.buf.len() <= MAX_BUFFER);
+            feed(&mut framed, &text, chunk);
+            prop_assert!(framed.buf.len() <= MAX_BUFFER);
+            let mut raw = ResponseReader::default();
+            feed(&mut raw, &bytes, chunk);
+            prop_assert!(raw.buf.len() <= MAX_BUFFER);
         }
     }
 }
