@@ -82,7 +82,7 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
         }
         if count(LaneMode::UringUnavailable) > 0 {
             notes.push(format!(
-                "no io_uring that can be restricted (Linux 5.10 or later) in {} process(es): the threads lane ran instead",
+                "no io_uring that could be restricted to the lane's operations in {} process(es) (refused by kernel.io_uring_disabled, a seccomp policy or RLIMIT_MEMLOCK, or a kernel before 5.10): the threads lane ran instead",
                 count(LaneMode::UringUnavailable)
             ));
         }
