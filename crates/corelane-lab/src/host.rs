@@ -139,9 +139,14 @@ impl Host {
         match self {
             Host::Local => corelane::fs::write_in_place(Path::new(path), contents.as_bytes())
                 .map_err(|e| LabError::io(format!("cannot write {path}"), e)),
-            // The same write, made there by corelane itself (`corelane write-file`).
-            Host::Namespace(_) | Host::Remote(_) => {
-                self.run(&self.corelane()?, &["write-file", "--", path, contents]).map(drop)
+            // A namespace is this machine: the same write through its dd, inside the namespace
+            // (its own /sys/class/net and /proc/sys/net).
+            Host::Namespace(_) => {
+                self.run("sh", &["-c", NAMESPACE_WRITE, "sh", contents, path]).map(drop)
+            }
+            // A remote host's may be any dd: the write made there by corelane itself.
+            Host::Remote(remote) => {
+                self.run(remote.corelane(), &["write-file", "--", path, contents]).map(drop)
             }
         }
     }
@@ -318,6 +323,14 @@ fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
 /// Writes a kernel setting that exists (truncated, never created, a symlink at the last
 /// component refused), or else creates a new file (O_EXCL|O_NOFOLLOW): no path is opened in
 /// a way that follows a planted symlink.
+/// [`Host::write_file`] in a namespace, as `corelane::fs::write_in_place` does here, with this
+/// machine's GNU dd: a file that is there (or a symlink) is opened as it is, never created or
+/// followed (`conv=nocreat oflag=nofollow`); a missing one only ever created new
+/// (`conv=excl`: `O_EXCL`).
+const NAMESPACE_WRITE: &str =
+    "if [ -e \"$2\" ] || [ -L \"$2\" ]; then how=nocreat; else how=excl; fi; \
+     printf '%s' \"$1\" | dd of=\"$2\" conv=$how oflag=nofollow iflag=fullblock bs=1M status=none";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,6 +434,27 @@ mod tests {
         assert!(host.cpu_time(std::process::id()).is_some());
         assert!(host.find_program("sh").is_some());
         assert!(host.find_program("surely-not-a-program-corelane").is_none());
+    }
+
+    /// The namespace write: an existing file rewritten whole, a missing one created, a
+    /// symlink (dangling or not) never followed.
+    #[test]
+    fn the_namespace_write_never_follows_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+        let write = |path: &str, text: &str| {
+            Host::Local.run("sh", &["-c", NAMESPACE_WRITE, "sh", text, path]).map(drop)
+        };
+        write(&at("new"), "fresh").unwrap();
+        write(&at("new"), "0f").unwrap();
+        assert_eq!(std::fs::read_to_string(at("new")).unwrap(), "0f");
+        std::fs::write(at("victim"), "precious").unwrap();
+        std::os::unix::fs::symlink(at("victim"), at("link")).unwrap();
+        std::os::unix::fs::symlink(at("absent"), at("dangling")).unwrap();
+        assert!(write(&at("link"), "0f").is_err());
+        assert!(write(&at("dangling"), "0f").is_err());
+        assert_eq!(std::fs::read_to_string(at("victim")).unwrap(), "precious");
+        assert!(!dir.path().join("absent").exists());
     }
 
     #[test]

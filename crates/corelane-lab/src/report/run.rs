@@ -120,9 +120,10 @@ pub fn load(path: &Path) -> Result<Run, RunError> {
     let name = path.display().to_string();
     let bytes = corelane::fs::read_capped(path, MAX_FILE_BYTES).map_err(|e| match e {
         ReadCappedError::Io(e) => RunError::new(&name, e.to_string()),
-        ReadCappedError::NotRegular => {
-            RunError::new(&name, format!("not a regular file, so not a corelane run; {HOW}"))
-        }
+        ReadCappedError::NotRegular => RunError::new(
+            &name,
+            format!("not a regular file or pipe, so not a corelane run; {HOW}"),
+        ),
         ReadCappedError::TooLarge(_) => RunError::new(
             &name,
             format!("larger than {} MiB, so not a corelane run; {HOW}", MAX_FILE_BYTES >> 20),

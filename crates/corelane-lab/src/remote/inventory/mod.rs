@@ -49,7 +49,7 @@ pub fn load(path: &Path) -> Result<Fleet, LabError> {
     })
 }
 
-/// The file's text: a regular file (a FIFO or device is refused before it is read from) of
+/// The file's text: a regular file or pipe (a device is refused before it is read from) of
 /// at most [`MAX_BYTES`], in UTF-8.
 fn read_capped(path: &Path) -> Result<String, LabError> {
     use corelane::fs::ReadCappedError;
@@ -57,7 +57,7 @@ fn read_capped(path: &Path) -> Result<String, LabError> {
     let bytes = corelane::fs::read_capped(path, MAX_BYTES).map_err(|e| match e {
         ReadCappedError::Io(e) => LabError::io(format!("cannot read inventory {file}"), e),
         ReadCappedError::NotRegular => LabError::Options(format!(
-            "inventory {file}: not a regular file: give the inventory file itself"
+            "inventory {file}: not a regular file or pipe: give the inventory file itself"
         )),
         ReadCappedError::TooLarge(_) => LabError::Options(format!(
             "inventory {file}: larger than {MAX_BYTES} bytes: give an inventory of the lab's hosts only"
