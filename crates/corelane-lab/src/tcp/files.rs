@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use comfy_table::Cell;
-use corelane::tcp::load::{LoadInterval, LoadSummary};
+use corelane::tcp::load::LoadSummary;
 use serde::Serialize;
 
-use super::servers::{wait_listening, Stage};
-use crate::process::ChildProcess;
+use super::servers::{self, wait_listening, LoadRun, Stage};
+use crate::process::{strings, ChildProcess};
+use crate::stage::load::HttpHostFigures;
 use crate::summary::{Rps, Trials};
-use crate::{median_of, output, report, LabError};
+use crate::{median_of, report, LabError};
 
 /// A server of files: corelane on one backend, or nginx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,12 +60,14 @@ pub struct FileCase {
 }
 
 /// What one trial of a file row measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FileTrial {
     pub rps: f64,
     pub cpu_ns_per_request: f64,
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part (empty: the load came from one side without a clock of its own).
+    pub hosts: Vec<HttpHostFigures>,
 }
 
 /// One server and file, over all trials.
@@ -85,6 +88,10 @@ pub struct FileRow {
     pub trials_cpu_ns: Vec<f64>,
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part when the load came from remote hosts (connections, requests/s,
+    /// latency, errors; medians over trials).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HttpHostFigures>,
 }
 
 /// The root every file server serves: the run's served directory, its files written once
@@ -113,57 +120,60 @@ pub fn root(served: &Path) -> Result<PathBuf, LabError> {
     Ok(served.to_path_buf())
 }
 
-/// Starts `server` on the stage's server CPU serving `root`, for up to `connections` at
-/// once, and waits until it listens.
+/// Starts `server` on the stage's server CPU serving `root` (a path on the rx host), for up
+/// to `connections` at once, and waits until it listens.
 pub fn start(
     stage: &Stage<'_>,
     server: FileServer,
-    root: &Path,
+    root: &str,
     connections: usize,
 ) -> Result<ChildProcess, LabError> {
+    let (program, args) = launch(stage, server, root, connections)?;
+    if server == FileServer::Nginx {
+        let text = nginx_conf(&servers::conf_dir(stage), stage.port, root, connections);
+        servers::write_conf(stage, NGINX_CONF, &text)?;
+    }
     let rx = stage.testbed.rx();
-    let port = stage.port.to_string();
-    let child = match server {
-        FileServer::Corelane(backend) => {
-            let args: Vec<String> = [
-                "serve",
-                "http",
-                "--port",
-                &port,
-                "--lanes",
-                "1",
-                "--pin",
-                &stage.server_cpu.to_string(),
-                "--backend",
-                backend,
-                "--root",
-                &root.display().to_string(),
-                "--max-connections",
-                &(connections + 64).to_string(),
-                "--idle-timeout",
-                "600s",
-                "--json",
-            ]
-            .map(String::from)
-            .to_vec();
-            rx.spawn("corelane serve", &rx.corelane()?, &args)?
-        }
-        FileServer::Nginx => {
-            let conf = nginx_conf(stage.scratch, stage.port, root, connections)?;
-            let nginx = rx.find_program("nginx").ok_or_else(|| {
-                LabError::Options("nginx is not installed (apt-get install nginx-light)".into())
-            })?;
-            let args = ["-c".to_string(), conf.display().to_string()];
-            rx.spawn_pinned("nginx", stage.server_cpu, &nginx, &args)?
-        }
-    };
-    wait_listening(stage, child)
+    let name = if server == FileServer::Nginx { "nginx" } else { "corelane serve" };
+    wait_listening(stage, rx.spawn(name, &program, &args)?)
 }
 
-/// nginx, one worker, serving `root` with sendfile, keep-alive unlimited.
-fn nginx_conf(dir: &Path, port: u16, root: &Path, connections: usize) -> Result<PathBuf, LabError> {
-    let d = dir.display();
-    let text = format!(
+/// nginx's configuration for the file rows, beside the serve rows' one.
+const NGINX_CONF: &str = "nginx-files.conf";
+
+/// The program and arguments that start `server` on the rx host (nginx's configuration
+/// named, not written).
+pub fn launch(
+    stage: &Stage<'_>,
+    server: FileServer,
+    root: &str,
+    connections: usize,
+) -> Result<(String, Vec<String>), LabError> {
+    let rx = stage.testbed.rx();
+    let cpu = stage.server_cpu.to_string();
+    match server {
+        FileServer::Corelane(backend) => {
+            let mut args = strings(&["serve", "http", "--port", &stage.port.to_string()]);
+            args.extend(strings(&["--lanes", "1", "--pin", &cpu, "--backend", backend]));
+            args.extend(strings(&["--root", root]));
+            args.extend(strings(&["--max-connections", &(connections + 64).to_string()]));
+            args.extend(strings(&["--idle-timeout", "600s", "--json"]));
+            Ok((rx.corelane()?, args))
+        }
+        FileServer::Nginx => {
+            let nginx = rx
+                .find_program("nginx")
+                .ok_or_else(|| LabError::Options(servers::Peer::Nginx.not_installed(&rx)))?;
+            let conf = format!("{}/{NGINX_CONF}", servers::conf_dir(stage));
+            Ok(("taskset".into(), strings(&["-c", &cpu, &nginx, "-c", &conf])))
+        }
+    }
+}
+
+/// nginx, one worker, serving `root` with sendfile, keep-alive unlimited; its pid, logs and
+/// temporary directories in `d` (the private directory its configuration is in).
+fn nginx_conf(d: &str, port: u16, root: &str, connections: usize) -> String {
+    format!(
         "worker_processes 1;\ndaemon off;\npid {d}/nginx-files.pid;\nerror_log {d}/nginx-files-error.log;\n\
          worker_rlimit_nofile {files};\nevents {{ worker_connections {conns}; }}\n\
          http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000000;\n  keepalive_timeout 600s;\n\
@@ -172,50 +182,26 @@ fn nginx_conf(dir: &Path, port: u16, root: &Path, connections: usize) -> Result<
          server {{ listen {port} reuseport backlog=4096; root {root}; }}\n}}\n",
         files = 2 * connections + 256,
         conns = connections + 64,
-        root = root.display(),
-    );
-    let path = dir.join("nginx-files.conf");
-    corelane::fs::write_atomic(&path, text.as_bytes())
-        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
-    Ok(path)
+    )
 }
 
-/// `corelane load http` of `path` with `connections` connections from the client side, for
-/// `duration`.
+/// `corelane load http` of `path` with `connections` connections split over every load
+/// host, started together, for `duration`: the summary of all and each host's part.
 pub fn load(
     stage: &Stage<'_>,
     path: &str,
     connections: usize,
     duration: Duration,
-) -> Result<LoadSummary, LabError> {
-    let url = format!("{}{}", stage.url(), path.trim_start_matches('/'));
-    let args: Vec<String> = [
-        "load",
-        "http",
-        &url,
-        "--json",
-        "--connections",
-        &connections.to_string(),
-        "--duration",
-        &format!("{}ms", duration.as_millis()),
-        "--pin",
-        &stage.client_cpu.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    const LOAD: &str = "corelane load";
-    let tx = stage.testbed.tx();
-    let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
-    let lines = child.finish(duration + Duration::from_secs(60))?;
-    output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
+) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
+    servers::run_load(stage, &LoadRun { path, connections, duration, close: false })
 }
 
 /// One trial of a file row: a fresh server, the load, the server's CPU over it.
-pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTrial, LabError> {
+pub fn measure(stage: &Stage<'_>, case: FileCase, root: &str) -> Result<FileTrial, LabError> {
     let rx = stage.testbed.rx();
     let mut server = start(stage, case.server, root, stage.connections)?;
     let before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
-    let load = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
+    let (load, hosts) = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
     // Read while the server runs: its io_uring workers' times are theirs only while alive.
     let after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
@@ -227,6 +213,7 @@ pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTri
         cpu_ns_per_request: if load.responses == 0 { 0.0 } else { cpu / load.responses as f64 },
         errors: load.errors,
         non_2xx: load.non_2xx,
+        hosts,
     })
 }
 
@@ -246,6 +233,9 @@ pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
         trials_cpu_ns: trials.iter().map(|t| t.cpu_ns_per_request).collect(),
         errors: trials.iter().map(|t| t.errors).sum(),
         non_2xx: trials.iter().map(|t| t.non_2xx).sum(),
+        hosts: crate::stage::load::http_medians(
+            &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
     }
 }
 

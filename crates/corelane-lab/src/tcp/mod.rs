@@ -14,6 +14,7 @@ mod figures;
 pub mod files;
 mod peers;
 pub mod scale;
+pub mod served;
 mod table;
 
 use std::path::PathBuf;
@@ -257,7 +258,7 @@ impl CaseTrial {
 
     fn scale(&self) -> Option<scale::ScaleTrial> {
         if let Self::Scale(x) = self {
-            Some(*x)
+            Some(x.clone())
         } else {
             None
         }
@@ -265,7 +266,7 @@ impl CaseTrial {
 
     fn file(&self) -> Option<files::FileTrial> {
         if let Self::File(x) = self {
-            Some(*x)
+            Some(x.clone())
         } else {
             None
         }
@@ -275,13 +276,14 @@ impl CaseTrial {
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
 struct TcpLab<'a> {
     opts: &'a TcpLabOptions,
+    /// What the file servers serve on the rx host, readable by the user they run as: made
+    /// when the first scale or file row runs, removed before the testbed goes.
+    served: Option<served::Served>,
     testbed: Testbed,
     server_cpu: usize,
     client_cpu: usize,
     port: u16,
     scratch: WorkDir,
-    /// What the file servers serve, readable by the user they run as.
-    served: WorkDir,
     skipped: Vec<String>,
     /// The peers asked for that were found on the hosts that run them.
     peers: Vec<Peer>,
@@ -307,7 +309,7 @@ impl<'a> TcpLab<'a> {
         }
         let peers = peers::available(&testbed, &opts.peers, &mut skipped);
         let scratch = WorkDir::create("tcp")?;
-        let served = WorkDir::create_served("tcp-files")?;
+        let served = None;
         let largest_decided_by = String::new();
         Ok(Self {
             opts,
@@ -404,12 +406,12 @@ impl Experiment for TcpLab<'_> {
             }
             Case::Scale(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.served.path())?;
+                let root = self.served_root()?;
                 scale::measure(&self.stage(), &c, &root).map(CaseTrial::Scale)
             }
             Case::File(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.served.path())?;
+                let root = self.served_root()?;
                 files::measure(&self.stage(), c, &root).map(CaseTrial::File)
             }
         }
@@ -498,19 +500,20 @@ impl Experiment for TcpLab<'_> {
 }
 
 impl TcpLab<'_> {
+    /// The file servers' root on the rx host, made (with its files) the first time.
+    fn served_root(&mut self) -> Result<String, LabError> {
+        if self.served.is_none() {
+            self.served = Some(served::Served::create(&self.testbed.rx())?);
+        }
+        Ok(self.served.as_ref().map(|s| s.root().to_string()).unwrap_or_default())
+    }
+
     /// The scale and file rows asked for (`--configs` scale, files; both by default): corelane
     /// on each backend, and nginx if it runs.
     fn scale_and_file_cases(&mut self, nginx: bool) -> Vec<Case> {
         let asked = |id: &str| self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id));
         let (scale_asked, files_asked) = (asked("scale"), asked("files"));
         if !scale_asked && !files_asked {
-            return Vec::new();
-        }
-        if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_))
-        {
-            self.skipped.push(
-                "scale and file rows: run on this machine only (the files and the idle connections live here): run without --rx-host for them".into(),
-            );
             return Vec::new();
         }
         let mut servers = files::FileServer::COREL.to_vec();
@@ -522,7 +525,7 @@ impl TcpLab<'_> {
             let mut counts: Vec<(usize, bool)> =
                 self.opts.scale_counts.iter().map(|&n| (n, false)).collect();
             if self.opts.scale_largest {
-                let (n, why) = scale::largest(&self.testbed.tx());
+                let (n, why) = scale::largest(&self.testbed);
                 self.largest_decided_by = why;
                 counts.push((n, true));
             } else {
