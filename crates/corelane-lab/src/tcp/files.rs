@@ -14,6 +14,7 @@ use super::servers::{self, wait_listening, LoadRun, Stage};
 use crate::process::{strings, ChildProcess};
 use crate::stage::load::HttpHostFigures;
 use crate::summary::{Rps, Trials};
+use crate::testbed::PeerStep;
 use crate::{median_of, report, LabError};
 
 /// A server of files: corelane on one backend, or nginx.
@@ -194,6 +195,49 @@ pub fn load(
     duration: Duration,
 ) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
     servers::run_load(stage, &LoadRun { path, connections, duration, close: false })
+}
+
+/// What the file rows run on each host (what a dry run shows): the served root made on the
+/// rx host, then per server its start there (nginx's configuration written first) and each
+/// file's load from every load host, each its part of the connections.
+pub fn steps(stage: &Stage<'_>, servers: &[FileServer]) -> Result<Vec<PeerStep>, LabError> {
+    let rx = stage.testbed.rx();
+    let load = stage.testbed.load_hosts();
+    let shares = servers::connection_shares(stage.connections, load.len())?;
+    let root = match rx {
+        crate::host::Host::Remote(_) => "/tmp/corelane-served.XXXXXXXX".to_string(),
+        _ => "SERVED".to_string(),
+    };
+    let mut out = Vec::new();
+    for &server in servers {
+        let row = format!("files: {} {}, 4 KiB then 1 MiB", server.name(), server.backend());
+        let mut step = |host: &crate::host::Host, command: String| {
+            out.push(PeerStep { row: row.clone(), host: host.name(), command })
+        };
+        step(&rx, super::served::shown(&rx));
+        if server == FileServer::Nginx {
+            step(&rx, format!("write {}/{NGINX_CONF}", servers::conf_dir(stage)));
+        }
+        let (program, args) = launch(stage, server, &root, stage.connections)?;
+        step(&rx, shown(program, args));
+        for (_, name) in MEASURED {
+            let run = LoadRun {
+                path: name,
+                connections: stage.connections,
+                duration: stage.duration,
+                close: false,
+            };
+            for (l, &n) in load.iter().zip(&shares) {
+                step(&l.host, shown(l.host.corelane()?, servers::run_args(stage, &run, n)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A command line as a dry run shows it.
+pub fn shown(program: String, args: Vec<String>) -> String {
+    shell_words::join(std::iter::once(program).chain(args))
 }
 
 /// One trial of a file row: a fresh server, the load, the server's CPU over it.

@@ -371,7 +371,7 @@ impl Experiment for TcpLab<'_> {
         if self.peer_runs(Peer::Wrk) {
             cases.push(Case::LoadGenerators);
         }
-        cases.extend(self.scale_and_file_cases(nginx));
+        cases.extend(self.scale_and_file_cases());
         Ok(cases)
     }
 
@@ -482,6 +482,7 @@ impl Experiment for TcpLab<'_> {
         let mut testbed = self.testbed.report(None);
         if testbed.is_dry_run() {
             testbed.peer_steps = peers::steps(&self.stage(), &self.peers)?;
+            testbed.peer_steps.extend(self.scale_and_file_steps()?);
         }
         Ok(TcpLabReport {
             header: Header::of(testbed, self.opts.trials, self.opts.duration),
@@ -508,18 +509,43 @@ impl TcpLab<'_> {
         Ok(self.served.as_ref().map(|s| s.root().to_string()).unwrap_or_default())
     }
 
+    /// Whether `--configs` asked for `id` (every row when it was not given).
+    fn asked(&self, id: &str) -> bool {
+        self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id))
+    }
+
+    /// The file servers of the scale and file rows: corelane on each backend, and nginx if it
+    /// runs.
+    fn file_servers(&self) -> Vec<files::FileServer> {
+        let mut servers = files::FileServer::COREL.to_vec();
+        if self.peer_runs(Peer::Nginx) {
+            servers.push(files::FileServer::Nginx);
+        }
+        servers
+    }
+
+    /// What the scale and file rows asked for would run on each host (a dry run's list; the
+    /// largest count, measured without --quick, is left out: it is read from the hosts).
+    fn scale_and_file_steps(&self) -> Result<Vec<crate::testbed::PeerStep>, LabError> {
+        let servers = self.file_servers();
+        let mut steps = Vec::new();
+        if self.asked("scale") {
+            steps.extend(scale::steps(&self.stage(), &servers, &self.opts.scale_counts)?);
+        }
+        if self.asked("files") {
+            steps.extend(files::steps(&self.stage(), &servers)?);
+        }
+        Ok(steps)
+    }
+
     /// The scale and file rows asked for (`--configs` scale, files; both by default): corelane
     /// on each backend, and nginx if it runs.
-    fn scale_and_file_cases(&mut self, nginx: bool) -> Vec<Case> {
-        let asked = |id: &str| self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id));
-        let (scale_asked, files_asked) = (asked("scale"), asked("files"));
+    fn scale_and_file_cases(&mut self) -> Vec<Case> {
+        let (scale_asked, files_asked) = (self.asked("scale"), self.asked("files"));
         if !scale_asked && !files_asked {
             return Vec::new();
         }
-        let mut servers = files::FileServer::COREL.to_vec();
-        if nginx {
-            servers.push(files::FileServer::Nginx);
-        }
+        let servers = self.file_servers();
         let mut cases = Vec::new();
         if scale_asked {
             let mut counts: Vec<(usize, bool)> =

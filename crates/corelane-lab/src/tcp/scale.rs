@@ -281,6 +281,52 @@ fn answered_beside(stage: &Stage<'_>) -> bool {
     answered().unwrap_or(false)
 }
 
+/// What the scale rows run on each host (what a dry run shows), per connection count: the
+/// server started on the rx host (after the served root is made there), the idle
+/// connections held from every load host (each its share), one new request from the first,
+/// then the load from every load host.
+pub fn steps(
+    stage: &Stage<'_>,
+    servers: &[FileServer],
+    counts: &[usize],
+) -> Result<Vec<crate::testbed::PeerStep>, LabError> {
+    let rx = stage.testbed.rx();
+    let load = stage.testbed.load_hosts();
+    let mut out = Vec::new();
+    for &n in counts {
+        let shares = super::servers::connection_shares(n, load.len())?;
+        let row = format!("scale: {n} connections, for each server");
+        let mut step = |host: &Host, command: String| {
+            out.push(crate::testbed::PeerStep { row: row.clone(), host: host.name(), command })
+        };
+        step(&rx, super::served::shown(&rx));
+        for &server in servers {
+            let (program, args) = files::launch(stage, server, "SERVED", n)?;
+            step(&rx, files::shown(program, args));
+        }
+        for (l, &share) in load.iter().zip(&shares) {
+            step(&l.host, files::shown(l.host.corelane()?, hold_args(stage, share)));
+        }
+        step(
+            &load[0].host,
+            format!(
+                "{} load http {}{PATH} --json --connections 1 --requests 1",
+                load[0].host.corelane()?,
+                stage.url()
+            ),
+        );
+        let duration = stage.duration + Duration::from_millis(n as u64 / 10);
+        let run = super::servers::LoadRun { path: PATH, connections: n, duration, close: false };
+        for (l, &share) in load.iter().zip(&shares) {
+            step(
+                &l.host,
+                files::shown(l.host.corelane()?, super::servers::run_args(stage, &run, share)),
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// One trial of a scale row: a fresh server; `connections` idle keep-alive connections held
 /// from the load hosts and the RSS they cost it (read on the rx host); a new request from a
 /// load host; then the load with `connections` connections split over the load hosts.
