@@ -822,7 +822,6 @@ fn hold_idle_holds_answered_connections_until_stdin_closes() {
     assert!(started.elapsed() < Duration::from_secs(10), "held past the end of stdin");
     assert!(held.next().is_none(), "nothing after the ready line");
     assert!(open(0), "the server never saw the connections go");
-    drop(open);
     interrupt_for_summary(&mut server, lines);
     let base = ["load", "http", "http://127.0.0.1:9/", "--hold-idle"];
     for (bad, names) in [
