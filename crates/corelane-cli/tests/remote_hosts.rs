@@ -1114,6 +1114,13 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
         assert_tcp_hosts(row, connections, "median_rps");
     }
     assert_scale_and_file_rows(&report, if nginx { 3 } else { 2 });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for part in [
+        format!("  1000 corelane uring: {tx2}: 500 connections"),
+        format!("  1 MiB corelane epoll: {tx1}: "),
+    ] {
+        assert!(stdout.contains(&part), "no line {part:?} in: {stdout}");
+    }
     assert_eq!(served_dirs(), Vec::<PathBuf>::new(), "the served files were left on the rx host");
     let tools = report["load_generators"].as_array().unwrap();
     assert_eq!(tools.len(), if wrk { 2 } else { 0 }, "{report}");

@@ -327,7 +327,14 @@ pub fn table(rows: &[FileRow]) -> String {
             report::right(format!("{}", row.errors + row.non_2xx)),
         ]);
     }
-    format!("\nstatic files (server CPU per request exact, schedstat):\n{table}\n")
+    let mut out = format!("\nstatic files (server CPU per request exact, schedstat):\n{table}\n");
+    for row in rows.iter().filter(|r| !r.hosts.is_empty()) {
+        for h in &row.hosts {
+            let line = crate::stage::load::http_host_line(h);
+            out.push_str(&format!("  {} {} {}: {line}\n", row.file, row.server, row.backend));
+        }
+    }
+    out
 }
 
 /// The rows in `lab tcp`'s CSV columns: workload `file 4 KiB` / `file 1 MiB`, config the

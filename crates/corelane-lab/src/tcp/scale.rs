@@ -480,7 +480,17 @@ pub fn table(rows: &[ScaleRow]) -> String {
             Cell::new(&row.decided_by),
         ]);
     }
-    format!("\nscale (idle keep-alive connections: RSS growth of all server processes; then the load with as many connections):\n{table}\n")
+    let mut out = format!("\nscale (idle keep-alive connections: RSS growth of all server processes; then the load with as many connections):\n{table}\n");
+    for row in rows.iter().filter(|r| !r.hosts.is_empty()) {
+        for h in &row.hosts {
+            let line = crate::stage::load::http_host_line(h);
+            out.push_str(&format!(
+                "  {} {} {}: {line}\n",
+                row.connections, row.server, row.backend
+            ));
+        }
+    }
+    out
 }
 
 /// The rows in `lab tcp`'s CSV columns: workload `scale`, config the backend.

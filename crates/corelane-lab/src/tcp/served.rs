@@ -93,7 +93,7 @@ impl Drop for Served {
     }
 }
 
-/// [`WRITE_FILES`] into `dir` on `host`.
+/// Writes the served files into `dir` on `host` (see `WRITE_FILES`).
 pub fn write_files(host: &Host, dir: &str) -> Result<(), LabError> {
     let mut args = vec!["-c".to_string(), WRITE_FILES.into(), "sh".into(), dir.into()];
     for (name, size) in FILES {
