@@ -346,6 +346,11 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The seed's line, then per-lane rates and the interval's kernel drops.
+/// A count, or `?` where it could not be read.
+fn known(count: Option<u64>) -> String {
+    count.map_or_else(|| "?".into(), |n| n.to_string())
+}
+
 fn interval_line(i: &RecvInterval) -> String {
     let mut line = format_rate_line(i.interval.rate);
     if i.interval.lane_pps.len() > 1 {
@@ -355,7 +360,8 @@ fn interval_line(i: &RecvInterval) -> String {
     }
     line.push_str(&format!(
         "  drops {}  cpu {:.0} ns/dgram",
-        i.kernel_drops, i.cpu_ns_per_datagram
+        known(i.kernel_drops),
+        i.cpu_ns_per_datagram
     ));
     if let Some(x) = &i.xsk {
         line.push_str(&format!(
@@ -414,7 +420,7 @@ fn print_recv_summary(s: &RecvSummary) {
         s.cpu_ns_per_datagram,
         s.cpu_secs.user,
         s.cpu_secs.system,
-        s.kernel_drops,
+        known(s.kernel_drops),
         s.anomalies.truncated
     );
     outln!(
@@ -500,7 +506,7 @@ mod tests {
                 datagrams: 300_000,
                 bytes: 9_600_000,
             },
-            kernel_drops: 0,
+            kernel_drops: Some(0),
             cpu_ns_per_datagram: 60.0,
             xsk,
             xsk_unknown,

@@ -383,24 +383,8 @@ pub fn run(
         output::summary::<RecvInterval, _>(RECEIVER, &receiver.finish(Duration::from_secs(5))?)?;
     let pps = median_of(steady.pps.iter().copied());
     let arrived = arrived_per_host(&received, &groups, pps)?;
-    let mut hosts = Vec::new();
-    let mut sent_pps = 0.0;
-    for (((sender, l), share), i) in senders.into_iter().zip(&load).zip(&shares).zip(0..) {
-        let sent: SendSummary =
-            output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
-        sent_pps += sent.throughput.mean.pps;
-        let (received_pps, missing) = arrived.get(i).copied().unzip();
-        hosts.push(HostFigures {
-            host: l.host.name(),
-            offered_pps: share.rate as f64,
-            sent_pps: sent.throughput.mean.pps,
-            received_pps,
-            missing,
-            cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
-                / sent.throughput.datagrams.max(1) as f64,
-            clock: HostClock::of(l.clock),
-        });
-    }
+    let mut hosts = sender_figures(senders, &load, &shares, &arrived)?;
+    let sent_pps = hosts.iter().map(|h| h.sent_pps).sum();
     if !lists_hosts(&load) {
         hosts.clear();
     }
@@ -426,6 +410,33 @@ pub fn run(
         hosts,
         xdp_mode,
     })
+}
+
+/// Each load host's figures: what it was offered and sent (its sender's summary, once it
+/// ended), what arrived of it (`arrived`, in load-host order) and its sender's CPU.
+fn sender_figures(
+    senders: Vec<ChildProcess>,
+    load: &[LoadHost],
+    shares: &[Share],
+    arrived: &[(f64, u64)],
+) -> Result<Vec<HostFigures>, LabError> {
+    let mut hosts = Vec::new();
+    for (((sender, l), share), i) in senders.into_iter().zip(load).zip(shares).zip(0..) {
+        let sent: SendSummary =
+            output::summary::<SendInterval, _>(SENDER, &sender.finish(Duration::from_secs(5))?)?;
+        let (received_pps, missing) = arrived.get(i).copied().unzip();
+        hosts.push(HostFigures {
+            host: l.host.name(),
+            offered_pps: share.rate as f64,
+            sent_pps: sent.throughput.mean.pps,
+            received_pps,
+            missing,
+            cpu_ns_per_datagram: (sent.cpu_secs.user + sent.cpu_secs.system) * 1e9
+                / sent.throughput.datagrams.max(1) as f64,
+            clock: HostClock::of(l.clock),
+        });
+    }
+    Ok(hosts)
 }
 
 /// Each load host's received rate and missing datagrams, from the receiver's count of the
@@ -518,7 +529,11 @@ fn read_steady_seconds(
             charged_start = (charged.runtime(), interval.interval.datagrams);
         } else if index >= 2 {
             steady.pps.push(interval.interval.rate.pps);
-            steady.drops.push(interval.kernel_drops as f64);
+            let drops = interval.kernel_drops.ok_or_else(|| LabError::ChildOutput {
+                child: RECEIVER.into(),
+                problem: format!("could not read {}'s UDP counters (/proc/net/snmp)", rx.name()),
+            })?;
+            steady.drops.push(drops as f64);
             steady.cpu_ns.push(interval.cpu_ns_per_datagram);
             steady.lanes.push(interval.interval.lane_pps);
         }

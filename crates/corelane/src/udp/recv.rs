@@ -281,7 +281,7 @@ impl Receiver {
             RecvWatch::new(&counters, cfg.until_datagrams, self.xdp.as_ref(), on_interval);
         let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
         let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
-        let snmp_end = UdpCounters::read().unwrap_or_default();
+        let snmp_end = UdpCounters::read().ok();
         let (joined, _) =
             monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
         let results: Vec<(usize, Option<usize>, LaneResult)> =
@@ -298,7 +298,7 @@ impl Receiver {
             threads: cfg.lanes.threads,
             batch: cfg.lanes.batch,
             throughput,
-            kernel_drops: snmp_end.since(&snmp_start).rcvbuf_errors,
+            kernel_drops: super::recv_watch::drops_between(snmp_start, snmp_end),
             anomalies: totals.anomalies,
             sequence: totals.sequence,
             flow_groups: totals.flow_groups,

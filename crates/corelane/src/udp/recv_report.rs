@@ -18,8 +18,9 @@ pub struct RecvInterval {
     #[serde(flatten)]
     pub interval: Interval,
     /// Datagrams the kernel dropped for a full receive buffer this interval (RcvbufErrors of
-    /// the whole network namespace: other sockets' drops count too).
-    pub kernel_drops: u64,
+    /// the whole network namespace: other sockets' drops count too); `null` when the kernel's
+    /// counters (/proc/net/snmp) could not be read.
+    pub kernel_drops: Option<u64>,
     /// The receiver process's user+system CPU time per datagram read this interval.
     pub cpu_ns_per_datagram: f64,
     /// With `xdp`: the AF_XDP sockets' kernel counters this interval (frames lost at the
@@ -53,7 +54,8 @@ pub struct RecvSummary {
     pub batch: usize,
     #[serde(flatten)]
     pub throughput: Throughput,
-    pub kernel_drops: u64,
+    /// Receive-buffer drops over the run, as each second's; `null` when unreadable.
+    pub kernel_drops: Option<u64>,
     /// Datagrams truncated, corrupt or foreign (`truncated`, `corrupt`, `foreign` in JSON).
     #[serde(flatten)]
     pub anomalies: Anomalies,

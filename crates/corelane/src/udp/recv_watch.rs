@@ -11,9 +11,10 @@ pub(super) struct RecvWatch<'a, F> {
     counters: &'a [LaneCounters],
     until: Option<u64>,
     meter: Meter,
-    /// The kernel's UDP counters when the run started, and at the last second.
-    pub snmp_start: UdpCounters,
-    snmp_last: UdpCounters,
+    /// The kernel's UDP counters when the run started, and at the last second (`None`: they
+    /// could not be read then, so no drops are counted across that reading).
+    pub snmp_start: Option<UdpCounters>,
+    snmp_last: Option<UdpCounters>,
     last_total: u64,
     /// With `xdp`: the receive whose AF_XDP sockets' counters each second reports, and
     /// their sums at the last second.
@@ -31,7 +32,7 @@ impl<'a, F> RecvWatch<'a, F> {
         xdp: Option<&'a XdpReceive>,
         on_interval: F,
     ) -> Self {
-        let snmp_start = UdpCounters::read().unwrap_or_default();
+        let snmp_start = UdpCounters::read().ok();
         Self {
             counters,
             until,
@@ -56,7 +57,7 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
     fn second(&mut self, second: &Second) {
         let refs: Vec<&LaneCounters> = self.counters.iter().collect();
         let interval = self.meter.tick(&refs);
-        let snmp = UdpCounters::read().unwrap_or_default();
+        let snmp = UdpCounters::read().ok();
         let got = interval.datagrams - self.last_total;
         self.last_total = interval.datagrams;
         if interval.rate.pps > 0.0 {
@@ -65,7 +66,7 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
         let xsk_now = self.xdp.and_then(xsk_total);
         let xsk = xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last));
         let report = RecvInterval {
-            kernel_drops: snmp.since(&self.snmp_last).rcvbuf_errors,
+            kernel_drops: drops_between(self.snmp_last, snmp),
             cpu_ns_per_datagram: second.cpu_ns_per(got),
             interval,
             xsk,
@@ -81,4 +82,23 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
 /// socket's could not be read.
 fn xsk_total(xdp: &XdpReceive) -> Option<XskStats> {
     xdp.kernel_counters().total()
+}
+
+/// The receive-buffer drops between two readings of the kernel's UDP counters; `None` when
+/// either could not be read (never a count since boot, nor a made-up 0).
+pub(super) fn drops_between(start: Option<UdpCounters>, end: Option<UdpCounters>) -> Option<u64> {
+    start.zip(end).map(|(start, end)| end.since(&start).rcvbuf_errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_are_counted_only_between_two_readings() {
+        let at = |rcvbuf_errors| UdpCounters { rcvbuf_errors, ..UdpCounters::default() };
+        assert_eq!(drops_between(Some(at(1_000)), Some(at(1_007))), Some(7));
+        assert_eq!(drops_between(None, Some(at(1_007))), None, "not the drops since boot");
+        assert_eq!(drops_between(Some(at(1_000)), None), None, "not a made-up 0");
+    }
 }
