@@ -560,6 +560,17 @@ mod tests {
         assert_eq!(n as u64, u64::MAX - 512);
     }
 
+    /// A host's limits are read as the programs holding connections there see them: the
+    /// hard RLIMIT_NOFILE of a shell there, its port range and available memory.
+    #[test]
+    fn this_machines_limits_are_read_as_its_programs_see_them() {
+        let limits = HostLimits::read(&Host::Local);
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        assert_eq!(limits.hard_nofile, hard.unwrap_or(1 << 20));
+        assert!(limits.ports.is_some_and(|p| p > 0) && limits.mem_kib.is_some_and(|m| m > 0));
+        assert_eq!(limits.host, "this machine");
+    }
+
     /// The holder's ready line is read exactly: another line is an error, never a count.
     #[test]
     fn a_holders_line_is_its_ready_line_or_an_error() {
