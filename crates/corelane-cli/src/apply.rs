@@ -38,9 +38,14 @@ pub struct RevertArgs {
     root: PathBuf,
 }
 
+/// A plan is a few kilobytes; this is far more than any.
+const MAX_PLAN_BYTES: u64 = 1 << 20;
+
 pub fn read_plan(path: &Path) -> anyhow::Result<Plan> {
-    let text = std::fs::read_to_string(path)
+    let bytes = corelane::fs::read_capped(path, MAX_PLAN_BYTES)
         .with_context(|| format!("cannot read the plan {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("{} is not a plan written by `corelane plan`", path.display()))?;
     toml::from_str(&text)
         .or_else(|toml_err| serde_json::from_str(&text).map_err(|_| toml_err))
         .with_context(|| format!("{} is not a plan written by `corelane plan`", path.display()))

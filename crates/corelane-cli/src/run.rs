@@ -6,8 +6,7 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -83,7 +82,7 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
         }
         if count(LaneMode::UringUnavailable) > 0 {
             notes.push(format!(
-                "no io_uring in {} process(es): the threads lane ran instead",
+                "no io_uring that can be restricted (Linux 5.10 or later) in {} process(es): the threads lane ran instead",
                 count(LaneMode::UringUnavailable)
             ));
         }
@@ -172,23 +171,68 @@ fn cpu_set(list: &CpuList) -> CpuSet {
     set
 }
 
-/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program's process group.
+/// Where forwarded signals go. While the program (its process group's leader) is unreaped,
+/// its group: the zombie holds the PID, so no other group can have that number. Once it is
+/// reaped, the number is free for reuse, and a signal goes instead to each child corelane
+/// has left (the daemons reparented to it), through a pidfd. The reaper holds the lock while
+/// it reaps, the forwarder while it signals, so no target's PID is freed in between.
+#[derive(Default)]
+struct Targets {
+    leader: Option<Pid>,
+    leader_reaped: bool,
+}
+
+impl Targets {
+    fn forward(&self, sig: Signal) {
+        match self.leader {
+            Some(leader) if !self.leader_reaped => {
+                let _ = rustix::process::kill_process_group(leader, sig);
+            }
+            Some(_) => signal_children(sig),
+            None => {}
+        }
+    }
+}
+
+/// Signals each child of corelane's main thread (the one that reaps) through a pidfd. With
+/// the reaper locked out, each PID listed is still that child's when its pidfd is opened.
+fn signal_children(sig: Signal) {
+    let me = rustix::process::getpid().as_raw_nonzero();
+    let list = format!("/proc/self/task/{me}/children");
+    let text = match std::fs::read_to_string(&list) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("corelane run: cannot forward signal {sig:?} to the program's remaining processes ({list}: {e})");
+            return;
+        }
+    };
+    for pid in text.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(Pid::from_raw) {
+        if let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, sig);
+        }
+    }
+}
+
+fn lock(targets: &Mutex<Targets>) -> std::sync::MutexGuard<'_, Targets> {
+    targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program (see `Targets`).
 struct Forwarder {
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Forwarder {
-    fn start(group: Arc<AtomicI32>) -> anyhow::Result<Self> {
+    fn start(targets: Arc<Mutex<Targets>>) -> anyhow::Result<Self> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
             .context("cannot install the signal handlers")?;
         let handle = signals.handle();
         let thread = std::thread::spawn(move || {
             for sig in signals.forever() {
-                let pid = Pid::from_raw(group.load(Ordering::SeqCst));
-                if let (Some(pid), Some(sig)) = (pid, Signal::from_named_raw(sig)) {
-                    let _ = rustix::process::kill_process_group(pid, sig);
+                if let Some(sig) = Signal::from_named_raw(sig) {
+                    lock(&targets).forward(sig);
                 }
             }
         });
@@ -227,15 +271,28 @@ const WAIT_MAIN_THREAD_CHILDREN: u32 = 0x2000_0000;
 
 /// Waits for the program and every descendant left to us (we are their subreaper); returns
 /// the program's status (a shell's: 128+N when killed by signal N), the signal, and how many
-/// processes we reaped.
-fn reap(child: u32) -> (i32, Option<i32>, u64) {
+/// processes we reaped. Each ended child is seen first without being reaped (its PID still
+/// held), then reaped with the forwarder locked out, the program marked reaped at once.
+fn reap(child: u32, targets: &Mutex<Targets>) -> (i32, Option<i32>, u64) {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let peek = WaitIdOptions::EXITED
+        | WaitIdOptions::NOWAIT
+        | WaitIdOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
+    let now = WaitOptions::NOHANG | WaitOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
     let mut status = (1, None);
     let mut reaped = 0;
     loop {
-        match rustix::process::wait(WaitOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN)) {
+        match rustix::process::waitid(WaitId::All, peek) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+        let mut targets = lock(targets);
+        match rustix::process::wait(now) {
             Ok(Some((pid, st))) => {
                 reaped += 1;
                 if pid.as_raw_nonzero().get() as u32 == child {
+                    targets.leader_reaped = true;
                     status = match (st.exit_status(), st.terminating_signal()) {
                         (Some(code), _) => (code, None),
                         (None, Some(sig)) => (128 + sig, Some(sig)),
@@ -243,8 +300,8 @@ fn reap(child: u32) -> (i32, Option<i32>, u64) {
                     };
                 }
             }
-            Err(rustix::io::Errno::INTR) => continue,
-            Ok(None) | Err(_) => break,
+            Ok(None) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
         }
     }
     (status.0, status.1, reaped)
@@ -290,8 +347,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .context("cannot become the child subreaper")?;
-    let group = Arc::new(AtomicI32::new(0));
-    let forwarder = Forwarder::start(group.clone())?;
+    let targets = Arc::new(Mutex::new(Targets::default()));
+    let forwarder = Forwarder::start(targets.clone())?;
     let started = Instant::now();
     let child = match spawn(&args.command, env, app.as_ref()) {
         Ok(child) => child,
@@ -300,8 +357,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Err(e);
         }
     };
-    group.store(child.id() as i32, Ordering::SeqCst);
-    let (exit_status, signal, reaped) = reap(child.id());
+    lock(&targets).leader = Pid::from_raw(child.id() as i32);
+    let (exit_status, signal, reaped) = reap(child.id(), &targets);
     let wall_ns = started.elapsed().as_nanos() as u64;
     forwarder.stop();
     let report = stats.as_ref().map(SharedStats::read).transpose()?.unwrap_or_default();

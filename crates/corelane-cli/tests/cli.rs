@@ -8,7 +8,7 @@ use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{corelane, is_root, stderr};
+use common::{corelane, is_root, stderr, text};
 
 /// `corelane args` started with its stdout piped (its first line says it is up) and its
 /// stderr as given.
@@ -839,4 +839,118 @@ fn hold_idle_holds_answered_connections_until_stdin_closes() {
     let out = corelane(&[&base[..], &["--connections", "3"]].concat());
     let err = stderr(&out);
     assert!(!out.status.success() && err.contains("connection 1 of 3 to 127.0.0.1:9"), "{err}");
+}
+
+/// A server that answers each connection's request with an endless head, or a head announcing
+/// the largest body and then endless bytes: `load http` holds a bounded buffer per connection
+/// whatever it is sent (its peak RSS stays low, where it held every byte before) and ends on
+/// time with no response counted.
+#[test]
+fn load_http_holds_a_bounded_buffer_whatever_the_server_sends() {
+    use std::io::{Read, Write};
+    for opening in [
+        "HTTP/1.1 200 OK\r\nX-Endless: ".to_string(),
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", u64::MAX),
+    ] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let what = opening.clone();
+        let feeder = std::thread::spawn(move || {
+            // Bounded: at most 4 connections and 3 s, each fed while the client reads.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            listener.set_nonblocking(true).unwrap();
+            let chunk = vec![b'a'; 1 << 16];
+            let mut conns = Vec::new();
+            while std::time::Instant::now() < until {
+                if let Ok((mut s, _)) = listener.accept() {
+                    s.set_nonblocking(false).unwrap();
+                    let mut request = [0u8; 1024];
+                    let _ = s.read(&mut request);
+                    s.set_write_timeout(Some(std::time::Duration::from_millis(20))).unwrap();
+                    if s.write_all(opening.as_bytes()).is_ok() && conns.len() < 4 {
+                        conns.push(s);
+                    }
+                }
+                for s in &mut conns {
+                    let _ = s.write_all(&chunk);
+                }
+            }
+        });
+        let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+            .args(["load", "http", &url, "-c", "1", "-d", "2s", "--timeout", "10s", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = format!("/proc/{}/status", child.id());
+        let mut peak_kib = 0u64;
+        while let Ok(text) = std::fs::read_to_string(&status) {
+            let hwm = text.lines().find(|l| l.starts_with("VmHWM:"));
+            if let Some(kib) = hwm.and_then(|l| l.split_whitespace().nth(1)?.parse().ok()) {
+                peak_kib = peak_kib.max(kib);
+            }
+            if text.lines().any(|l| l.starts_with("State:") && l.contains('Z')) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        assert!(peak_kib > 0, "no RSS read");
+        assert!(peak_kib < 64 * 1024, "{what:?}: load http grew to {peak_kib} KiB");
+        // Never a response: refused with the reason, or (a body still coming at the end) none counted.
+        let (stdout, why) = (text(&out.stdout), stderr(&out));
+        match out.status.success() {
+            true => {
+                let last: serde_json::Value =
+                    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_default();
+                assert_eq!(last["summary"]["responses"], 0, "{what:?}: {stdout}");
+            }
+            false => assert!(why.contains("no response from"), "{what:?}: {why}"),
+        }
+    }
+}
+
+/// A FIFO (or device) named where a plan, revert file, saved run or inventory goes is refused
+/// in one line at once: never a read that waits for a writer forever or never ends.
+#[test]
+fn a_fifo_named_as_an_input_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("input");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let fifo = fifo.to_str().unwrap();
+    let page = dir.path().join("page.html");
+    for args in [
+        vec!["apply", fifo],
+        vec!["revert", fifo],
+        vec!["report", fifo, "-o", page.to_str().unwrap()],
+        vec!["lab", "udp", "--inventory", fifo, "--dry-run"],
+        vec!["apply", "/dev/zero"],
+    ] {
+        let mut child = start(&args, Stdio::piped());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("corelane {args:?} still waits on the FIFO after 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = child.wait_with_output().unwrap();
+        let why = stderr(&out);
+        assert!(!status.success(), "{args:?}");
+        assert!(why.contains("not a regular file"), "{args:?}: {why}");
+        assert_eq!(why.trim().lines().count(), 1, "{args:?}: {why}");
+    }
 }

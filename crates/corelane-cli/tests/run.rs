@@ -1,31 +1,31 @@
-//! `corelane run` with small C programs (tests/run/semantics.c, compiled here with `cc`):
-//! the semantics a program relies on through the syscall lane, placement read back from
-//! /proc, exit status and signals, nothing left behind, and a hostile environment.
+//! `corelane run` with small C programs (tests/run/*.c, compiled here with `cc`): the
+//! semantics a program relies on through the syscall lane, placement read back from /proc,
+//! exit status and signals, nothing left behind, a hostile environment, and workers that
+//! drop root.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run/semantics.c");
+/// Compiles tests/run/NAME.c under cargo's scratch directory for tests (not /tmp: nothing is
+/// left behind); the program, or why there is none (printed by the skipping test).
+fn compile(name: &str) -> Result<PathBuf, String> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run/{name}.c"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-{name}"));
+    let status = Command::new("cc")
+        .args(["-O1", "-w", "-pthread", "-o"])
+        .arg(&out)
+        .arg(source)
+        .status()
+        .map_err(|e| format!("no C compiler (cc: {e})"))?;
+    status.success().then_some(out).ok_or_else(|| format!("cc failed: {status}"))
+}
 
-/// The compiled test program, or why there is none (printed by the skipping test).
+/// The compiled test program (tests/run/semantics.c), or why there is none.
 fn program() -> Result<&'static Path, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // Under cargo's scratch directory for tests, not /tmp: nothing is left behind.
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-semantics");
-            let status = Command::new("cc")
-                .args(["-O1", "-w", "-pthread", "-o"])
-                .arg(&out)
-                .arg(SOURCE)
-                .status()
-                .map_err(|e| format!("no C compiler (cc: {e})"))?;
-            status.success().then_some(out).ok_or_else(|| format!("cc failed: {status}"))
-        })
-        .as_deref()
-        .map_err(Clone::clone)
+    BUILT.get_or_init(|| compile("semantics")).as_deref().map_err(Clone::clone)
 }
 
 macro_rules! program_or_skip {
@@ -486,4 +486,107 @@ fn the_uring_lane_runs_the_calls_on_its_sqpoll_thread_with_the_same_semantics() 
     }
     let (out, summary) = run_with(&args, &[prog, "sigpipe", "default"], &[]);
     assert_eq!((out.status.code(), summary["signal"].as_i64()), (Some(141), Some(13)));
+}
+
+#[test]
+fn a_forked_worker_that_drops_root_cannot_use_the_parents_ring() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (the workers drop from root to nobody)");
+        return;
+    }
+    let prog = match compile("inherited_ring") {
+        Ok(prog) => prog,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "root only\n").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut args = placement_args();
+    args.extend(["--syscall-lane".to_string(), "uring".to_string()]);
+    let command = [prog.to_str().unwrap(), secret.to_str().unwrap()];
+    let (out, summary) = run_with(&args, &command, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    if stdout.contains("parent: io_uring fds 0") {
+        return eprintln!("skipped: no io_uring here ({})", summary["lane_note"]);
+    }
+    let lines: Vec<&str> = stdout.lines().collect();
+    for expected in [
+        "parent: io_uring fds 1 mappings 2",
+        // The ring takes only the lane's own operations, from anyone.
+        "parent: own ring OPENAT res=-13",
+        // A forked worker has neither the parent's fd nor its mappings...
+        "fork child: uid 65534 io_uring fds 0 mappings 0",
+        // ...and its own first call makes its own ring, as restricted.
+        "fork child: own ring fds 1 mappings 2",
+        "fork child: own ring OPENAT res=-13",
+        // A raw clone skips atfork: it keeps the fd (no close-on-fork exists), not the
+        // mappings (MADV_DONTFORK); mapping the fd itself, it finds the ring restricted.
+        "clone child: inherited fd OPENAT res=-13",
+        "clone child: inherited fd REGISTER_PERSONALITY res=-13",
+        // The restricted ring still carries the lane's calls.
+        "parent: send after 1",
+    ] {
+        assert!(lines.contains(&expected), "no `{expected}` in:\n{stdout}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("clone child: uid 65534 ") && l.ends_with(" mappings 0")),
+        "{stdout}"
+    );
+    assert!(delegated(&summary, "send") >= 2, "{summary}");
+}
+
+/// Runs as PID 1 of a new PID namespace (after the reviewer's reuse.sh): `corelane run` a
+/// program that daemonizes and exits at once, give its PID to a new process group leader
+/// (the victim), then SIGTERM corelane run. Prints who got the signal.
+const PID_REUSE: &str = r#"
+B=$1; D=$2
+"$B" run -- sh -c "echo \$\$ > $D/leader; setsid sleep 30 </dev/null >/dev/null 2>&1 & exit 0" 2>"$D/run.err" &
+RUN=$!
+for i in $(seq 200); do [ -s "$D/leader" ] && break; sleep 0.05; done
+L=$(cat "$D/leader")
+# Until corelane run has reaped the program, its PID is not free.
+for i in $(seq 200); do [ -e /proc/$L ] || break; sleep 0.05; done
+echo $((L - 1)) > /proc/sys/kernel/ns_last_pid
+setsid sh -c "trap 'echo victim got SIGTERM; exit' TERM; echo \$\$ > $D/victim; while :; do sleep 0.1; done" >>"$D/victim.log" &
+for i in $(seq 200); do [ -s "$D/victim" ] && break; sleep 0.05; done
+[ "$(cat "$D/victim")" = "$L" ] && echo "victim has the program's pid $L" || echo "victim did not get pid $L"
+kill -TERM $RUN
+# The daemon gets it instead: its sleep ends, and corelane run with it.
+for i in $(seq 100); do kill -0 $RUN 2>/dev/null || break; sleep 0.05; done
+kill -0 $RUN 2>/dev/null && echo "corelane run still waits" || echo "corelane run ended"
+sleep 0.3
+cat "$D/victim.log"
+"#;
+
+#[test]
+fn signals_never_reach_a_process_group_that_reused_the_programs_pid() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root (the test needs a PID namespace of its own)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", PID_REUSE, "bash"])
+        .arg(env!("CARGO_BIN_EXE_corelane"))
+        .arg(dir.path())
+        .env_remove("LD_LIBRARY_PATH")
+        .output();
+    let out = match out {
+        Ok(out) if out.status.success() => out,
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("unshare") => {
+            return eprintln!("skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(out) => panic!("{out:?}"),
+        Err(e) => return eprintln!("skipped: no unshare ({e})"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run_err = std::fs::read_to_string(dir.path().join("run.err")).unwrap_or_default();
+    assert!(stdout.contains("victim has the program's pid"), "{stdout}");
+    assert!(!stdout.contains("victim got SIGTERM"), "{stdout}");
+    assert!(stdout.contains("corelane run ended"), "{stdout}{run_err}");
+    assert!(run_err.contains("exited with status 0"), "{run_err}");
 }

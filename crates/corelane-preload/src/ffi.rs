@@ -35,6 +35,7 @@ pub const SEEK_END: c_int = 2;
 pub const PROT_READ_WRITE: c_int = 0x1 | 0x2;
 pub const MAP_SHARED: c_int = 0x01;
 pub const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
+pub const MADV_DONTFORK: c_int = 10;
 
 pub const PR_SET_NAME: c_int = 15;
 pub const CLOCK_MONOTONIC: c_int = 1;
@@ -46,6 +47,22 @@ pub const FUTEX_WAKE_PRIVATE: c_int = 129;
 pub const SYS_FUTEX: c_long = 202;
 #[cfg(target_arch = "aarch64")]
 pub const SYS_FUTEX: c_long = 98;
+
+/// System-call numbers for the calls made straight to the kernel (below).
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    pub const CLOSE: super::c_long = 3;
+    pub const FSTAT: super::c_long = 5;
+    pub const MUNMAP: super::c_long = 11;
+    pub const MADVISE: super::c_long = 28;
+}
+#[cfg(target_arch = "aarch64")]
+mod nr {
+    pub const CLOSE: super::c_long = 57;
+    pub const FSTAT: super::c_long = 80;
+    pub const MUNMAP: super::c_long = 215;
+    pub const MADVISE: super::c_long = 233;
+}
 
 #[repr(C)]
 pub struct Timespec {
@@ -138,4 +155,35 @@ pub fn errno() -> c_int {
 pub fn set_errno(value: c_int) {
     // SAFETY: as in `errno`.
     unsafe { *__errno_location() = value }
+}
+
+// Straight to the kernel, one system call each: async-signal-safe, so usable in a forked
+// child's atfork handler, and never through the library's own `close` export.
+
+/// close(2); the kernel's return (0 or -errno).
+pub fn sys_close(fd: c_int) -> c_long {
+    // SAFETY: close takes no pointer; closing an fd the caller owns.
+    unsafe { syscall(nr::CLOSE, fd) }
+}
+
+/// munmap(2) of a mapping the caller made; the kernel's return.
+pub fn sys_munmap(addr: usize, len: usize) -> c_long {
+    // SAFETY: the caller passes a mapping of its own that nothing uses any more.
+    unsafe { syscall(nr::MUNMAP, addr, len) }
+}
+
+/// madvise(2); the kernel's return.
+pub fn sys_madvise(addr: usize, len: usize, advice: c_int) -> c_long {
+    // SAFETY: advice on a mapping the caller made; it takes no other pointer.
+    unsafe { syscall(nr::MADVISE, addr, len, advice) }
+}
+
+/// The (device, inode) of an open fd: what it is, whatever its number.
+pub fn sys_fd_identity(fd: c_int) -> Option<(u64, u64)> {
+    // `struct stat` begins with st_dev and st_ino, both 64-bit, on x86_64 and aarch64; it is
+    // at most 144 bytes there.
+    let mut buf = [0u64; 32];
+    // SAFETY: `buf` is larger than `struct stat` and lives across the call.
+    let rc = unsafe { syscall(nr::FSTAT, fd, buf.as_mut_ptr()) };
+    (rc == 0).then_some((buf[0], buf[1]))
 }

@@ -2,13 +2,23 @@
 //! SQPOLL thread (the kernel's own syscall thread, `iou-sqp-PID`) is pinned to the first
 //! syscall CPU (IORING_SETUP_SQPOLL|SQ_AFF). Fallbacks, each recorded for `corelane run`: the
 //! kernel refuses SQPOLL → a plain ring, each submission an io_uring_enter from the caller;
-//! no io_uring at all → the threads lane. Only what io_uring runs without blocking its poller
+//! no io_uring that can be restricted (below) → the threads lane. Only what io_uring runs without blocking its poller
 //! goes there (send, recv, recvmsg; read, readv, write on sockets); the rest of the lane's
 //! calls go direct in this lane. Threads submit under a spin lock (a few stores); whichever
 //! waiting thread gets the completion lock hands every completion to its slot.
+//!
+//! The ring is the process's alone. SQPOLL's thread runs every SQE with the credentials of
+//! the process that made the ring (root, for a root program), so: the ring is created
+//! disabled and enabled only after IORING_REGISTER_RESTRICTIONS limits it to the lane's three
+//! operations (no SQE flags, no later registration); both mappings are MADV_DONTFORK; and a
+//! forked child closes the fd (and unmaps what it still inherited) in its atfork handler. A
+//! child made by a raw clone keeps the fd (Linux has no close-on-fork), and with it a ring
+//! that refuses anything but send and receive on the parent's descriptors.
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
+use core::sync::atomic::{
+    fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
 
 use crate::exec::*;
 use crate::ffi::*;
@@ -16,8 +26,13 @@ use crate::lane::Outcome;
 
 const SYS_IO_URING_SETUP: c_long = 425;
 const SYS_IO_URING_ENTER: c_long = 426;
+const SYS_IO_URING_REGISTER: c_long = 427;
 const SETUP_SQPOLL: u32 = 2;
 const SETUP_SQ_AFF: u32 = 4;
+const SETUP_R_DISABLED: u32 = 64;
+const REGISTER_RESTRICTIONS: u32 = 11;
+const REGISTER_ENABLE_RINGS: u32 = 12;
+const RESTRICTION_SQE_OP: u16 = 1;
 const FEAT_SINGLE_MMAP: u32 = 1;
 const ENTER_GETEVENTS: u32 = 1;
 const ENTER_SQ_WAKEUP: u32 = 2;
@@ -27,6 +42,8 @@ const OFF_SQES: i64 = 0x1000_0000;
 const OP_RECVMSG: u8 = 10;
 const OP_SEND: u8 = 26;
 const OP_RECV: u8 = 27;
+/// Every operation `sqe_for` makes: the ring accepts these and nothing else.
+const LANE_OPS: [u8; 3] = [OP_RECVMSG, OP_SEND, OP_RECV];
 const ENTRIES: u32 = 256;
 
 /// How the ring was set up (recorded in the process's counters record).
@@ -61,6 +78,15 @@ struct Sqe {
     op_flags: u32,
     user_data: u64,
     tail: [u64; 3],
+}
+
+/// struct io_uring_restriction (16 bytes).
+#[repr(C)]
+struct Restriction {
+    kind: u16,
+    op: u8,
+    resv: u8,
+    resv2: [u32; 3],
 }
 
 #[repr(C)]
@@ -99,37 +125,118 @@ fn enter(fd: c_int, submit: u32, wait: u32, flags: u32, arg: *const GeteventsArg
     unsafe { syscall(SYS_IO_URING_ENTER, fd, submit, wait, flags, arg, size) }
 }
 
-/// Sets the ring up; returns the mode, or MODE_UNAVAILABLE (the caller starts threads).
-pub fn start(cpu: u32) -> u64 {
+/// What this process holds of its ring, recorded as each piece is made, so a failed start
+/// and a forked child give back exactly that (and nothing that merely has the same number).
+struct Held {
+    fd: AtomicI32,
+    /// The fd's (device, inode), to recognise it: the program may have closed ours and
+    /// reused the number.
+    dev: AtomicU64,
+    ino: AtomicU64,
+    /// Each mapping's address and length; `inherited` when MADV_DONTFORK failed on it.
+    maps: [(AtomicUsize, AtomicUsize, AtomicBool); 2],
+}
+
+static HELD: Held = Held {
+    fd: AtomicI32::new(-1),
+    dev: AtomicU64::new(0),
+    ino: AtomicU64::new(0),
+    maps: [const { (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false)) }; 2],
+};
+
+/// Maps `len` bytes of the ring at `offset`, recorded in slot `n` of HELD, and marks it
+/// MADV_DONTFORK: no child, however made (a raw clone skips every atfork handler), has it.
+fn map(fd: c_int, len: usize, offset: i64, n: usize) -> Option<*mut c_void> {
+    // SAFETY: mapping the rings of the fd just created, at the offsets the kernel gave.
+    let addr = unsafe { mmap(core::ptr::null_mut(), len, PROT_READ_WRITE, MAP_SHARED, fd, offset) };
+    if addr == MAP_FAILED {
+        return None;
+    }
+    let (at, length, inherited) = &HELD.maps[n];
+    length.store(len, SeqCst);
+    inherited.store(true, SeqCst);
+    at.store(addr as usize, SeqCst);
+    // Should the kernel refuse, a forked child unmaps it in its atfork handler instead.
+    inherited.store(sys_madvise(addr as usize, len, MADV_DONTFORK) != 0, SeqCst);
+    Some(addr)
+}
+
+/// Gives back the fd and the mappings HELD records. In a forked child (`in_child`) only the
+/// mappings it inherited are unmapped: where MADV_DONTFORK left a hole, another atfork
+/// handler may have mapped something since. Async-signal-safe (system calls only).
+fn release(in_child: bool) {
+    for (at, length, inherited) in &HELD.maps {
+        let (addr, len) = (at.swap(0, SeqCst), length.swap(0, SeqCst));
+        if addr != 0 && (!in_child || inherited.load(SeqCst)) {
+            sys_munmap(addr, len);
+        }
+    }
+    let fd = HELD.fd.swap(-1, SeqCst);
+    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
+    if fd >= 0 && sys_fd_identity(fd) == Some(ours) {
+        sys_close(fd);
+    }
+}
+
+/// Limits the ring, created disabled, to exactly the operations `sqe_for` submits with no SQE
+/// flags and no later registration, then enables it. The backstop for a child that kept the
+/// fd: even SQPOLL's thread, running with the creator's credentials, refuses the rest
+/// (OPENAT, READ, WRITE, SPLICE, …) with EACCES.
+fn restrict_and_enable(fd: c_int) -> bool {
+    let ops =
+        LANE_OPS.map(|op| Restriction { kind: RESTRICTION_SQE_OP, op, resv: 0, resv2: [0; 3] });
+    // SAFETY: `ops` is an array of io_uring_restriction of the length given.
+    let limited = unsafe {
+        syscall(SYS_IO_URING_REGISTER, fd, REGISTER_RESTRICTIONS, ops.as_ptr(), ops.len())
+    };
+    // SAFETY: ENABLE_RINGS takes no argument.
+    limited == 0
+        && unsafe { syscall(SYS_IO_URING_REGISTER, fd, REGISTER_ENABLE_RINGS, 0usize, 0u32) } == 0
+}
+
+/// A new ring's fd and parameters: SQPOLL pinned to `cpu` if the kernel allows, else plain;
+/// disabled until `restrict_and_enable`.
+fn setup(cpu: u32) -> Option<(c_int, Params, bool)> {
     let mut params = Params {
-        flags: SETUP_SQPOLL | SETUP_SQ_AFF,
+        flags: SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_R_DISABLED,
         sq_thread_cpu: cpu,
         sq_thread_idle: 10,
         ..Params::default()
     };
     // SAFETY: `params` is a valid io_uring_params the kernel fills in.
-    let mut fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
-    let mut sqpoll = true;
-    if fd < 0 {
-        params = Params::default();
-        sqpoll = false;
-        // SAFETY: as above, without SQPOLL.
-        fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    let fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    if fd >= 0 {
+        return Some((fd, params, true));
     }
-    if fd < 0 || params.features & FEAT_SINGLE_MMAP == 0 {
+    params = Params { flags: SETUP_R_DISABLED, ..Params::default() };
+    // SAFETY: as above, without SQPOLL.
+    let fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    (fd >= 0).then_some((fd, params, false))
+}
+
+/// Sets the ring up; returns the mode, or MODE_UNAVAILABLE (the caller starts threads). A ring
+/// that cannot be restricted is never used.
+pub fn start(cpu: u32) -> u64 {
+    let Some((fd, params, sqpoll)) = setup(cpu) else {
         return MODE_UNAVAILABLE;
-    }
+    };
+    let Some((dev, ino)) = sys_fd_identity(fd) else {
+        sys_close(fd);
+        return MODE_UNAVAILABLE;
+    };
+    HELD.dev.store(dev, SeqCst);
+    HELD.ino.store(ino, SeqCst);
+    HELD.fd.store(fd, SeqCst);
     let (sq, cq) = (&params.sq_off, &params.cq_off);
     let ring_len = (sq[6] + params.sq_entries * 4).max(cq[5] + params.cq_entries * 16) as usize;
-    // SAFETY: mapping the rings of the fd just created, at the offsets the kernel gave.
-    let base = unsafe { mmap(core::ptr::null_mut(), ring_len, PROT_READ_WRITE, MAP_SHARED, fd, 0) };
     let sqe_len = params.sq_entries as usize * core::mem::size_of::<Sqe>();
-    // SAFETY: as above, the SQE array.
-    let sqes =
-        unsafe { mmap(core::ptr::null_mut(), sqe_len, PROT_READ_WRITE, MAP_SHARED, fd, OFF_SQES) };
-    if base == MAP_FAILED || sqes == MAP_FAILED {
+    let mapped = (params.features & FEAT_SINGLE_MMAP != 0)
+        .then(|| Some((map(fd, ring_len, 0, 0)?, map(fd, sqe_len, OFF_SQES, 1)?)))
+        .flatten();
+    let Some((base, sqes)) = mapped.filter(|_| restrict_and_enable(fd)) else {
+        release(false);
         return MODE_UNAVAILABLE;
-    }
+    };
     let at = |off: u32| (base as usize + off as usize) as *mut u32;
     // SAFETY: the masks lie inside the ring mapping, at the kernel's offsets.
     let (sq_mask, cq_mask) = unsafe { (*at(sq[2]), *at(cq[2])) };
@@ -155,9 +262,13 @@ pub fn start(cpu: u32) -> u64 {
     }
 }
 
-/// In a forked child: the parent's ring is not ours (its memory is shared with the parent).
+/// In a forked child: the parent's ring is not ours. Its fd is closed and any mapping it
+/// inherited unmapped, so a worker that drops privileges cannot drive the ring of its
+/// parent, whose SQPOLL thread runs with the parent's credentials. (The Ring record itself
+/// is left: freeing is not async-signal-safe, and it is a few words once per child.)
 pub fn forget_after_fork() {
     RING.store(core::ptr::null_mut(), SeqCst);
+    release(true);
     SQ_LOCK.store(false, SeqCst);
     CQ_LOCK.store(false, SeqCst);
     SQPOLL_TID.store(0, SeqCst);

@@ -274,7 +274,7 @@ fn bad_configurations_are_clear_errors() {
     let mut load_config = LoadConfig::new(free);
     load_config.duration = Duration::from_millis(300);
     let err = load::run(&load_config, &StopSignal::new(), |_| {}).unwrap_err();
-    assert!(err.to_string().contains("is a server listening"), "{err}");
+    assert!(err.to_string().contains("is an HTTP server listening"), "{err}");
 }
 
 #[test]

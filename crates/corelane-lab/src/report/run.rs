@@ -116,19 +116,18 @@ const HOW: &str = "write one with `corelane lab NAME --json FILE`";
 
 /// Reads a run from `path` (at most [`MAX_FILE_BYTES`]).
 pub fn load(path: &Path) -> Result<Run, RunError> {
-    use std::io::Read;
+    use corelane::fs::ReadCappedError;
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| RunError::new(&name, e.to_string()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| RunError::new(&name, e.to_string()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(RunError::new(
+    let bytes = corelane::fs::read_capped(path, MAX_FILE_BYTES).map_err(|e| match e {
+        ReadCappedError::Io(e) => RunError::new(&name, e.to_string()),
+        ReadCappedError::NotRegular => {
+            RunError::new(&name, format!("not a regular file, so not a corelane run; {HOW}"))
+        }
+        ReadCappedError::TooLarge(_) => RunError::new(
             &name,
             format!("larger than {} MiB, so not a corelane run; {HOW}", MAX_FILE_BYTES >> 20),
-        ));
-    }
+        ),
+    })?;
     parse(&name, &bytes)
 }
 

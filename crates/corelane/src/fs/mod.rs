@@ -7,9 +7,13 @@
 //!   directory descriptor or through the changed file's own descriptor.
 //! - [`write_atomic`] and [`create_new`]: the files corelane writes for the user (plans,
 //!   revert files, reports, results), whole or not at all, never through a planted name.
+//! - [`read_capped`]: a file the user named (plan, revert file, saved run, inventory), a
+//!   regular one only and never more than a cap.
 
 mod atomic;
 mod dir;
+mod read;
 
 pub use atomic::{create_new, write_atomic, OutputFile};
 pub use dir::{check_name, random_name, Dir, Node};
+pub use read::{read_capped, ReadCappedError};

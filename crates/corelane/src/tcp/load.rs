@@ -22,14 +22,13 @@ use rustix::io::Errno;
 use socket2::{Domain, Socket, Type};
 
 use super::counters::bump;
+use super::response::{ResponseReader, Taken};
 use super::TcpError;
 use crate::lane::{LaneSet, LanesEnd, Monitor, Placement, Second, StopSignal, Watch};
 use crate::stats::latency::{new_histogram, record};
 use crate::stats::Percentiles;
 
 const EVENTS: usize = 256;
-/// Headers a response may carry.
-const MAX_HEADERS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
@@ -269,10 +268,8 @@ struct Client {
     stream: Option<TcpStream>,
     phase: Phase,
     sent: usize,
-    input: Vec<u8>,
-    filled: usize,
-    /// Head and body length of the response being received, once its head is parsed.
-    expect: Option<(usize, usize, bool)>,
+    /// The response under way: its head, then its body counted (a bounded buffer).
+    response: ResponseReader,
     sent_at: Instant,
     /// When the request in flight was due (with a rate; else when it was written).
     due_at: Instant,
@@ -327,9 +324,7 @@ impl LaneClients {
                 stream: None,
                 phase: Phase::Idle(now),
                 sent: 0,
-                input: vec![0; 16384],
-                filled: 0,
-                expect: None,
+                response: ResponseReader::default(),
                 sent_at: now,
                 due_at: now,
             })
@@ -502,8 +497,7 @@ impl LaneClients {
         c.stream = Some(stream);
         c.phase = Phase::Connecting;
         c.sent = 0;
-        c.filled = 0;
-        c.expect = None;
+        c.response.reset();
         c.sent_at = now;
         c.due_at = now;
     }
@@ -591,62 +585,37 @@ impl LaneClients {
                     Err(_) => return self.reconnect(i, now),
                 }
             }
-            if c.filled == c.input.len() {
-                let grow = c.input.len();
-                c.input.resize(grow * 2, 0);
-            }
-            let space = c.input.len() - c.filled;
-            let n = match (&*stream).read(&mut c.input[c.filled..]) {
+            let space = c.response.space();
+            let room = space.len();
+            let n = match (&*stream).read(space) {
                 Ok(0) => return self.fail(i, now),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.fail(i, now),
             };
-            c.filled += n;
             bump(&self.counters.bytes_in, n as u64);
-            match self.complete_response(i, now) {
-                Some(true) if self.clients[i].phase == Phase::Closing => {}
-                Some(true) => return, // answered; the next request went out or the lane stopped
-                Some(false) => return self.fail(i, now),
-                None if n < space => return, // drained (edge-triggered): wait for more
-                None => {}
+            match c.response.took(n) {
+                Taken::Whole { ok, server_closes } => {
+                    self.answered(i, now, ok, server_closes);
+                    if self.clients[i].phase != Phase::Closing {
+                        return; // the next request went out, or the lane stopped
+                    }
+                }
+                Taken::Bad(_) => return self.fail(i, now),
+                Taken::More if n < room => return, // drained (edge-triggered): wait for more
+                Taken::More => {}
             }
         }
     }
 
-    /// Some(true) when a whole response was taken, Some(false) when it cannot be parsed,
-    /// None when more bytes are needed.
-    fn complete_response(&mut self, i: usize, now: Instant) -> Option<bool> {
-        let c = &mut self.clients[i];
-        if c.expect.is_none() {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut resp = httparse::Response::new(&mut headers);
-            let head = match resp.parse(&c.input[..c.filled]) {
-                Ok(httparse::Status::Complete(n)) => n,
-                Ok(httparse::Status::Partial) => return None,
-                Err(_) => return Some(false),
-            };
-            let code = resp.code.unwrap_or(0);
-            let mut length = None;
-            let mut server_closes = false;
-            for h in resp.headers.iter() {
-                if h.name.eq_ignore_ascii_case("content-length") {
-                    length = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok());
-                } else if h.name.eq_ignore_ascii_case("connection") {
-                    server_closes = h.value.eq_ignore_ascii_case(b"close");
-                }
-            }
-            let length: usize = length?;
-            if !(200..300).contains(&code) {
-                bump(&self.counters.non_2xx, 1);
-            }
-            c.expect = Some((head, length, server_closes));
+    /// A whole response came on connection `i`: its latency recorded, then the next request
+    /// (or, when either side closes, the wait for the server's FIN).
+    fn answered(&mut self, i: usize, now: Instant, ok: bool, server_closes: bool) {
+        if !ok {
+            bump(&self.counters.non_2xx, 1);
         }
-        let (head, length, server_closes) = c.expect?;
-        if c.filled < head + length {
-            return None;
-        }
+        let c = &self.clients[i];
         let ns = now.duration_since(c.due_at).as_nanos() as u64;
         record(&mut self.latency, ns);
         if self.pace.is_some() {
@@ -655,15 +624,12 @@ impl LaneClients {
         }
         bump(&self.counters.responses, 1);
         let c = &mut self.clients[i];
-        c.filled = 0;
-        c.expect = None;
         c.sent = 0;
         if self.close || server_closes {
             // Read on to the server's FIN (the caller's loop does), then reconnect.
             c.phase = Phase::Closing;
-            return Some(true);
+            return;
         }
         self.idle_or_send(i, now);
-        Some(true)
     }
 }

@@ -18,6 +18,7 @@ pub mod http;
 pub mod idle;
 pub mod load;
 pub mod recycle;
+mod response;
 pub mod server;
 pub mod static_file;
 mod uring;
@@ -49,7 +50,7 @@ pub enum TcpError {
     #[error(transparent)]
     Bind(#[from] crate::reuseport::BindError),
     #[error(
-        "no response from {target} ({errors} connection errors): is a server listening there?"
+        "no response from {target} ({errors} connection errors: refused, reset, timed out, or an answer that is not HTTP/1.1 with a Content-Length and a head under 64 KiB): is an HTTP server listening there?"
     )]
     NoResponses { target: SocketAddr, errors: u64 },
     #[error("{what}: {source}")]

@@ -388,14 +388,8 @@ pub fn apply_saving_revert(
 /// Reads a revert file and checks every entry; one bad entry refuses the whole file.
 pub fn read_revert_file(path: &Path, root: &Path) -> Result<Vec<Change>, ApplyError> {
     let refuse = |reason: String| ApplyError::RevertFile { path: path.into(), reason };
-    let file = fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
-    let mut text = String::new();
-    io::Read::read_to_string(&mut io::Read::take(file, MAX_REVERT_FILE + 1), &mut text)
-        .map_err(|e| refuse(e.to_string()))?;
-    if text.len() as u64 > MAX_REVERT_FILE {
-        return Err(refuse(format!("larger than {MAX_REVERT_FILE} bytes")));
-    }
-    let changes: Vec<Change> = serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))?;
+    let bytes = crate::fs::read_capped(path, MAX_REVERT_FILE).map_err(|e| refuse(e.to_string()))?;
+    let changes: Vec<Change> = serde_json::from_slice(&bytes).map_err(|e| refuse(e.to_string()))?;
     check_all(&changes, root)?;
     Ok(changes)
 }

@@ -10,8 +10,6 @@ mod ini;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::SshTarget;
@@ -54,29 +52,19 @@ pub fn load(path: &Path) -> Result<Fleet, LabError> {
 /// The file's text: a regular file (a FIFO or device is refused before it is read from) of
 /// at most [`MAX_BYTES`], in UTF-8.
 fn read_capped(path: &Path) -> Result<String, LabError> {
-    let cant = |e| LabError::io(format!("cannot read inventory {}", path.display()), e);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(cant)?;
-    let meta = file.metadata().map_err(cant)?;
-    if !meta.is_file() {
-        return Err(LabError::Options(format!(
-            "inventory {}: not a regular file: give the inventory file itself",
-            path.display()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(cant)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(LabError::Options(format!(
-            "inventory {}: larger than {MAX_BYTES} bytes: give an inventory of the lab's hosts only",
-            path.display()
-        )));
-    }
+    use corelane::fs::ReadCappedError;
+    let file = path.display();
+    let bytes = corelane::fs::read_capped(path, MAX_BYTES).map_err(|e| match e {
+        ReadCappedError::Io(e) => LabError::io(format!("cannot read inventory {file}"), e),
+        ReadCappedError::NotRegular => LabError::Options(format!(
+            "inventory {file}: not a regular file: give the inventory file itself"
+        )),
+        ReadCappedError::TooLarge(_) => LabError::Options(format!(
+            "inventory {file}: larger than {MAX_BYTES} bytes: give an inventory of the lab's hosts only"
+        )),
+    })?;
     String::from_utf8(bytes)
-        .map_err(|_| LabError::Options(format!("inventory {}: not UTF-8 text", path.display())))
+        .map_err(|_| LabError::Options(format!("inventory {file}: not UTF-8 text")))
 }
 
 /// A parse or resolve error: its line (0: the file as a whole) and what to fix.
