@@ -1,7 +1,7 @@
 //! Idle keep-alive connections (`corelane load http --hold-idle`): N connections to a
 //! server, each after one answered GET, held open and silent, so that what an idle
 //! connection costs the server can be read on its side. Bounded: the count by the caller,
-//! every answer by `load http`'s own [`ResponseReader`] (head within 64 KiB, the body counted
+//! every answer by `load http`'s own `ResponseReader` (head within 64 KiB, the body counted
 //! and dropped) and by [`MAX_ANSWER`] bytes in all, every wait by a timeout.
 
 use std::io::{Read, Write};
