@@ -46,9 +46,18 @@ pub fn read_plan(path: &Path) -> anyhow::Result<Plan> {
         .with_context(|| format!("cannot read the plan {}", path.display()))?;
     let text = String::from_utf8(bytes)
         .with_context(|| format!("{} is not a plan written by `corelane plan`", path.display()))?;
-    toml::from_str(&text)
-        .or_else(|toml_err| serde_json::from_str(&text).map_err(|_| toml_err))
-        .with_context(|| format!("{} is not a plan written by `corelane plan`", path.display()))
+    toml::from_str(&text).or_else(|toml_err| serde_json::from_str(&text).map_err(|_| toml_err)).map_err(
+        |e: toml::de::Error| {
+            // toml's own text draws the line in several; one line names where and what.
+            let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+            anyhow::anyhow!(
+                "{} is not a plan written by `corelane plan`{at}: {}: write one with `corelane plan --output FILE`",
+                path.display(),
+                e.message().trim()
+            )
+        },
+    )
 }
 
 fn show(list: &[Change]) {

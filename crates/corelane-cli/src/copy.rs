@@ -277,7 +277,7 @@ fn say_not_kept(not_kept: &[NotKept]) {
             // Quoted and escaped: a name is the source owner's to choose, control bytes too.
             n.example,
             n.why,
-            if n.kind.name() == "acl" { "xattr" } else { n.kind.name() },
+            n.kind.accepted_by(),
         );
     }
 }

@@ -15,6 +15,7 @@ mod run;
 mod topo;
 mod udp;
 mod udp_latency;
+mod write_file;
 
 use std::process::ExitCode;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Run a program for the lab on a remote host, ending it when stdin closes.
     #[command(hide = true)]
     Guard(guard::GuardArgs),
+    /// Write a kernel setting or a file of the lab's private directory on a remote host.
+    #[command(hide = true)]
+    WriteFile(write_file::WriteFileArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Revert(args) => apply::run_revert(args),
         Command::Run(args) => run::run(args),
         Command::Guard(args) => guard::run(args),
+        Command::WriteFile(args) => write_file::run(args),
     };
     match result {
         Ok(code) => code,

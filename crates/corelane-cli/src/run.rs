@@ -82,7 +82,7 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
         }
         if count(LaneMode::UringUnavailable) > 0 {
             notes.push(format!(
-                "no io_uring that can be restricted (Linux 5.10 or later) in {} process(es): the threads lane ran instead",
+                "no io_uring that could be restricted to the lane's operations in {} process(es) (refused by kernel.io_uring_disabled, a seccomp policy or RLIMIT_MEMLOCK, or a kernel before 5.10): the threads lane ran instead",
                 count(LaneMode::UringUnavailable)
             ));
         }
@@ -173,9 +173,11 @@ fn cpu_set(list: &CpuList) -> CpuSet {
 
 /// Where forwarded signals go. While the program (its process group's leader) is unreaped,
 /// its group: the zombie holds the PID, so no other group can have that number. Once it is
-/// reaped, the number is free for reuse, and a signal goes instead to each child corelane
-/// has left (the daemons reparented to it), through a pidfd. The reaper holds the lock while
-/// it reaps, the forwarder while it signals, so no target's PID is freed in between.
+/// reaped, the number is free for reuse unless a member of the group is left: a signal goes
+/// to each child corelane has left (the daemons reparented to it), through a pidfd, and to
+/// the whole group too when one of those children is still in it (an unreaped child keeps
+/// its group, so the number is still that group's). The reaper holds the lock while it
+/// reaps, the forwarder while it signals, so no target's PID is freed in between.
 #[derive(Default)]
 struct Targets {
     leader: Option<Pid>,
@@ -188,15 +190,16 @@ impl Targets {
             Some(leader) if !self.leader_reaped => {
                 let _ = rustix::process::kill_process_group(leader, sig);
             }
-            Some(_) => signal_children(sig),
+            Some(leader) => signal_children(sig, leader),
             None => {}
         }
     }
 }
 
-/// Signals each child of corelane's main thread (the one that reaps) through a pidfd. With
-/// the reaper locked out, each PID listed is still that child's when its pidfd is opened.
-fn signal_children(sig: Signal) {
+/// Signals each child of corelane's main thread (the one that reaps) through a pidfd, and
+/// the program's group `leader` when one of them is still in it. With the reaper locked out,
+/// each PID listed is still that child's when its pidfd is opened.
+fn signal_children(sig: Signal, leader: Pid) {
     let me = rustix::process::getpid().as_raw_nonzero();
     let list = format!("/proc/self/task/{me}/children");
     let text = match std::fs::read_to_string(&list) {
@@ -206,7 +209,14 @@ fn signal_children(sig: Signal) {
             return;
         }
     };
-    for pid in text.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(Pid::from_raw) {
+    let children: Vec<Pid> =
+        text.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(Pid::from_raw).collect();
+    let (in_group, apart): (Vec<Pid>, Vec<Pid>) =
+        children.into_iter().partition(|&pid| rustix::process::getpgid(Some(pid)) == Ok(leader));
+    if !in_group.is_empty() {
+        let _ = rustix::process::kill_process_group(leader, sig);
+    }
+    for pid in apart {
         if let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
             let _ = rustix::process::pidfd_send_signal(&pidfd, sig);
         }

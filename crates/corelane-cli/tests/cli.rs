@@ -911,8 +911,9 @@ fn load_http_holds_a_bounded_buffer_whatever_the_server_sends() {
     }
 }
 
-/// A FIFO (or device) named where a plan, revert file, saved run or inventory goes is refused
-/// in one line at once: never a read that waits for a writer forever or never ends.
+/// A FIFO nobody writes to, or a device, named where a plan, revert file, saved run or
+/// inventory goes is refused in one line at once: never a read that waits for a writer
+/// forever or never ends (a FIFO reads as empty, which is no plan, run or inventory).
 #[test]
 fn a_fifo_named_as_an_input_file_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -950,7 +951,9 @@ fn a_fifo_named_as_an_input_file_is_refused_not_waited_on() {
         let out = child.wait_with_output().unwrap();
         let why = stderr(&out);
         assert!(!status.success(), "{args:?}");
-        assert!(why.contains("not a regular file"), "{args:?}: {why}");
+        if args.contains(&"/dev/zero") {
+            assert!(why.contains("not a regular file or pipe"), "{args:?}: {why}");
+        }
         assert_eq!(why.trim().lines().count(), 1, "{args:?}: {why}");
     }
 }

@@ -176,6 +176,14 @@ impl Hosts {
         self.dir.path().join(name)
     }
 
+    /// An executable shell script `name` in the hosts' directory, holding `text`: its path.
+    fn script(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        run("chmod", &["755", &path.display().to_string()]);
+        path.display().to_string()
+    }
+
     fn start_sshd(&mut self) {
         let d = self.dir.path().display().to_string();
         for key in ["hostkey", "id", "other"] {
@@ -200,32 +208,48 @@ impl Hosts {
         }
         std::fs::create_dir_all("/run/sshd").unwrap();
         for ns in self.hosts().to_vec() {
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
-                .arg(self.path("sshd_config"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            self.sshd.push(child);
+            self.spawn_sshd(&ns, &self.path("sshd_config"));
         }
-        // Up once a session works from the controller.
-        let end = Instant::now() + Duration::from_secs(10);
         for host in (1..=self.hosts().len()).map(Hosts::address) {
-            while !self.ssh(&host, "true").status.success() {
-                assert!(Instant::now() < end, "sshd on {host} did not come up");
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            self.wait_for_sshd(&[], &host, &format!("sshd on {host}"));
+        }
+    }
+
+    /// Starts an sshd in namespace `ns` with `config`; it is ended with the hosts.
+    fn spawn_sshd(&mut self, ns: &str, config: &Path) {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, SSHD, "-D", "-e", "-f"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.sshd.push(child);
+    }
+
+    /// Waits until a session to `host` (with ssh `options`, a port say) works from the
+    /// controller, failing with `what` after 10 s.
+    fn wait_for_sshd(&self, options: &[&str], host: &str, what: &str) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !self.ssh_with(options, host, "true").status.success() {
+            assert!(Instant::now() < end, "{what} did not come up");
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
     fn ssh(&self, host: &str, command: &str) -> Output {
-        let config = self.path("config");
+        self.ssh_with(&[], host, command)
+    }
+
+    /// `ssh OPTIONS root@HOST COMMAND` from the controller, with the hosts' ssh config.
+    fn ssh_with(&self, options: &[&str], host: &str, command: &str) -> Output {
         Command::new("ip")
             .args(["netns", "exec", &self.names[0], "ssh", "-F"])
-            .arg(&config)
-            .args(["-o", "BatchMode=yes", &format!("root@{host}"), command])
+            .arg(self.path("config"))
+            .args(["-o", "BatchMode=yes"])
+            .args(options)
+            .args([&format!("root@{host}"), command])
             .output()
             .unwrap()
     }
@@ -304,6 +328,15 @@ impl Hosts {
         }
     }
 
+    /// Waits until the rx NIC is as found (its RPS masks `masks_before`, the row's added
+    /// address gone), failing once `end` has passed.
+    fn wait_for_rx_nic(&self, end: Instant, masks_before: &str) {
+        while self.rx_masks() != masks_before || self.rx_addrs().contains(ADDED_H2) {
+            assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Processes in a host's namespace other than its sshd.
     fn strays(&self, ns: &str) -> Vec<String> {
         let pids = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
@@ -333,6 +366,14 @@ impl Drop for Hosts {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
     }
+}
+
+/// Kills the controller `lab` outright (`ip netns exec` execs, so the child's PID is
+/// corelane's own): the deadline, 30 s on, by which its hosts must be left as found.
+fn kill_controller(mut lab: Child) -> Instant {
+    run("kill", &["-9", &lab.id().to_string()]);
+    let _ = lab.wait();
+    Instant::now() + Duration::from_secs(30)
 }
 
 fn run(program: &str, args: &[&str]) {
@@ -379,6 +420,18 @@ fn run_across(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
 
 /// Runs `corelane LAB_ARGS` across the two hosts (deployed) and returns its JSON report.
 fn run_across_without_peers(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Value {
+    across(hosts, lab_args).1
+}
+
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed) as a dry run: what it printed,
+/// and its JSON report.
+fn dry_run_across(hosts: &Hosts, lab_args: &[&str]) -> (String, serde_json::Value) {
+    across(hosts, &[lab_args, &["--dry-run"]].concat())
+}
+
+/// Runs `corelane LAB_ARGS` across the two hosts (deployed), which must succeed: what it
+/// printed, and its JSON report.
+fn across(hosts: &Hosts, lab_args: &[&str]) -> (String, serde_json::Value) {
     let config = hosts.path("config").display().to_string();
     let json = hosts.path("run.json").display().to_string();
     let mut args = lab_args.to_vec();
@@ -386,7 +439,24 @@ fn run_across_without_peers(hosts: &Hosts, lab_args: &[&str]) -> serde_json::Val
     args.extend(["--deploy", "--json", &json]);
     let out = hosts.corelane(&args);
     assert!(out.status.success(), "{}", text(&out));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), report)
+}
+
+/// Starts `corelane LAB_ARGS` across the two hosts (deployed) and returns once `started`
+/// holds (see [`Hosts::start_lab_until`]).
+fn start_across_until(
+    hosts: &Hosts,
+    lab_args: &[&str],
+    within: Duration,
+    what: &str,
+    started: impl Fn() -> bool,
+) -> Child {
+    let config = hosts.path("config").display().to_string();
+    let mut args = lab_args.to_vec();
+    args.extend(remote_args(hosts, &config));
+    args.push("--deploy");
+    hosts.start_lab_until(&args, within, what, started)
 }
 
 /// Starts a 20-second `lab udp` placement row across the hosts (RPS changed on h2) and
@@ -452,10 +522,7 @@ fn each_remote_failure_is_one_line_naming_the_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let config = hosts.path("config").display().to_string();
     let wrong = hosts.path("wrong-key").display().to_string();
-    let fake = hosts.path("fake-corelane");
-    std::fs::write(&fake, "#!/bin/sh\necho corelane 9.9.9\n").unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script("fake-corelane", "#!/bin/sh\necho corelane 9.9.9\n");
     let base = ["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
@@ -528,10 +595,7 @@ fn a_remote_answering_without_end_is_one_line_naming_the_host() {
         ),
     ];
     for (name, script) in scripts {
-        let fake = hosts.path(name);
-        std::fs::write(&fake, script).unwrap();
-        run("chmod", &["755", &fake.display().to_string()]);
-        let fake = fake.display().to_string();
+        let fake = hosts.script(name, &script);
         let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
         args.extend(["--rx-host", "root@10.210.2.2", "--rx-addr", DATA_H2]);
         args.extend(["--ssh-config", &config, "--remote-corelane", &fake]);
@@ -574,21 +638,13 @@ fn a_remote_answering_without_end_is_one_line_naming_the_host() {
 fn a_killed_controller_leaves_no_remote_process_within_30_seconds() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let masks_before = hosts.rx_masks();
-    let mut lab = start_long_run(&hosts, Stdio::null());
+    let lab = start_long_run(&hosts, Stdio::null());
     assert!(hosts.rx_addrs().contains(ADDED_H2), "the row did not add its address");
-    // Kill the controller outright; `ip netns exec` execs, so the child's PID is corelane's own.
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
-    hosts.wait_for(end, "still running 30 s after the kill", |left| left.is_empty());
-    while deployed_copies() != copies_before {
-        assert!(Instant::now() < end, "the deployed copy is still there 30 s after the kill");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
-        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let end = kill_controller(lab);
+    hosts.wait_for(end, "30 s after the kill (running, or the deployed copy left)", |left| {
+        left.is_empty() && deployed_copies() == copies_before
+    });
+    hosts.wait_for_rx_nic(end, &masks_before);
 }
 
 #[test]
@@ -646,23 +702,15 @@ fn a_lost_connection_is_one_line_naming_the_host_and_the_host_cleans_up() {
 #[test]
 fn a_dry_run_shows_each_rows_changes_and_changes_nothing() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
     let masks_before = hosts.rx_masks();
     for (lab, configs, row) in [
         ("udp", "default,placement,reuseport", "row placement"),
         ("tcp", "baseline,flow-to-core", "flow-to-core"),
     ] {
-        let json = hosts.path("dry.json").display().to_string();
-        let mut args = vec!["lab", lab, "--quick", "--configs", configs, "--vs", "none"];
-        args.extend(remote_args(&hosts, &config));
-        args.extend(["--deploy", "--dry-run", "--json", &json]);
-        let out = hosts.corelane(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}", text(&out));
+        let args = ["lab", lab, "--quick", "--configs", configs, "--vs", "none"];
+        let (stdout, report) = dry_run_across(&hosts, &args);
         assert!(stdout.contains("dry run: nothing was changed or measured"), "{stdout}");
         assert!(stdout.contains(row) && stdout.contains("rps_cpus"), "{stdout}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
         let planned = report["dry_run"].as_array().unwrap();
         assert!(!planned.is_empty() && planned[0]["nic"] == "d0", "{report}");
@@ -991,14 +1039,10 @@ fn a_load_host_with_a_clock_too_far_off_is_refused_in_one_line() {
     let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
     let config = hosts.path("config").display().to_string();
     let real = env!("CARGO_BIN_EXE_corelane");
-    let fake = hosts.path("clock-ahead");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\nif [ \"$1 $2\" = \"guard --clock\" ]; then while read -r _; do echo $(( $(date +%s%N) + 5000000000 )); done; else exec {real} \"$@\"; fi\n"),
-    )
-    .unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script(
+        "clock-ahead",
+        &format!("#!/bin/sh\nif [ \"$1 $2\" = \"guard --clock\" ]; then while read -r _; do echo $(( $(date +%s%N) + 5000000000 )); done; else exec {real} \"$@\"; fi\n"),
+    );
     let (tx1, tx2, rx) = (format!("root@{H1}"), format!("root@{H3}"), format!("root@{H2}"));
     let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", "none"];
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
@@ -1031,22 +1075,17 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
     let sending = |ns: &String| hosts.strays(ns).iter().any(|c| c.contains("udp send"));
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(60),
         "the senders never started on h1 and h3",
         || sending(&hosts.names[1]) && sending(&hosts.names[3]),
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill", |left| {
         left.is_empty() && deployed_copies() == copies_before
     });
-    while hosts.rx_masks() != masks_before || hosts.rx_addrs().contains(ADDED_H2) {
-        assert!(Instant::now() < end, "the rx NIC was not restored within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    hosts.wait_for_rx_nic(end, &masks_before);
 
     // lab latency, killed while h1 and h3 load corelane's HTTP server on h2 (corelane at
     // its path on the hosts: a deployed copy's end after a kill is checked above).
@@ -1056,7 +1095,7 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
     args.extend(["--ssh-config", &config]);
     let running = |ns: &String, what: &str| hosts.strays(ns).iter().any(|c| c.contains(what));
-    let mut lab = hosts.start_lab_until(
+    let lab = hosts.start_lab_until(
         &args,
         Duration::from_secs(60),
         "lab latency's load never started on h1 and h3",
@@ -1066,9 +1105,7 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
                 && running(&hosts.names[2], "serve http")
         },
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after killing lab latency", |left| left.is_empty());
     assert_eq!(hosts.rx_masks(), masks_before, "lab latency changed the rx NIC");
 }
@@ -1385,22 +1422,19 @@ fn the_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
 fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
     let Some((_one, copies_before, hosts)) = fixture_with_cc() else { return };
     let loops_before = compiled_loops();
-    let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "10", "--configs", "none"];
-    args.extend(["--vs", "c-loop", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
+    args.extend(["--vs", "c-loop"]);
     // The loop itself (taskset execs it), not the commands that write or compile it.
     let running = |c: &String| c.starts_with("/tmp/corelane-nic.") && c.contains("_loop 10.210.");
-    let mut lab = hosts.start_lab_until(
+    let lab = start_across_until(
+        &hosts,
         &args,
         Duration::from_secs(60),
         "the C loop never started on h2",
         || hosts.strays(&hosts.names[2]).iter().any(running),
     );
     assert!(compiled_loops().len() > loops_before.len(), "not compiled in the run directory");
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill (running, or a compiled loop left)", |left| {
         left.is_empty() && compiled_loops() == loops_before && deployed_copies() == copies_before
     });
@@ -1412,15 +1446,9 @@ fn a_killed_controller_leaves_no_peer_and_no_compiled_loop() {
 fn a_dry_run_lists_the_peer_steps_per_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
     let loops_before = compiled_loops();
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry-peers.json").display().to_string();
     let peers = installed_peers().join(",");
-    let mut args = vec!["lab", "udp", "--quick", "--configs", "default", "--vs", &peers];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "udp", "--quick", "--configs", "default", "--vs", &peers];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
     let compile =
         stdout.lines().find(|l| l.starts_with(&rx) && l.contains(" -O2 -o /tmp/corelane-nic."));
@@ -1439,8 +1467,6 @@ fn a_dry_run_lists_the_peer_steps_per_host() {
             "{stdout}"
         );
     }
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["peers"].as_array().map(Vec::len), Some(0), "{report}");
     assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 7), "{report}");
     hosts.assert_clean(&copies_before, "a dry run with peers");
@@ -1462,39 +1488,19 @@ fn start_sshd_without_peers(hosts: &mut Hosts) {
             }
         }
     }
-    let wrapper = hosts.path("path-without-peers");
-    let script = format!(
-        "#!/bin/sh\nexec env PATH={} /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
-        bin.display()
+    let wrapper = hosts.script(
+        "path-without-peers",
+        &format!(
+            "#!/bin/sh\nexec env PATH={} /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
+            bin.display()
+        ),
     );
-    std::fs::write(&wrapper, script).unwrap();
-    run("chmod", &["755", &wrapper.display().to_string()]);
     let base = std::fs::read_to_string(hosts.path("sshd_config")).unwrap();
     let config = hosts.path("sshd_config_2222");
-    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {}\n", wrapper.display()))
-        .unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &hosts.names[1], SSHD, "-D", "-e", "-f"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    hosts.sshd.push(child);
-    let end = Instant::now() + Duration::from_secs(10);
-    let up = || {
-        Command::new("ip")
-            .args(["netns", "exec", &hosts.names[0], "ssh", "-F"])
-            .arg(hosts.path("config"))
-            .args(["-o", "BatchMode=yes", "-p", "2222", &format!("root@{H1}"), "true"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    while !up() {
-        assert!(Instant::now() < end, "the second sshd on h1 did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    std::fs::write(&config, format!("{base}Port 2222\nForceCommand {wrapper}\n")).unwrap();
+    let h1 = hosts.names[1].clone();
+    hosts.spawn_sshd(&h1, &config);
+    hosts.wait_for_sshd(&["-p", "2222"], H1, "the second sshd on h1");
 }
 
 /// sockperf and iperf3 are installed on the rx host but not on the tx host: each is skipped
@@ -1572,17 +1578,29 @@ fn installed_tcp_peers() -> Vec<&'static str> {
     ["nginx", "lighttpd", "wrk"].into_iter().filter(|p| found(p)).collect()
 }
 
+/// Whether the web peers `needed` are all installed; if not, the test says it is skipped and
+/// what to install.
+fn tcp_peers_or_skip(needed: &[&str]) -> bool {
+    let installed = installed_tcp_peers();
+    if needed.iter().all(|p| installed.contains(p)) {
+        return true;
+    }
+    let packages: Vec<&str> =
+        needed.iter().map(|&p| if p == "nginx" { "nginx-light" } else { p }).collect();
+    eprintln!("skipped: needs {} (apt-get install {})", needed.join(" and "), packages.join(" "));
+    false
+}
+
 /// nginx and lighttpd serve on h2 (their configurations in its private run directory) and
 /// wrk loads from h1: every peer row has figures, the server CPU read on h2, none is
 /// skipped, and both hosts are left as found. The old lab skipped nginx and lighttpd ("not
 /// run across hosts yet").
 #[test]
 fn lab_tcp_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") {
-        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+    if !tcp_peers_or_skip(&["nginx"]) {
         return;
     }
+    let peers = installed_tcp_peers();
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
     let vs = peers.join(",");
@@ -1619,29 +1637,27 @@ fn lab_tcp_peers_run_across_two_ssh_hosts_and_leave_nothing_behind() {
 /// run's directory.
 #[test]
 fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
-    if !installed_tcp_peers().contains(&"nginx") {
-        eprintln!("skipped: needs nginx (apt-get install nginx-light)");
+    if !tcp_peers_or_skip(&["nginx"]) {
         return;
     }
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
-    let config = hosts.path("config").display().to_string();
     let mut args = vec!["lab", "tcp", "--trials", "1", "--duration", "20", "--configs", "none"];
-    args.extend(["--vs", "nginx", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
+    args.extend(["--vs", "nginx"]);
     let serving = |c: &String| c.starts_with("nginx: worker process");
-    let mut lab =
-        hosts.start_lab_until(&args, Duration::from_secs(60), "nginx never served on h2", || {
-            hosts.strays(&hosts.names[2]).iter().any(serving)
-        });
+    let lab = start_across_until(
+        &hosts,
+        &args,
+        Duration::from_secs(60),
+        "nginx never served on h2",
+        || hosts.strays(&hosts.names[2]).iter().any(serving),
+    );
     assert!(peer_configs().len() > configs_before.len(), "not written in the run directory");
     // This run's copies, as its guards there run them.
     let deployed =
         deploy_dirs_in(&hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect::<String>());
     assert!(!deployed.is_empty(), "no guard from a deployed copy on the hosts");
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
+    let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after the kill (running, or a configuration or copy left)", |left| {
         left.is_empty()
             && peer_configs() == configs_before
@@ -1654,21 +1670,13 @@ fn a_killed_controller_leaves_no_nginx_and_no_configuration() {
 /// nothing.
 #[test]
 fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
-        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+    if !tcp_peers_or_skip(&["nginx", "wrk"]) {
         return;
     }
     let Some((_one, _, hosts)) = fixture() else { return };
     let configs_before = peer_configs();
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry-tcp.json").display().to_string();
-    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "tcp", "--quick", "--configs", "baseline", "--vs", "nginx,wrk"];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     let (rx, tx) = (format!("  on root@{H2}: "), format!("  on root@{H1}: "));
     let on = |prefix: &str, what: &str| {
         stdout.lines().any(|l| l.starts_with(prefix) && l.contains(what))
@@ -1678,8 +1686,6 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
     assert!(on(&tx, " load http http://10.210.3.2:"), "{stdout}");
     assert!(on(&tx, "wrk -t1"), "{stdout}");
     assert!(!stdout.contains("not run across hosts"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["rows"].as_array().map(Vec::len), Some(0), "{report}");
     assert!(report["peer_steps"].as_array().is_some_and(|s| s.len() >= 6), "{report}");
     let deployed = deploy_dirs_in(&stdout);
@@ -1691,9 +1697,7 @@ fn a_dry_run_lists_lab_tcps_peer_steps_per_host() {
 /// it in one line naming the tx host and the package, and still plans nginx on the rx host.
 #[test]
 fn lab_tcp_skips_wrk_missing_on_the_tx_host_naming_it() {
-    let peers = installed_tcp_peers();
-    if !peers.contains(&"nginx") || !peers.contains(&"wrk") {
-        eprintln!("skipped: needs nginx and wrk (apt-get install nginx-light wrk)");
+    if !tcp_peers_or_skip(&["nginx", "wrk"]) {
         return;
     }
     let Some((_one, _, mut hosts)) = fixture() else { return };
@@ -1747,32 +1751,19 @@ fn the_af_xdp_rows_run_on_the_rx_hosts_nic_and_leave_no_xdp_program() {
 #[test]
 fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20"];
-    args.extend(["--configs", "af-xdp", "--vs", "none", "--deploy"]);
-    args.extend(remote_args(&hosts, &config));
-    let mut lab = hosts.start_lab_until(
+    let mut args = vec!["lab", "udp", "--trials", "1", "--duration", "20", "--configs", "af-xdp"];
+    args.extend(["--vs", "none"]);
+    let lab = start_across_until(
+        &hosts,
         &args,
         Duration::from_secs(30),
         "the AF_XDP receiver never attached to h2's d0",
         || hosts.rx_link().contains("prog/xdp"),
     );
-    run("kill", &["-9", &lab.id().to_string()]);
-    let _ = lab.wait();
-    let end = Instant::now() + Duration::from_secs(30);
-    while hosts.rx_link().contains("xdp")
-        || hosts.hosts().iter().any(|ns| !hosts.strays(ns).is_empty())
-        || deployed_copies() != copies_before
-    {
-        let strays: Vec<String> = hosts.hosts().iter().flat_map(|ns| hosts.strays(ns)).collect();
-        assert!(
-            Instant::now() < end,
-            "left 30 s after the kill: {} {strays:?} {:?}",
-            hosts.rx_link(),
-            deployed_copies()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let end = kill_controller(lab);
+    hosts.wait_for(end, "30 s after the kill (running, a copy, or XDP on h2's d0)", |left| {
+        left.is_empty() && deployed_copies() == copies_before && !hosts.rx_link().contains("xdp")
+    });
 }
 
 /// A dry run of the AF_XDP rows across hosts lists the receiver each would run on the rx host
@@ -1780,17 +1771,9 @@ fn a_killed_controller_leaves_no_xdp_program_on_the_rx_host() {
 #[test]
 fn a_dry_run_lists_the_xdp_rows_receivers_and_attaches_nothing() {
     let Some((_one, copies_before, hosts)) = fixture() else { return };
-    let config = hosts.path("config").display().to_string();
-    let json = hosts.path("dry.json").display().to_string();
-    let mut args = vec!["lab", "udp", "--quick", "--configs", "af-xdp,xdp-floor", "--vs", "none"];
-    args.extend(remote_args(&hosts, &config));
-    args.extend(["--deploy", "--dry-run", "--json", &json]);
-    let out = hosts.corelane(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out));
+    let args = ["lab", "udp", "--quick", "--configs", "af-xdp,xdp-floor", "--vs", "none"];
+    let (stdout, report) = dry_run_across(&hosts, &args);
     assert!(stdout.contains("XDP rows, each receiver under `corelane guard`"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let steps = report["xdp_steps"].as_array().unwrap();
     let rows: Vec<&str> = steps.iter().map(|s| s["row"].as_str().unwrap()).collect();
     assert_eq!(rows, ["row af-xdp", "row xdp-floor"], "{report}");
@@ -1850,14 +1833,10 @@ fn lab_latency_splits_its_load_over_two_hosts(hosts: &Hosts, copies_before: &[Pa
     hosts.assert_clean(copies_before, "lab latency from two load hosts");
 
     // corelane load fails on h3 only (the wrapper asks which host it is on).
-    let fake = hosts.path("no-load-on-h3");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\nif [ \"$1 $2\" = \"load http\" ] && ip -o addr show | grep -q ' {H3}/'; then echo 'no load here' >&2; exit 3; fi\nexec {real} \"$@\"\n"),
-    )
-    .unwrap();
-    run("chmod", &["755", &fake.display().to_string()]);
-    let fake = fake.display().to_string();
+    let fake = hosts.script(
+        "no-load-on-h3",
+        &format!("#!/bin/sh\nif [ \"$1 $2\" = \"load http\" ] && ip -o addr show | grep -q ' {H3}/'; then echo 'no load here' >&2; exit 3; fi\nexec {real} \"$@\"\n"),
+    );
     let mut args = vec!["lab", "latency", "--quick", "--configs", "corelane-serve"];
     args.extend(["--vs", "none", "--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx]);
     args.extend(["--rx-addr", DATA_H2, "--ssh-config", &config, "--remote-corelane", &fake]);

@@ -590,3 +590,28 @@ fn signals_never_reach_a_process_group_that_reused_the_programs_pid() {
     assert!(stdout.contains("corelane run ended"), "{stdout}{run_err}");
     assert!(run_err.contains("exited with status 0"), "{run_err}");
 }
+
+/// After the program (its group's leader) has exited, a signal still reaches the rest of its
+/// group while a child corelane holds is in it: here a grandchild whose parent is alive, which
+/// would otherwise keep `corelane run` waiting long after Ctrl-C.
+#[test]
+fn a_signal_after_the_program_exits_still_reaches_its_group() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["run", "--", "sh", "-c", "sh -c 'sleep 20; true' & exit 0"])
+        .env_remove("LD_LIBRARY_PATH")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill(); // its `sleep 20` ends by itself
+            panic!("corelane run still waits 10 s after SIGTERM: its program's group never got it");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -137,10 +137,11 @@ impl Host {
     /// /sys/class/net).
     pub fn write_file(&self, path: &str, contents: &str) -> Result<(), LabError> {
         match self {
-            Host::Local => write_local(Path::new(path), contents)
+            Host::Local => corelane::fs::write_in_place(Path::new(path), contents.as_bytes())
                 .map_err(|e| LabError::io(format!("cannot write {path}"), e)),
+            // The same write, made there by corelane itself (`corelane write-file`).
             Host::Namespace(_) | Host::Remote(_) => {
-                self.run("sh", &["-c", WRITE_SCRIPT, "sh", contents, path]).map(drop)
+                self.run(&self.corelane()?, &["write-file", "--", path, contents]).map(drop)
             }
         }
     }
@@ -358,25 +359,6 @@ fn cpu_split_in(stat: &str) -> Option<(Duration, Duration)> {
 /// Writes a kernel setting that exists (truncated, never created, a symlink at the last
 /// component refused), or else creates a new file (O_EXCL|O_NOFOLLOW): no path is opened in
 /// a way that follows a planted symlink.
-/// [`Host::write_file`] through a shell there, as [`write_local`] does here: a file that is
-/// there (or a symlink) is opened as it is, never created or followed (`dd conv=nocreat
-/// oflag=nofollow`); a missing one is only ever created new (`set -C`: `O_EXCL`).
-const WRITE_SCRIPT: &str = "if [ -e \"$2\" ] || [ -L \"$2\" ]; then \
-     printf '%s' \"$1\" | dd of=\"$2\" conv=nocreat oflag=nofollow iflag=fullblock bs=1M status=none; \
-     else set -C; printf '%s' \"$1\" > \"$2\"; fi";
-
-fn write_local(path: &Path, contents: &str) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Write;
-    let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut file = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(rustix::io::Errno::NOENT) => corelane::fs::create_new(path)?,
-        Err(e) => return Err(e.into()),
-    };
-    file.write_all(contents.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,27 +477,6 @@ mod tests {
         assert!(host.cpu_time(std::process::id()).is_some());
         assert!(host.find_program("sh").is_some());
         assert!(host.find_program("surely-not-a-program-corelane").is_none());
-    }
-
-    /// The shell write a namespace or remote host runs: an existing file rewritten whole, a
-    /// missing one created, a symlink (dangling or not) never followed.
-    #[test]
-    fn the_shell_write_never_follows_a_symlink() {
-        let dir = tempfile::tempdir().unwrap();
-        let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-        let write = |path: &str, text: &str| {
-            Host::Local.run("sh", &["-c", WRITE_SCRIPT, "sh", text, path]).map(drop)
-        };
-        write(&at("new"), "fresh").unwrap();
-        write(&at("new"), "0f").unwrap();
-        assert_eq!(std::fs::read_to_string(at("new")).unwrap(), "0f");
-        std::fs::write(at("victim"), "precious").unwrap();
-        std::os::unix::fs::symlink(at("victim"), at("link")).unwrap();
-        std::os::unix::fs::symlink(at("absent"), at("dangling")).unwrap();
-        assert!(write(&at("link"), "0f").is_err());
-        assert!(write(&at("dangling"), "0f").is_err());
-        assert_eq!(std::fs::read_to_string(at("victim")).unwrap(), "precious");
-        assert!(!dir.path().join("absent").exists());
     }
 
     #[test]

@@ -30,7 +30,9 @@ const SYS_IO_URING_REGISTER: c_long = 427;
 const SETUP_SQPOLL: u32 = 2;
 const SETUP_SQ_AFF: u32 = 4;
 const SETUP_R_DISABLED: u32 = 64;
+const REGISTER_PROBE: u32 = 8;
 const REGISTER_RESTRICTIONS: u32 = 11;
+const EACCES: c_int = 13;
 const REGISTER_ENABLE_RINGS: u32 = 12;
 const RESTRICTION_SQE_OP: u16 = 1;
 const FEAT_SINGLE_MMAP: u32 = 1;
@@ -173,9 +175,24 @@ fn release(in_child: bool) {
     }
     let fd = HELD.fd.swap(-1, SeqCst);
     let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
-    if fd >= 0 && sys_fd_identity(fd) == Some(ours) {
+    // Before Linux 5.16 every io_uring (and epoll, eventfd…) fd shares one anonymous inode,
+    // so in a child the number is also asked whether it is still a restricted ring.
+    if fd >= 0 && sys_fd_identity(fd) == Some(ours) && (!in_child || is_restricted_ring(fd)) {
         sys_close(fd);
     }
+}
+
+/// Whether `fd` is an io_uring with restrictions: such a ring refuses a registration it was
+/// not allowed (EACCES) before looking at it; any other fd gets EOPNOTSUPP, an unrestricted
+/// ring EFAULT or EINVAL. Keeps the caller's errno. Async-signal-safe.
+fn is_restricted_ring(fd: c_int) -> bool {
+    let saved = errno();
+    // SAFETY: REGISTER_PROBE with a null argument and no entries writes nothing; it is
+    // refused either way (EACCES on a restricted ring, an error on anything else).
+    let refused = unsafe { syscall(SYS_IO_URING_REGISTER, fd, REGISTER_PROBE, 0usize, 0u32) };
+    let restricted = refused == -1 && errno() == EACCES;
+    set_errno(saved);
+    restricted
 }
 
 /// Limits the ring, created disabled, to exactly the operations `sqe_for` submits with no SQE

@@ -17,8 +17,9 @@ use common::copy::tree;
 use common::root_or_skip;
 use corelane::copy::{CopyOptions, LossKind, Preserve, TreeReport};
 
+/// Where set-id bits, capabilities and device nodes are honoured, so `copy -a` keeps them.
 fn scratch(name: &str) -> tempfile::TempDir {
-    common::copy::tmpfs_dir(&format!("corelane-archive-{name}"))
+    common::copy::set_id_dir(&format!("corelane-archive-{name}"))
 }
 
 /// A scratch directory for a test that needs root (`needs`: what for); `None`, once it has

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use common::copy::file;
 use common::root_or_skip;
-use corelane::copy::{copy_tree, CopyError, CopyOptions, CreateCall, TreeReport};
+use corelane::copy::{copy_tree, CopyError, CopyOptions, CreateCall, NotKept, TreeReport};
 use corelane::lane::StopSignal;
 
 fn scratch() -> tempfile::TempDir {
@@ -294,4 +294,194 @@ fn a_first_name_swapped_before_its_second_is_linked_is_refused() {
         "root linked the victim into the destination"
     );
     assert_eq!(fs::metadata(&victim).unwrap().nlink(), 2, "the victim and the planted name only");
+}
+
+/// Set in the re-run of a test inside its own mount namespace (see `in_private_mounts`).
+const IN_PRIVATE_MOUNTS: &str = "CORELANE_TEST_IN_PRIVATE_MOUNTS";
+
+/// Runs the test `name` of this binary again under `unshare --mount` (a private mount
+/// namespace: what it mounts goes with it). True in that re-run, which goes on with the test;
+/// false in the caller, once it checked the re-run ran that one test and it passed.
+fn in_private_mounts(name: &str) -> bool {
+    if std::env::var_os(IN_PRIVATE_MOUNTS).is_some() {
+        return true;
+    }
+    let run = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private"])
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(IN_PRIVATE_MOUNTS, "1")
+        .output();
+    let out = match run {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipped: cannot run unshare for a private mount namespace ({e})");
+            return false;
+        }
+    };
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(out.status.success(), "the run in a private mount namespace failed");
+    assert!(stdout.contains("1 passed"), "{name} did not run in the private mount namespace");
+    false
+}
+
+/// A tmpfs mounted at `at` with `flags`, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: PathBuf, flags: rustix::mount::MountFlags) -> Tmpfs {
+        fs::create_dir_all(&at).unwrap();
+        rustix::mount::mount("corelane-test", &at, "tmpfs", flags, None).unwrap();
+        Tmpfs(at)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+/// The losses of kind `name` ("set-id", "capability") in a report.
+fn lost<'a>(not_kept: &'a [NotKept], name: &str) -> Option<&'a NotKept> {
+    not_kept.iter().find(|n| n.kind.name() == name)
+}
+
+/// A file capability (cap_net_raw+ep), as `setcap` writes security.capability (revision 2).
+const NET_RAW_CAPABILITY: [u8; 20] = {
+    let mut v = [0u8; 20];
+    let magic = 0x0200_0001u32.to_le_bytes();
+    let permitted = (1u32 << 13).to_le_bytes();
+    let mut i = 0;
+    while i < 4 {
+        v[i] = magic[i];
+        v[4 + i] = permitted[i];
+        i += 1;
+    }
+    v
+};
+
+fn capability(path: &Path) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 64];
+    let n = rustix::fs::getxattr(path, "security.capability", &mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// The source tree of the nosuid,nodev test, under `src`: a root setuid program, another
+/// user's setgid one, a root program with a file capability (when the file system takes
+/// one), a world-writable /dev/mem node of that user, a set-group-ID directory and a FIFO.
+/// Returns whether the capability was set.
+fn nosuid_nodev_tree(src: &Path) -> bool {
+    use std::os::unix::fs::chown;
+    fs::create_dir_all(src.join("shared")).unwrap();
+    fs::set_permissions(src.join("shared"), fs::Permissions::from_mode(0o2775)).unwrap();
+    for (name, owner, mode) in [("evil", 0, 0o4755), ("sgid", 1000, 0o2755), ("capped", 0, 0o755)] {
+        let path = src.join(name);
+        fs::write(&path, b"#!/bin/sh\nid\n").unwrap();
+        chown(&path, Some(owner), Some(owner)).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let flags = rustix::fs::XattrFlags::empty();
+    let capped =
+        rustix::fs::setxattr(src.join("capped"), "security.capability", &NET_RAW_CAPABILITY, flags);
+    if let Err(e) = &capped {
+        eprintln!("file capabilities not checked: tmpfs refused security.capability ({e})");
+    }
+    let (char_dev, fifo) = (rustix::fs::FileType::CharacterDevice, rustix::fs::FileType::Fifo);
+    let at = |name: &str| src.join(name);
+    let rw = rustix::fs::Mode::from_raw_mode(0o666);
+    rustix::fs::mknodat(rustix::fs::CWD, at("mem"), char_dev, rw, rustix::fs::makedev(1, 1))
+        .unwrap();
+    chown(at("mem"), Some(1000), Some(1000)).unwrap();
+    fs::set_permissions(at("mem"), fs::Permissions::from_mode(0o666)).unwrap();
+    rustix::fs::mknodat(rustix::fs::CWD, at("fifo"), fifo, rw, 0).unwrap();
+    capped.is_ok()
+}
+
+/// A FUSE mount (user-mountable) or removable media reports any owner, mode and device
+/// numbers; the kernel honours none of the set-id bits, capabilities or devices on a
+/// nosuid,nodev mount, but a root `copy -a` recreated them on an ordinary file system: a
+/// root-owned setuid program with the user's contents and a world-writable /dev/mem, and
+/// `copy -r` the node too. Now set-id bits and capabilities are dropped and counted as not
+/// kept, device nodes skipped saying why, also for a file mounted on its own in a plain
+/// directory; FIFOs, directories' set-group-ID bits, owners and the same file from a plain
+/// mount are kept.
+#[test]
+fn set_id_bits_capabilities_and_devices_from_a_nosuid_nodev_source_are_not_recreated() {
+    use rustix::mount::MountFlags;
+    if !root_or_skip("to mount tmpfs in a private mount namespace")
+        || !in_private_mounts(
+            "set_id_bits_capabilities_and_devices_from_a_nosuid_nodev_source_are_not_recreated",
+        )
+    {
+        return;
+    }
+    let dir = scratch();
+    let source = Tmpfs::mount(dir.path().join("src"), MountFlags::NOSUID | MountFlags::NODEV);
+    // /dev/shm is itself nosuid,nodev: the copies go to a mount that honours both.
+    let dest = Tmpfs::mount(dir.path().join("dst"), MountFlags::empty());
+    let (src, dst) = (source.0.join("tree"), dest.0.clone());
+    let caps = nosuid_nodev_tree(&src);
+    let uid = |p: &Path| fs::symlink_metadata(p).unwrap().uid();
+
+    let a = tree(&src, &dst.join("a"), &CopyOptions::archive()).unwrap();
+    let out = dst.join("a");
+    assert_eq!((mode(&out.join("evil")), uid(&out.join("evil"))), (0o755, 0), "copy -a");
+    assert_eq!((mode(&out.join("sgid")), uid(&out.join("sgid"))), (0o755, 1000));
+    assert!(!out.join("mem").exists() && fs::symlink_metadata(out.join("mem")).is_err());
+    assert_eq!(capability(&out.join("capped")), None, "no file capability");
+    assert_eq!(mode(&out.join("shared")), 0o2775, "a directory's set-group-ID bit stays");
+    assert!(fs::symlink_metadata(out.join("fifo")).unwrap().file_type().is_fifo());
+    assert_eq!(a.skipped.len(), 1, "{a:?}");
+    assert_eq!(a.skipped[0].path, Path::new("mem"));
+    assert!(a.skipped[0].why.contains("nodev mount"), "{:?}", a.skipped);
+    let set_id = lost(&a.not_kept, "set-id").expect("the set-id bits are reported as not kept");
+    assert_eq!(set_id.entries, 2, "{:?}", a.not_kept);
+    assert!(set_id.why.contains("nosuid mount"), "{set_id:?}");
+    if caps {
+        let cap = lost(&a.not_kept, "capability").expect("the capability is reported");
+        assert!(cap.entries == 1 && cap.example.ends_with("capped"), "{cap:?}");
+    }
+    let json = serde_json::to_string(&a).unwrap();
+    assert!(json.contains("\"kind\":\"set-id\""), "{json}");
+
+    // copy -r as root: devices are recreated, but not from a nodev mount; set-id bits go
+    // with the owner, as before, so nothing more is lost.
+    let r = tree(&src, &dst.join("r"), &CopyOptions::default()).unwrap();
+    assert!(fs::symlink_metadata(dst.join("r/mem")).is_err(), "copy -r made the node");
+    assert_eq!(mode(&dst.join("r/evil")), 0o755);
+    assert!(r.skipped.len() == 1 && r.skipped[0].why.contains("nodev"), "{r:?}");
+    assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
+
+    // A single file, with everything kept: the same.
+    let single = file(&src.join("evil"), &dst.join("single"), &CopyOptions::archive()).unwrap();
+    assert_eq!((mode(&dst.join("single")), uid(&dst.join("single"))), (0o755, 0));
+    assert!(lost(&single.not_kept, "set-id").is_some(), "{:?}", single.not_kept);
+    let capped = file(&src.join("capped"), &dst.join("capped"), &CopyOptions::archive()).unwrap();
+    assert_eq!(capability(&dst.join("capped")), None);
+    assert_eq!(lost(&capped.not_kept, "capability").is_some(), caps, "{:?}", capped.not_kept);
+
+    // A file mounted on its own (FUSE can mount on a file) in a directory of a mount that
+    // honours set-id bits is judged by its own mount.
+    let mixed = dst.join("mixed");
+    fs::create_dir(&mixed).unwrap();
+    fs::write(mixed.join("bound"), b"").unwrap();
+    rustix::mount::mount_bind(src.join("evil"), mixed.join("bound")).unwrap();
+    let m = tree(&mixed, &dst.join("mixed-copy"), &CopyOptions::archive()).unwrap();
+    assert_eq!(mode(&dst.join("mixed-copy/bound")), 0o755, "a file mount's own flags count");
+    assert!(lost(&m.not_kept, "set-id").is_some(), "{:?}", m.not_kept);
+    rustix::mount::unmount(mixed.join("bound"), rustix::mount::UnmountFlags::empty()).unwrap();
+
+    // The same files from a mount that honours them keep everything (the check can fail).
+    let plain = dst.join("plain");
+    tree(&src, &plain, &CopyOptions::archive()).unwrap();
+    fs::set_permissions(plain.join("evil"), fs::Permissions::from_mode(0o4755)).unwrap();
+    let back = tree(&plain, &dst.join("control"), &CopyOptions::archive()).unwrap();
+    assert_eq!(mode(&dst.join("control/evil")), 0o4755, "{:?}", back.not_kept);
+    assert!(back.not_kept.is_empty(), "{:?}", back.not_kept);
+    drop((source, dest));
 }

@@ -25,11 +25,16 @@ pub struct Scratch {
 /// user made elsewhere under a name like ours (a FUSE mount in their home) is left alone.
 pub fn remove_stale_mounts() -> Vec<String> {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let tmp = std::env::temp_dir();
+    remove_stale_mounts_listed(&mounts, &std::env::temp_dir())
+}
+
+/// `remove_stale_mounts` for the mount table `mounts` (read earlier: the names in it may
+/// have changed since) and the directory `tmp`.
+fn remove_stale_mounts_listed(mounts: &str, tmp: &Path) -> Vec<String> {
     mounts
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1))
-        .filter(|mp| Path::new(mp).parent() == Some(tmp.as_path()))
+        .filter(|mp| Path::new(mp).parent() == Some(tmp))
         .filter(|mp| {
             let Some(rest) = Path::new(mp)
                 .file_name()
@@ -41,12 +46,20 @@ pub fn remove_stale_mounts() -> Vec<String> {
             let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
             pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
         })
-        .filter(|mp| Command::new("umount").arg(mp).status().is_ok_and(|s| s.success()))
+        .filter(|mp| unmount_here(Path::new(mp)).is_ok())
         .map(|mp| {
             let _ = std::fs::remove_dir(mp);
             mp.to_string()
         })
         .collect()
+}
+
+/// Unmounts the mount at `path` itself, never what a symlink put at that name points to
+/// (umount2's UMOUNT_NOFOLLOW; the `umount` command resolved the name and followed it).
+/// A user with FUSE can make a killed run's name their own mount, detach it and leave a
+/// symlink there between the read of /proc/mounts and this call.
+fn unmount_here(path: &Path) -> std::io::Result<()> {
+    Ok(rustix::mount::unmount(path, rustix::mount::UnmountFlags::NOFOLLOW)?)
 }
 
 impl Scratch {
@@ -91,7 +104,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if self.mounted {
-            let _ = Command::new("umount").arg(&self.path).status();
+            let _ = unmount_here(&self.path);
             let _ = std::fs::remove_dir(&self.path);
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
@@ -123,6 +136,48 @@ mod tests {
         let _ = Command::new("umount").arg(&mp).status();
         assert!(!removed.iter().any(|r| Path::new(r) == mp), "{removed:?}");
         assert!(still && mp.is_dir());
+    }
+
+    /// The cleanup ran `umount NAME` on a name read from /proc/mounts earlier; umount
+    /// resolves the name, so a symlink swapped in there (the other user's lazily detached FUSE
+    /// mount's name) had root unmount whatever mount it pointed to. Now the name itself is
+    /// unmounted or nothing is.
+    #[test]
+    fn a_stale_mount_point_swapped_for_a_symlink_is_not_followed() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let (tmp, victim) = (dir.path().join("tmp"), dir.path().join("victim"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        let ok =
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "t"]).arg(&victim).status();
+        assert!(ok.unwrap().success());
+        std::fs::write(victim.join("kept"), b"x").unwrap();
+        // A killed run's mount point as /proc/mounts listed it, now a symlink to the victim.
+        let name = tmp.join(format!("{}999999999-swapped", crate::workdir::prefix("copy")));
+        std::os::unix::fs::symlink(&victim, &name).unwrap();
+        // And a killed run's mount point that is still one: that is unmounted and removed.
+        let real = tmp.join(format!("{}999999999-real", crate::workdir::prefix("copy")));
+        std::fs::create_dir(&real).unwrap();
+        let ok =
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "t"]).arg(&real).status();
+        assert!(ok.unwrap().success());
+        let listed = format!(
+            "t {} tmpfs rw,relatime 0 0\nt {} tmpfs rw,relatime 0 0\n",
+            name.display(),
+            real.display()
+        );
+
+        let removed = remove_stale_mounts_listed(&listed, &tmp);
+        let still_mounted = victim.join("kept").exists();
+        let _ = Command::new("umount").arg(&victim).status();
+        assert!(still_mounted, "the symlink's target was unmounted");
+        assert_eq!(removed, [real.display().to_string()]);
+        assert!(!real.exists(), "the stale mount point is removed");
+        assert!(std::fs::symlink_metadata(&name).unwrap().file_type().is_symlink());
     }
 
     #[test]

@@ -29,8 +29,8 @@ pub use peers::Peer;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::stage::udp::{self as trial, Config};
-use crate::summary::{change_pct, Outcome, Pps, Trials};
-use crate::testbed::{Testbed, TestbedReport};
+use crate::summary::{change_pct, Header, Outcome, Pps, Trials};
+use crate::testbed::Testbed;
 use crate::LabError;
 
 /// `corelane lab udp` in the list of experiments.
@@ -197,13 +197,12 @@ pub struct PeerRow {
 /// Everything `corelane lab udp` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct UdpLabReport {
+    /// Where it ran and how it measured (`duration_secs` in whole seconds: the receiver
+    /// reports one interval a second).
     #[serde(flatten)]
-    pub testbed: TestbedReport,
-    pub machine: String,
+    pub header: Header,
     pub sender_cpu: usize,
     pub receiver_cpus: String,
-    pub trials: usize,
-    pub duration_secs: u64,
     pub rows: Vec<ConfigRow>,
     pub peers: Vec<PeerRow>,
     /// How the CPU columns are measured, and what none of them sees.
@@ -356,12 +355,9 @@ impl Experiment for UdpLab<'_> {
             testbed.xdp_steps = self.xdp_steps;
         }
         Ok(UdpLabReport {
-            testbed,
-            machine: crate::machine(),
+            header: Header::of(testbed, self.opts.trials, self.opts.duration),
             sender_cpu: self.sender_cpu,
             receiver_cpus: self.plan.receiver_cpus.to_string(),
-            trials: self.opts.trials,
-            duration_secs: self.opts.duration.as_secs(),
             rows,
             peers: peer_rows,
             cpu_accounting: CPU_ACCOUNTING.into(),

@@ -26,8 +26,8 @@ impl Report for UdpLabReport {
     /// The Table 1 analog, the peers table, what was skipped and the findings, as text.
     fn body(&self, out: &mut String) {
         out.push_str(&format!(
-            "sender on CPU {}, receiver CPUs {}; {} trial(s) of {}s, medians of the steady seconds\n\n",
-            self.sender_cpu, self.receiver_cpus, self.trials, self.duration_secs
+            "sender on CPU {}, receiver CPUs {}; {}, medians of the steady seconds\n\n",
+            self.sender_cpu, self.receiver_cpus, self.header.schedule
         ));
         let mut table = report::table();
         let cpu_ids: Vec<usize> = self
@@ -102,9 +102,9 @@ impl Report for UdpLabReport {
         }
         if !self.peers.is_empty() {
             let peers = report::table_of(&PEER_COLUMNS, &self.peers);
-            let steering = if self.testbed.fallback_reason.is_some() {
+            let steering = if self.header.testbed.fallback_reason.is_some() {
                 "loopback"
-            } else if !self.testbed.hosts.is_empty() {
+            } else if !self.header.testbed.hosts.is_empty() {
                 "the rx NIC as found"
             } else {
                 "RPS off"
@@ -169,9 +169,7 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("udp — seed 000, Table 1", &self.machine, &self.outcome.findings)
-            .on(&self.testbed)
-            .skipping(&self.outcome.skipped)
+        self.header.outline("udp — seed 000, Table 1", &self.outcome)
     }
 }
 
@@ -218,12 +216,16 @@ mod tests {
         let split =
             |cpu| CpuSplit { cpu, user_pct: 1.0, sys_pct: 2.0, softirq_pct: 3.0, idle_pct: 94.0 };
         UdpLabReport {
-            testbed: crate::testbed::TestbedReport { network: "test".into(), ..Default::default() },
-            machine: "test".into(),
+            header: crate::summary::Header {
+                testbed: crate::testbed::TestbedReport {
+                    network: "test".into(),
+                    ..Default::default()
+                },
+                machine: "test".into(),
+                schedule: crate::summary::Schedule::of(1, std::time::Duration::from_secs(3)),
+            },
             sender_cpu: 0,
             receiver_cpus: "1".into(),
-            trials: 1,
-            duration_secs: 3,
             rows: vec![ConfigRow {
                 hosts: Vec::new(),
                 config: "default".into(),
@@ -254,6 +256,19 @@ mod tests {
             cpu_accounting: String::new(),
             outcome: crate::summary::Outcome { skipped: Vec::new(), findings: Vec::new() },
         }
+    }
+
+    /// The shared header keeps the keys `lab udp`'s JSON always had, at the top level.
+    #[test]
+    fn the_report_keeps_its_header_keys_at_the_top() {
+        let json = serde_json::to_value(report()).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        for key in ["network", "machine", "trials", "duration_secs", "sender_cpu", "receiver_cpus"]
+        {
+            assert!(keys.contains(&key), "{key} missing: {keys:?}");
+        }
+        assert!(!keys.contains(&"header") && !keys.contains(&"schedule"), "{keys:?}");
+        assert_eq!((&json["trials"], &json["duration_secs"]), (&1.into(), &3.0.into()));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::extents::data_extents;
 use super::links::{LinkMap, Made};
 use super::method::{transfer, CopyMethod, SPLICE_PIPE};
 use super::preserve::{keep_owner, kept_mode, Losses, OwnerTarget, Reflink};
+use super::source_mount::SourceMount;
 use super::xattr::{copy_xattrs, XattrSource, XattrTarget};
 use super::{CopyError, CopyOptions, CopyReport};
 use crate::fs::Dir;
@@ -67,11 +68,23 @@ fn source_metadata(src: &Path) -> Result<Metadata, CopyError> {
 }
 
 /// Where a source file is: a path the user named (followed if it is a symlink, as `cp` does),
-/// or an entry of a tree opened beneath the tree's root, no component of it a symlink.
+/// or an entry of a tree opened beneath the tree's root, no component of it a symlink, in a
+/// directory read from the mount `dir`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum SourcePath<'a> {
     Named(&'a Path),
-    Beneath { root: BorrowedFd<'a>, rel: &'a Path },
+    Beneath { root: BorrowedFd<'a>, rel: &'a Path, dir: SourceMount },
+}
+
+impl SourcePath<'_> {
+    /// The mount of this source, opened as `fd` on device `dev`: its directory's, or its own
+    /// when it is on another device (a file mount) or was named by the user.
+    fn mount(self, fd: BorrowedFd<'_>, dev: u64) -> SourceMount {
+        match self {
+            SourcePath::Named(_) => SourceMount::read(fd, dev),
+            SourcePath::Beneath { dir, .. } => dir.of_entry(fd, dev),
+        }
+    }
 }
 
 /// Opens a source for reading without blocking (a FIFO put in a file's place must not hang
@@ -84,7 +97,7 @@ fn open_source(
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     let opened = match src {
         SourcePath::Named(path) => rustix::fs::open(path, flags, Mode::empty()),
-        SourcePath::Beneath { root, rel } => rustix::fs::openat2(
+        SourcePath::Beneath { root, rel, .. } => rustix::fs::openat2(
             root,
             rel,
             flags | OFlags::NOFOLLOW,
@@ -311,6 +324,7 @@ pub(crate) fn copy_checked(
             }
         }
     }
+    let mount = src.mount(plain.as_fd(), stat.st_dev);
     let info = SourceInfo::from(&stat);
     let size = info.size;
     let started = Instant::now();
@@ -363,7 +377,8 @@ pub(crate) fn copy_checked(
             rustix::fs::ftruncate(temp.fd(), size)
                 .map_err(|e| map_failure(e.into(), &dst, "cannot size"))?;
         }
-        let attributes = Attributes { plain: plain.as_fd(), stat: &stat, info: &info, created };
+        let attributes =
+            Attributes { plain: plain.as_fd(), stat: &stat, info: &info, created, mount };
         attributes.give(temp.fd(), opts, keep.losses, shown, &dst)?;
         let verified = opts.verify && verify(plain.as_fd(), &temp, shown, &dst)?;
         let copy = rustix::fs::fstat(temp.fd()).map(|s| (s.st_dev, s.st_ino));
@@ -495,6 +510,8 @@ struct Attributes<'a> {
     /// The mode the temporary was created with, when the umask let the source's bits
     /// through (else it is 0600 and needs its mode set).
     created: Option<u32>,
+    /// The mount the source was read from: what the kernel honours there is all it keeps.
+    mount: SourceMount,
 }
 
 impl Attributes<'_> {
@@ -513,9 +530,10 @@ impl Attributes<'_> {
             && keep_owner(OwnerTarget::Fd(temp), stat.st_uid, stat.st_gid, shown, losses);
         if opts.preserve.xattr {
             let (from, to) = (XattrSource::Fd(self.plain), XattrTarget::Fd(temp));
-            copy_xattrs(from, to, owner_kept, shown, losses);
+            copy_xattrs(from, to, owner_kept, self.mount, shown, losses);
         }
         let final_mode = kept_mode(info.mode, false, opts.preserve.mode, owner_kept);
+        let final_mode = self.mount.honoured_mode(final_mode, false, shown, losses);
         if self.created != Some(final_mode) {
             rustix::fs::fchmod(temp, Mode::from_raw_mode(final_mode))
                 .map_err(|e| map_failure(e.into(), dst, "cannot set the mode of"))?;

@@ -10,6 +10,7 @@ use rustix::fs::{Timespec, Timestamps};
 
 use super::dest_tree::DestTree;
 use super::preserve::{keep_owner, kept_mode, Losses, OwnerTarget};
+use super::source_mount::SourceMount;
 use super::xattr::{copy_xattrs, open_beneath, XattrSource, XattrTarget};
 use super::CopyOptions;
 use crate::fs::{Dir, Node};
@@ -38,6 +39,8 @@ pub(crate) struct Finish<'a> {
     pub(crate) root: &'a Path,
     pub(crate) opts: &'a CopyOptions,
     pub(crate) losses: &'a Losses,
+    /// The mount each source directory was read from, by the walk's directory index.
+    pub(crate) mounts: &'a [SourceMount],
 }
 
 fn times_of(meta: &std::fs::Metadata) -> Timestamps {
@@ -49,9 +52,17 @@ fn times_of(meta: &std::fs::Metadata) -> Timestamps {
 
 impl Finish<'_> {
     /// Gives the entry copied from `rel` its source's owner and attributes, then (except for
-    /// symlinks, which have none of their own) its mode, then its times. Best effort: what the
-    /// destination refuses is counted as a loss (owner, attributes) or left (mode, times).
-    pub(crate) fn entry(&self, rel: &Path, at: Place<'_>, meta: &std::fs::Metadata, kind: Entry) {
+    /// symlinks, which have none of their own) its mode, then its times, keeping only what the
+    /// kernel honoured on the source's `mount`. Best effort: what the destination refuses is
+    /// counted as a loss (owner, attributes) or left (mode, times).
+    pub(crate) fn entry(
+        &self,
+        rel: &Path,
+        at: Place<'_>,
+        meta: &std::fs::Metadata,
+        kind: Entry,
+        mount: SourceMount,
+    ) {
         let keep = self.opts.preserve;
         let shown = if rel.as_os_str().is_empty() { self.root } else { rel };
         let owner_at = match at {
@@ -67,14 +78,17 @@ impl Finish<'_> {
             };
             match open_beneath(self.source_root, rel, false) {
                 Ok(fd) => {
-                    copy_xattrs(XattrSource::Opened(fd.as_fd()), to, owner_kept, shown, self.losses)
+                    let from = XattrSource::Opened(fd.as_fd());
+                    copy_xattrs(from, to, owner_kept, mount, shown, self.losses)
                 }
                 Err(e) => self.losses.record(super::LossKind::Xattr, shown, || {
                     format!("cannot open the source to read its attributes ({e})")
                 }),
             }
         }
-        let mode = kept_mode(meta.mode(), kind == Entry::Directory, keep.mode, owner_kept);
+        let directory = kind == Entry::Directory;
+        let mode = kept_mode(meta.mode(), directory, keep.mode, owner_kept);
+        let mode = mount.honoured_mode(mode, directory, shown, self.losses);
         let times = times_of(meta);
         match at {
             Place::Dir(dir) => {
@@ -118,7 +132,8 @@ pub(crate) fn finish_dirs(
     }
     let finish = |i: &usize| {
         if let Ok(dir) = tree.open_to_change(*i) {
-            ctx.entry(&tree.dirs[*i].rel, Place::Dir(&dir), &metas[*i], Entry::Directory);
+            let (rel, mount) = (&tree.dirs[*i].rel, ctx.mounts[*i]);
+            ctx.entry(rel, Place::Dir(&dir), &metas[*i], Entry::Directory, mount);
         }
     };
     let finish = &finish;

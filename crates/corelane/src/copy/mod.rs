@@ -9,7 +9,10 @@
 //! [`copy_tree`] spreads a tree's files over lanes: one file's writes serialise on its inode
 //! lock, so parallelism belongs across files. With [`Preserve::ALL`] (`copy -a`) it keeps what
 //! `cp -a` keeps: owners, xattrs and ACLs, hard links (found across lanes), symlink times and
-//! special files; what the destination cannot keep is counted per kind in [`NotKept`].
+//! special files; what the destination cannot keep is counted per kind in [`NotKept`]. Only
+//! what the kernel honours on the source's mount is recreated: no set-id bits or file
+//! capabilities from a `nosuid` mount, no device nodes from a `nodev` one, FUSE counting as
+//! both (`source_mount.rs`).
 //!
 //! The destination is written only through descriptors the copy holds (`crate::fs::Dir`):
 //! its path is resolved once, and every directory, file, link and attribute below it is made
@@ -25,6 +28,7 @@ mod finish;
 mod links;
 mod method;
 mod preserve;
+mod source_mount;
 mod tree;
 mod xattr;
 
@@ -125,7 +129,8 @@ pub struct CopyReport {
     /// Data extents copied (more than one: the source had holes, which were kept).
     pub extents: usize,
     pub verified: bool,
-    /// Attributes asked for that the destination could not keep, once per kind.
+    /// Attributes asked for that the destination could not keep (or the source's mount did
+    /// not honour), once per kind.
     pub not_kept: Vec<NotKept>,
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Ownership decides the set-id bits: a copy keeps set-user-ID, set-group-ID (and a file's
 //! sticky bit) only when it also kept the owner, as `cp -a` does; otherwise a root copy of
-//! another user's setuid program would be a root setuid program.
+//! another user's setuid program would be a root setuid program. The source's mount decides
+//! too: see `source_mount.rs`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -68,7 +69,8 @@ impl Preserve {
     pub fn wants(self, kind: LossKind) -> bool {
         match kind {
             LossKind::Ownership => self.ownership,
-            LossKind::Xattr | LossKind::Acl => self.xattr,
+            LossKind::Xattr | LossKind::Acl | LossKind::Capability => self.xattr,
+            LossKind::SetId => self.mode && self.ownership,
         }
     }
 }
@@ -143,16 +145,39 @@ pub enum LossKind {
     Xattr,
     /// POSIX ACLs, or an ACL type the destination does not know (NFSv4, rich ACLs).
     Acl,
+    /// Set-user-ID and set-group-ID bits of a file read from a mount where the kernel does not
+    /// honour them (`nosuid`, FUSE): the copy would honour them.
+    #[serde(rename = "set-id")]
+    SetId,
+    /// `security.capability` (file capabilities) read from such a mount, for the same reason.
+    Capability,
 }
 
 impl LossKind {
-    const ALL: [LossKind; 3] = [LossKind::Ownership, LossKind::Xattr, LossKind::Acl];
+    const ALL: [LossKind; 5] = [
+        LossKind::Ownership,
+        LossKind::Xattr,
+        LossKind::Acl,
+        LossKind::SetId,
+        LossKind::Capability,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             LossKind::Ownership => "ownership",
             LossKind::Xattr => "xattr",
             LossKind::Acl => "acl",
+            LossKind::SetId => "set-id",
+            LossKind::Capability => "capability",
+        }
+    }
+
+    /// The `--no-preserve` kind that stops asking for what was lost, and so accepts the loss.
+    pub fn accepted_by(self) -> &'static str {
+        match self {
+            LossKind::Ownership => "ownership",
+            LossKind::Xattr | LossKind::Acl | LossKind::Capability => "xattr",
+            LossKind::SetId => "mode",
         }
     }
 }
@@ -170,8 +195,8 @@ pub struct NotKept {
 /// touches it, so the lanes never wait on each other here in a copy that keeps everything.
 #[derive(Debug, Default)]
 pub(crate) struct Losses {
-    counts: [AtomicU64; 3],
-    first: [OnceLock<(PathBuf, String)>; 3],
+    counts: [AtomicU64; LossKind::ALL.len()],
+    first: [OnceLock<(PathBuf, String)>; LossKind::ALL.len()],
 }
 
 impl Losses {
@@ -297,6 +322,16 @@ mod tests {
         assert!(!p.wants(LossKind::Acl) && !p.wants(LossKind::Ownership));
         assert_eq!(Preserve::ALL.without("all".parse().unwrap()), Preserve::NONE);
         assert!(Preserve::DEFAULT.with("links".parse().unwrap()).links);
+    }
+
+    /// A loss names the `--no-preserve` kind that accepts it, and that kind stops asking.
+    #[test]
+    fn every_loss_is_accepted_by_a_no_preserve_kind() {
+        for kind in LossKind::ALL {
+            let less: Preserve = kind.accepted_by().parse().unwrap();
+            assert!(Preserve::ALL.wants(kind), "{kind:?}");
+            assert!(!Preserve::ALL.without(less).wants(kind), "{kind:?}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::file::{copy_checked, Copied, Keep, SourcePath, Target};
 use super::finish::{finish_dirs, Entry, Finish, Place};
 use super::links::{link_to, LinkMap, Made};
 use super::preserve::{Losses, NotKept, Preserve};
+use super::source_mount::SourceMount;
 use super::xattr::open_beneath;
 use super::{copy_file, CopyError, CopyOptions};
 use crate::fs::{random_name, Dir};
@@ -35,7 +36,8 @@ pub struct TreeReport {
     pub symlinks: u64,
     /// FIFOs and device nodes recreated (devices only when running as root, as `cp -R` does).
     pub special_files: u64,
-    /// Entries not copied, each with why (sockets; devices without root).
+    /// Entries not copied, each with why (sockets; devices without root or from a `nodev`
+    /// mount).
     pub skipped: Vec<Skipped>,
     pub bytes: u64,
     pub seconds: f64,
@@ -46,7 +48,8 @@ pub struct TreeReport {
     pub hard_links: u64,
     /// What was asked to be kept.
     pub preserve: Preserve,
-    /// Attributes asked for that the destination could not keep, once per kind with a count.
+    /// Attributes asked for that the destination could not keep (or the source's mount did not
+    /// honour), once per kind with a count.
     pub not_kept: Vec<NotKept>,
 }
 
@@ -108,17 +111,27 @@ struct Walk {
     dirs: Vec<DirSlot>,
     /// The source directories' lstat, by the same index.
     metas: Vec<std::fs::Metadata>,
+    /// The mount each source directory is read from, by the same index.
+    mounts: Vec<SourceMount>,
     files: Vec<FileJob>,
     /// Symlinks and their directory (read and, when their owner, times or attributes are kept,
     /// lstat-ed by the thread that makes them, beside the file lanes).
     links: Vec<(PathBuf, usize)>,
-    /// FIFOs, sockets and device nodes, their directory and their lstat.
-    specials: Vec<(PathBuf, usize, std::fs::Metadata)>,
+    /// FIFOs, sockets and device nodes.
+    specials: Vec<Special>,
+}
+
+/// A FIFO, socket or device node of the source: where it is, its lstat and its mount.
+struct Special {
+    rel: PathBuf,
+    dir: usize,
+    meta: std::fs::Metadata,
+    mount: SourceMount,
 }
 
 /// Walks the tree below the source root `root` (shown as `shown`), every directory opened
-/// beneath it with no symlink followed and its owner, mode and times read from its descriptor
-/// (a directory swapped for a symlink mid-walk fails the walk; it is never followed).
+/// beneath it with no symlink followed and its owner, mode, times and mount read from its
+/// descriptor (a directory swapped for a symlink mid-walk fails the walk; it is never followed).
 /// `one_file_system`: list no directory on another file system than the root's (it is still
 /// created, empty, as cp -x). One directory is open at a time.
 fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Walk, CopyError> {
@@ -135,6 +148,7 @@ fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Wal
         let meta = file.metadata().map_err(|e| failed("stat", e))?;
         let foreign = *root_dev.get_or_insert(meta.dev()) != meta.dev();
         out.dirs.push(DirSlot::new(rel.clone(), parent));
+        out.mounts.push(SourceMount::read(&file, meta.dev()));
         out.metas.push(meta);
         if foreign && one_file_system {
             continue;
@@ -173,10 +187,10 @@ fn walk(root: BorrowedFd<'_>, shown: &Path, one_file_system: bool) -> Result<Wal
                 _ => {
                     let entry = open_beneath(root, &child, false)
                         .map_err(|e| failed("open an entry of", e))?;
-                    let meta = std::fs::File::from(entry)
-                        .metadata()
-                        .map_err(|e| failed("stat an entry of", e))?;
-                    out.specials.push((child, dir_index, meta));
+                    let entry = std::fs::File::from(entry);
+                    let meta = entry.metadata().map_err(|e| failed("stat an entry of", e))?;
+                    let mount = out.mounts[dir_index].of_entry(&entry, meta.dev());
+                    out.specials.push(Special { rel: child, dir: dir_index, meta, mount });
                 }
             }
         }
@@ -255,7 +269,14 @@ pub fn copy_tree(
     let started = Instant::now();
     let mut tree = walk(source_root.as_fd(), src, opts.one_file_system)?;
     let losses = Losses::default();
-    let ctx = Finish { source_root: source_root.as_fd(), root: &root, opts, losses: &losses };
+    let mounts = std::mem::take(&mut tree.mounts);
+    let ctx = Finish {
+        source_root: source_root.as_fd(),
+        root: &root,
+        opts,
+        losses: &losses,
+        mounts: &mounts,
+    };
     let dirs = std::mem::take(&mut tree.dirs);
     let (dest, made) = DestTree::create(&parent, &root_name, root.clone(), dirs)?;
     drop(parent);
@@ -351,11 +372,19 @@ fn copy_named_symlink(
     .map_err(|e| CopyError::io(format!("cannot open {}", parent.display()), e.into()));
     let losses = Losses::default();
     let finished = source_dir.and_then(|source| {
-        let ctx = Finish { source_root: source.as_fd(), root: &to, opts, losses: &losses };
+        let mount = SourceMount::read(&source, meta.dev());
+        let mounts = [mount];
+        let ctx = Finish {
+            source_root: source.as_fd(),
+            root: &to,
+            opts,
+            losses: &losses,
+            mounts: &mounts,
+        };
         let node = dir
             .take_made(&temp, rustix::fs::FileType::Symlink)
             .map_err(|e| CopyError::io(format!("cannot finish {}", to.display()), e))?;
-        ctx.entry(Path::new(name), Place::Node(&node), meta, Entry::Symlink);
+        ctx.entry(Path::new(name), Place::Node(&node), meta, Entry::Symlink, mount);
         dir.rename(&temp, &dir, &to_name)
             .map_err(|e| CopyError::io(format!("cannot put {} in place", to.display()), e))
     });
@@ -433,47 +462,48 @@ fn make_links(
             let node = dir.take_made(name, rustix::fs::FileType::Symlink).map_err(|e| {
                 CopyError::io(format!("cannot finish {}", dest.path(rel).display()), e)
             })?;
-            ctx.entry(rel, Place::Node(&node), &meta, Entry::Symlink);
+            ctx.entry(rel, Place::Node(&node), &meta, Entry::Symlink, ctx.mounts[*index]);
         }
     }
     Ok(links.len() as u64)
 }
 
-/// Why a special file of this kind is not copied, if it is not.
-fn special_skip(kind: rustix::fs::FileType, sockets: bool) -> Option<&'static str> {
+/// Why a special file of this kind, read from `mount`, is not copied, if it is not.
+fn special_skip(kind: rustix::fs::FileType, sockets: bool, mount: SourceMount) -> Option<String> {
     use rustix::fs::FileType;
     match kind {
         FileType::Socket if !sockets => {
-            Some("a socket: only a listening process can make one (-a recreates its name)")
+            Some("a socket: only a listening process can make one (-a recreates its name)".into())
         }
         FileType::CharacterDevice | FileType::BlockDevice
             if !rustix::process::geteuid().is_root() =>
         {
-            Some("a device node: only root can create one")
+            Some("a device node: only root can create one".into())
         }
-        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => {
-            None
+        FileType::CharacterDevice | FileType::BlockDevice => {
+            mount.device_skip().map(|why| format!("a device node: {why}"))
         }
-        _ => Some("an unknown file type"),
+        FileType::Fifo | FileType::Socket => None,
+        _ => Some("an unknown file type".into()),
     }
 }
 
-/// Recreates FIFOs, sockets (with `sockets`, as `cp -a` does) and, as root, device nodes;
-/// anything else is reported as skipped. With `--preserve=links`, a second name of a special
+/// Recreates FIFOs, sockets (with `sockets`, as `cp -a` does) and, as root, device nodes not
+/// read from a `nodev` mount; anything else is reported as skipped. With `--preserve=links`, a second name of a special
 /// file is linked to the first one's copy. Returns (made, linked, skipped).
 fn make_specials(
     ctx: &Finish<'_>,
     dest: &DestTree,
-    specials: &[(PathBuf, usize, std::fs::Metadata)],
+    specials: &[Special],
 ) -> Result<(u64, u64, Vec<Skipped>), CopyError> {
     let (mut made, mut linked, mut skipped) = (0, 0, Vec::new());
     // Each multiply-linked source inode's first copy: where, and its (device, inode).
     let mut firsts: std::collections::HashMap<(u64, u64), (Made, (u64, u64))> = Default::default();
     let mut held = HeldDir::default();
-    for (rel, index, meta) in specials {
+    for Special { rel, dir: index, meta, mount } in specials {
         let kind = rustix::fs::FileType::from_raw_mode(meta.mode());
-        if let Some(why) = special_skip(kind, ctx.opts.sockets) {
-            skipped.push(Skipped { path: rel.clone(), why: why.into() });
+        if let Some(why) = special_skip(kind, ctx.opts.sockets, *mount) {
+            skipped.push(Skipped { path: rel.clone(), why });
             continue;
         }
         let (path, name) = (dest.path(rel), last_name(rel));
@@ -496,7 +526,7 @@ fn make_specials(
         let node = dir
             .take_made(name, kind)
             .map_err(|e| CopyError::io(format!("cannot finish {}", path.display()), e))?;
-        ctx.entry(rel, Place::Node(&node), meta, Entry::Special);
+        ctx.entry(rel, Place::Node(&node), meta, Entry::Special, *mount);
         if linked_source {
             let copy = rustix::fs::fstat(&node).map_err(|e| {
                 CopyError::io(format!("cannot read back {}", path.display()), e.into())
@@ -573,7 +603,11 @@ fn lane_loop(
                 Ok(dir) => dir,
                 Err(e) => return shared.fail(e),
             };
-            let entry = SourcePath::Beneath { root: ctx.source_root, rel: &job.rel };
+            let entry = SourcePath::Beneath {
+                root: ctx.source_root,
+                rel: &job.rel,
+                dir: ctx.mounts[job.dir],
+            };
             let name = last_name(&job.rel);
             let to = Target { dir, index: job.dir, name, path: dest.path(&job.rel) };
             match copy_checked(entry, &src.join(&job.rel), to, ctx.opts, keep, &mut |_, _| {}, stop)

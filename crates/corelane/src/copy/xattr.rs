@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags, ResolveFlags, XattrFlags};
 
 use super::preserve::{LossKind, Losses};
+use super::source_mount::SourceMount;
 
 /// Where the attributes are read.
 #[derive(Debug, Clone, Copy)]
@@ -117,11 +118,13 @@ fn kind_of(name: &[u8]) -> LossKind {
 /// Copies every attribute of `src` to `dst`; what the destination refuses is counted in
 /// `losses` (never fatal: the data is there). security.capability is copied only with the
 /// owner (`owner_kept`): file capabilities on a copy that now belongs to someone else would
-/// mint privilege, as set-id bits would.
+/// mint privilege, as set-id bits would; nor from a source `mount` where the kernel does not
+/// honour them (`nosuid`, FUSE), which is counted as a loss.
 pub(crate) fn copy_xattrs(
     src: XattrSource<'_>,
     dst: XattrTarget<'_>,
     owner_kept: bool,
+    mount: SourceMount,
     shown: &Path,
     losses: &Losses,
 ) {
@@ -133,7 +136,8 @@ pub(crate) fn copy_xattrs(
         }
     };
     for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        if name == b"security.capability" && !owner_kept {
+        if name == b"security.capability" && !(owner_kept && mount.keeps_capability(shown, losses))
+        {
             continue;
         }
         let kind = kind_of(name);
@@ -170,6 +174,7 @@ pub(crate) fn copy_xattrs(
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn user_attributes_and_acls_are_classified() {
@@ -210,7 +215,9 @@ mod tests {
         }
         let (fa, fb) = (std::fs::File::open(&a).unwrap(), std::fs::File::open(&b).unwrap());
         let losses = Losses::default();
-        copy_xattrs(XattrSource::Fd(fa.as_fd()), XattrTarget::Fd(fb.as_fd()), false, &a, &losses);
+        let mount = SourceMount::read(&fa, fa.metadata().unwrap().dev());
+        let (from, to) = (XattrSource::Fd(fa.as_fd()), XattrTarget::Fd(fb.as_fd()));
+        copy_xattrs(from, to, false, mount, &a, &losses);
         assert!(losses.report().is_empty());
         assert_eq!(value(XattrSource::Fd(fb.as_fd()), b"user.k").unwrap(), b"v");
     }

@@ -22,6 +22,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     OutputFile::open(path)?.write(bytes)
 }
 
+/// Writes `bytes` over the file at `path` in place: an existing one opened as it is
+/// (`O_TRUNC|O_NOFOLLOW`, never `O_CREAT`: a kernel setting in /proc or /sys, or a file of a
+/// private directory written again), a missing one only ever created new
+/// (`O_CREAT|O_EXCL|O_NOFOLLOW`). A symlink at `path`, dangling or not, is never followed.
+pub fn write_in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(rustix::io::Errno::NOENT) => create_new(path)?,
+        Err(e) => return Err(e.into()),
+    };
+    io::Write::write_all(&mut file, bytes)
+}
+
 /// A file corelane writes whole, perhaps more than once, and may take back: its directory
 /// opened once, every later write and the removal made through that descriptor and the one
 /// name, so a run that writes a revert file and later removes it never trusts the path twice.
@@ -166,5 +180,21 @@ mod tests {
         out.remove().unwrap();
         assert_eq!(std::fs::read(elsewhere.join("revert.json")).unwrap(), b"precious");
         assert!(!top.path().join("moved/revert.json").exists());
+    }
+
+    #[test]
+    fn an_in_place_write_never_follows_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        write_in_place(&at("new"), b"fresh").unwrap();
+        write_in_place(&at("new"), b"0f").unwrap();
+        assert_eq!(std::fs::read(at("new")).unwrap(), b"0f");
+        std::fs::write(at("victim"), "precious").unwrap();
+        std::os::unix::fs::symlink(at("victim"), at("link")).unwrap();
+        std::os::unix::fs::symlink(at("absent"), at("dangling")).unwrap();
+        assert!(write_in_place(&at("link"), b"0f").is_err());
+        assert!(write_in_place(&at("dangling"), b"0f").is_err());
+        assert_eq!(std::fs::read(at("victim")).unwrap(), b"precious");
+        assert!(!at("absent").exists());
     }
 }

@@ -7,6 +7,8 @@
 //!   directory descriptor or through the changed file's own descriptor.
 //! - [`write_atomic`] and [`create_new`]: the files corelane writes for the user (plans,
 //!   revert files, reports, results), whole or not at all, never through a planted name.
+//! - [`write_in_place`]: a kernel setting or a file of a private directory, rewritten as it
+//!   is (never created through, nor following, a planted name).
 //! - [`read_capped`]: a file the user named (plan, revert file, saved run, inventory), a
 //!   regular one only and never more than a cap.
 
@@ -14,6 +16,6 @@ mod atomic;
 mod dir;
 mod read;
 
-pub use atomic::{create_new, write_atomic, OutputFile};
+pub use atomic::{create_new, write_atomic, write_in_place, OutputFile};
 pub use dir::{check_name, random_name, Dir, Node};
 pub use read::{read_capped, ReadCappedError};

@@ -2,14 +2,14 @@
 //! bytes, the body framed by its Content-Length, counted and dropped as it arrives, so
 //! whatever a server sends costs the client at most [`MAX_BUFFER`] bytes per connection.
 
+use super::http::MAX_HEADERS;
+
 /// The most a response's head may take; a longer one is refused, not waited for.
 pub const MAX_HEAD: usize = 64 * 1024;
 /// The most a connection's read buffer grows to (a large body is read in pieces this big).
 pub const MAX_BUFFER: usize = 256 * 1024;
 /// The buffer a connection starts with.
 const FIRST_BUFFER: usize = 16 * 1024;
-/// Headers a response may carry.
-const MAX_HEADERS: usize = 32;
 
 /// What the bytes read so far make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,16 @@ pub enum Taken {
     Whole { ok: bool, server_closes: bool },
     /// Not a response the client can frame (why).
     Bad(&'static str),
+}
+
+/// What the head at the start of the buffer says.
+enum Head {
+    /// A 1xx answer of this many bytes, to skip.
+    Interim(usize),
+    /// The final answer's head: its bytes, its body's length, whether 2xx, whether it closes.
+    Final { head: usize, length: u64, ok: bool, server_closes: bool },
+    /// Nothing whole yet, or nothing to frame.
+    Taken(Taken),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,37 +83,66 @@ impl ResponseReader {
     }
 
     fn head(&mut self) -> Taken {
+        let mut start = 0;
+        loop {
+            match self.parse_head(start) {
+                // An interim answer (100 Continue, 103 Early Hints): the real one follows it.
+                Head::Interim(head) => start += head,
+                Head::Final { head, length, ok, server_closes } => {
+                    // Bytes past the body would answer a request never sent: dropped.
+                    let body = (self.filled - start - head) as u64;
+                    self.filled = 0;
+                    return self.body(length.saturating_sub(body), ok, server_closes);
+                }
+                Head::Taken(taken) => {
+                    // What follows the interim answers waits at the start for the rest.
+                    self.buf.copy_within(start..self.filled, 0);
+                    self.filled -= start;
+                    return taken;
+                }
+            }
+        }
+    }
+
+    /// The head at `start` in the buffer, if whole.
+    fn parse_head(&self, start: usize) -> Head {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
-        let head = match resp.parse(&self.buf[..self.filled]) {
+        let head = match resp.parse(&self.buf[start..self.filled]) {
             Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) if self.filled >= MAX_HEAD => {
-                return Taken::Bad("a response head longer than 64 KiB")
+            Ok(httparse::Status::Partial) if self.filled - start >= MAX_HEAD => {
+                return Head::Taken(Taken::Bad("a response head longer than 64 KiB"))
             }
-            Ok(httparse::Status::Partial) => return Taken::More,
-            Err(_) => return Taken::Bad("not an HTTP/1.1 response"),
+            Ok(httparse::Status::Partial) => return Head::Taken(Taken::More),
+            Err(_) => return Head::Taken(Taken::Bad("not an HTTP/1.1 response")),
         };
-        let ok = resp.code.is_some_and(|c| (200..300).contains(&c));
-        let mut length = None;
+        let code = resp.code.unwrap_or(0);
+        if (100..200).contains(&code) {
+            return Head::Interim(head);
+        }
+        // These never carry a body, whatever their headers say (RFC 9112, 6.3).
+        let bodiless = matches!(code, 204 | 304);
+        let mut length = bodiless.then_some(0);
         let mut server_closes = false;
         for h in resp.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
+            if h.name.eq_ignore_ascii_case("content-length") && !bodiless {
                 length =
                     std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok());
                 if length.is_none() {
-                    return Taken::Bad("a Content-Length that is not a number");
+                    return Head::Taken(Taken::Bad("a Content-Length that is not a number"));
                 }
             } else if h.name.eq_ignore_ascii_case("connection") {
                 server_closes = h.value.eq_ignore_ascii_case(b"close");
             }
         }
-        let Some(length) = length else {
-            return Taken::Bad("a response without Content-Length (chunked or read to close)");
-        };
-        // Bytes past the body would answer a request never sent: dropped, as the head is.
-        let body = (self.filled - head) as u64;
-        self.filled = 0;
-        self.body(length.saturating_sub(body), ok, server_closes)
+        match length {
+            Some(length) => {
+                Head::Final { head, length, ok: (200..300).contains(&code), server_closes }
+            }
+            None => Head::Taken(Taken::Bad(
+                "a response without Content-Length (chunked or read to close)",
+            )),
+        }
     }
 
     fn body(&mut self, left: u64, ok: bool, server_closes: bool) -> Taken {
@@ -147,6 +186,36 @@ mod tests {
         let mut r = ResponseReader::default();
         let closes = b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(feed(&mut r, closes, 4096), [Taken::Whole { ok: false, server_closes: true }]);
+    }
+
+    #[test]
+    fn interim_and_bodiless_answers_are_framed_as_http_says() {
+        let text = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        for chunk in [1, 7, 4096] {
+            let mut r = ResponseReader::default();
+            let taken = feed(&mut r, text, chunk);
+            assert_eq!(taken.last(), Some(&Taken::Whole { ok: true, server_closes: false }));
+            assert_eq!(taken.iter().filter(|t| **t != Taken::More).count(), 1, "{chunk}");
+        }
+        // Thousands of interim answers in one read: skipped in a loop, not a recursion.
+        let mut r = ResponseReader::default();
+        let mut many = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(9_000);
+        many.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(
+            feed(&mut r, &many, usize::MAX).last(),
+            Some(&Taken::Whole { ok: true, server_closes: false })
+        );
+        // 304 says the length the full answer would have; neither it nor 204 has a body.
+        for text in [
+            &b"HTTP/1.1 304 Not Modified\r\nContent-Length: 13\r\n\r\n"[..],
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+        ] {
+            let mut r = ResponseReader::default();
+            assert_eq!(
+                feed(&mut r, text, 4096),
+                [Taken::Whole { ok: text[9] == b'2', server_closes: false }]
+            );
+        }
     }
 
     #[test]
@@ -198,13 +267,14 @@ mod tests {
             length in any::<u64>(),
             chunk in 1usize..600,
         ) {
-            let mut r = ResponseReader::default();
+            let mut framed = ResponseReader::default();
             let mut text = format!("HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n").into_bytes();
             text.extend(&bytes);
-            feed(&mut r, &text, chunk);
-            let mut r = ResponseReader::default();
-            feed(&mut r, &bytes, chunk);
-            prop_assert!(r.buf.len() <= MAX_BUFFER);
+            feed(&mut framed, &text, chunk);
+            prop_assert!(framed.buf.len() <= MAX_BUFFER);
+            let mut raw = ResponseReader::default();
+            feed(&mut raw, &bytes, chunk);
+            prop_assert!(raw.buf.len() <= MAX_BUFFER);
         }
     }
 }
