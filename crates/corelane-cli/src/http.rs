@@ -138,6 +138,12 @@ pub struct LoadArgs {
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
+    /// Instead of loading: open --connections connections, one GET of the URL on each,
+    /// answered whole, then hold them open and silent; print one ready line (how many are
+    /// held and how many were answered 200) and keep them until SIGINT/SIGTERM, the end of a
+    /// piped stdin, or --duration (at most 15m). What an idle connection costs a server.
+    #[arg(long, conflicts_with_all = ["rate", "close", "requests"])]
+    hold_idle: bool,
 }
 
 pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
@@ -243,6 +249,10 @@ fn raise_fd_limit() {
 pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
     let LoadCommand::Http(args) = cmd;
     let (target, host, path) = parse_url(&args.url)?;
+    raise_fd_limit();
+    if args.hold_idle {
+        return hold_idle(&args, target, &host, &path);
+    }
     let mut config = LoadConfig::new(target);
     config.host = host;
     config.path = path;
@@ -278,6 +288,81 @@ pub fn load(cmd: LoadCommand) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The longest `--hold-idle` holds its connections.
+const MAX_HOLD: Duration = Duration::from_secs(900);
+
+/// `load http --hold-idle`: the connections opened, answered and held (see [`LoadArgs`]).
+fn hold_idle(
+    args: &LoadArgs,
+    target: SocketAddr,
+    host: &str,
+    path: &str,
+) -> anyhow::Result<ExitCode> {
+    let most = hold_limit();
+    if args.connections == 0 || args.connections > most {
+        bail!(
+            "--connections {} with --hold-idle: give 1 to {most} (each held connection is a descriptor; this process may open {} in all: raise `ulimit -n` for more)",
+            args.connections,
+            most + 64
+        );
+    }
+    if args.duration > MAX_HOLD || args.duration.is_zero() {
+        bail!("--duration {:?} with --hold-idle: give at most 15m (how long the connections are held), above zero", args.duration);
+    }
+    let stop = stop_on_signals()?;
+    watch_piped_stdin(&stop);
+    let held =
+        corelane::tcp::idle::hold(target, host, path, args.connections, args.timeout, &|| {
+            stop.is_stopped()
+        })
+        .with_context(|| format!("--hold-idle to {}", args.url))?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "type": "ready", "held": held.streams.len(), "answered": held.answered,
+        }));
+    } else {
+        outln!(
+            "holding {} idle connection(s) to {} ({} answered 200) until Ctrl-C, the end of a piped stdin, or {:?}",
+            held.streams.len(),
+            args.url,
+            held.answered,
+            args.duration
+        );
+    }
+    let end = std::time::Instant::now() + args.duration;
+    while !stop.is_stopped() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The most connections `--hold-idle` may hold: its open-file limit (the soft one, raised to
+/// the hard one), less 64 for everything else, and at most 2^20.
+fn hold_limit() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let files = limit.current.unwrap_or(1 << 20).min(1 << 20) as usize;
+    files.saturating_sub(64)
+}
+
+/// Stops `stop` when stdin is a pipe and reaches its end (a parent that lets go), so a
+/// holder started from a script ends with it; a terminal or /dev/null is not watched.
+fn watch_piped_stdin(stop: &corelane::lane::StopSignal) {
+    let piped = rustix::fs::fstat(std::io::stdin()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    });
+    if !piped {
+        return;
+    }
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(std::io::Read::read(&mut stdin, &mut sink), Ok(n) if n > 0) {}
+        stop.stop();
+    });
 }
 
 fn load_line(i: &LoadInterval) -> String {

@@ -785,6 +785,62 @@ fn guard_clock_answers_each_line() {
     assert!(times[0] <= times[1] && times[0] > 1_600_000_000_000_000_000, "{text}");
 }
 
+/// `load http --hold-idle` against a real server: one ready line with every connection held
+/// and answered (the server counts them open), held until its piped stdin closes, then a
+/// clean exit and the server sees them go; bad counts and hold times are one line each.
+#[test]
+fn hold_idle_holds_answered_connections_until_stdin_closes() {
+    use std::io::Write;
+    let mut server = start(
+        &["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "1", "--json"],
+        Stdio::inherit(),
+    );
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let url = format!("http://{}/", ready["addr"].as_str().unwrap());
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["load", "http", &url, "--hold-idle", "--connections", "30", "--duration", "5m"])
+        .arg("--json")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut held = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let line: serde_json::Value = serde_json::from_str(&held.next().unwrap().unwrap()).unwrap();
+    assert_eq!(line, serde_json::json!({"type": "ready", "held": 30, "answered": 30}));
+    let mut open = |n: u64| {
+        lines
+            .by_ref()
+            .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+            .find(|v| v["type"] == "interval" && v["interval"]["open"] == n)
+            .is_some()
+    };
+    assert!(open(30), "the server never saw the 30 connections open");
+    let started = Instant::now();
+    holder.stdin.take().unwrap().write_all(b"").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert!(started.elapsed() < Duration::from_secs(10), "held past the end of stdin");
+    assert!(held.next().is_none(), "nothing after the ready line");
+    assert!(open(0), "the server never saw the connections go");
+    interrupt_for_summary(&mut server, lines);
+    let base = ["load", "http", "http://127.0.0.1:9/", "--hold-idle"];
+    for (bad, names) in [
+        (vec!["--connections", "0"], "--connections 0 with --hold-idle: give 1 to"),
+        (vec!["--connections", "99999999"], "--connections 99999999 with --hold-idle"),
+        (vec!["--duration", "20m"], "with --hold-idle: give at most 15m"),
+        (vec!["--rate", "10"], "'--hold-idle' cannot be used with '--rate"),
+    ] {
+        let out = corelane(&[&base[..], &bad].concat());
+        let err = stderr(&out);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(!out.status.success() && first.contains(names), "{bad:?}: {err}");
+    }
+    // Nothing listens on port 9: the connection that failed is named.
+    let out = corelane(&[&base[..], &["--connections", "3"]].concat());
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("connection 1 of 3 to 127.0.0.1:9"), "{err}");
+}
+
 /// A server that answers each connection's request with an endless head, or a head announcing
 /// the largest body and then endless bytes: `load http` holds a bounded buffer per connection
 /// whatever it is sent (its peak RSS stays low, where it held every byte before) and ends on

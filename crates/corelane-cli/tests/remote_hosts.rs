@@ -1124,10 +1124,13 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     let masks_before = hosts.rx_masks();
     let extra = ["--ssh-config", config.as_str()];
     let json = hosts.path("tcp.json").display().to_string();
-    // wrk beside corelane load from both load hosts, when installed.
-    let wrk = installed_tcp_peers().contains(&"wrk");
-    let vs = if wrk { "wrk" } else { "none" };
-    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline", "--vs", vs];
+    // wrk beside corelane load from both load hosts, and nginx among the file servers (its
+    // workers read the served files as nobody), when installed.
+    let peers = installed_tcp_peers();
+    let vs: Vec<&str> = peers.iter().copied().filter(|p| ["wrk", "nginx"].contains(p)).collect();
+    let vs = if vs.is_empty() { "none".to_string() } else { vs.join(",") };
+    let (wrk, nginx) = (peers.contains(&"wrk"), peers.contains(&"nginx"));
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "baseline,scale,files", "--vs", &vs];
     args.extend(naming);
     args.extend(["--rx-addr", DATA_H2, "--deploy"]);
     args.extend(extra);
@@ -1135,7 +1138,9 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
         lab_tcp_dry_run_lists_wrk_on_each_load_host(&hosts, &args, &copies_before);
     }
     args.extend(["--json", &json]);
+    let served = ServedWatch::start();
     let out = hosts.corelane(&args);
+    served.assert_only_the_files_were_readable_by_others();
     assert!(out.status.success(), "lab tcp: {}", text(&out));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -1145,6 +1150,15 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     for row in rows {
         assert_tcp_hosts(row, connections, "median_rps");
     }
+    assert_scale_and_file_rows(&report, if nginx { 3 } else { 2 });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for part in [
+        format!("  1000 corelane uring: {tx2}: 500 connections"),
+        format!("  1 MiB corelane epoll: {tx1}: "),
+    ] {
+        assert!(stdout.contains(&part), "no line {part:?} in: {stdout}");
+    }
+    assert_eq!(served_dirs(), Vec::<PathBuf>::new(), "the served files were left on the rx host");
     let tools = report["load_generators"].as_array().unwrap();
     assert_eq!(tools.len(), if wrk { 2 } else { 0 }, "{report}");
     for tool in tools {
@@ -1181,6 +1195,112 @@ fn lab_tcp_affinity_and_latency_split_their_load_over_two_hosts() {
     lab_latency_splits_its_load_over_two_hosts(&hosts, &copies_before);
 }
 
+/// `lab tcp`'s scale and file rows from two load hosts against h2: one per server (corelane
+/// on epoll and io_uring, nginx when installed) and count or file, each with h1's and h3's
+/// parts adding up to the row's connections and requests/s, no error; with the idle
+/// connections held a new request was answered, and they cost the servers memory (at least
+/// one server per count: epoll's 168 B may already be resident). The old lab skipped these
+/// rows across hosts ("scale and file rows: run on this machine only").
+fn assert_scale_and_file_rows(report: &serde_json::Value, servers: usize) {
+    let skipped = report["skipped"].to_string();
+    assert!(!skipped.contains("scale and file rows"), "{skipped}");
+    let scale = report["scale_rows"].as_array().unwrap();
+    assert_eq!(scale.len(), 2 * servers, "100 and 1000 connections × servers: {report}");
+    for row in scale {
+        let n = row["connections"].as_u64().unwrap();
+        assert_tcp_hosts(row, n, "median_rps");
+        assert_eq!(row["answered_after_idle"], true, "{row}");
+        assert_eq!(row["failed_loads"], 0, "{row}");
+        // A few of 1,000 connections' requests may time out on two shared CPUs; not more.
+        let requests = row["median_rps"].as_f64().unwrap() * 2.0;
+        assert!(row["errors"].as_f64().unwrap() <= requests / 100.0, "{row}");
+    }
+    for n in [100, 1000] {
+        let grew = scale.iter().filter(|r| r["connections"] == n);
+        let grew = grew.filter(|r| r["bytes_per_idle_connection"].as_f64().unwrap() > 0.0);
+        assert!(grew.count() >= 1, "no server's RSS grew with {n} idle connections: {report}");
+    }
+    let files = report["file_rows"].as_array().unwrap();
+    assert_eq!(files.len(), 2 * servers, "4 KiB and 1 MiB × servers: {report}");
+    let connections = report["connections"].as_u64().unwrap();
+    for row in files {
+        assert_tcp_hosts(row, connections, "median_rps");
+        assert_eq!((row["errors"].as_u64(), row["non_2xx"].as_u64()), (Some(0), Some(0)), "{row}");
+        assert!(row["cpu_ns_per_request"].as_f64().unwrap() > 0.0, "server CPU read on h2: {row}");
+    }
+}
+
+/// The directories `lab tcp` serves files from on a remote rx host (the hosts share this
+/// machine's /tmp).
+fn served_dirs() -> Vec<PathBuf> {
+    let dirs = std::fs::read_dir("/tmp").unwrap().flatten().map(|e| e.path());
+    dirs.filter(|p| p.to_string_lossy().starts_with("/tmp/corelane-served.")).collect()
+}
+
+/// Watches /tmp while a lab runs, and as another user (`nobody`) tries what the served files'
+/// directory must and must not allow: read the served files; create nothing there; list
+/// no run directory of the lab (`corelane-nic.*`) nor read nginx's configuration in it.
+struct ServedWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl ServedWatch {
+    fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let until = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !until.load(std::sync::atomic::Ordering::Relaxed) {
+                let full = served_dirs().into_iter().find(|d| {
+                    std::fs::metadata(d.join("large.bin")).is_ok_and(|m| m.len() == 1 << 20)
+                        && std::fs::metadata(d).is_ok_and(|m| {
+                            std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777
+                                == 0o755
+                        })
+                });
+                if let Some(dir) = full {
+                    return tried_as_nobody(&dir);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            vec!["the served directory was never seen".into()]
+        });
+        Self { stop, thread }
+    }
+
+    fn assert_only_the_files_were_readable_by_others(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let problems = self.thread.join().unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+}
+
+/// What `nobody` could do that it must not, or could not do that it must, in `served`.
+fn tried_as_nobody(served: &Path) -> Vec<String> {
+    let nobody = |script: &str| {
+        let uid = ["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script];
+        Command::new("setpriv").args(uid).output().unwrap().status.success()
+    };
+    let d = served.display();
+    let mut problems = Vec::new();
+    if !nobody(&format!("test \"$(wc -c < {d}/large.bin)\" -eq 1048576 && cat {d}/hello.txt")) {
+        problems.push(format!("nobody cannot read the served files in {d}"));
+    }
+    if nobody(&format!("touch {d}/planted || ln -s /etc/shadow {d}/x.bin")) {
+        problems.push(format!("nobody could create a name in {d}"));
+    }
+    for run in std::fs::read_dir("/tmp").unwrap().flatten().map(|e| e.path()) {
+        if !run.to_string_lossy().starts_with("/tmp/corelane-nic.") {
+            continue;
+        }
+        let r = run.display();
+        if nobody(&format!("ls {r} || cat {r}/nginx-files.conf || cat {r}/nginx.conf")) {
+            problems.push(format!("nobody could list {r} or read a configuration in it"));
+        }
+    }
+    problems
+}
+
 /// One `lab tcp` row's (or load generator's) per-host parts: h1's and h3's, their
 /// connections adding up to the run's, their requests/s to the row's `total`.
 fn assert_tcp_hosts(row: &serde_json::Value, connections: u64, total: &str) {
@@ -1215,7 +1335,18 @@ fn lab_tcp_dry_run_lists_wrk_on_each_load_host(hosts: &Hosts, args: &[&str], bef
         };
         assert!(on("wrk -t1 -c25 -d2s --latency http://10.210.3.2:8080/"), "{host}: {stdout}");
         assert!(on(" load http http://10.210.3.2:8080/ --json --connections 25"), "{stdout}");
+        // The scale and file rows: each host holds its half of the idle connections, then
+        // loads its half; the files' load likewise.
+        assert!(on("/hello.txt --hold-idle --json --connections 50 "), "{host}: {stdout}");
+        assert!(on("/hello.txt --json --connections 500 "), "{host}: {stdout}");
+        assert!(on("/large.bin --json --connections 25 "), "{host}: {stdout}");
     }
+    let on_rx = |what: &str| {
+        stdout.lines().any(|l| l.starts_with(&format!("  on root@{H2}: ")) && l.contains(what))
+    };
+    assert!(on_rx("make /tmp/corelane-served.XXXXXXXX (0755"), "{stdout}");
+    assert!(on_rx("--backend uring --root /tmp/corelane-served.XXXXXXXX"), "{stdout}");
+    assert_eq!(served_dirs(), Vec::<PathBuf>::new(), "a dry run made the served directory");
     assert_eq!(stdout.matches("wrk -t1 -c").count(), 2, "{stdout}");
     hosts.assert_clean(before, "a dry run of lab tcp's load generators");
 }

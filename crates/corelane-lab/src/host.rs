@@ -193,6 +193,15 @@ impl Host {
         }
     }
 
+    /// Resident memory (VmRSS) of process `pid` and all its descendants (nginx's workers), in
+    /// bytes; `None` once it is gone.
+    pub fn tree_rss(&self, pid: u32) -> Option<u64> {
+        match self {
+            Host::Local | Host::Namespace(_) => local_tree_rss(pid),
+            Host::Remote(_) => sum_rss(&self.remote_lines(TREE_RSS, pid)?),
+        }
+    }
+
     /// User and system CPU time of process `pid` and its descendants, from /proc/PID/stat:
     /// tick-sampled (4 ms at HZ=250), so a split to label as such, not a total to divide by.
     pub fn tree_cpu_split(&self, pid: u32) -> (Duration, Duration) {
@@ -271,6 +280,38 @@ const TREE_SCHEDSTAT: &str = "t() { for d in /proc/$1/task/*; do cat $d/schedsta
 /// /proc/PID/stat of process `$1` and of all its descendants.
 const TREE_STAT: &str = "t() { cat /proc/$1/stat; for d in /proc/$1/task/*; do \
     for c in $(cat $d/children); do t $c; done; done; }; t $1 2>/dev/null";
+
+/// The VmRSS line of process `$1` and of all its descendants.
+const TREE_RSS: &str = "t() { grep '^VmRSS:' /proc/$1/status; for d in /proc/$1/task/*; do \
+    for c in $(cat $d/children); do t $c; done; done; }; t $1 2>/dev/null";
+
+/// The bytes of `VmRSS:  N kB` lines added up (saturating); `None` without any such line
+/// (the process is gone, or the reply is not one).
+fn sum_rss(lines: &[String]) -> Option<u64> {
+    let kib = lines.iter().filter_map(|l| {
+        let value = l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?;
+        value.trim().parse::<u64>().ok()
+    });
+    let kib: Vec<u64> = kib.collect();
+    (!kib.is_empty()).then(|| kib.into_iter().fold(0u64, u64::saturating_add).saturating_mul(1024))
+}
+
+/// [`sum_rss`] of this machine's process `pid` and its descendants.
+fn local_tree_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mut lines: Vec<String> =
+        status.lines().filter(|l| l.starts_with("VmRSS:")).map(str::to_owned).collect();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    for task in tasks {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
+            if let Some(bytes) = local_tree_rss(child) {
+                lines.push(format!("VmRSS: {} kB", bytes / 1024));
+            }
+        }
+    }
+    sum_rss(&lines)
+}
 
 /// The sum of the first field (runtime, ns) of schedstat lines.
 fn sum_runtime(lines: Vec<String>) -> Duration {
@@ -385,6 +426,21 @@ mod tests {
         {
             assert_eq!(program_path_in(bad, "iperf3"), None, "{bad:?}");
         }
+    }
+
+    /// VmRSS lines a hostile host prints are summed without overflow; anything else is no
+    /// answer rather than a zero; this process's own tree has a resident size.
+    #[test]
+    fn rss_lines_sum_saturating_and_only_real_ones_count() {
+        let lines = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        assert_eq!(sum_rss(&lines(&["VmRSS:\t  100 kB", "VmRSS: 28 kB"])), Some(128 * 1024));
+        assert_eq!(
+            sum_rss(&lines(&["VmRSS: 18446744073709551615 kB", "VmRSS: 5 kB"])),
+            Some(u64::MAX)
+        );
+        assert_eq!(sum_rss(&lines(&["VmRSS: -1 kB", "VmRSS: 5 MB", "nope", ""])), None);
+        assert!(Host::Local.tree_rss(std::process::id()).is_some_and(|b| b > 0));
+        assert_eq!(Host::Local.tree_rss(u32::MAX), None);
     }
 
     /// schedstat runtimes that add up past u64 saturate instead of panicking.

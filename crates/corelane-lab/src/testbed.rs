@@ -136,7 +136,7 @@ impl TestbedReport {
         let mut row = None;
         for step in &self.peer_steps {
             if row.is_none() {
-                out.push_str("\nrows' commands per host (lab udp and tcp: the peer rows; lab latency: every pair), each under `corelane guard` on a remote host, ended by PID when the row ends:\n");
+                out.push_str("\nrows' commands per host (lab udp: the peer rows; lab tcp: the peer, scale and file rows; lab latency: every pair), each under `corelane guard` on a remote host, ended by PID when the row ends:\n");
             }
             if row != Some(&step.row) {
                 out.push_str(&format!("{}\n", step.row));

@@ -66,8 +66,10 @@ pub fn keep(revert_file: &Path, life: Duration, out: &mut dyn Write) -> std::io:
         corelane::tune::revert(&changes, root).map_err(|e| std::io::Error::other(e.to_string()))?;
         std::fs::remove_file(revert_file)?;
     }
-    // The lab's private directory for this NIC (plan, revert file), if that is where it was.
-    if let Some(dir) = revert_file.parent().filter(|d| d.to_str().is_some_and(is_nic_dir)) {
+    // The lab's private directory for this NIC (plan, revert file), or the directory of the
+    // files it serves, if that is where it was.
+    let ours = |d: &str| is_nic_dir(d) || is_served_dir(d);
+    if let Some(dir) = revert_file.parent().filter(|d| d.to_str().is_some_and(ours)) {
         let _ = std::fs::remove_dir_all(dir);
     }
     Ok(ending)
@@ -204,6 +206,8 @@ fn supervise(
 /// The directories the lab makes on a remote host: `mktemp -d /tmp/PREFIX.XXXXXXXX`.
 pub const NIC_DIR: &str = "/tmp/corelane-nic.";
 pub const DEPLOY_DIR: &str = "/tmp/corelane-deploy.";
+/// What `lab tcp`'s file servers serve on a remote rx host (readable by all, nothing else).
+pub const SERVED_DIR: &str = "/tmp/corelane-served.";
 
 /// Whether `dir` is exactly what `mktemp -d {prefix}XXXXXXXX` prints (so a removal can only
 /// ever remove such a directory, never a path with `/`, `..` or anything else in it).
@@ -212,7 +216,12 @@ pub fn is_mktemp_dir(dir: &str, prefix: &str) -> bool {
         .is_some_and(|s| s.len() == 8 && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
-/// A NIC directory: the only kind the keeper removes.
+/// A NIC directory: a kind the keeper removes.
 pub fn is_nic_dir(dir: &str) -> bool {
     is_mktemp_dir(dir, NIC_DIR)
+}
+
+/// A served files' directory: the other kind the keeper removes.
+pub fn is_served_dir(dir: &str) -> bool {
+    is_mktemp_dir(dir, SERVED_DIR)
 }

@@ -416,22 +416,55 @@ pub(crate) fn run_corelane_load(
     stage: &Stage<'_>,
     close: bool,
 ) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
-    const LOAD: &str = "corelane load";
-    let load = stage.testbed.load_hosts();
-    let connections = load::split(stage.connections as u64, load.len());
-    if connections.contains(&0) {
+    run_load(stage, &LoadRun::of(stage, close))
+}
+
+/// One HTTP load: what is requested, with how many connections (over all load hosts), for
+/// how long, and whether each request has its own connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadRun<'a> {
+    /// The request target under the server's root, without the leading `/`.
+    pub path: &'a str,
+    pub connections: usize,
+    pub duration: Duration,
+    pub close: bool,
+}
+
+impl LoadRun<'_> {
+    /// The stage's own load: its body, connections and duration.
+    pub fn of(stage: &Stage<'_>, close: bool) -> Self {
+        Self { path: "", connections: stage.connections, duration: stage.duration, close }
+    }
+}
+
+/// The parts of `connections` each of `hosts` load hosts opens (the larger first), or an
+/// error when there are too few to give every host one.
+pub(crate) fn connection_shares(connections: usize, hosts: usize) -> Result<Vec<u64>, LabError> {
+    let shares = load::split(connections as u64, hosts);
+    if shares.contains(&0) {
         return Err(LabError::Options(format!(
-            "{} connections cannot be split over {} load hosts: give at least one connection per host",
-            stage.connections,
-            load.len()
+            "{connections} connections cannot be split over {hosts} load hosts: give at least one connection per host"
         )));
     }
+    Ok(shares)
+}
+
+/// [`run_corelane_load`] of any [`LoadRun`].
+pub(crate) fn run_load(
+    stage: &Stage<'_>,
+    run: &LoadRun<'_>,
+) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
+    const LOAD: &str = "corelane load";
+    let load = stage.testbed.load_hosts();
+    let connections = connection_shares(run.connections, load.len())?;
     let children = load::start_all(&load, LOAD, |i| {
-        Ok((load[i].host.corelane()?, load_args(stage, connections[i], close)))
+        Ok((load[i].host.corelane()?, run_args(stage, run, connections[i])))
     })?;
+    // Opening many connections takes time of its own on top of the load's.
+    let grace = Duration::from_secs(20) + Duration::from_millis(run.connections as u64 / 10);
     let mut summaries = Vec::new();
     for child in children {
-        let lines = child.finish(stage.duration + Duration::from_secs(20))?;
+        let lines = child.finish(run.duration + grace)?;
         summaries.push(output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?);
     }
     let hosts = match load.iter().all(|l| l.clock.is_none()) {
@@ -457,11 +490,17 @@ pub(crate) fn run_corelane_load(
 /// `corelane load http`'s arguments for one load host's `connections` (`close`: a
 /// connection per request).
 pub(crate) fn load_args(stage: &Stage<'_>, connections: u64, close: bool) -> Vec<String> {
-    let mut args = strings(&["load", "http", &stage.url(), "--json"]);
+    run_args(stage, &LoadRun::of(stage, close), connections)
+}
+
+/// `corelane load http`'s arguments for one load host's `connections` of `run`.
+pub(crate) fn run_args(stage: &Stage<'_>, run: &LoadRun<'_>, connections: u64) -> Vec<String> {
+    let url = format!("{}{}", stage.url(), run.path);
+    let mut args = strings(&["load", "http", &url, "--json"]);
     args.extend(strings(&["--connections", &connections.to_string()]));
-    args.extend(strings(&["--duration", &format!("{}ms", stage.duration.as_millis())]));
+    args.extend(strings(&["--duration", &format!("{}ms", run.duration.as_millis())]));
     args.extend(strings(&["--pin", &stage.client_cpu.to_string()]));
-    if close {
+    if run.close {
         args.push("--close".into());
     }
     args
@@ -499,7 +538,7 @@ fn combined(mut summaries: Vec<LoadSummary>) -> LoadSummary {
 /// atomically into the lab's private work directory (mkdtemp-style, 0700: no one else can
 /// plant a name there); on a remote rx host into the run's private directory there, which
 /// only root can enter, as the udp lab's C loop is written.
-fn write_conf(stage: &Stage<'_>, name: &str, text: &str) -> Result<(), LabError> {
+pub(crate) fn write_conf(stage: &Stage<'_>, name: &str, text: &str) -> Result<(), LabError> {
     match stage.testbed.rx_run_dir() {
         Some(dir) => stage.testbed.rx().write_file(&format!("{dir}/{name}"), text),
         None => write(stage.scratch.join(name), text).map(drop),

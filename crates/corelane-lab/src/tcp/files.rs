@@ -3,17 +3,19 @@
 //! (schedstat of every thread of its processes, io_uring's kernel workers included).
 //! Also the servers the scale rows start: the same root, the same peers.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use comfy_table::Cell;
-use corelane::tcp::load::{LoadInterval, LoadSummary};
+use corelane::tcp::load::LoadSummary;
 use serde::Serialize;
 
-use super::servers::{wait_listening, Stage};
-use crate::process::ChildProcess;
+use super::served::FILES;
+use super::servers::{self, wait_listening, LoadRun, Stage};
+use crate::process::{strings, ChildProcess};
+use crate::stage::load::HttpHostFigures;
 use crate::summary::{Rps, Trials};
-use crate::{median_of, output, report, LabError};
+use crate::testbed::PeerStep;
+use crate::{median_of, report, LabError};
 
 /// A server of files: corelane on one backend, or nginx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +45,6 @@ impl FileServer {
     }
 }
 
-/// The files served: name under the root and size. `hello.txt` is the body of the scale rows.
-pub const FILES: [(&str, usize); 3] =
-    [("hello.txt", 13), ("small.bin", 4 << 10), ("large.bin", 1 << 20)];
-
 /// The file rows' sizes, by name.
 pub const MEASURED: [(&str, &str); 2] = [("4 KiB", "small.bin"), ("1 MiB", "large.bin")];
 
@@ -59,12 +57,14 @@ pub struct FileCase {
 }
 
 /// What one trial of a file row measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FileTrial {
     pub rps: f64,
     pub cpu_ns_per_request: f64,
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part (empty: the load came from one side without a clock of its own).
+    pub hosts: Vec<HttpHostFigures>,
 }
 
 /// One server and file, over all trials.
@@ -85,85 +85,66 @@ pub struct FileRow {
     pub trials_cpu_ns: Vec<f64>,
     pub errors: u64,
     pub non_2xx: u64,
+    /// Each load host's part when the load came from remote hosts (connections, requests/s,
+    /// latency, errors; medians over trials).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HttpHostFigures>,
 }
 
-/// The root every file server serves: the run's served directory, its files written once
-/// per run, then made readable by the unprivileged user the servers run as whatever the
-/// umask (through descriptors of what was just written: no symlink followed).
-pub fn root(served: &Path) -> Result<PathBuf, LabError> {
-    use rustix::fs::{fchmod, open, openat, Mode, OFlags};
-    let failed = |what: &str, e: std::io::Error| LabError::io(format!("cannot {what}"), e);
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = open(served, flags | OFlags::DIRECTORY, Mode::empty())
-        .map_err(|e| failed("open the file servers' root", e.into()))?;
-    fchmod(&dir, Mode::from_raw_mode(0o755))
-        .map_err(|e| failed("make the file servers' root readable", e.into()))?;
-    for (name, size) in FILES {
-        let path = served.join(name);
-        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() == size as u64) {
-            let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
-            corelane::fs::write_atomic(&path, &bytes)
-                .map_err(|e| failed(&format!("write {}", path.display()), e))?;
-        }
-        let file = openat(&dir, name, flags, Mode::empty())
-            .map_err(|e| failed(&format!("open {}", path.display()), e.into()))?;
-        fchmod(&file, Mode::from_raw_mode(0o644))
-            .map_err(|e| failed(&format!("make {} readable", path.display()), e.into()))?;
-    }
-    Ok(served.to_path_buf())
-}
-
-/// Starts `server` on the stage's server CPU serving `root`, for up to `connections` at
-/// once, and waits until it listens.
+/// Starts `server` on the stage's server CPU serving `root` (a path on the rx host), for up
+/// to `connections` at once, and waits until it listens.
 pub fn start(
     stage: &Stage<'_>,
     server: FileServer,
-    root: &Path,
+    root: &str,
     connections: usize,
 ) -> Result<ChildProcess, LabError> {
+    let (program, args) = launch(stage, server, root, connections)?;
+    if server == FileServer::Nginx {
+        let text = nginx_conf(&servers::conf_dir(stage), stage.port, root, connections);
+        servers::write_conf(stage, NGINX_CONF, &text)?;
+    }
     let rx = stage.testbed.rx();
-    let port = stage.port.to_string();
-    let child = match server {
-        FileServer::Corelane(backend) => {
-            let args: Vec<String> = [
-                "serve",
-                "http",
-                "--port",
-                &port,
-                "--lanes",
-                "1",
-                "--pin",
-                &stage.server_cpu.to_string(),
-                "--backend",
-                backend,
-                "--root",
-                &root.display().to_string(),
-                "--max-connections",
-                &(connections + 64).to_string(),
-                "--idle-timeout",
-                "600s",
-                "--json",
-            ]
-            .map(String::from)
-            .to_vec();
-            rx.spawn("corelane serve", &rx.corelane()?, &args)?
-        }
-        FileServer::Nginx => {
-            let conf = nginx_conf(stage.scratch, stage.port, root, connections)?;
-            let nginx = rx.find_program("nginx").ok_or_else(|| {
-                LabError::Options("nginx is not installed (apt-get install nginx-light)".into())
-            })?;
-            let args = ["-c".to_string(), conf.display().to_string()];
-            rx.spawn_pinned("nginx", stage.server_cpu, &nginx, &args)?
-        }
-    };
-    wait_listening(stage, child)
+    let name = if server == FileServer::Nginx { "nginx" } else { "corelane serve" };
+    wait_listening(stage, rx.spawn(name, &program, &args)?)
 }
 
-/// nginx, one worker, serving `root` with sendfile, keep-alive unlimited.
-fn nginx_conf(dir: &Path, port: u16, root: &Path, connections: usize) -> Result<PathBuf, LabError> {
-    let d = dir.display();
-    let text = format!(
+/// nginx's configuration for the file rows, beside the serve rows' one.
+const NGINX_CONF: &str = "nginx-files.conf";
+
+/// The program and arguments that start `server` on the rx host (nginx's configuration
+/// named, not written).
+pub fn launch(
+    stage: &Stage<'_>,
+    server: FileServer,
+    root: &str,
+    connections: usize,
+) -> Result<(String, Vec<String>), LabError> {
+    let rx = stage.testbed.rx();
+    let cpu = stage.server_cpu.to_string();
+    match server {
+        FileServer::Corelane(backend) => {
+            let mut args = strings(&["serve", "http", "--port", &stage.port.to_string()]);
+            args.extend(strings(&["--lanes", "1", "--pin", &cpu, "--backend", backend]));
+            args.extend(strings(&["--root", root]));
+            args.extend(strings(&["--max-connections", &(connections + 64).to_string()]));
+            args.extend(strings(&["--idle-timeout", "600s", "--json"]));
+            Ok((rx.corelane()?, args))
+        }
+        FileServer::Nginx => {
+            let nginx = rx
+                .find_program("nginx")
+                .ok_or_else(|| LabError::Options(servers::Peer::Nginx.not_installed(&rx)))?;
+            let conf = format!("{}/{NGINX_CONF}", servers::conf_dir(stage));
+            Ok(("taskset".into(), strings(&["-c", &cpu, &nginx, "-c", &conf])))
+        }
+    }
+}
+
+/// nginx, one worker, serving `root` with sendfile, keep-alive unlimited; its pid, logs and
+/// temporary directories in `d` (the private directory its configuration is in).
+fn nginx_conf(d: &str, port: u16, root: &str, connections: usize) -> String {
+    format!(
         "worker_processes 1;\ndaemon off;\npid {d}/nginx-files.pid;\nerror_log {d}/nginx-files-error.log;\n\
          worker_rlimit_nofile {files};\nevents {{ worker_connections {conns}; }}\n\
          http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000000;\n  keepalive_timeout 600s;\n\
@@ -172,50 +153,69 @@ fn nginx_conf(dir: &Path, port: u16, root: &Path, connections: usize) -> Result<
          server {{ listen {port} reuseport backlog=4096; root {root}; }}\n}}\n",
         files = 2 * connections + 256,
         conns = connections + 64,
-        root = root.display(),
-    );
-    let path = dir.join("nginx-files.conf");
-    corelane::fs::write_atomic(&path, text.as_bytes())
-        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))?;
-    Ok(path)
+    )
 }
 
-/// `corelane load http` of `path` with `connections` connections from the client side, for
-/// `duration`.
+/// `corelane load http` of `path` with `connections` connections split over every load
+/// host, started together, for `duration`: the summary of all and each host's part.
 pub fn load(
     stage: &Stage<'_>,
     path: &str,
     connections: usize,
     duration: Duration,
-) -> Result<LoadSummary, LabError> {
-    let url = format!("{}{}", stage.url(), path.trim_start_matches('/'));
-    let args: Vec<String> = [
-        "load",
-        "http",
-        &url,
-        "--json",
-        "--connections",
-        &connections.to_string(),
-        "--duration",
-        &format!("{}ms", duration.as_millis()),
-        "--pin",
-        &stage.client_cpu.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    const LOAD: &str = "corelane load";
-    let tx = stage.testbed.tx();
-    let child = tx.spawn(LOAD, &tx.corelane()?, &args)?;
-    let lines = child.finish(duration + Duration::from_secs(60))?;
-    output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)
+) -> Result<(LoadSummary, Vec<HttpHostFigures>), LabError> {
+    servers::run_load(stage, &LoadRun { path, connections, duration, close: false })
+}
+
+/// What the file rows run on each host (what a dry run shows): the served root made on the
+/// rx host, then per server its start there (nginx's configuration written first) and each
+/// file's load from every load host, each its part of the connections.
+pub fn steps(stage: &Stage<'_>, servers: &[FileServer]) -> Result<Vec<PeerStep>, LabError> {
+    let rx = stage.testbed.rx();
+    let load = stage.testbed.load_hosts();
+    let shares = servers::connection_shares(stage.connections, load.len())?;
+    let root = match rx {
+        crate::host::Host::Remote(_) => "/tmp/corelane-served.XXXXXXXX".to_string(),
+        _ => "SERVED".to_string(),
+    };
+    let mut out = Vec::new();
+    for &server in servers {
+        let row = format!("files: {} {}, 4 KiB then 1 MiB", server.name(), server.backend());
+        let mut step = |host: &crate::host::Host, command: String| {
+            out.push(PeerStep { row: row.clone(), host: host.name(), command })
+        };
+        step(&rx, super::served::shown(&rx));
+        if server == FileServer::Nginx {
+            step(&rx, format!("write {}/{NGINX_CONF}", servers::conf_dir(stage)));
+        }
+        let (program, args) = launch(stage, server, &root, stage.connections)?;
+        step(&rx, shown(program, args));
+        for (_, name) in MEASURED {
+            let run = LoadRun {
+                path: name,
+                connections: stage.connections,
+                duration: stage.duration,
+                close: false,
+            };
+            for (l, &n) in load.iter().zip(&shares) {
+                step(&l.host, shown(l.host.corelane()?, servers::run_args(stage, &run, n)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A command line as a dry run shows it.
+pub fn shown(program: String, args: Vec<String>) -> String {
+    shell_words::join(std::iter::once(program).chain(args))
 }
 
 /// One trial of a file row: a fresh server, the load, the server's CPU over it.
-pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTrial, LabError> {
+pub fn measure(stage: &Stage<'_>, case: FileCase, root: &str) -> Result<FileTrial, LabError> {
     let rx = stage.testbed.rx();
     let mut server = start(stage, case.server, root, stage.connections)?;
     let before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
-    let load = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
+    let (load, hosts) = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
     // Read while the server runs: its io_uring workers' times are theirs only while alive.
     let after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
@@ -227,6 +227,7 @@ pub fn measure(stage: &Stage<'_>, case: FileCase, root: &Path) -> Result<FileTri
         cpu_ns_per_request: if load.responses == 0 { 0.0 } else { cpu / load.responses as f64 },
         errors: load.errors,
         non_2xx: load.non_2xx,
+        hosts,
     })
 }
 
@@ -246,6 +247,9 @@ pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
         trials_cpu_ns: trials.iter().map(|t| t.cpu_ns_per_request).collect(),
         errors: trials.iter().map(|t| t.errors).sum(),
         non_2xx: trials.iter().map(|t| t.non_2xx).sum(),
+        hosts: crate::stage::load::http_medians(
+            &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -293,7 +297,14 @@ pub fn table(rows: &[FileRow]) -> String {
             report::right(format!("{}", row.errors + row.non_2xx)),
         ]);
     }
-    format!("\nstatic files (server CPU per request exact, schedstat):\n{table}\n")
+    let mut out = format!("\nstatic files (server CPU per request exact, schedstat):\n{table}\n");
+    for row in rows.iter().filter(|r| !r.hosts.is_empty()) {
+        for h in &row.hosts {
+            let line = crate::stage::load::http_host_line(h);
+            out.push_str(&format!("  {} {} {}: {line}\n", row.file, row.server, row.backend));
+        }
+    }
+    out
 }
 
 /// The rows in `lab tcp`'s CSV columns: workload `file 4 KiB` / `file 1 MiB`, config the

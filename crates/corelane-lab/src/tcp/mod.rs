@@ -14,6 +14,7 @@ mod figures;
 pub mod files;
 mod peers;
 pub mod scale;
+pub mod served;
 mod table;
 
 use std::path::PathBuf;
@@ -257,7 +258,7 @@ impl CaseTrial {
 
     fn scale(&self) -> Option<scale::ScaleTrial> {
         if let Self::Scale(x) = self {
-            Some(*x)
+            Some(x.clone())
         } else {
             None
         }
@@ -265,7 +266,7 @@ impl CaseTrial {
 
     fn file(&self) -> Option<files::FileTrial> {
         if let Self::File(x) = self {
-            Some(*x)
+            Some(x.clone())
         } else {
             None
         }
@@ -275,13 +276,14 @@ impl CaseTrial {
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
 struct TcpLab<'a> {
     opts: &'a TcpLabOptions,
+    /// What the file servers serve on the rx host, readable by the user they run as: made
+    /// when the first scale or file row runs, removed before the testbed goes.
+    served: Option<served::Served>,
     testbed: Testbed,
     server_cpu: usize,
     client_cpu: usize,
     port: u16,
     scratch: WorkDir,
-    /// What the file servers serve, readable by the user they run as.
-    served: WorkDir,
     skipped: Vec<String>,
     /// The peers asked for that were found on the hosts that run them.
     peers: Vec<Peer>,
@@ -307,7 +309,7 @@ impl<'a> TcpLab<'a> {
         }
         let peers = peers::available(&testbed, &opts.peers, &mut skipped);
         let scratch = WorkDir::create("tcp")?;
-        let served = WorkDir::create_served("tcp-files")?;
+        let served = None;
         let largest_decided_by = String::new();
         Ok(Self {
             opts,
@@ -369,7 +371,7 @@ impl Experiment for TcpLab<'_> {
         if self.peer_runs(Peer::Wrk) {
             cases.push(Case::LoadGenerators);
         }
-        cases.extend(self.scale_and_file_cases(nginx));
+        cases.extend(self.scale_and_file_cases());
         Ok(cases)
     }
 
@@ -404,12 +406,12 @@ impl Experiment for TcpLab<'_> {
             }
             Case::Scale(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.served.path())?;
+                let root = self.served_root()?;
                 scale::measure(&self.stage(), &c, &root).map(CaseTrial::Scale)
             }
             Case::File(c) => {
                 steer(&self.testbed, false, self.server_cpu)?;
-                let root = files::root(self.served.path())?;
+                let root = self.served_root()?;
                 files::measure(&self.stage(), c, &root).map(CaseTrial::File)
             }
         }
@@ -480,6 +482,7 @@ impl Experiment for TcpLab<'_> {
         let mut testbed = self.testbed.report(None);
         if testbed.is_dry_run() {
             testbed.peer_steps = peers::steps(&self.stage(), &self.peers)?;
+            testbed.peer_steps.extend(self.scale_and_file_steps()?);
         }
         Ok(TcpLabReport {
             header: Header::of(testbed, self.opts.trials, self.opts.duration),
@@ -498,31 +501,57 @@ impl Experiment for TcpLab<'_> {
 }
 
 impl TcpLab<'_> {
+    /// The file servers' root on the rx host, made (with its files) the first time.
+    fn served_root(&mut self) -> Result<String, LabError> {
+        if self.served.is_none() {
+            self.served = Some(served::Served::create(&self.testbed.rx())?);
+        }
+        Ok(self.served.as_ref().map(|s| s.root().to_string()).unwrap_or_default())
+    }
+
+    /// Whether `--configs` asked for `id` (every row when it was not given).
+    fn asked(&self, id: &str) -> bool {
+        self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id))
+    }
+
+    /// The file servers of the scale and file rows: corelane on each backend, and nginx if it
+    /// runs.
+    fn file_servers(&self) -> Vec<files::FileServer> {
+        let mut servers = files::FileServer::COREL.to_vec();
+        if self.peer_runs(Peer::Nginx) {
+            servers.push(files::FileServer::Nginx);
+        }
+        servers
+    }
+
+    /// What the scale and file rows asked for would run on each host (a dry run's list; the
+    /// largest count, measured without --quick, is left out: it is read from the hosts).
+    fn scale_and_file_steps(&self) -> Result<Vec<crate::testbed::PeerStep>, LabError> {
+        let servers = self.file_servers();
+        let mut steps = Vec::new();
+        if self.asked("scale") {
+            steps.extend(scale::steps(&self.stage(), &servers, &self.opts.scale_counts)?);
+        }
+        if self.asked("files") {
+            steps.extend(files::steps(&self.stage(), &servers)?);
+        }
+        Ok(steps)
+    }
+
     /// The scale and file rows asked for (`--configs` scale, files; both by default): corelane
     /// on each backend, and nginx if it runs.
-    fn scale_and_file_cases(&mut self, nginx: bool) -> Vec<Case> {
-        let asked = |id: &str| self.opts.only.as_ref().is_none_or(|o| o.iter().any(|c| c == id));
-        let (scale_asked, files_asked) = (asked("scale"), asked("files"));
+    fn scale_and_file_cases(&mut self) -> Vec<Case> {
+        let (scale_asked, files_asked) = (self.asked("scale"), self.asked("files"));
         if !scale_asked && !files_asked {
             return Vec::new();
         }
-        if !matches!(self.testbed.rx(), crate::host::Host::Local | crate::host::Host::Namespace(_))
-        {
-            self.skipped.push(
-                "scale and file rows: run on this machine only (the files and the idle connections live here): run without --rx-host for them".into(),
-            );
-            return Vec::new();
-        }
-        let mut servers = files::FileServer::COREL.to_vec();
-        if nginx {
-            servers.push(files::FileServer::Nginx);
-        }
+        let servers = self.file_servers();
         let mut cases = Vec::new();
         if scale_asked {
             let mut counts: Vec<(usize, bool)> =
                 self.opts.scale_counts.iter().map(|&n| (n, false)).collect();
             if self.opts.scale_largest {
-                let (n, why) = scale::largest(&self.testbed.tx());
+                let (n, why) = scale::largest(&self.testbed);
                 self.largest_decided_by = why;
                 counts.push((n, true));
             } else {

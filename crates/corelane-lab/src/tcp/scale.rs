@@ -4,17 +4,17 @@
 //! N connections loading it, for N = 1k, 10k and the largest count this machine allows —
 //! corelane on each backend beside nginx.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::time::Duration;
 
 use comfy_table::Cell;
+use corelane::tcp::load::{LoadInterval, LoadSummary};
 use serde::Serialize;
 
 use super::files::{self, FileServer};
 use super::servers::Stage;
 use crate::host::Host;
+use crate::process::ChildProcess;
+use crate::stage::load::HttpHostFigures;
 use crate::summary::{Rps, Trials};
 use crate::{median_of, report, LabError};
 
@@ -35,7 +35,7 @@ pub struct ScaleCase {
 }
 
 /// What one trial of a scale row measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ScaleTrial {
     pub bytes_per_idle_connection: f64,
     /// A new request was answered while the idle connections stayed open.
@@ -46,6 +46,8 @@ pub struct ScaleTrial {
     /// The load got no answer at all (every connection failed): counted, not fatal, so the
     /// other rows still run.
     pub load_failed: bool,
+    /// Each load host's part of the load (empty: one side without a clock of its own).
+    pub hosts: Vec<HttpHostFigures>,
 }
 
 /// One server at one connection count, over all trials.
@@ -73,145 +75,270 @@ pub struct ScaleRow {
     pub errors: u64,
     /// Trials whose load got no answer at all.
     pub failed_loads: usize,
+    /// Each load host's part when the idle connections and the load came from remote hosts:
+    /// its connections (held idle, then loading), requests/s, latency and errors (medians
+    /// over trials).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HttpHostFigures>,
 }
 
-/// The largest connection count the machine allows one server and its client (each holds
-/// one descriptor per connection): the hard RLIMIT_NOFILE (the soft one is raised to it
-/// here, and the servers and clients inherit it), the client side's local port range, and
-/// memory (64 KiB per connection for both ends' sockets under load). Returns the count and
-/// which limit decided it.
-pub fn largest(tx: &Host) -> (usize, String) {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let hard = limit.maximum.unwrap_or(1 << 20);
-    let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: limit.maximum });
-    let by_files = (hard as usize).saturating_sub(512);
-    let ports = tx.read_file("/proc/sys/net/ipv4/ip_local_port_range").ok().and_then(|text| {
-        let mut it = text.split_whitespace().filter_map(|v| v.parse::<usize>().ok());
-        it.next().zip(it.next()).map(|(lo, hi)| hi.saturating_sub(lo) + 1)
-    });
-    let by_ports = ports.unwrap_or(usize::MAX).saturating_sub(1_000);
-    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-        line.split_whitespace().nth(1)?.parse::<usize>().ok()
-    });
-    let by_memory = available.map_or(usize::MAX, |kib| kib / 64);
-    let limits = [
-        (by_files, format!("hard RLIMIT_NOFILE {hard}")),
-        (by_ports, format!("{} local ports", ports.unwrap_or(0))),
-        (by_memory, format!("memory ({} MiB available)", available.unwrap_or(0) / 1024)),
-    ];
-    let (n, why) = limits.into_iter().min_by_key(|(n, _)| *n).unwrap_or((0, String::new()));
-    (n, why)
+/// One host's limits on the connections it can hold: its hard RLIMIT_NOFILE (the soft one
+/// is raised to it by the programs that hold them), its local port range (a client's), and
+/// its available memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLimits {
+    pub host: String,
+    pub hard_nofile: u64,
+    /// Ports in `ip_local_port_range` (`None`: unreadable).
+    pub ports: Option<u64>,
+    /// MemAvailable, in KiB (`None`: unreadable).
+    pub mem_kib: Option<u64>,
 }
 
-/// Opens `n` connections to `addr` from `host`'s network, each after one answered GET, and
-/// returns them open (idle). The connecting thread joins the host's namespace itself.
-fn hold_idle(host: &Host, addr: SocketAddr, n: usize) -> Result<Vec<TcpStream>, LabError> {
-    let namespace = match host {
-        Host::Local => None,
-        Host::Namespace(name) => Some(format!("/run/netns/{name}")),
-        Host::Remote(_) => {
-            return Err(LabError::Options("idle connections are held from this machine".into()))
-        }
-    };
-    let fail = |what: &str, e: std::io::Error| LabError::io(format!("idle connections: {what}"), e);
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                if let Some(path) = &namespace {
-                    let ns = std::fs::File::open(path).map_err(|e| fail(path, e))?;
-                    rustix::thread::move_into_link_name_space(
-                        std::os::fd::AsFd::as_fd(&ns),
-                        Some(rustix::thread::LinkNameSpaceType::Network),
-                    )
-                    .map_err(|e| fail("cannot enter the client namespace", e.into()))?;
-                }
-                let mut held = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let mut s = TcpStream::connect(addr).map_err(|e| fail("connect", e))?;
-                    s.set_read_timeout(Some(Duration::from_secs(10)))
-                        .map_err(|e| fail("timeout", e))?;
-                    // A reset when closed: no TIME_WAIT left on the client's ports.
-                    rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO))
-                        .map_err(|e| fail("linger", e.into()))?;
-                    match get(&mut s) {
-                        Ok(true) => held.push(s),
-                        Ok(false) => {
-                            return Err(LabError::Options(format!(
-                                "idle connections: GET /{PATH} was not answered 200"
-                            )))
-                        }
-                        Err(e) => return Err(fail("a request on an idle-to-be connection", e)),
-                    }
-                }
-                Ok(held)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(LabError::Options("the idle-connection thread failed".into())))
-    })
-}
+/// Memory one end of a loaded connection takes (its socket and buffers), in KiB.
+const KIB_PER_END: u64 = 32;
 
-/// One GET of the scale rows' body on `s`: true if answered 200 with it whole.
-fn get(s: &mut TcpStream) -> std::io::Result<bool> {
-    write!(s, "GET /{PATH} HTTP/1.1\r\nHost: lab\r\n\r\n")?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let want = loop {
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4 + files::FILES[0].1;
-        }
-        // A head longer than any server of the lab sends is an answer to refuse, not to keep.
-        if got.len() > 64 * 1024 {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "head over 64 KiB"));
-        }
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        got.extend_from_slice(&buf[..n]);
-    };
-    while got.len() < want {
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        got.extend_from_slice(&buf[..n]);
+impl HostLimits {
+    /// Reads `host`'s limits there (`ulimit -Hn`, /proc).
+    pub fn read(host: &Host) -> Self {
+        let hard = host.run("sh", &["-c", "ulimit -Hn"]).ok();
+        let hard_nofile = hard.map_or(1 << 20, |h| h.trim().parse::<u64>().unwrap_or(1 << 20));
+        let ports = host.read_file("/proc/sys/net/ipv4/ip_local_port_range").ok().and_then(|t| {
+            let mut it = t.split_whitespace().filter_map(|v| v.parse::<u64>().ok());
+            it.next().zip(it.next()).map(|(lo, hi)| hi.saturating_sub(lo) + 1)
+        });
+        let mem_kib = host.read_file("/proc/meminfo").ok().and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+        Self { host: host.name(), hard_nofile, ports, mem_kib }
     }
-    Ok(got.starts_with(b"HTTP/1.1 200"))
+
+    /// The connections this host can hold as one side, and the limit that decides it:
+    /// descriptors (512 kept for everything else), a client's ports (1,000 kept), memory
+    /// (`ends` ends of each connection on this host: two when both sides share it).
+    fn most(&self, client: bool, ends: u64) -> (u64, String) {
+        let mut limits = vec![(
+            self.hard_nofile.saturating_sub(512),
+            format!("hard RLIMIT_NOFILE {} on {}", self.hard_nofile, self.host),
+        )];
+        if let (true, Some(ports)) = (client, self.ports) {
+            limits.push((
+                ports.saturating_sub(1_000),
+                format!("{ports} local ports on {}", self.host),
+            ));
+        }
+        if let Some(kib) = self.mem_kib {
+            let by_memory = kib / (KIB_PER_END * ends.max(1));
+            limits.push((
+                by_memory,
+                format!("memory on {} ({} MiB available)", self.host, kib / 1024),
+            ));
+        }
+        limits.into_iter().min_by_key(|(n, _)| *n).unwrap_or((0, String::new()))
+    }
 }
 
-/// VmRSS of process `pid` and all its descendants, in bytes.
-fn tree_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let own = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024;
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    let children: u64 = tasks
-        .map(|task| std::fs::read_to_string(task.path().join("children")).unwrap_or_default())
-        .flat_map(|c| c.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
-        .map(tree_rss)
-        .sum();
-    own + children
+/// The largest connection count the run allows and the limit that decides it: the server
+/// side's (the rx host's descriptors and memory) against the client side's, which is the
+/// load hosts' together — the connections are split evenly, so it is their number times the
+/// fewest any one of them can open. `shared`: the load hosts and the server are one machine
+/// (the namespace testbed, loopback), so its memory holds both ends.
+pub fn largest_of(server: &HostLimits, clients: &[HostLimits], shared: bool) -> (usize, String) {
+    let ends = if shared { 2 } else { 1 };
+    let (served, server_why) = server.most(false, ends);
+    let fewest = clients.iter().map(|c| c.most(true, ends)).min_by_key(|(n, _)| *n);
+    let Some((each, client_why)) = fewest else { return (served as usize, server_why) };
+    let hosts = clients.len() as u64;
+    let (opened, client_why) = match hosts {
+        1 => (each, format!("the client side: {client_why}")),
+        n => (
+            each.saturating_mul(n),
+            format!("the client side: {n} load hosts × {each}, {client_why}"),
+        ),
+    };
+    if served <= opened {
+        (usize::try_from(served).unwrap_or(usize::MAX), format!("the server side: {server_why}"))
+    } else {
+        (usize::try_from(opened).unwrap_or(usize::MAX), client_why)
+    }
 }
 
-/// One trial of a scale row: a fresh server; `connections` idle keep-alive connections and
-/// the RSS they cost it; a new request; then the load with `connections` connections.
-pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &Path) -> Result<ScaleTrial, LabError> {
+/// [`largest_of`] for the run's rx host and load hosts, each asked over its own connection.
+pub fn largest(testbed: &crate::testbed::Testbed) -> (usize, String) {
+    let rx = testbed.rx();
+    let load = testbed.load_hosts();
+    let shared =
+        !matches!(rx, Host::Remote(_)) && load.iter().all(|l| !matches!(l.host, Host::Remote(_)));
+    let clients: Vec<HostLimits> = load.iter().map(|l| HostLimits::read(&l.host)).collect();
+    largest_of(&HostLimits::read(&rx), &clients, shared)
+}
+
+/// The name errors give the idle connections' holders.
+const HOLD: &str = "corelane load --hold-idle";
+
+/// `corelane load http --hold-idle`'s arguments for one load host's `connections`.
+fn hold_args(stage: &Stage<'_>, connections: u64) -> Vec<String> {
+    let url = format!("{}{PATH}", stage.url());
+    let mut args = crate::process::strings(&["load", "http", &url, "--hold-idle", "--json"]);
+    args.extend(["--connections".into(), connections.to_string()]);
+    args.extend(crate::process::strings(&["--duration", "10m", "--timeout", "10s"]));
+    args
+}
+
+/// Opens `connections` idle keep-alive connections, split over every load host, each after
+/// one answered GET, and waits until every host says it holds its share: a host that holds
+/// fewer, or had one unanswered, is an error naming it. The connections close when the
+/// holders returned are dropped.
+fn hold_idle(stage: &Stage<'_>, connections: usize) -> Result<Vec<ChildProcess>, LabError> {
+    let load = stage.testbed.load_hosts();
+    let shares = super::servers::connection_shares(connections, load.len())?;
+    let mut holders = crate::stage::load::start_all(&load, HOLD, |i| {
+        Ok((load[i].host.corelane()?, hold_args(stage, shares[i])))
+    })?;
+    for ((holder, l), &share) in holders.iter_mut().zip(&load).zip(&shares) {
+        // Opening takes about a millisecond a connection on a slow host.
+        let waited = Duration::from_secs(30) + Duration::from_millis(share);
+        let (held, answered) = wait_held(holder, waited)?;
+        if held != share || answered != share {
+            return Err(LabError::Remote {
+                host: l.host.name(),
+                problem: format!(
+                    "{HOLD} holds {held} of its {share} idle connections, {answered} of them answered 200: the server refused or dropped the rest"
+                ),
+            });
+        }
+    }
+    Ok(holders)
+}
+
+/// The holder's ready line: how many it holds and how many were answered.
+fn wait_held(holder: &mut ChildProcess, waited: Duration) -> Result<(u64, u64), LabError> {
+    let end = std::time::Instant::now() + waited;
+    while std::time::Instant::now() < end {
+        match holder.next_line(Duration::from_millis(100)) {
+            Some(line) => {
+                let bad = |source| LabError::ChildJson {
+                    child: HOLD.into(),
+                    line: corelane::child_output::printable(&line, 300),
+                    source,
+                };
+                let ready: HoldReady = serde_json::from_str(&line).map_err(bad)?;
+                return Ok((ready.held, ready.answered));
+            }
+            None => {
+                if let Some(status) = holder.wait_timeout(Duration::ZERO) {
+                    return Err(holder.failed(status));
+                }
+            }
+        }
+    }
+    Err(holder.timed_out("did not hold its idle connections", waited))
+}
+
+/// `load http --hold-idle --json`'s one line.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HoldReady {
+    #[serde(rename = "type")]
+    _kind: ReadyTag,
+    held: u64,
+    answered: u64,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ReadyTag {
+    Ready,
+}
+
+/// Whether a new request is answered (200, whole) from the first load host while the idle
+/// connections are held.
+fn answered_beside(stage: &Stage<'_>) -> bool {
+    let first = stage.testbed.load_hosts().remove(0).host;
+    let url = format!("{}{PATH}", stage.url());
+    let args = crate::process::strings(&[
+        "load",
+        "http",
+        &url,
+        "--json",
+        "--connections",
+        "1",
+        "--requests",
+        "1",
+        "--duration",
+        "10s",
+        "--timeout",
+        "5s",
+    ]);
+    const LOAD: &str = "corelane load";
+    let answered = || -> Result<bool, LabError> {
+        let lines =
+            first.spawn(LOAD, &first.corelane()?, &args)?.finish(Duration::from_secs(20))?;
+        let s = crate::output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?;
+        Ok(s.responses == 1 && s.non_2xx == 0 && s.errors == 0)
+    };
+    answered().unwrap_or(false)
+}
+
+/// What the scale rows run on each host (what a dry run shows), per connection count: the
+/// server started on the rx host (after the served root is made there), the idle
+/// connections held from every load host (each its share), one new request from the first,
+/// then the load from every load host.
+pub fn steps(
+    stage: &Stage<'_>,
+    servers: &[FileServer],
+    counts: &[usize],
+) -> Result<Vec<crate::testbed::PeerStep>, LabError> {
     let rx = stage.testbed.rx();
-    let tx = stage.testbed.tx();
+    let load = stage.testbed.load_hosts();
+    let mut out = Vec::new();
+    for &n in counts {
+        let shares = super::servers::connection_shares(n, load.len())?;
+        let row = format!("scale: {n} connections, for each server");
+        let mut step = |host: &Host, command: String| {
+            out.push(crate::testbed::PeerStep { row: row.clone(), host: host.name(), command })
+        };
+        step(&rx, super::served::shown(&rx));
+        for &server in servers {
+            let (program, args) = files::launch(stage, server, "SERVED", n)?;
+            step(&rx, files::shown(program, args));
+        }
+        for (l, &share) in load.iter().zip(&shares) {
+            step(&l.host, files::shown(l.host.corelane()?, hold_args(stage, share)));
+        }
+        step(
+            &load[0].host,
+            format!(
+                "{} load http {}{PATH} --json --connections 1 --requests 1",
+                load[0].host.corelane()?,
+                stage.url()
+            ),
+        );
+        let duration = stage.duration + Duration::from_millis(n as u64 / 10);
+        let run = super::servers::LoadRun { path: PATH, connections: n, duration, close: false };
+        for (l, &share) in load.iter().zip(&shares) {
+            step(
+                &l.host,
+                files::shown(l.host.corelane()?, super::servers::run_args(stage, &run, share)),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// One trial of a scale row: a fresh server; `connections` idle keep-alive connections held
+/// from the load hosts and the RSS they cost it (read on the rx host); a new request from a
+/// load host; then the load with `connections` connections split over the load hosts.
+pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &str) -> Result<ScaleTrial, LabError> {
+    let rx = stage.testbed.rx();
     let mut server = files::start(stage, case.server, root, case.connections)?;
-    let addr = SocketAddr::new(stage.testbed.rx_addrs()[0], stage.port);
-    let before = tree_rss(server.pid());
-    let held = hold_idle(&tx, addr, case.connections)?;
+    let before = rx.tree_rss(server.pid()).unwrap_or(0);
+    let held = hold_idle(stage, case.connections)?;
     // The servers' sweeps and nginx's lazy allocations settle.
     std::thread::sleep(Duration::from_millis(500));
-    let after = tree_rss(server.pid());
-    let answered = hold_idle(&tx, addr, 1).is_ok();
+    let after = rx.tree_rss(server.pid()).unwrap_or(0);
+    let answered = answered_beside(stage);
     drop(held);
     // The server takes in the resets of the idle connections before the load.
     std::thread::sleep(Duration::from_millis(500));
@@ -229,7 +356,7 @@ pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &Path) -> Result<Scale
         Err(e) if !e.to_string().contains("no response from") => return Err(e),
         other => other,
     };
-    let Ok(load) = load else {
+    let Ok((load, hosts)) = load else {
         let failed = ScaleTrial {
             bytes_per_idle_connection: per_idle,
             answered,
@@ -237,6 +364,7 @@ pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &Path) -> Result<Scale
             cpu_us_per_request: 0.0,
             errors: case.connections as u64,
             load_failed: true,
+            hosts: Vec::new(),
         };
         return Ok(failed);
     };
@@ -248,6 +376,7 @@ pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &Path) -> Result<Scale
         cpu_us_per_request: if load.responses == 0 { 0.0 } else { cpu / load.responses as f64 },
         errors: load.errors + load.non_2xx,
         load_failed: false,
+        hosts,
     })
 }
 
@@ -281,6 +410,9 @@ pub fn summarize(case: &ScaleCase, decided_by: &str, trials: &[ScaleTrial]) -> S
         cpu_us_per_request: median_of(trials.iter().map(|t| t.cpu_us_per_request)),
         errors: trials.iter().map(|t| t.errors).sum(),
         failed_loads: trials.iter().filter(|t| t.load_failed).count(),
+        hosts: crate::stage::load::http_medians(
+            &trials.iter().map(|t| t.hosts.as_slice()).collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -348,7 +480,17 @@ pub fn table(rows: &[ScaleRow]) -> String {
             Cell::new(&row.decided_by),
         ]);
     }
-    format!("\nscale (idle keep-alive connections: RSS growth of all server processes; then the load with as many connections):\n{table}\n")
+    let mut out = format!("\nscale (idle keep-alive connections: RSS growth of all server processes; then the load with as many connections):\n{table}\n");
+    for row in rows.iter().filter(|r| !r.hosts.is_empty()) {
+        for h in &row.hosts {
+            let line = crate::stage::load::http_host_line(h);
+            out.push_str(&format!(
+                "  {} {} {}: {line}\n",
+                row.connections, row.server, row.backend
+            ));
+        }
+    }
+    out
 }
 
 /// The rows in `lab tcp`'s CSV columns: workload `scale`, config the backend.
@@ -369,4 +511,80 @@ pub fn csv_records(rows: &[ScaleRow]) -> Vec<Vec<String>> {
             record
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str, nofile: u64, ports: u64, mem_mib: u64) -> HostLimits {
+        HostLimits {
+            host: name.into(),
+            hard_nofile: nofile,
+            ports: Some(ports),
+            mem_kib: Some(mem_mib * 1024),
+        }
+    }
+
+    /// The client side is every load host's part together (the split is even, so the
+    /// fewest any host can open, times the hosts); the server side is the rx host's own; the
+    /// smaller wins and says which side and which host decided it.
+    #[test]
+    fn the_largest_count_is_the_smaller_side_and_names_what_decided_it() {
+        let server = host("rx", 1_048_576, 28_232, 64 * 1024);
+        let gen1 = host("gen1", 1_048_576, 28_232, 64 * 1024);
+        let gen2 = host("gen2", 1_048_576, 20_000, 64 * 1024);
+        // One load host: its local ports decide.
+        let (n, why) = largest_of(&server, std::slice::from_ref(&gen1), false);
+        assert_eq!(n, 27_232);
+        assert!(why.contains("client side") && why.contains("28232 local ports on gen1"), "{why}");
+        // Two: twice the fewer ports of the two, gen2's.
+        let (n, why) = largest_of(&server, &[gen1.clone(), gen2.clone()], false);
+        assert_eq!(n, 2 * 19_000);
+        assert!(why.contains("2 load hosts × 19000") && why.contains("on gen2"), "{why}");
+        // A server with few descriptors decides over any number of load hosts.
+        let small = host("rx", 10_512, 28_232, 64 * 1024);
+        let (n, why) = largest_of(&small, &[gen1.clone(), gen2], false);
+        assert_eq!(n, 10_000);
+        assert!(why.contains("server side") && why.contains("RLIMIT_NOFILE 10512 on rx"), "{why}");
+        // One machine for both sides: its memory holds both ends of every connection.
+        let tight = host("this machine", 1_048_576, 60_000, 1024);
+        let (n, why) = largest_of(&tight, std::slice::from_ref(&tight), true);
+        assert_eq!(n, 1024 * 1024 / 64);
+        assert!(why.contains("memory on this machine"), "{why}");
+        // Unreadable limits are no limit; nothing overflows.
+        let open =
+            HostLimits { host: "x".into(), hard_nofile: u64::MAX, ports: None, mem_kib: None };
+        let many = vec![open.clone(); 40];
+        let (n, _) = largest_of(&open, &many, false);
+        assert_eq!(n as u64, u64::MAX - 512);
+    }
+
+    /// A host's limits are read as the programs holding connections there see them: the
+    /// hard RLIMIT_NOFILE of a shell there, its port range and available memory.
+    #[test]
+    fn this_machines_limits_are_read_as_its_programs_see_them() {
+        let limits = HostLimits::read(&Host::Local);
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        assert_eq!(limits.hard_nofile, hard.unwrap_or(1 << 20));
+        assert!(limits.ports.is_some_and(|p| p > 0) && limits.mem_kib.is_some_and(|m| m > 0));
+        assert_eq!(limits.host, "this machine");
+    }
+
+    /// The holder's ready line is read exactly: another line is an error, never a count.
+    #[test]
+    fn a_holders_line_is_its_ready_line_or_an_error() {
+        let ok: HoldReady =
+            serde_json::from_str(r#"{"type":"ready","held":5,"answered":4}"#).unwrap();
+        assert_eq!((ok.held, ok.answered), (5, 4));
+        for bad in [
+            r#"{"type":"interval","held":5,"answered":5}"#,
+            r#"{"type":"ready","held":-1,"answered":0}"#,
+            r#"{"type":"ready","held":5}"#,
+            r#"{"type":"ready","held":5,"answered":5,"more":1}"#,
+            "ready",
+        ] {
+            assert!(serde_json::from_str::<HoldReady>(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub mod counters;
 mod epoll;
 mod exchange;
 pub mod http;
+pub mod idle;
 pub mod load;
 pub mod recycle;
 mod response;
