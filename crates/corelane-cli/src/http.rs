@@ -313,11 +313,12 @@ fn hold_idle(
     }
     let stop = stop_on_signals()?;
     watch_piped_stdin(&stop);
+    // --duration bounds the whole run, the opening included.
+    let end = std::time::Instant::now() + args.duration;
+    let (n, timeout) = (args.connections, args.timeout);
     let held =
-        corelane::tcp::idle::hold(target, host, path, args.connections, args.timeout, &|| {
-            stop.is_stopped()
-        })
-        .with_context(|| format!("--hold-idle to {}", args.url))?;
+        corelane::tcp::idle::hold(target, host, path, n, timeout, end, &|| stop.is_stopped())
+            .with_context(|| format!("--hold-idle to {}", args.url))?;
     if args.json {
         print_json(&serde_json::json!({
             "type": "ready", "held": held.streams.len(), "answered": held.answered,
@@ -331,7 +332,6 @@ fn hold_idle(
             args.duration
         );
     }
-    let end = std::time::Instant::now() + args.duration;
     while !stop.is_stopped() && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -347,11 +347,13 @@ fn hold_limit() -> usize {
     files.saturating_sub(64)
 }
 
-/// Stops `stop` when stdin is a pipe and reaches its end (a parent that lets go), so a
-/// holder started from a script ends with it; a terminal or /dev/null is not watched.
+/// Stops `stop` when stdin is a pipe or socket (ssh's) and reaches its end (a parent that
+/// lets go), so a holder started from a script or over ssh ends with it; a terminal or
+/// /dev/null is not watched.
 fn watch_piped_stdin(stop: &corelane::lane::StopSignal) {
+    use rustix::fs::FileType;
     let piped = rustix::fs::fstat(std::io::stdin()).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+        matches!(FileType::from_raw_mode(st.st_mode), FileType::Fifo | FileType::Socket)
     });
     if !piped {
         return;

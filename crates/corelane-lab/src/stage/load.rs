@@ -141,9 +141,10 @@ pub fn http_medians(trials: &[&[HttpHostFigures]]) -> Vec<HttpHostFigures> {
 }
 
 /// One value per load host over several trials: `merge` makes it from the host's figures
-/// in the first trial and its figures in every trial (hosts are in the same order in each).
+/// in the first trial that has any and its figures in every such trial (hosts are in the
+/// same order in each; a trial whose load failed everywhere has none, and no part).
 pub(crate) fn per_host<T>(trials: &[&[T]], merge: impl Fn(&T, &[&T]) -> T) -> Vec<T> {
-    let Some(first) = trials.first() else { return Vec::new() };
+    let Some(first) = trials.iter().find(|t| !t.is_empty()) else { return Vec::new() };
     let same = |i: usize| -> Vec<&T> { trials.iter().filter_map(|t| t.get(i)).collect() };
     first.iter().enumerate().map(|(i, host)| merge(host, &same(i))).collect()
 }
@@ -248,6 +249,17 @@ mod tests {
         let groups: Vec<(u32, u32)> =
             three.iter().map(|s| s.flow_group()).map(|g| (g.first, g.last)).collect();
         assert_eq!(groups, [(0, 2), (3, 5), (6, 7)]);
+    }
+
+    /// A trial whose load failed everywhere (no per-host figures) does not take the hosts'
+    /// parts away from the row, wherever it falls.
+    #[test]
+    fn a_failed_trial_leaves_the_hosts_parts_of_the_others() {
+        let ok: &[(&str, u64)] = &[("a", 10), ("b", 30)];
+        let merged = per_host(&[&[][..], ok, ok], |h: &(&str, u64), same| {
+            (h.0, same.iter().map(|s| s.1).sum())
+        });
+        assert_eq!(merged, [("a", 20), ("b", 60)]);
     }
 
     proptest::proptest! {

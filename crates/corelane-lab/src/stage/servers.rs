@@ -388,6 +388,15 @@ fn program(host: &Host, peer: Peer) -> Result<String, LabError> {
     host.find_program(peer.program()).ok_or_else(|| LabError::Options(peer.not_installed(host)))
 }
 
+/// A reading of the server (`what`, of its process tree `pid`) on `host`: one that could not
+/// be taken is an error naming the host, never a 0 in a row.
+pub fn reading<T>(host: &Host, what: &str, pid: u32, value: Option<T>) -> Result<T, LabError> {
+    value.ok_or_else(|| LabError::Remote {
+        host: host.name(),
+        problem: format!("could not read the server's {what} (process {pid})"),
+    })
+}
+
 /// Waits until the server's port accepts connections on its host (`ss` there).
 pub(crate) fn wait_listening(
     stage: &Stage<'_>,

@@ -214,10 +214,10 @@ pub fn shown(program: String, args: Vec<String>) -> String {
 pub fn measure(stage: &Stage<'_>, case: FileCase, root: &str) -> Result<FileTrial, LabError> {
     let rx = stage.testbed.rx();
     let mut server = start(stage, case.server, root, stage.connections)?;
-    let before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    let before = servers::reading(&rx, "CPU time", server.pid(), rx.tree_cpu_time(server.pid()))?;
     let (load, hosts) = load(stage, MEASURED[case.file].1, stage.connections, stage.duration)?;
     // Read while the server runs: its io_uring workers' times are theirs only while alive.
-    let after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    let after = servers::reading(&rx, "CPU time", server.pid(), rx.tree_cpu_time(server.pid()))?;
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
         return Err(server.failed(status));
     }

@@ -503,8 +503,9 @@ impl Experiment for TcpLab<'_> {
 impl TcpLab<'_> {
     /// The file servers' root on the rx host, made (with its files) the first time.
     fn served_root(&mut self) -> Result<String, LabError> {
-        if self.served.is_none() {
-            self.served = Some(served::Served::create(&self.testbed.rx())?);
+        match &mut self.served {
+            Some(served) => served.check()?,
+            None => self.served = Some(served::Served::create(&self.testbed.rx())?),
         }
         Ok(self.served.as_ref().map(|s| s.root().to_string()).unwrap_or_default())
     }
@@ -551,9 +552,13 @@ impl TcpLab<'_> {
             let mut counts: Vec<(usize, bool)> =
                 self.opts.scale_counts.iter().map(|&n| (n, false)).collect();
             if self.opts.scale_largest {
-                let (n, why) = scale::largest(&self.testbed);
-                self.largest_decided_by = why;
-                counts.push((n, true));
+                match scale::largest(&self.testbed) {
+                    Ok((n, why)) => {
+                        self.largest_decided_by = why;
+                        counts.push((n, true));
+                    }
+                    Err(e) => self.skipped.push(format!("scale: the largest count: {e}")),
+                }
             } else {
                 self.skipped.push(
                     "scale: the largest connection count the machine allows is measured without --quick".into(),

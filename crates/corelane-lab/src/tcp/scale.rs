@@ -11,7 +11,7 @@ use corelane::tcp::load::{LoadInterval, LoadSummary};
 use serde::Serialize;
 
 use super::files::{self, FileServer};
-use super::servers::Stage;
+use super::servers::{self, Stage};
 use crate::host::Host;
 use crate::process::ChildProcess;
 use crate::stage::load::HttpHostFigures;
@@ -97,12 +97,27 @@ pub struct HostLimits {
 
 /// Memory one end of a loaded connection takes (its socket and buffers), in KiB.
 const KIB_PER_END: u64 = 32;
+/// The most descriptors one process is counted on (Linux's default nr_open, what
+/// `--hold-idle` takes at most): a larger or `unlimited` hard limit counts as this.
+const NOFILE_MOST: u64 = 1 << 20;
 
 impl HostLimits {
-    /// Reads `host`'s limits there (`ulimit -Hn`, /proc).
-    pub fn read(host: &Host) -> Self {
-        let hard = host.run("sh", &["-c", "ulimit -Hn"]).ok();
-        let hard_nofile = hard.map_or(1 << 20, |h| h.trim().parse::<u64>().unwrap_or(1 << 20));
+    /// Reads `host`'s limits there (`ulimit -Hn`, /proc); a descriptor limit that cannot be
+    /// read is an error naming the host (the port range and memory, unreadable, limit nothing).
+    pub fn read(host: &Host) -> Result<Self, LabError> {
+        let hard = host.run("sh", &["-c", "ulimit -Hn"])?;
+        let hard_nofile = match hard.trim() {
+            "unlimited" => NOFILE_MOST,
+            text => {
+                text.parse::<u64>().map(|n| n.min(NOFILE_MOST)).map_err(|_| LabError::Remote {
+                    host: host.name(),
+                    problem: format!(
+                        "`ulimit -Hn` printed {:?}, not a number",
+                        corelane::child_output::printable(text, 80)
+                    ),
+                })?
+            }
+        };
         let ports = host.read_file("/proc/sys/net/ipv4/ip_local_port_range").ok().and_then(|t| {
             let mut it = t.split_whitespace().filter_map(|v| v.parse::<u64>().ok());
             it.next().zip(it.next()).map(|(lo, hi)| hi.saturating_sub(lo) + 1)
@@ -111,7 +126,7 @@ impl HostLimits {
             let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?.to_string();
             line.split_whitespace().nth(1)?.parse::<u64>().ok()
         });
-        Self { host: host.name(), hard_nofile, ports, mem_kib }
+        Ok(Self { host: host.name(), hard_nofile, ports, mem_kib })
     }
 
     /// The connections this host can hold as one side, and the limit that decides it:
@@ -119,7 +134,7 @@ impl HostLimits {
     /// (`ends` ends of each connection on this host: two when both sides share it).
     fn most(&self, client: bool, ends: u64) -> (u64, String) {
         let mut limits = vec![(
-            self.hard_nofile.saturating_sub(512),
+            self.hard_nofile.min(NOFILE_MOST).saturating_sub(512),
             format!("hard RLIMIT_NOFILE {} on {}", self.hard_nofile, self.host),
         )];
         if let (true, Some(ports)) = (client, self.ports) {
@@ -165,13 +180,14 @@ pub fn largest_of(server: &HostLimits, clients: &[HostLimits], shared: bool) -> 
 }
 
 /// [`largest_of`] for the run's rx host and load hosts, each asked over its own connection.
-pub fn largest(testbed: &crate::testbed::Testbed) -> (usize, String) {
+pub fn largest(testbed: &crate::testbed::Testbed) -> Result<(usize, String), LabError> {
     let rx = testbed.rx();
     let load = testbed.load_hosts();
     let shared =
         !matches!(rx, Host::Remote(_)) && load.iter().all(|l| !matches!(l.host, Host::Remote(_)));
-    let clients: Vec<HostLimits> = load.iter().map(|l| HostLimits::read(&l.host)).collect();
-    largest_of(&HostLimits::read(&rx), &clients, shared)
+    let clients: Vec<HostLimits> =
+        load.iter().map(|l| HostLimits::read(&l.host)).collect::<Result<_, _>>()?;
+    Ok(largest_of(&HostLimits::read(&rx)?, &clients, shared))
 }
 
 /// The name errors give the idle connections' holders.
@@ -253,8 +269,9 @@ enum ReadyTag {
 }
 
 /// Whether a new request is answered (200, whole) from the first load host while the idle
-/// connections are held.
-fn answered_beside(stage: &Stage<'_>) -> bool {
+/// connections are held: its summary says so or not; the load host failing to run it is an
+/// error naming that host, not "not answered".
+fn answered_beside(stage: &Stage<'_>) -> Result<bool, LabError> {
     let first = stage.testbed.load_hosts().remove(0).host;
     let url = format!("{}{PATH}", stage.url());
     let args = crate::process::strings(&[
@@ -272,13 +289,15 @@ fn answered_beside(stage: &Stage<'_>) -> bool {
         "5s",
     ]);
     const LOAD: &str = "corelane load";
-    let answered = || -> Result<bool, LabError> {
-        let lines =
-            first.spawn(LOAD, &first.corelane()?, &args)?.finish(Duration::from_secs(20))?;
-        let s = crate::output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?;
-        Ok(s.responses == 1 && s.non_2xx == 0 && s.errors == 0)
+    let lines = match first.spawn(LOAD, &first.corelane()?, &args)?.finish(Duration::from_secs(20))
+    {
+        Ok(lines) => lines,
+        // The load generator's refusal when its one request got no answer.
+        Err(e) if e.to_string().contains("no response from") => return Ok(false),
+        Err(e) => return Err(e),
     };
-    answered().unwrap_or(false)
+    let s = crate::output::summary::<LoadInterval, LoadSummary>(LOAD, &lines)?;
+    Ok(s.responses == 1 && s.non_2xx == 0 && s.errors == 0)
 }
 
 /// What the scale rows run on each host (what a dry run shows), per connection count: the
@@ -333,20 +352,22 @@ pub fn steps(
 pub fn measure(stage: &Stage<'_>, case: &ScaleCase, root: &str) -> Result<ScaleTrial, LabError> {
     let rx = stage.testbed.rx();
     let mut server = files::start(stage, case.server, root, case.connections)?;
-    let before = rx.tree_rss(server.pid()).unwrap_or(0);
+    let before = servers::reading(&rx, "RSS", server.pid(), rx.tree_rss(server.pid()))?;
     let held = hold_idle(stage, case.connections)?;
     // The servers' sweeps and nginx's lazy allocations settle.
     std::thread::sleep(Duration::from_millis(500));
-    let after = rx.tree_rss(server.pid()).unwrap_or(0);
-    let answered = answered_beside(stage);
+    let after = servers::reading(&rx, "RSS", server.pid(), rx.tree_rss(server.pid()))?;
+    let answered = answered_beside(stage)?;
     drop(held);
     // The server takes in the resets of the idle connections before the load.
     std::thread::sleep(Duration::from_millis(500));
     // Opening many connections takes time of its own: the load runs longer with more.
     let duration = stage.duration + Duration::from_millis(case.connections as u64 / 10);
-    let cpu_before = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    let cpu_before =
+        servers::reading(&rx, "CPU time", server.pid(), rx.tree_cpu_time(server.pid()))?;
     let load = files::load(stage, PATH, case.connections, duration);
-    let cpu_after = rx.tree_cpu_time(server.pid()).unwrap_or_default();
+    let cpu_after =
+        servers::reading(&rx, "CPU time", server.pid(), rx.tree_cpu_time(server.pid()))?;
     if let Some(status) = server.wait_timeout(Duration::ZERO) {
         return Err(server.failed(status));
     }
@@ -552,21 +573,23 @@ mod tests {
         let (n, why) = largest_of(&tight, std::slice::from_ref(&tight), true);
         assert_eq!(n, 1024 * 1024 / 64);
         assert!(why.contains("memory on this machine"), "{why}");
-        // Unreadable limits are no limit; nothing overflows.
+        // Unreadable ports and memory are no limit; a huge descriptor limit counts as 2^20,
+        // so the server side caps the count and nothing after it overflows.
         let open =
             HostLimits { host: "x".into(), hard_nofile: u64::MAX, ports: None, mem_kib: None };
         let many = vec![open.clone(); 40];
-        let (n, _) = largest_of(&open, &many, false);
-        assert_eq!(n as u64, u64::MAX - 512);
+        let (n, why) = largest_of(&open, &many, false);
+        assert_eq!(n as u64, NOFILE_MOST - 512);
+        assert!(why.contains("the server side"), "{why}");
     }
 
     /// A host's limits are read as the programs holding connections there see them: the
     /// hard RLIMIT_NOFILE of a shell there, its port range and available memory.
     #[test]
     fn this_machines_limits_are_read_as_its_programs_see_them() {
-        let limits = HostLimits::read(&Host::Local);
+        let limits = HostLimits::read(&Host::Local).unwrap();
         let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
-        assert_eq!(limits.hard_nofile, hard.unwrap_or(1 << 20));
+        assert_eq!(limits.hard_nofile, hard.unwrap_or(NOFILE_MOST).min(NOFILE_MOST));
         assert!(limits.ports.is_some_and(|p| p > 0) && limits.mem_kib.is_some_and(|m| m > 0));
         assert_eq!(limits.host, "this machine");
     }

@@ -7,6 +7,7 @@
 //! removes the directory when the lab lets go, dies or loses the connection.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::host::Host;
 use crate::process::ChildProcess;
@@ -70,6 +71,12 @@ impl Served {
     pub fn create(rx: &Host) -> Result<Self, LabError> {
         let Host::Remote(remote) = rx else {
             let served = WorkDir::create_served("tcp-files")?;
+            if served.path().to_str().is_none() {
+                return Err(LabError::Options(format!(
+                    "the served directory {} is not UTF-8 (from TMPDIR): set TMPDIR to a plain path",
+                    served.path().display()
+                )));
+            }
             root(served.path())?;
             return Ok(Self::Local(served));
         };
@@ -92,14 +99,35 @@ impl Served {
             "--revert-on-close".into(),
             format!("{dir}/revert.json"),
         ];
-        let keeper = ChildProcess::spawn_guarded(
+        let keeper = match ChildProcess::spawn_guarded(
             "the served files' keeper",
             &rx.name(),
             &remote.session_argv(remote.corelane(), &args),
-        )?;
+        ) {
+            Ok(keeper) => keeper,
+            Err(e) => {
+                // No keeper will remove it: removed here, the name checked again.
+                let _ = rx.run("rm", &["-rf", "--", &dir]);
+                return Err(e);
+            }
+        };
         let served = Self::Remote { host: rx.clone(), dir, keeper: Some(keeper) };
         write_files(rx, served.root())?;
         Ok(served)
+    }
+
+    /// Whether the root is still there to serve from: a remote one's keeper (its life is the
+    /// guard's, 15 minutes) still runs; else an error naming the host.
+    pub fn check(&mut self) -> Result<(), LabError> {
+        if let Self::Remote { host, keeper: Some(k), .. } = self {
+            if k.wait_timeout(Duration::ZERO).is_some() {
+                return Err(LabError::Remote {
+                    host: host.name(),
+                    problem: "the served files' keeper ended (its 15-minute life, or the connection), and with it the served files: run fewer rows or trials".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The root's path on its host.
@@ -114,14 +142,22 @@ impl Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if let Self::Remote { host, dir, keeper } = self {
-            // Closing the keeper's stdin: it removes the directory, then ends.
+            // Closing the keeper's stdin: it removes the directory, then ends. Only a keeper
+            // that had already ended leaves it to be removed here (and only while it is still
+            // root's: the name is free in /tmp once the keeper removed it).
+            let ended = keeper.as_mut().is_none_or(|k| k.wait_timeout(Duration::ZERO).is_some());
             drop(keeper.take());
-            if is_served_dir(dir) {
-                let _ = host.run("rm", &["-rf", "--", dir]);
+            if ended && is_served_dir(dir) {
+                let _ = host.run("sh", &["-c", ROOTS_OWN_REMOVED, "sh", dir]);
             }
         }
     }
 }
+
+/// Removes `$1` only if it is still a directory of root's (not one another user made under
+/// the same name once it was free).
+const ROOTS_OWN_REMOVED: &str =
+    "[ -d \"$1\" ] && [ ! -L \"$1\" ] && [ \"$(stat -c %u -- \"$1\")\" = 0 ] && rm -rf -- \"$1\"; true";
 
 /// Writes the served files into `dir` on `host` (see `WRITE_FILES`).
 pub fn write_files(host: &Host, dir: &str) -> Result<(), LabError> {

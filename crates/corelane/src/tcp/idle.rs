@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::response::{ResponseReader, Taken};
 
@@ -24,21 +24,25 @@ pub struct Held {
 /// header) and reads its answer whole, then keeps the connection: the caller holds them
 /// open until it drops the result. A connection closed with a reset (linger 0), so the
 /// client's ports are not left in TIME_WAIT. `stop` ends the opening early (the ones opened
-/// so far are returned). A failure names the connection and what failed.
+/// so far are returned); so does `deadline`, which also bounds every wait (each is the
+/// shorter of `timeout` and what is left). A failure names the connection and what failed.
 pub fn hold(
     addr: SocketAddr,
     host: &str,
     path: &str,
     n: usize,
     timeout: Duration,
+    deadline: Instant,
     stop: &dyn Fn() -> bool,
 ) -> std::io::Result<Held> {
     let mut held = Held { streams: Vec::with_capacity(n.min(1 << 16)), answered: 0 };
     let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n");
     for i in 0..n {
-        if stop() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if stop() || left.is_zero() {
             break;
         }
+        let timeout = timeout.min(left);
         let named = |what: &str, e: std::io::Error| {
             std::io::Error::new(
                 e.kind(),
@@ -51,7 +55,7 @@ pub fn hold(
         rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO))
             .map_err(|e| named("linger", e.into()))?;
         s.write_all(request.as_bytes()).map_err(|e| named("request", e))?;
-        if read_answer(&mut s).map_err(|e| named("answer", e))? {
+        if read_answer(&mut s, deadline).map_err(|e| named("answer", e))? {
             held.answered += 1;
         }
         held.streams.push(s);
@@ -60,9 +64,10 @@ pub fn hold(
 }
 
 /// Reads one HTTP/1.1 answer from `s` whole; whether it was 2xx. An answer `load http`
-/// cannot frame (no Content-Length, a head over 64 KiB), one over [`MAX_ANSWER`] bytes, or an
-/// early end is an error, never an unbounded read.
-pub fn read_answer(s: &mut impl Read) -> std::io::Result<bool> {
+/// cannot frame (no Content-Length, a head over 64 KiB), one over [`MAX_ANSWER`] bytes, one
+/// after which the server closes (a connection it will not hold), one still coming at
+/// `deadline`, or an early end is an error, never an unbounded read.
+pub fn read_answer(s: &mut impl Read, deadline: Instant) -> std::io::Result<bool> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let mut reader = ResponseReader::default();
     let mut total = 0usize;
@@ -73,7 +78,15 @@ pub fn read_answer(s: &mut impl Read) -> std::io::Result<bool> {
         }
         total += n;
         match reader.took(n) {
+            Taken::Whole { server_closes: true, .. } => {
+                return Err(bad(
+                    "the server closes the connection after its answer: it cannot be held idle",
+                ))
+            }
             Taken::Whole { ok, .. } => return Ok(ok),
+            Taken::More if Instant::now() >= deadline => {
+                return Err(std::io::ErrorKind::TimedOut.into())
+            }
             Taken::Bad(why) => return Err(bad(why)),
             Taken::More if total > MAX_ANSWER => return Err(bad("an answer over 1 MiB")),
             Taken::More => {}
@@ -85,19 +98,25 @@ pub fn read_answer(s: &mut impl Read) -> std::io::Result<bool> {
 mod tests {
     use super::*;
 
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
     #[test]
     fn answers_are_read_whole_or_refused() {
         let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
-        assert!(read_answer(&mut &ok[..]).unwrap());
+        assert!(read_answer(&mut &ok[..], far()).unwrap());
         let missing = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
-        assert!(!read_answer(&mut &missing[..]).unwrap());
+        assert!(!read_answer(&mut &missing[..], far()).unwrap());
         for bad in [
             &b"HTTP/1.1 200 OK\r\n\r\nhello"[..],
             b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhello",
             b"SSH-2.0\r\n\r\n",
             b"HTTP/1.1 200",
+            // Answered, but the server will not hold it.
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
         ] {
-            assert!(read_answer(&mut &bad[..]).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(read_answer(&mut &bad[..], far()).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }
 
@@ -106,18 +125,18 @@ mod tests {
     #[test]
     fn an_endless_head_or_body_is_cut_off() {
         let mut endless = (&b"HTTP/1.1 200 OK\r\nX-Long: "[..]).chain(std::io::repeat(b'a'));
-        let e = read_answer(&mut endless).unwrap_err();
+        let e = read_answer(&mut endless, far()).unwrap_err();
         assert!(e.to_string().contains("64 KiB"), "{e}");
         let head = b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n";
         let mut endless = (&head[..]).chain(std::io::repeat(b'a'));
-        let e = read_answer(&mut endless).unwrap_err();
+        let e = read_answer(&mut endless, far()).unwrap_err();
         assert!(e.to_string().contains("over 1 MiB"), "{e}");
     }
 
     proptest::proptest! {
         #[test]
         fn any_bytes_are_an_answer_or_an_error_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
-            let _ = read_answer(&mut &bytes[..]);
+            let _ = read_answer(&mut &bytes[..], far());
         }
     }
 }
