@@ -1060,8 +1060,10 @@ fn a_load_host_with_a_clock_too_far_off_is_refused_in_one_line() {
     hosts.assert_clean(&copies_before, "a refused clock");
 }
 
-/// SIGKILL of the controller while two load hosts send into h2: within 30 s nothing of the
-/// lab is left on any of the three hosts, no deployed copy, and h2's NIC is as found.
+/// SIGKILL of the controller while two load hosts send into h2 (lab udp), load its HTTP server
+/// (lab latency) and hold idle connections to it (lab tcp's scale rows): within 30 s nothing
+/// of the lab is left on any of the three hosts, no deployed copy or served directory, and
+/// h2's NIC is as found.
 #[test]
 fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     let Some((_one, copies_before, hosts)) = fixture_of(3) else { return };
@@ -1108,6 +1110,25 @@ fn a_killed_controller_leaves_nothing_on_any_of_three_hosts() {
     let end = kill_controller(lab);
     hosts.wait_for(end, "30 s after killing lab latency", |left| left.is_empty());
     assert_eq!(hosts.rx_masks(), masks_before, "lab latency changed the rx NIC");
+
+    // lab tcp's scale rows, killed while h1 and h3 hold their idle connections to a server on
+    // h2: the holders, the server, the served files and their keeper all go.
+    let mut args = vec!["lab", "tcp", "--quick", "--configs", "scale", "--vs", "none"];
+    args.extend(["--remote-corelane", real]);
+    args.extend(["--tx-host", &tx1, "--tx-host", &tx2, "--rx-host", &rx, "--rx-addr", DATA_H2]);
+    args.extend(["--ssh-config", &config]);
+    let lab = hosts.start_lab_until(
+        &args,
+        Duration::from_secs(60),
+        "lab tcp's idle connections were never held from h1 and h3",
+        || running(&hosts.names[1], "--hold-idle") && running(&hosts.names[3], "--hold-idle"),
+    );
+    assert!(!served_dirs().is_empty(), "no served directory while the scale row ran");
+    let end = kill_controller(lab);
+    hosts.wait_for(end, "30 s after killing lab tcp's scale rows", |left| {
+        left.is_empty() && served_dirs().is_empty()
+    });
+    assert_eq!(hosts.rx_masks(), masks_before, "lab tcp changed the rx NIC");
 }
 
 /// `lab tcp`, `lab affinity` and `lab latency` from two load hosts into h2 (one fleet for
