@@ -115,14 +115,16 @@ pub fn refuse_if_held(addr: SocketAddr, kind: Type) -> Result<(), BindError> {
 }
 
 /// Whether a socket other than `ours` holds `addr` (a TCP listener, or a bound UDP socket),
-/// from the kernel's socket tables of this network namespace (/proc/net/{tcp,udp}{,6}).
-/// Where the tables cannot be read nothing is known and the probe's answer stands.
+/// from the kernel's socket tables of the calling thread's network namespace
+/// (/proc/thread-self/net/…: /proc/net is the main thread's, which a thread that joined
+/// another namespace does not share). Where the tables cannot be read nothing is known and
+/// the probe's answer stands.
 fn others_hold(addr: SocketAddr, kind: Type, ours: &[Socket]) -> bool {
     let ours: Vec<u64> =
         ours.iter().filter_map(|s| rustix::fs::fstat(s).ok()).map(|st| st.st_ino).collect();
     let (tables, listen) = match kind == Type::STREAM {
-        true => (["/proc/net/tcp", "/proc/net/tcp6"], Some("0A")),
-        false => (["/proc/net/udp", "/proc/net/udp6"], None),
+        true => (["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"], Some("0A")),
+        false => (["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"], None),
     };
     tables.iter().filter_map(|t| std::fs::read_to_string(t).ok()).any(|table| {
         table.lines().skip(1).filter_map(table_entry).any(|(local, state, inode)| {
@@ -222,6 +224,30 @@ mod tests {
             let err = ReuseportGroup::bind(first.addr(), 2, kind, member, address).unwrap_err();
             assert!(matches!(err, BindError::AddrInUse { .. }), "{kind:?}: {err}");
         }
+    }
+
+    /// A thread that joined another network namespace is judged by that namespace's sockets,
+    /// not by the main thread's: a port held out there does not refuse a bind in here.
+    #[test]
+    fn a_thread_in_another_namespace_sees_its_own_socket_tables() {
+        let outside = udp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let port = local_addr(&outside).unwrap().port();
+        let inside = std::thread::spawn(move || {
+            if let Err(e) = rustix::thread::unshare(rustix::thread::UnshareFlags::NEWNET) {
+                return Err(format!("skipped: no network namespace of its own ({e})"));
+            }
+            let addr = SocketAddr::from(([0, 0, 0, 0], port));
+            ReuseportGroup::bind(addr, 2, Type::DGRAM, udp, |s| Ok(local_addr(s).unwrap()))
+                .map(drop)
+                .map_err(|e: BindError| format!("refused in a namespace of its own: {e}"))
+        })
+        .join()
+        .unwrap();
+        match inside {
+            Err(skip) if skip.starts_with("skipped") => eprintln!("{skip}"),
+            other => other.unwrap(),
+        }
+        drop(outside);
     }
 
     /// Two servers started at the same moment can both pass the probe; whichever binds
