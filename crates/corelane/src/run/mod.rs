@@ -3,6 +3,9 @@
 //! library shares with `corelane run`. The program is placed by CPU affinity; the library
 //! (crate `corelane-preload`) carries its network calls to syscall threads.
 
+/// The contract with the preloaded library (one file, compiled by both).
+#[path = "../../../corelane-preload/src/abi.rs"]
+pub mod abi;
 mod environment;
 mod library;
 mod stats;
