@@ -148,7 +148,7 @@ def installed_plan(state_dir, name):
 
 def applied(module, binary, names):
     nic, plan = module.params["nic"], module.params["plan"]
-    planned_nic = plan.get("device", {}).get("nic")
+    planned_nic = plan.get("nic")
     if planned_nic != nic:
         module.fail_json(msg="the plan is for interface %s, not %s: make it with corelane_plan nic=%s" % (planned_nic, nic, nic))
     state_dir = module.params["state_dir"]
