@@ -397,8 +397,7 @@ fn service(hosts: &Hosts, inventory: &Path, before: &[String]) {
         let exec = dropin
             .lines()
             .filter_map(|l| l.strip_prefix("ExecStart="))
-            .filter(|v| !v.is_empty())
-            .last()
+            .rfind(|v| !v.is_empty())
             .unwrap();
         let argv = systemd_words(exec);
         assert!(argv.contains(&"--apply".to_string()), "{exec}");
