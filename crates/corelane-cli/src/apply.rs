@@ -25,6 +25,10 @@ pub struct ApplyArgs {
     /// Read and write sysfs and procfs under this directory instead of /.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
+    /// Print one JSON object instead of text: the interface, every change (setting, current
+    /// value, the plan's), the settings skipped, whether they were applied and the revert file.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -36,6 +40,38 @@ pub struct RevertArgs {
     /// The directory `apply --root` was given (sysfs and procfs under it instead of /).
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
+    /// Only show what would be restored (the file is read and checked; nothing is written).
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON object instead of text: every setting restored (applied value, restored
+    /// value), the settings skipped, and whether anything was written.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `apply --json` prints: the review, and what became of it.
+#[derive(Debug, serde::Serialize)]
+struct ApplyReport<'a> {
+    nic: &'a str,
+    policy: &'a str,
+    changes: &'a [Change],
+    skipped: &'a [Skipped],
+    applied: bool,
+    revert_file: Option<&'a Path>,
+}
+
+/// What `revert --json` prints: each entry as the change it makes (`from` the applied value,
+/// `to` the one restored), last applied first.
+#[derive(Debug, serde::Serialize)]
+struct RevertReport<'a> {
+    changes: &'a [Change],
+    skipped: &'a [Skipped],
+    restored: bool,
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    outln!("{}", serde_json::to_string(value)?);
+    Ok(())
 }
 
 /// A plan is a few kilobytes; this is far more than any.
@@ -81,17 +117,34 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let plan = read_plan(&args.plan)?;
     let review = review(&plan, &args.root)?;
     let list = review.changes;
-    if list.is_empty() {
-        outln!("nothing to change: {} is already set as the plan says", plan.device.nic);
-        show_skipped(&review.skipped);
+    let report = |changes: &[Change], skipped: &[Skipped], revert_file: Option<&Path>| {
+        print_json(&ApplyReport {
+            nic: &plan.device.nic,
+            policy: &plan.policy,
+            changes,
+            skipped,
+            applied: revert_file.is_some(),
+            revert_file,
+        })
+    };
+    if list.is_empty() || !args.yes {
+        if args.json {
+            report(&list, &review.skipped, None)?;
+        } else if list.is_empty() {
+            outln!("nothing to change: {} is already set as the plan says", plan.device.nic);
+            show_skipped(&review.skipped);
+        } else {
+            outln!("{} change(s) for {} ({} policy):", list.len(), plan.device.nic, plan.policy);
+            show(&list);
+            show_skipped(&review.skipped);
+            outln!("dry run: nothing was changed; add --yes to apply");
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("{} change(s) for {} ({} policy):", list.len(), plan.device.nic, plan.policy);
-    show(&list);
-    show_skipped(&review.skipped);
-    if !args.yes {
-        outln!("dry run: nothing was changed; add --yes to apply");
-        return Ok(ExitCode::SUCCESS);
+    if !args.json {
+        outln!("{} change(s) for {} ({} policy):", list.len(), plan.device.nic, plan.policy);
+        show(&list);
+        show_skipped(&review.skipped);
     }
     let revert_file = args.revert.unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
@@ -101,6 +154,13 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     });
     // The undo is saved before anything changes (and removed if the changes fail).
     let skipped = apply_saving_revert(&list, &args.root, &revert_file)?;
+    if args.json {
+        let made: Vec<Change> =
+            list.into_iter().filter(|c| !skipped.iter().any(|s| s.path == c.path)).collect();
+        let all_skipped: Vec<Skipped> = review.skipped.into_iter().chain(skipped).collect();
+        report(&made, &all_skipped, Some(&revert_file))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     show_skipped(&skipped);
     outln!("applied; undo with: corelane revert {}", revert_file.display());
     Ok(ExitCode::SUCCESS)
@@ -108,10 +168,24 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
     let list = read_revert_file(&args.file, &args.root)?;
-    let skipped = revert(&list, &args.root)?;
-    outln!("restored {} setting(s):", list.len() - skipped.len());
-    for c in list.iter().rev().filter(|c| !skipped.iter().any(|s| s.path == c.path)) {
-        outln!("  {}: {}", c.path.display(), c.from);
+    let skipped = if args.dry_run { Vec::new() } else { revert(&list, &args.root)? };
+    let undone: Vec<Change> = list
+        .iter()
+        .rev()
+        .filter(|c| !skipped.iter().any(|s| s.path == c.path))
+        .map(|c| Change { path: c.path.clone(), from: c.to.clone(), to: c.from.clone() })
+        .collect();
+    if args.json {
+        print_json(&RevertReport { changes: &undone, skipped: &skipped, restored: !args.dry_run })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.dry_run {
+        outln!("would restore {} setting(s) (dry run: nothing was changed):", undone.len());
+    } else {
+        outln!("restored {} setting(s):", undone.len());
+    }
+    for c in &undone {
+        outln!("  {}: {}", c.path.display(), c.to);
     }
     show_skipped(&skipped);
     Ok(ExitCode::SUCCESS)

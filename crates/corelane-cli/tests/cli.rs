@@ -575,6 +575,88 @@ fn plan_apply_revert_round_trip_inside_a_namespace() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `apply --json` and `revert --json` (what the Ansible modules read): every change with the
+/// value the machine holds now and the plan's, nothing changed by a dry run, an empty list
+/// once the plan is in force, and the revert's entries as the changes it makes.
+#[test]
+fn apply_and_revert_report_each_setting_old_and_new_as_json() {
+    if !is_root() {
+        eprintln!("skipped: apply/revert inside a network namespace needs root");
+        return;
+    }
+    let ns = Netns(format!("corelane-{}-applyjson", std::process::id()));
+    let ip = |args: &[&str]| {
+        assert!(Command::new("ip").args(args).status().unwrap().success(), "ip {args:?}")
+    };
+    ip(&["netns", "add", &ns.0]);
+    let q = ["numrxqueues", "2", "numtxqueues", "2"];
+    let mut link = vec!["-n", &ns.0, "link", "add", "va"];
+    link.extend(q);
+    link.extend(["type", "veth", "peer", "name", "vb"]);
+    link.extend(q);
+    ip(&link);
+    let dir = shm_dir("applyjson");
+    let (plan, revert) = (dir.join("plan.json"), dir.join("revert.json"));
+    let (plan, revert) = (plan.to_str().unwrap(), revert.to_str().unwrap());
+    let in_ns = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_corelane")])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let value = |path: &str| {
+        let out = Command::new("ip").args(["netns", "exec", &ns.0, "cat", path]).output().unwrap();
+        text(&out.stdout).trim().to_string()
+    };
+    let masks = || {
+        ["rx-0/rps_cpus", "rx-1/rps_cpus", "tx-0/xps_cpus", "tx-1/xps_cpus"]
+            .map(|q| value(&format!("/sys/class/net/va/queues/{q}")))
+    };
+    let before = masks();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_corelane")])
+        .args(["plan", "--nic", "va", "--format", "json", "-o", plan])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dry = in_ns(&["apply", plan, "--json"]);
+    assert_eq!(
+        (&dry["nic"], &dry["applied"], &dry["revert_file"]),
+        (&"va".into(), &false.into(), &serde_json::Value::Null)
+    );
+    let changes = dry["changes"].as_array().unwrap();
+    assert!(!changes.is_empty(), "{dry}");
+    for c in changes {
+        let path = c["path"].as_str().unwrap();
+        assert_eq!(c["from"].as_str().unwrap(), value(path), "{c}");
+        assert_ne!(c["from"], c["to"], "{c}");
+    }
+    assert_eq!(masks(), before, "a dry run changed something");
+    let done = in_ns(&["apply", plan, "--yes", "--json", "--revert", revert]);
+    assert_eq!((&done["applied"], done["revert_file"].as_str()), (&true.into(), Some(revert)));
+    assert_eq!(&done["changes"], &dry["changes"]);
+    for c in changes {
+        assert_eq!(value(c["path"].as_str().unwrap()), c["to"].as_str().unwrap(), "{c}");
+    }
+    let again = in_ns(&["apply", plan, "--json"]);
+    assert_eq!(again["changes"], serde_json::json!([]), "the plan in force still shows changes");
+    let undo = in_ns(&["revert", revert, "--dry-run", "--json"]);
+    assert_eq!(undo["restored"], false);
+    let undo_list = undo["changes"].as_array().unwrap();
+    assert_eq!(undo_list.len(), changes.len());
+    for (u, c) in undo_list.iter().zip(changes.iter().rev()) {
+        assert_eq!((&u["path"], &u["from"], &u["to"]), (&c["path"], &c["to"], &c["from"]));
+    }
+    assert_ne!(masks(), before, "a dry-run revert restored something");
+    let undone = in_ns(&["revert", revert, "--json"]);
+    assert_eq!((&undone["restored"], &undone["changes"]), (&true.into(), &undo["changes"]));
+    assert_eq!(masks(), before, "revert did not restore every mask");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn serve_and_load_round_trip_with_json_and_a_summary_on_ctrl_c() {
     let mut server = start(
