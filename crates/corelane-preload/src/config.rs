@@ -6,7 +6,7 @@ use core::sync::atomic::Ordering::SeqCst;
 
 use crate::abi::{self, MAX_THREADS};
 use crate::environ;
-use crate::lane::{self, CPUS, OWNER_PID, THREADS};
+use crate::lane::{self, CPUS, THREADS};
 use crate::state;
 use crate::stats;
 use crate::sys::*;
@@ -70,7 +70,6 @@ extern "C" fn init() {
         stats::map(fd, dev, ino);
     }
     lane::init_key();
-    OWNER_PID.store(std::process::id(), SeqCst);
     at_fork_in_child(lane::after_fork_in_child);
     state::configure();
 }

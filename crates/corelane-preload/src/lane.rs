@@ -52,7 +52,6 @@ struct Worker {
     thread: AtomicUsize,
 }
 
-pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 pub static CPUS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static CALLER_SPINS: AtomicBool = AtomicBool::new(true);
@@ -130,7 +129,6 @@ pub extern "C" fn after_fork_in_child() {
             word.store(0, Relaxed);
         }
     }
-    OWNER_PID.store(std::process::id(), SeqCst);
     BUSY.with(|b| b.set(false));
     uring::forget_after_fork();
     URING_RUNNING.store(false, SeqCst);
@@ -180,7 +178,7 @@ pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
     }
     // A vfork child shares our memory but not our file table: it must never hand its fds to
     // the parent's syscall threads.
-    if std::process::id() != OWNER_PID.load(Acquire) || !ensure_started() || !same_table() {
+    if !state::in_owner() || !ensure_started() || !same_table() {
         return None;
     }
     let index = my_slot()?;

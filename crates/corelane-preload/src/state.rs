@@ -18,9 +18,19 @@ pub const LANE_RUNNING: u32 = 3;
 pub static LANE: AtomicU32 = AtomicU32::new(LANE_OFF);
 /// `corelane run` asked for a lane (set once by the constructor): what a forked child returns to.
 static CONFIGURED: AtomicBool = AtomicBool::new(false);
+/// The process this state is of. A vfork child shares the memory but not the descriptor
+/// table or the threads; a raw clone's child copies the memory but skipped the atfork
+/// handler: neither may use, change or give back what the lane holds.
+static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Whether the calling process is the one this state belongs to.
+pub fn in_owner() -> bool {
+    std::process::id() == OWNER_PID.load(SeqCst)
+}
 
 /// Called by the constructor once the lane's settings are read.
 pub fn configure() {
+    OWNER_PID.store(std::process::id(), SeqCst);
     CONFIGURED.store(true, SeqCst);
     LANE.store(LANE_IDLE, SeqCst);
 }
@@ -39,6 +49,7 @@ pub fn stop(reason: u64) {
 
 /// In a forked child: configured again, not started (its first call starts its own lane).
 pub fn after_fork_in_child() {
+    OWNER_PID.store(std::process::id(), SeqCst);
     if CONFIGURED.load(SeqCst) {
         LANE.store(LANE_IDLE, SeqCst);
     }
@@ -46,5 +57,5 @@ pub fn after_fork_in_child() {
 
 /// `corelane run` asked for a lane in this process.
 pub fn configured() -> bool {
-    CONFIGURED.load(SeqCst)
+    CONFIGURED.load(SeqCst) && in_owner()
 }

@@ -341,7 +341,7 @@ pub fn retire(close_fd: bool) -> bool {
 /// as it would have.
 pub fn before_fds_replaced(first: c_int, last: c_int) {
     let fd = HELD.fd.load(SeqCst);
-    if fd < 0 || fd < first || fd > last || RING.load(SeqCst).is_null() {
+    if fd < 0 || fd < first || fd > last || RING.load(SeqCst).is_null() || !state::in_owner() {
         return;
     }
     let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
