@@ -213,7 +213,8 @@ fn through_uring(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
         return None;
     };
     let would_block = outcome.ret < 0 && outcome.err == EAGAIN;
-    let short_send = matches!(op, SEND | WRITE) && outcome.ret >= 0 && (outcome.ret as u64) < args[2];
+    let short_send =
+        matches!(op, SEND | WRITE) && outcome.ret >= 0 && (outcome.ret as u64) < args[2];
     if would_block || short_send {
         // SAFETY: F_GETFL takes no pointer argument.
         let flags = unsafe { fcntl(args[0] as c_int, F_GETFL) };

@@ -133,7 +133,13 @@ pub extern "C" fn setfsgid(id: c_uint) -> c_int {
 /// four, which on x86_64 SysV and aarch64 Linux arrive where a variadic caller put them (the
 /// registers of a 5-argument call), and forwarded whole.
 #[no_mangle]
-pub extern "C" fn prctl(option: c_int, a2: c_ulong, a3: c_ulong, a4: c_ulong, a5: c_ulong) -> c_int {
+pub extern "C" fn prctl(
+    option: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
     // SAFETY: glibc's prctl reads its four further arguments as unsigned longs from the same
     // registers this signature passes them in; pointers among them go to it untouched.
     let rc = unsafe {

@@ -8,12 +8,12 @@
 //! and it is large enough, and touches it with nothing but fstat and mmap (no seek, no flag).
 
 use core::sync::atomic::AtomicUsize;
-use std::sync::OnceLock;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::OnceLock;
 
 use crate::abi::stats as layout;
 use crate::abi::{self, MAX_THREADS};
-use crate::sys::{self, Area, c_int};
+use crate::sys::{self, c_int, Area};
 
 /// The counters' mapping, once made (it lives as long as the process).
 static AREA: OnceLock<Area> = OnceLock::new();

@@ -213,7 +213,6 @@ macro_rules! real {
     }};
 }
 
-
 pub fn errno() -> c_int {
     // SAFETY: __errno_location returns the calling thread's errno, valid for its lifetime.
     unsafe { *__errno_location() }
@@ -223,7 +222,6 @@ pub fn set_errno(value: c_int) {
     // SAFETY: as in `errno`.
     unsafe { *__errno_location() = value }
 }
-
 
 // ---- System calls made straight to the kernel ------------------------------------------
 // One instruction each, never through libc's `syscall` (the program's calls to that symbol
@@ -365,9 +363,7 @@ pub unsafe fn sys_io_uring_enter(fd: c_int, a: [usize; 4], arg: usize, size: usi
 /// `arg` must be NULL or point to `count` entries of what `opcode` reads.
 pub unsafe fn sys_io_uring_register(fd: c_int, opcode: u32, arg: usize, count: u32) -> c_long {
     // SAFETY: the caller's promise.
-    unsafe {
-        raw(nr::IO_URING_REGISTER, [fd as usize, opcode as usize, arg, count as usize, 0, 0])
-    }
+    unsafe { raw(nr::IO_URING_REGISTER, [fd as usize, opcode as usize, arg, count as usize, 0, 0]) }
 }
 
 /// exit_group(2): the end of the process.
@@ -388,9 +384,7 @@ pub fn clock_ns(clock: c_int) -> Option<u64> {
     let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid out pointer.
     let ok = unsafe { clock_gettime(clock, &mut ts) } == 0;
-    ok.then(|| {
-        (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
-    })
+    ok.then(|| (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64))
 }
 
 // ---- environ ------------------------------------------------------------------------------
@@ -479,9 +473,7 @@ impl Area {
         // SAFETY: a fresh shared mapping of `len` bytes of a file at least that long (the
         // creator sealed it against shrinking, so no access faults); nothing else is mapped
         // over.
-        let base = unsafe {
-            mmap(core::ptr::null_mut(), len, PROT_READ_WRITE, MAP_SHARED, fd, 0)
-        };
+        let base = unsafe { mmap(core::ptr::null_mut(), len, PROT_READ_WRITE, MAP_SHARED, fd, 0) };
         (base != MAP_FAILED).then_some(Area { base: base as usize, len })
     }
 
