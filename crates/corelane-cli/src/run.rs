@@ -339,12 +339,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             bail!("the library path {} cannot go into LD_PRELOAD", lib.path().display());
         }
     }
+    let stats_identity = stats
+        .as_ref()
+        .map(SharedStats::identity)
+        .transpose()
+        .context("cannot read the counters' identity")?;
     let lane = match (&library, &syscall) {
         (Some(lib), Some(cpus)) => Some(LaneSetting {
             library: lib.path(),
             syscall_cpus: cpus,
             lane: args.syscall_lane.name(),
-            stats_fd: stats.as_ref().map(SharedStats::raw_fd),
+            stats: stats_identity,
             follow_exec: !args.no_follow_exec,
         }),
         _ => None,

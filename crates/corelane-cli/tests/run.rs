@@ -615,3 +615,63 @@ fn a_signal_after_the_program_exits_still_reaches_its_group() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `bash`, or why a test needing it skips.
+fn bash() -> Option<&'static str> {
+    let found = Command::new("bash").args(["-c", "true"]).status().is_ok_and(|s| s.success());
+    if !found {
+        eprintln!("skipped: no bash");
+    }
+    found.then_some("bash")
+}
+
+#[test]
+fn a_program_closing_fds_it_did_not_open_never_hangs_the_uring_lane() {
+    let prog = match compile("ring_closed") {
+        Ok(prog) => prog,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let mut args = placement_args();
+    args.extend(["--syscall-lane".to_string(), "uring".to_string()]);
+    // close() and syscall(SYS_close) are seen; the bare instruction is not (the lane notices
+    // within a second that its ring is gone, or finds the ring still running).
+    for how in ["libc", "syscall", "asm"] {
+        let native = Command::new(&prog).arg(how).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&native.stdout), "send 3\nrecv 3\nsend 3\nrecv 3\n");
+        let start = Instant::now();
+        let (out, summary) = run_with(&args, &[prog.to_str().unwrap(), how], &[]);
+        assert!(start.elapsed() < Duration::from_secs(5), "{how}: {:?}", start.elapsed());
+        assert_eq!(out.status.code(), Some(0), "{how}: {summary}");
+        assert_eq!(out.stdout, native.stdout, "{how}: {summary}");
+    }
+}
+
+#[test]
+fn a_program_that_put_its_own_file_at_the_counters_number_keeps_it_untouched() {
+    let Some(bash) = bash() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lines");
+    std::fs::write(&file, "first\nsecond\n").unwrap();
+    // Each program bash executes loads the library, which finds fd 100 is not the counters
+    // any more: it must neither seek nor change it.
+    let script = format!(
+        "exec 100<'{}'; read -u 100 a; /bin/true; read -u 100 b; echo \"$a $b\"",
+        file.display()
+    );
+    let (out, summary) = run_with(&placement_args(), &[bash, "-c", &script], &[]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "first second\n", "{summary}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn no_follow_exec_holds_under_bash_which_has_its_own_environment_functions() {
+    let Some(bash) = bash() else { return };
+    let script = "grep -c libcorelane_preload /proc/self/maps; env | grep -c '^CORELANE_'";
+    let mut args = placement_args();
+    args.push("--no-follow-exec".into());
+    let (out, _) = run_with(&args, &[bash, "-c", script], &[]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n0\n", "nothing reaches bash's children");
+    let (out, _) = run_with(&placement_args(), &[bash, "-c", script], &[]);
+    let counts = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!counts.starts_with("0\n"), "followed into exec: {counts}");
+}

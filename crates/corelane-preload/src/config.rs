@@ -1,13 +1,15 @@
-//! The library's constructor: reads what `corelane run` put in the environment
-//! (CORELANE_SYSCALL_CPUS, CORELANE_SYSCALL_LANE, CORELANE_STATS_FD, CORELANE_NO_FOLLOW_EXEC)
-//! and turns the lane on; without them the library stays a pass-through.
+//! The library's constructor: reads what `corelane run` put in the environment (abi's
+//! CORELANE_* names) by walking `environ`, edits `environ` for `--no-follow-exec`, and turns
+//! the lane on; without that environment the library stays a pass-through.
 
-use core::ffi::CStr;
 use core::sync::atomic::Ordering::SeqCst;
 
-use crate::ffi::*;
-use crate::lane::{self, CPUS, LANE, LANE_IDLE, MAX_THREADS, OWNER_PID, THREADS};
+use crate::abi::{self, MAX_THREADS};
+use crate::environ;
+use crate::lane::{self, CPUS, THREADS};
+use crate::state;
 use crate::stats;
+use crate::sys::*;
 
 #[used]
 #[link_section = ".init_array"]
@@ -15,15 +17,7 @@ static INIT: extern "C" fn() = init;
 
 #[used]
 #[link_section = ".fini_array"]
-static FINI: extern "C" fn() = stats::record_at_exit;
-
-fn env(name: &CStr) -> Option<&'static [u8]> {
-    // SAFETY: getenv returns NULL or a NUL-terminated string that lives as long as the
-    // environment entry; we read it during the constructor only, before any thread exists.
-    let value = unsafe { getenv(name.as_ptr()) };
-    // SAFETY: non-null, NUL-terminated (checked above).
-    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_bytes())
-}
+static FINI: extern "C" fn() = crate::exit::record_at_exit;
 
 /// "1,3-4" into the CPUs it names (at most MAX_THREADS; below 1024).
 fn parse_cpus(text: &[u8], out: &mut [u32; MAX_THREADS]) -> Option<usize> {
@@ -48,66 +42,36 @@ fn parse_cpus(text: &[u8], out: &mut [u32; MAX_THREADS]) -> Option<usize> {
     (count > 0).then_some(count)
 }
 
-/// Removes our entry from LD_PRELOAD so programs this one executes run without us.
-fn drop_from_ld_preload() {
-    let Some(list) = env(c"LD_PRELOAD") else { return };
-    let kept: Vec<&[u8]> = list
-        .split(|&b| b == b':' || b == b' ')
-        .filter(|e| !e.is_empty() && !e.ends_with(b"libcorelane_preload.so"))
-        .collect();
-    let mut joined = kept.join(&b':');
-    if joined.is_empty() {
-        // SAFETY: a NUL-terminated literal; no other thread exists yet.
-        unsafe { unsetenv(c"LD_PRELOAD".as_ptr()) };
-        return;
-    }
-    joined.push(0);
-    // SAFETY: both strings are NUL-terminated; no other thread exists yet.
-    unsafe { setenv(c"LD_PRELOAD".as_ptr(), joined.as_ptr().cast(), 1) };
-}
-
 extern "C" fn init() {
-    let follow_exec = env(c"CORELANE_NO_FOLLOW_EXEC") != Some(b"1");
-    if !follow_exec {
-        drop_from_ld_preload();
+    // Before main: the process has one thread, and `environ` is the one it started with.
+    let entries = environ_entries();
+    let value = |name| environ::value(&entries, name);
+    if value(abi::ENV_NO_FOLLOW_EXEC) == Some(b"1") {
+        environ_apply(&environ::without_library(&entries));
     }
-    match env(c"CORELANE_SYSCALL_LANE") {
+    match value(abi::ENV_LANE) {
         Some(b"threads") => {}
         Some(b"uring") => lane::WANT_URING.store(true, SeqCst),
         _ => return,
     }
     let mut cpus = [0u32; MAX_THREADS];
-    let Some(count) = env(c"CORELANE_SYSCALL_CPUS").and_then(|t| parse_cpus(t, &mut cpus)) else {
+    let Some(count) = value(abi::ENV_CPUS).and_then(|t| parse_cpus(t, &mut cpus)) else {
         return;
     };
     for (slot, cpu) in CPUS.iter().zip(cpus) {
         slot.store(cpu, SeqCst);
     }
     THREADS.store(count, SeqCst);
-    let mut mine = Bits1024([0; 16]);
-    // SAFETY: `mine` is a valid out mask of the size given.
-    if unsafe { sched_getaffinity(0, core::mem::size_of::<Bits1024>(), &mut mine) } == 0 {
+    if let Some(mine) = sched_affinity() {
         let shared = cpus[..count].iter().any(|&c| mine.0[c as usize / 64] & 1 << (c % 64) != 0);
         lane::CALLER_SPINS.store(!shared, SeqCst);
     }
-    if let Some(fd) = env(c"CORELANE_STATS_FD")
-        .and_then(|t| core::str::from_utf8(t).ok())
-        .and_then(|t| t.parse::<c_int>().ok())
-    {
-        stats::map(fd);
-        if !follow_exec {
-            // Programs started without the library need not hold the counters open.
-            // SAFETY: F_SETFD takes an integer argument.
-            unsafe { fcntl(fd, F_SETFD, FD_CLOEXEC) };
-        }
+    if let Some((fd, dev, ino)) = value(abi::ENV_STATS).and_then(stats::parse_identity) {
+        stats::map(fd, dev, ino);
     }
     lane::init_key();
-    // SAFETY: getpid has no preconditions; the handler is a plain extern "C" fn.
-    unsafe {
-        OWNER_PID.store(getpid() as u32, SeqCst);
-        pthread_atfork(None, None, Some(lane::after_fork_in_child));
-    }
-    LANE.store(LANE_IDLE, SeqCst);
+    at_fork_in_child(lane::after_fork_in_child);
+    state::configure();
 }
 
 #[cfg(test)]

@@ -6,26 +6,19 @@
 //! with a linger time closes in its own thread. The caller finishes what would block itself,
 //! so the kernel keeps every blocking, signal and timeout rule of its own.
 
-use crate::ffi::*;
-use crate::lane::Outcome;
+use crate::abi::op::*;
+use crate::sys::*;
 
-pub const SEND: u32 = 1;
-pub const RECV: u32 = 2;
-pub const SENDMSG: u32 = 3;
-pub const RECVMSG: u32 = 4;
-pub const SENDMMSG: u32 = 5;
-pub const RECVMMSG: u32 = 6;
-pub const SENDFILE: u32 = 7;
-pub const ACCEPT: u32 = 8;
-pub const CONNECT: u32 = 9;
-pub const POLL: u32 = 10;
-pub const EPOLL: u32 = 11;
-pub const CLOSE: u32 = 12;
-/// Reads and writes on sockets run as RECV/SEND/RECVMSG/SENDMSG but are counted as such.
-pub const READ: u32 = 13;
-pub const WRITE: u32 = 14;
-pub const READV: u32 = 15;
-pub const WRITEV: u32 = 16;
+/// What a lane hands back for one call.
+#[derive(Clone, Copy)]
+pub struct Outcome {
+    pub ret: i64,
+    pub err: c_int,
+    /// The fd is in blocking mode (only looked up when the call would have blocked).
+    pub blocking: bool,
+    /// The lane declined (the call could block a syscall thread): the caller makes it itself.
+    pub direct: bool,
+}
 
 fn fd_blocking(fd: c_int) -> bool {
     // SAFETY: F_GETFL takes no pointer argument.

@@ -3,14 +3,12 @@
 //! to the lane and finishes what the non-blocking attempt could not (see `exec.rs`).
 //! errno: unchanged on success, the call's own on failure.
 
-use crate::exec::*;
-use crate::ffi::*;
-use crate::lane::{self, LANE, LANE_OFF};
+use crate::abi::op::*;
+use crate::lane;
 use crate::sockets;
-
-fn active() -> bool {
-    LANE.load(core::sync::atomic::Ordering::Relaxed) != LANE_OFF
-}
+use crate::state::active;
+use crate::sys::*;
+use crate::uring;
 
 /// Delegates one socket call (or makes it directly while the lane is off). `direct(done)` makes
 /// the call itself, skipping the first `done` bytes (only a short send on a blocking stream
@@ -369,6 +367,7 @@ pub extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn close(fd: c_int) -> c_int {
+    uring::before_fds_replaced(fd, fd);
     let direct = |_| {
         // SAFETY: the caller's own argument.
         unsafe { real!(close(c_int) -> c_int).map_or(-1, |f| f(fd)) as isize }
@@ -383,6 +382,9 @@ pub extern "C" fn close(fd: c_int) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old != new {
+        uring::before_fds_replaced(new, new);
+    }
     sockets::forget(new);
     // SAFETY: the caller's own arguments.
     unsafe { real!(dup2(c_int, c_int) -> c_int).map_or(-1, |f| f(old, new)) }
@@ -390,9 +392,43 @@ pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if old != new {
+        uring::before_fds_replaced(new, new);
+    }
     sockets::forget(new);
     // SAFETY: the caller's own arguments.
     unsafe { real!(dup3(c_int, c_int, c_int) -> c_int).map_or(-1, |f| f(old, new, flags)) }
+}
+
+const CLOSE_RANGE_UNSHARE: c_uint = 2;
+const CLOSE_RANGE_CLOEXEC: c_uint = 4;
+
+#[no_mangle]
+pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_uint) -> c_int {
+    if flags & CLOSE_RANGE_CLOEXEC == 0 {
+        let fd = |n: c_uint| c_int::try_from(n).unwrap_or(c_int::MAX);
+        uring::before_fds_replaced(fd(first), fd(last));
+    }
+    // SAFETY: the real function under its C signature, integer arguments.
+    let rc = unsafe {
+        real!(close_range(c_uint, c_uint, c_uint) -> c_int).map_or(-1, |f| f(first, last, flags))
+    };
+    if rc == 0 && flags & CLOSE_RANGE_UNSHARE != 0 {
+        // The thread has a descriptor table of its own now.
+        crate::rights::changed(crate::abi::rights_change::UNSHARE, false);
+    }
+    rc
+}
+
+#[no_mangle]
+pub extern "C" fn closefrom(first: c_int) {
+    uring::before_fds_replaced(first.max(0), c_int::MAX);
+    // SAFETY: the real function under its C signature, an integer argument.
+    unsafe {
+        if let Some(f) = real!(closefrom(c_int) -> ()) {
+            f(first);
+        }
+    }
 }
 
 #[no_mangle]

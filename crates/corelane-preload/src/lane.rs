@@ -14,11 +14,16 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
 use std::cell::Cell;
 
-use crate::ffi::*;
+use crate::abi::off_reason::CARRIER_STALLED;
+use crate::abi::op::{SEND, WRITE};
+use crate::abi::{lane_mode, MAX_THREADS};
+use crate::exec::Outcome;
+use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
+use crate::sys::*;
+use crate::uring;
 
 pub const MAX_SLOTS: usize = 1024;
-pub const MAX_THREADS: usize = 16;
 const WORDS: usize = MAX_SLOTS / 64;
 const CALLER_SPIN: u32 = 4000;
 const THREAD_SPIN: u32 = 20000;
@@ -28,17 +33,6 @@ const POSTED: u32 = 1;
 const RUNNING: u32 = 2;
 const DONE: u32 = 3;
 const CANCELLED: u32 = 4;
-
-/// What a syscall thread hands back.
-#[derive(Clone, Copy)]
-pub struct Outcome {
-    pub ret: i64,
-    pub err: c_int,
-    /// The fd is in blocking mode (only looked up when the call would have blocked).
-    pub blocking: bool,
-    /// The thread declined (the call could block it): the caller makes it itself.
-    pub direct: bool,
-}
 
 #[repr(C, align(64))]
 struct Slot {
@@ -58,19 +52,19 @@ struct Worker {
     thread: AtomicUsize,
 }
 
-pub const LANE_OFF: u32 = 0;
-pub const LANE_IDLE: u32 = 1;
-const LANE_STARTING: u32 = 2;
-const LANE_RUNNING: u32 = 3;
-
-pub static LANE: AtomicU32 = AtomicU32::new(LANE_OFF);
-pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 pub static CPUS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static CALLER_SPINS: AtomicBool = AtomicBool::new(true);
 /// The lane asked for: the library's syscall threads, or io_uring (falls back to threads).
 pub static WANT_URING: AtomicBool = AtomicBool::new(false);
 static URING_RUNNING: AtomicBool = AtomicBool::new(false);
+/// The library's syscall threads serve this process (the threads lane, or uring's fallback).
+static THREADS_RUNNING: AtomicBool = AtomicBool::new(false);
+/// Each syscall thread's id, written by the thread as it starts.
+static THREAD_TIDS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
+/// Counts the lane's starts: a thread compares its descriptor table with the carriers' once
+/// per start.
+static EPOCH: AtomicU32 = AtomicU32::new(1);
 static GENERATION: AtomicU32 = AtomicU32::new(1);
 static USED: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
@@ -99,20 +93,12 @@ thread_local! {
     static MY_SLOT: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
     /// A delegated call of this thread is under way (a signal handler's call goes direct).
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// The lane start (EPOCH) this thread last compared its descriptor table in, and whether
+    /// it was the carriers'.
+    static SAME_TABLE: Cell<(u32, bool)> = const { Cell::new((0, false)) };
 }
 
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<&Timespec>) {
-    let ts = timeout.map_or(core::ptr::null(), |t| t as *const Timespec);
-    // SAFETY: the futex word is a live static; the timeout, when given, outlives the call.
-    unsafe { syscall(SYS_FUTEX, word.as_ptr(), FUTEX_WAIT_PRIVATE, expected, ts, 0usize, 0u32) };
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: the futex word is a live static.
-    unsafe {
-        syscall(SYS_FUTEX, word.as_ptr(), FUTEX_WAKE_PRIVATE, i32::MAX, 0usize, 0usize, 0u32)
-    };
-}
+use crate::sys::{sys_futex_wait as futex_wait, sys_futex_wake as futex_wake};
 
 /// Called once from the library's constructor: the key whose destructor frees a thread's slot.
 pub fn init_key() {
@@ -143,15 +129,16 @@ pub extern "C" fn after_fork_in_child() {
             word.store(0, Relaxed);
         }
     }
-    // SAFETY: getpid has no preconditions.
-    OWNER_PID.store(unsafe { getpid() } as u32, SeqCst);
     BUSY.with(|b| b.set(false));
-    crate::uring::forget_after_fork();
+    uring::forget_after_fork();
     URING_RUNNING.store(false, SeqCst);
-    if LANE.load(SeqCst) != LANE_OFF {
-        LANE.store(LANE_IDLE, SeqCst);
+    THREADS_RUNNING.store(false, SeqCst);
+    for tid in &THREAD_TIDS {
+        tid.store(0, SeqCst);
     }
+    EPOCH.fetch_add(1, SeqCst);
     stats::claim_record();
+    state::after_fork_in_child();
 }
 
 fn my_slot() -> Option<usize> {
@@ -186,20 +173,22 @@ fn my_slot() -> Option<usize> {
 /// (this thread is inside a delegated call already, a vfork child, no free slot), and the
 /// caller makes the call itself.
 pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
-    if LANE.load(Acquire) == LANE_OFF || BUSY.with(Cell::get) {
+    if !state::active() || BUSY.with(Cell::get) {
         return None;
     }
-    // SAFETY: getpid has no preconditions. A vfork child shares our memory but not our
-    // file table: it must never hand its fds to the parent's syscall threads.
-    if unsafe { getpid() } as u32 != OWNER_PID.load(Acquire) || !ensure_started() {
+    // A vfork child shares our memory but not our file table: it must never hand its fds to
+    // the parent's syscall threads.
+    if !state::in_owner() || !ensure_started() || !same_table() {
         return None;
     }
     let index = my_slot()?;
     BUSY.with(|b| b.set(true));
     let outcome = if URING_RUNNING.load(Acquire) {
         through_uring(index, op, args)
-    } else {
+    } else if THREADS_RUNNING.load(Acquire) {
         post_and_wait(index, op, args)
+    } else {
+        None
     };
     BUSY.with(|b| b.set(false));
     outcome
@@ -224,16 +213,37 @@ fn through_uring(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
         return None;
     };
     let would_block = outcome.ret < 0 && outcome.err == EAGAIN;
-    let short_send = matches!(op, crate::exec::SEND | crate::exec::WRITE)
-        && outcome.ret >= 0
-        && (outcome.ret as u64) < args[2];
+    let short_send =
+        matches!(op, SEND | WRITE) && outcome.ret >= 0 && (outcome.ret as u64) < args[2];
     if would_block || short_send {
         // SAFETY: F_GETFL takes no pointer argument.
         let flags = unsafe { fcntl(args[0] as c_int, F_GETFL) };
         outcome.blocking = flags >= 0 && flags & O_NONBLOCK == 0;
     }
-    stats::count(op, &outcome);
+    if !outcome.direct {
+        stats::count(op);
+    }
     Some(outcome)
+}
+
+/// Whether this thread's descriptor table is the carriers' (kcmp, once per lane start): a
+/// thread with another table (a raw clone without CLONE_FILES) makes every call itself, so
+/// its fd numbers never name another table's files. A table the kernel cannot compare counts
+/// as another.
+fn same_table() -> bool {
+    let epoch = EPOCH.load(Acquire);
+    let (seen, same) = SAME_TABLE.with(Cell::get);
+    if seen == epoch {
+        return same;
+    }
+    let carrier = if URING_RUNNING.load(Acquire) {
+        uring::carrier_tid()
+    } else {
+        THREAD_TIDS[0].load(Acquire)
+    };
+    let same = carrier != 0 && sys_same_fd_table(sys_gettid(), carrier) == Some(true);
+    SAME_TABLE.with(|s| s.set((epoch, same)));
+    same
 }
 
 fn post_and_wait(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
@@ -271,20 +281,13 @@ fn post_and_wait(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
                 if monotonic_ns() >= deadline
                     && slot.state.compare_exchange(POSTED, CANCELLED, SeqCst, SeqCst).is_ok()
                 {
-                    LANE.store(LANE_OFF, SeqCst);
+                    state::stop(CARRIER_STALLED);
                     return None;
                 }
             }
             state => futex_wait(&slot.state, state, None),
         }
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid out pointer.
-    unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 fn take(slot: &Slot) -> Outcome {
@@ -307,18 +310,37 @@ fn ensure_started() -> bool {
         Ok(_) => {}
         Err(state) => return state == LANE_RUNNING,
     }
-    if WANT_URING.load(Relaxed) {
-        let mode = crate::uring::start(CPUS[0].load(Relaxed));
-        stats::set_lane(mode);
-        if mode != crate::uring::MODE_UNAVAILABLE {
-            stats::set_threads(usize::from(mode == crate::uring::MODE_SQPOLL));
-            URING_RUNNING.store(true, SeqCst);
-            LANE.store(LANE_RUNNING, SeqCst);
-            return true;
-        }
+    let running = if WANT_URING.load(Relaxed) {
+        start_uring() || start_threads()
     } else {
-        stats::set_lane(1);
+        stats::set_lane(lane_mode::THREADS);
+        start_threads()
+    };
+    EPOCH.fetch_add(1, SeqCst);
+    if running {
+        // Unless a change of rights stopped the lane meanwhile.
+        let _ = LANE.compare_exchange(LANE_STARTING, LANE_RUNNING, SeqCst, SeqCst);
+    } else {
+        state::stop(crate::abi::off_reason::START_FAILED);
     }
+    LANE.load(SeqCst) == LANE_RUNNING
+}
+
+/// The uring lane's ring, made by (and with the context of) the calling thread.
+fn start_uring() -> bool {
+    let mode = uring::start(CPUS[0].load(Relaxed));
+    stats::set_lane(mode);
+    if mode == uring::MODE_UNAVAILABLE {
+        return false;
+    }
+    stats::set_threads(usize::from(mode == uring::MODE_SQPOLL));
+    URING_RUNNING.store(true, SeqCst);
+    true
+}
+
+/// The syscall threads, made by (and sharing the context of) the calling thread; waits (at
+/// most a second) for the first to say its thread id, the carriers' for `same_table`.
+fn start_threads() -> bool {
     let count = THREADS.load(Relaxed);
     let all = Bits1024([u64::MAX; 16]);
     let mut old = Bits1024([0; 16]);
@@ -344,10 +366,43 @@ fn ensure_started() -> bool {
         // Slots are spread over `count` workers; with fewer, some would never be served.
         THREADS.store(started, SeqCst);
     }
-    let state = if started == 0 { LANE_OFF } else { LANE_RUNNING };
     stats::set_threads(started);
-    LANE.store(state, SeqCst);
-    state == LANE_RUNNING
+    let deadline = monotonic_ns().saturating_add(1_000_000_000);
+    while started > 0 && THREAD_TIDS[0].load(Acquire) == 0 && monotonic_ns() < deadline {
+        std::thread::yield_now();
+    }
+    THREADS_RUNNING.store(started > 0, SeqCst);
+    started > 0
+}
+
+/// After a change of credentials every thread followed (glibc's set*id): the syscall threads
+/// followed it too, but an SQPOLL thread did not. Its ring is retired and the lane made idle,
+/// so the next call builds a new ring from its caller's (new) context. Returns whether a ring
+/// was retired.
+pub fn rebuild_after_setid() -> bool {
+    if !URING_RUNNING.load(SeqCst)
+        || LANE.compare_exchange(LANE_RUNNING, LANE_STARTING, SeqCst, SeqCst).is_err()
+    {
+        return false;
+    }
+    URING_RUNNING.store(false, SeqCst);
+    uring::retire(true);
+    stats::add_rebuilt();
+    let _ = LANE.compare_exchange(LANE_STARTING, LANE_IDLE, SeqCst, SeqCst);
+    true
+}
+
+/// Stops the lane for good in this process (`reason` an `abi::off_reason`), retiring its ring.
+pub fn stop(reason: u64) {
+    state::stop(reason);
+    if URING_RUNNING.swap(false, SeqCst) {
+        uring::retire(true);
+    }
+}
+
+/// Whether the syscall threads carry this process's calls (they follow glibc's set*id).
+pub fn threads_running() -> bool {
+    THREADS_RUNNING.load(SeqCst)
 }
 
 extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
@@ -361,6 +416,9 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
         sched_setaffinity(0, core::mem::size_of::<Bits1024>(), &mask);
         prctl(PR_SET_NAME, name.as_ptr());
     }
+    let tid = sys_gettid();
+    stats::set_thread_tid(n, tid);
+    THREAD_TIDS[n].store(tid, Release);
     let worker = &WORKERS[n];
     let generation = GENERATION.load(SeqCst);
     let mut idle = 0u32;
@@ -410,7 +468,9 @@ fn run_slot(slot: &Slot) {
     let op = slot.op.load(Relaxed);
     let args: [u64; 6] = core::array::from_fn(|i| slot.args[i].load(Relaxed));
     let outcome = crate::exec::execute(op, args);
-    stats::count(op, &outcome);
+    if !outcome.direct {
+        stats::count(op);
+    }
     slot.ret.store(outcome.ret, Relaxed);
     slot.err.store(outcome.err as u32, Relaxed);
     slot.flags.store(u32::from(outcome.blocking) | u32::from(outcome.direct) << 1, Relaxed);
@@ -422,7 +482,21 @@ fn run_slot(slot: &Slot) {
 
 /// The pthread ids of the running syscall threads (for the CPU time recorded at exit).
 pub fn thread_ids() -> impl Iterator<Item = (usize, PthreadT)> {
-    let running = LANE.load(Acquire) == LANE_RUNNING;
+    let running = THREADS_RUNNING.load(Acquire);
     (0..if running { THREADS.load(Relaxed) } else { 0 })
         .map(|n| (n, WORKERS[n].thread.load(Acquire)))
+}
+
+/// Each running syscall thread's CPU time, exact to this moment (at the process's end).
+pub fn record_threads_cpu() {
+    for (n, thread) in thread_ids() {
+        let mut clock: c_int = 0;
+        // SAFETY: `thread` is a live syscall thread (they never exit while the lane runs);
+        // `clock` is a valid out pointer.
+        if unsafe { pthread_getcpuclockid(thread, &mut clock) } == 0 {
+            if let Some(ns) = clock_ns(clock) {
+                stats::set_cpu(n, ns);
+            }
+        }
+    }
 }

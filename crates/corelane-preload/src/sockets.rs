@@ -7,7 +7,7 @@
 use core::sync::atomic::AtomicU8;
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::ffi::*;
+use crate::sys::*;
 
 const CACHED: usize = 65536;
 const UNKNOWN: u8 = 0;

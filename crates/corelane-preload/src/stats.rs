@@ -1,160 +1,155 @@
-//! The counters `corelane run` reads: a sealed memfd it creates and names by fd number in
-//! CORELANE_STATS_FD. Each process that loads the library claims one fixed record (pid, calls
-//! per kind, its syscall threads' CPU time). The layout is `corelane::run::stats`'s; its
-//! reader bounds everything, since the program can write here too.
+//! The counters `corelane run` reads: a sealed memfd it creates and names in CORELANE_STATS
+//! (`FD:DEV:INO`). Each process that loads the library claims one fixed record; the layout is
+//! `abi::stats`'s, written at exactly its offsets. Its reader bounds everything, since the
+//! program can write here too.
+//!
+//! The fd number is only a hint: a program may have put anything there (`exec 100<file` in a
+//! shell). The library maps it only if fstat names the device and inode `corelane run` gave
+//! and it is large enough, and touches it with nothing but fstat and mmap (no seek, no flag).
 
+use core::sync::atomic::AtomicUsize;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::OnceLock;
 
-use crate::exec::*;
-use crate::ffi::*;
-use crate::lane::{self, Outcome, MAX_THREADS};
+use crate::abi::stats as layout;
+use crate::abi::{self, MAX_THREADS};
+use crate::sys::{self, c_int, Area};
 
-const MAGIC: u64 = u64::from_le_bytes(*b"clstats1");
-const HEADER: usize = 64;
-const RECORD: usize = 256;
-const MAX_RECORDS: usize = 256;
-const SIZE: usize = HEADER + RECORD * MAX_RECORDS;
-const KINDS: usize = 11;
+/// The counters' mapping, once made (it lives as long as the process).
+static AREA: OnceLock<Area> = OnceLock::new();
+/// This process's record's byte offset in the area, plus one (0: none).
+static MINE: AtomicUsize = AtomicUsize::new(0);
 
-#[repr(C)]
-struct Header {
-    magic: AtomicU64,
-    claimed: AtomicU64,
+/// `FD:DEV:INO` (CORELANE_STATS's value), or None if malformed.
+pub fn parse_identity(text: &[u8]) -> Option<(c_int, u64, u64)> {
+    let text = core::str::from_utf8(text).ok()?;
+    let mut parts = text.split(':');
+    let fd = parts.next()?.parse::<c_int>().ok().filter(|&fd| fd >= 0)?;
+    let dev = parts.next()?.parse().ok()?;
+    let ino = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((fd, dev, ino))
 }
 
-#[repr(C)]
-struct Record {
-    pid: AtomicU64,
-    threads: AtomicU64,
-    counts: [AtomicU64; KINDS],
-    cpu_ns: [AtomicU64; MAX_THREADS],
-    /// 1 threads; 2 io_uring with SQPOLL; 3 io_uring without (refused); 4 no io_uring
-    /// (threads ran instead).
-    lane: AtomicU64,
-}
-
-const _: () = assert!(core::mem::size_of::<Record>() <= RECORD);
-
-static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
-static MINE: AtomicPtr<Record> = AtomicPtr::new(core::ptr::null_mut());
-
-/// Maps the area named by `fd` if it is one `corelane run` made (large enough, our magic).
-pub fn map(fd: c_int) {
-    // SAFETY: lseek takes no pointers.
-    if unsafe { lseek(fd, 0, SEEK_END) } < SIZE as i64 {
+/// Maps the area at `fd` if it is still the one `corelane run` made (device, inode, size,
+/// magic) and claims a record; otherwise the process runs uncounted and `fd` is left as it is.
+pub fn map(fd: c_int, dev: u64, ino: u64) {
+    let Some(area) = Area::map(fd, dev, ino, layout::SIZE) else { return };
+    if area.u64_at(layout::HEADER_MAGIC).map(|m| m.load(Acquire)) != Some(layout::MAGIC) {
         return;
     }
-    // SAFETY: a fresh shared mapping of `SIZE` bytes of a file at least that long (sealed
-    // against shrinking by its creator, so no access faults).
-    let base = unsafe { mmap(core::ptr::null_mut(), SIZE, PROT_READ_WRITE, MAP_SHARED, fd, 0) };
-    if base == MAP_FAILED {
-        return;
-    }
-    // SAFETY: the header lies at the start of the mapping, which is aligned to a page.
-    let header = unsafe { &*(base as *const Header) };
-    if header.magic.load(Acquire) == MAGIC {
-        BASE.store(base.cast(), Release);
+    if AREA.set(area).is_ok() {
         claim_record();
     }
 }
 
-/// Claims this process's record (at load and again in a forked child).
-pub fn claim_record() {
-    let base = BASE.load(Acquire);
-    MINE.store(core::ptr::null_mut(), Release);
-    if base.is_null() {
-        return;
-    }
-    // SAFETY: `base` is the mapping made in `map`, kept for the life of the process.
-    let header = unsafe { &*(base as *const Header) };
-    let index = header.claimed.fetch_add(1, Relaxed) as usize;
-    if index >= MAX_RECORDS {
-        return;
-    }
-    // SAFETY: record `index` lies inside the mapping (index < MAX_RECORDS) and is aligned.
-    let record = unsafe { base.add(HEADER + index * RECORD) } as *mut Record;
-    // SAFETY: as above; the record is ours alone from now on.
-    let r = unsafe { &*record };
-    // SAFETY: getpid has no preconditions.
-    r.pid.store(unsafe { getpid() } as u64, Relaxed);
-    MINE.store(record, Release);
+fn area() -> Option<Area> {
+    AREA.get().copied()
 }
 
-fn mine() -> Option<&'static Record> {
-    let record = MINE.load(Acquire);
-    // SAFETY: non-null only when it points at our record in the process-long mapping.
-    (!record.is_null()).then(|| unsafe { &*record })
+/// Claims this process's record (at load and again in a forked child).
+pub fn claim_record() {
+    MINE.store(0, Release);
+    let Some(area) = area() else { return };
+    let Some(claimed) = area.u64_at(layout::HEADER_CLAIMED) else { return };
+    let index = claimed.fetch_add(1, Relaxed) as usize;
+    if index >= layout::MAX_RECORDS {
+        return;
+    }
+    let offset = layout::HEADER + index * layout::RECORD;
+    if let Some(pid) = area.u64_at(offset + layout::PID) {
+        pid.store(u64::from(std::process::id()), Relaxed);
+        MINE.store(offset + 1, Release);
+    }
+}
+
+/// Word `field` (an `abi::stats` offset) of this process's record.
+fn word(field: usize) -> Option<&'static core::sync::atomic::AtomicU64> {
+    let mine = MINE.load(Acquire).checked_sub(1)?;
+    area()?.u64_at(mine + field)
 }
 
 pub fn set_lane(mode: u64) {
-    if let Some(r) = mine() {
-        r.lane.store(mode, Relaxed);
+    if let Some(w) = word(layout::LANE) {
+        w.store(mode, Relaxed);
     }
 }
 
 pub fn set_threads(count: usize) {
-    if let Some(r) = mine() {
-        r.threads.store(count as u64, Relaxed);
+    if let Some(w) = word(layout::THREADS) {
+        w.store(count as u64, Relaxed);
     }
 }
 
-/// Counts one call a syscall thread ran (a declined call is not counted: the caller made it).
-pub fn count(op: u32, outcome: &Outcome) {
-    if outcome.direct {
-        return;
+/// Counts one call a lane carried (`op` an `abi::op`).
+pub fn count(op: u32) {
+    if let Some(w) = word(layout::COUNTS + abi::kind_of(op) * 8) {
+        w.fetch_add(1, Relaxed);
     }
-    let kind = match op {
-        SEND | SENDMSG => 0,
-        RECV | RECVMSG => 1,
-        READ | READV => 2,
-        WRITE | WRITEV => 3,
-        ACCEPT => 4,
-        CONNECT => 5,
-        POLL => 6,
-        EPOLL => 7,
-        SENDFILE => 8,
-        CLOSE => 9,
-        _ => 10,
-    };
-    if let Some(r) = mine() {
-        r.counts[kind].fetch_add(1, Relaxed);
+}
+
+/// Syscall thread `n`'s CPU time, in ns.
+pub fn set_cpu(n: usize, ns: u64) {
+    if let Some(w) = word(layout::CPU_NS + (n % MAX_THREADS) * 8) {
+        w.store(ns, Relaxed);
     }
 }
 
 /// Called by syscall thread `n` itself, now and then and before it sleeps.
 pub fn record_thread_cpu(n: usize) {
-    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid out pointer.
-    if unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
-        store_cpu(n, &ts);
+    if let Some(ns) = sys::clock_ns(sys::CLOCK_THREAD_CPUTIME_ID) {
+        set_cpu(n, ns);
     }
 }
 
-fn store_cpu(n: usize, ts: &Timespec) {
-    if let Some(r) = mine() {
-        let ns = (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64);
-        r.cpu_ns[n % MAX_THREADS].store(ns, Relaxed);
-    }
-}
-
-/// At exit (exit(3), return from main): every syscall thread's CPU time, exact to this moment.
-pub extern "C" fn record_at_exit() {
-    if let Some(ns) = crate::uring::sqpoll_cpu_ns() {
-        if let Some(r) = mine() {
-            r.cpu_ns[0].store(ns, Relaxed);
+/// The lane stopped carrying for `reason` (an `abi::off_reason`) at CLOCK_MONOTONIC `at_ns`;
+/// the first reason is kept.
+pub fn set_off(reason: u64, at_ns: u64) {
+    if let (Some(r), Some(at)) = (word(layout::OFF_REASON), word(layout::OFF_AT_NS)) {
+        if r.compare_exchange(0, reason, Relaxed, Relaxed).is_ok() {
+            at.store(at_ns, Relaxed);
         }
     }
-    for (n, thread) in lane::thread_ids() {
-        let mut clock: c_int = 0;
-        let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `thread` is a live syscall thread (they never exit while the lane runs);
-        // both out pointers are valid.
-        let ok = unsafe {
-            pthread_getcpuclockid(thread, &mut clock) == 0 && clock_gettime(clock, &mut ts) == 0
-        };
-        if ok {
-            store_cpu(n, &ts);
+}
+
+/// The last change of rights seen (an `abi::rights_change`).
+pub fn set_rights_change(kind: u64) {
+    if let Some(w) = word(layout::RIGHTS_CHANGE) {
+        w.store(kind, Relaxed);
+    }
+}
+
+/// The carriers were rebuilt after a change every thread followed.
+pub fn add_rebuilt() {
+    if let Some(w) = word(layout::REBUILT) {
+        w.fetch_add(1, Relaxed);
+    }
+}
+
+pub fn set_sqpoll_tid(tid: u64) {
+    if let Some(w) = word(layout::SQPOLL_TID) {
+        w.store(tid, Relaxed);
+    }
+}
+
+/// Syscall thread `n`'s thread id (a 32-bit word of THREAD_TIDS).
+pub fn set_thread_tid(n: usize, tid: u32) {
+    let Some(mine) = MINE.load(Acquire).checked_sub(1) else { return };
+    if n < MAX_THREADS {
+        if let Some(w) = area().and_then(|a| a.u32_at(mine + layout::THREAD_TIDS + n * 4)) {
+            w.store(tid, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identity_parses_and_hostile_text_does_not() {
+        assert_eq!(parse_identity(b"100:64:12345"), Some((100, 64, 12345)));
+        for bad in [&b""[..], b"100", b"100:1", b"-1:1:2", b"100:1:2:3", b"a:b:c", b"\xff"] {
+            assert_eq!(parse_identity(bad), None, "{bad:?}");
         }
     }
 }

@@ -20,13 +20,13 @@ use core::sync::atomic::{
     fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 };
 
-use crate::exec::*;
-use crate::ffi::*;
-use crate::lane::Outcome;
+use crate::abi::off_reason::RING_CLOSED;
+use crate::abi::op::*;
+use crate::exec::Outcome;
+use crate::state;
+use crate::stats;
+use crate::sys::*;
 
-const SYS_IO_URING_SETUP: c_long = 425;
-const SYS_IO_URING_ENTER: c_long = 426;
-const SYS_IO_URING_REGISTER: c_long = 427;
 const SETUP_SQPOLL: u32 = 2;
 const SETUP_SQ_AFF: u32 = 4;
 const SETUP_R_DISABLED: u32 = 64;
@@ -49,9 +49,12 @@ const LANE_OPS: [u8; 3] = [OP_RECVMSG, OP_SEND, OP_RECV];
 const ENTRIES: u32 = 256;
 
 /// How the ring was set up (recorded in the process's counters record).
-pub const MODE_SQPOLL: u64 = 2;
-pub const MODE_PLAIN: u64 = 3;
-pub const MODE_UNAVAILABLE: u64 = 4;
+pub use crate::abi::lane_mode::{
+    URING_PLAIN as MODE_PLAIN, URING_SQPOLL as MODE_SQPOLL, URING_UNAVAILABLE as MODE_UNAVAILABLE,
+};
+/// How long a retirement waits for the ring's users, and a caller for its completion, before
+/// looking at what went wrong.
+const SECOND_NS: u64 = 1_000_000_000;
 
 #[repr(C)]
 #[derive(Default)]
@@ -120,11 +123,18 @@ static RING: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
 static SQ_LOCK: AtomicBool = AtomicBool::new(false);
 static CQ_LOCK: AtomicBool = AtomicBool::new(false);
 static SQPOLL_TID: AtomicU64 = AtomicU64::new(0);
+/// The thread that made the ring: its descriptor table is the ring's (SQPOLL's thread shares it).
+static CREATOR_TID: AtomicU32 = AtomicU32::new(0);
+/// `run` calls between taking the ring and their last touch of it: a retirement waits for 0
+/// before it unmaps anything.
+static USERS: AtomicU32 = AtomicU32::new(0);
 
-fn enter(fd: c_int, submit: u32, wait: u32, flags: u32, arg: *const GeteventsArg) -> c_long {
-    let size = if arg.is_null() { 0usize } else { core::mem::size_of::<GeteventsArg>() };
+fn enter(fd: c_int, submit: u32, wait: u32, flags: u32, arg: Option<&GeteventsArg>) -> c_long {
+    let (arg, size) =
+        arg.map_or((0, 0), |a| (a as *const GeteventsArg as usize, core::mem::size_of_val(a)));
+    let a = [submit as usize, wait as usize, flags as usize, 0];
     // SAFETY: `arg` is NULL or a live getevents argument of the size given.
-    unsafe { syscall(SYS_IO_URING_ENTER, fd, submit, wait, flags, arg, size) }
+    unsafe { sys_io_uring_enter(fd, a, arg, size) }
 }
 
 /// What this process holds of its ring, recorded as each piece is made, so a failed start
@@ -166,18 +176,25 @@ fn map(fd: c_int, len: usize, offset: i64, n: usize) -> Option<*mut c_void> {
 /// Gives back the fd and the mappings HELD records. In a forked child (`in_child`) only the
 /// mappings it inherited are unmapped: where MADV_DONTFORK left a hole, another atfork
 /// handler may have mapped something since. Async-signal-safe (system calls only).
-fn release(in_child: bool) {
+/// `close_fd` false: the program is about to close or replace the fd itself.
+fn release(in_child: bool, close_fd: bool) {
     for (at, length, inherited) in &HELD.maps {
         let (addr, len) = (at.swap(0, SeqCst), length.swap(0, SeqCst));
         if addr != 0 && (!in_child || inherited.load(SeqCst)) {
-            sys_munmap(addr, len);
+            // SAFETY: the ring's own mapping; its users are gone (a retirement waited for
+            // them) or never existed here (a forked child has only the forking thread).
+            unsafe { sys_munmap(addr, len) };
         }
     }
     let fd = HELD.fd.swap(-1, SeqCst);
     let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
     // Before Linux 5.16 every io_uring (and epoll, eventfd…) fd shares one anonymous inode,
     // so in a child the number is also asked whether it is still a restricted ring.
-    if fd >= 0 && sys_fd_identity(fd) == Some(ours) && (!in_child || is_restricted_ring(fd)) {
+    if close_fd
+        && fd >= 0
+        && sys_fd_identity(fd) == Some(ours)
+        && (!in_child || is_restricted_ring(fd))
+    {
         sys_close(fd);
     }
 }
@@ -189,10 +206,9 @@ fn is_restricted_ring(fd: c_int) -> bool {
     let saved = errno();
     // SAFETY: REGISTER_PROBE with a null argument and no entries writes nothing; it is
     // refused either way (EACCES on a restricted ring, an error on anything else).
-    let refused = unsafe { syscall(SYS_IO_URING_REGISTER, fd, REGISTER_PROBE, 0usize, 0u32) };
-    let restricted = refused == -1 && errno() == EACCES;
+    let refused = unsafe { sys_io_uring_register(fd, REGISTER_PROBE, 0, 0) };
     set_errno(saved);
-    restricted
+    refused == -c_long::from(EACCES)
 }
 
 /// Limits the ring, created disabled, to exactly the operations `sqe_for` submits with no SQE
@@ -204,11 +220,10 @@ fn restrict_and_enable(fd: c_int) -> bool {
         LANE_OPS.map(|op| Restriction { kind: RESTRICTION_SQE_OP, op, resv: 0, resv2: [0; 3] });
     // SAFETY: `ops` is an array of io_uring_restriction of the length given.
     let limited = unsafe {
-        syscall(SYS_IO_URING_REGISTER, fd, REGISTER_RESTRICTIONS, ops.as_ptr(), ops.len())
+        sys_io_uring_register(fd, REGISTER_RESTRICTIONS, ops.as_ptr() as usize, ops.len() as u32)
     };
     // SAFETY: ENABLE_RINGS takes no argument.
-    limited == 0
-        && unsafe { syscall(SYS_IO_URING_REGISTER, fd, REGISTER_ENABLE_RINGS, 0usize, 0u32) } == 0
+    limited == 0 && unsafe { sys_io_uring_register(fd, REGISTER_ENABLE_RINGS, 0, 0) } == 0
 }
 
 /// A new ring's fd and parameters: SQPOLL pinned to `cpu` if the kernel allows, else plain;
@@ -221,13 +236,13 @@ fn setup(cpu: u32) -> Option<(c_int, Params, bool)> {
         ..Params::default()
     };
     // SAFETY: `params` is a valid io_uring_params the kernel fills in.
-    let fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    let fd = unsafe { sys_io_uring_setup(ENTRIES, (&mut params as *mut Params).cast()) } as c_int;
     if fd >= 0 {
         return Some((fd, params, true));
     }
     params = Params { flags: SETUP_R_DISABLED, ..Params::default() };
     // SAFETY: as above, without SQPOLL.
-    let fd = unsafe { syscall(SYS_IO_URING_SETUP, ENTRIES, &mut params) } as c_int;
+    let fd = unsafe { sys_io_uring_setup(ENTRIES, (&mut params as *mut Params).cast()) } as c_int;
     (fd >= 0).then_some((fd, params, false))
 }
 
@@ -251,7 +266,7 @@ pub fn start(cpu: u32) -> u64 {
         .then(|| Some((map(fd, ring_len, 0, 0)?, map(fd, sqe_len, OFF_SQES, 1)?)))
         .flatten();
     let Some((base, sqes)) = mapped.filter(|_| restrict_and_enable(fd)) else {
-        release(false);
+        release(false, true);
         return MODE_UNAVAILABLE;
     };
     let at = |off: u32| (base as usize + off as usize) as *mut u32;
@@ -272,7 +287,12 @@ pub fn start(cpu: u32) -> u64 {
         cqes: at(cq[5]).cast(),
     });
     RING.store(Box::into_raw(ring), Release);
+    CREATOR_TID.store(sys_gettid(), SeqCst);
+    SQPOLL_TID.store(0, SeqCst);
     if sqpoll {
+        if let Some(tid) = sqpoll_tid() {
+            stats::set_sqpoll_tid(tid);
+        }
         MODE_SQPOLL
     } else {
         MODE_PLAIN
@@ -285,10 +305,70 @@ pub fn start(cpu: u32) -> u64 {
 /// is left: freeing is not async-signal-safe, and it is a few words once per child.)
 pub fn forget_after_fork() {
     RING.store(core::ptr::null_mut(), SeqCst);
-    release(true);
+    release(true, true);
     SQ_LOCK.store(false, SeqCst);
     CQ_LOCK.store(false, SeqCst);
     SQPOLL_TID.store(0, SeqCst);
+    USERS.store(0, SeqCst);
+}
+
+/// Retires the ring: no new submission takes it, then, once the calls under way are done
+/// (waited for at most a second), it is unmapped and (if `close_fd`) its fd closed. A ring
+/// still in use after the second stays mapped: nothing is ever unmapped under a user (the
+/// mapping and, then, the fd are left to the process). Returns whether it was released.
+pub fn retire(close_fd: bool) -> bool {
+    let ring = RING.swap(core::ptr::null_mut(), SeqCst);
+    if ring.is_null() {
+        return false;
+    }
+    let deadline = monotonic_ns().saturating_add(SECOND_NS);
+    while USERS.load(SeqCst) != 0 {
+        if monotonic_ns() >= deadline {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    release(false, close_fd);
+    // SAFETY: made by Box::into_raw in `start`; RING no longer holds it and no `run` is under
+    // way (USERS is 0 and every later one finds RING null).
+    drop(unsafe { Box::from_raw(ring) });
+    true
+}
+
+/// Before the program closes or replaces fds `first..=last`: if the ring's fd is among them
+/// and is still the ring (device, inode, restricted), the ring is retired (its fd left for
+/// the program's call) and the lane stops in this process. The program's call then proceeds
+/// as it would have.
+pub fn before_fds_replaced(first: c_int, last: c_int) {
+    let fd = HELD.fd.load(SeqCst);
+    if fd < 0 || fd < first || fd > last || RING.load(SeqCst).is_null() || !state::in_owner() {
+        return;
+    }
+    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
+    if sys_fd_identity(fd) == Some(ours) && is_restricted_ring(fd) {
+        lose_ring(false);
+    }
+}
+
+/// The ring is gone or going: the lane stops carrying in this process (RING_CLOSED).
+fn lose_ring(close_fd: bool) {
+    state::stop(RING_CLOSED);
+    retire(close_fd);
+}
+
+/// Whether the ring's fd number still holds the ring this process made.
+fn still_ours(fd: c_int) -> bool {
+    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
+    HELD.fd.load(SeqCst) == fd && sys_fd_identity(fd) == Some(ours) && is_restricted_ring(fd)
+}
+
+/// The thread whose descriptor table the ring's calls use: SQPOLL's thread (it shares its
+/// creator's), or the creator's.
+pub fn carrier_tid() -> u32 {
+    match SQPOLL_TID.load(Relaxed) {
+        0 => CREATOR_TID.load(Relaxed),
+        tid => tid as u32,
+    }
 }
 
 fn ring() -> Option<&'static Ring> {
@@ -354,9 +434,9 @@ fn submit(ring: &Ring, sqe: Sqe) -> bool {
     // SAFETY: the SQ flags word lies inside the ring mapping.
     let asleep = unsafe { (*ring.sq_flags).load(Relaxed) } & SQ_NEED_WAKEUP != 0;
     if !ring.sqpoll {
-        enter(ring.fd, 1, 0, 0, core::ptr::null());
+        enter(ring.fd, 1, 0, 0, None);
     } else if asleep {
-        enter(ring.fd, 0, 0, ENTER_SQ_WAKEUP, core::ptr::null());
+        enter(ring.fd, 0, 0, ENTER_SQ_WAKEUP, None);
     }
     true
 }
@@ -381,8 +461,15 @@ fn drain(ring: &Ring, deliver: &dyn Fn(u64, i32)) {
     CQ_LOCK.store(false, Release);
 }
 
-/// Runs `op` for the caller holding slot `index` through the ring. `deliver(user_data, res)`
-/// completes a slot; `done()` says whether ours is.
+/// What became of a submitted call.
+enum Waited {
+    Done(Outcome),
+    /// The ring's fd no longer holds our ring: the call will never complete.
+    RingLost,
+}
+
+/// Runs `op` for the caller holding slot `index` through the ring, or None: the caller makes
+/// the call itself. `deliver(user_data, res)` completes a slot; `done()` says whether ours is.
 pub fn run(
     index: usize,
     op: u32,
@@ -390,27 +477,60 @@ pub fn run(
     deliver: &dyn Fn(u64, i32),
     done: &dyn Fn() -> Option<Outcome>,
 ) -> Option<Outcome> {
-    let ring = ring()?;
     let sqe = sqe_for(op, args, index as u64 + 1)?;
-    if !submit(ring, sqe) {
-        return None;
+    USERS.fetch_add(1, SeqCst);
+    let waited = ring().and_then(|ring| {
+        if !submit(ring, sqe) {
+            return None;
+        }
+        Some(wait(ring, deliver, done))
+    });
+    USERS.fetch_sub(1, SeqCst);
+    match waited? {
+        Waited::Done(outcome) => Some(outcome),
+        Waited::RingLost => {
+            // Closed behind the library's back (a raw system call it did not see). Residual:
+            // the SQE stays in a ring nobody can wake and is never run; the caller makes the
+            // call itself.
+            lose_ring(false);
+            None
+        }
     }
-    let wait = GeteventsArg { sigmask: 0, sigmask_sz: 8, min_wait_usec: 0, ts: 0 };
+}
+
+/// Waits for the completion of the caller's submission. After each second without it, looks
+/// at the ring's fd: a ring that is no longer there never completes anything.
+fn wait(ring: &Ring, deliver: &dyn Fn(u64, i32), done: &dyn Fn() -> Option<Outcome>) -> Waited {
     let ts = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
-    let wait = GeteventsArg { ts: &ts as *const Timespec as u64, ..wait };
+    let wait = GeteventsArg {
+        sigmask: 0,
+        sigmask_sz: 8,
+        min_wait_usec: 0,
+        ts: &ts as *const Timespec as u64,
+    };
     let mut spins = 0u32;
+    let mut deadline = 0;
     loop {
         drain(ring, deliver);
         if let Some(outcome) = done() {
-            return Some(outcome);
+            return Waited::Done(outcome);
         }
         spins += 1;
         if spins < 2000 {
             core::hint::spin_loop();
-        } else {
-            // Sleeps until a completion (anyone's) or 1 ms, whichever first: a completion
-            // another thread drains for us is never waited for longer than that.
-            enter(ring.fd, 0, 1, ENTER_GETEVENTS | ENTER_EXT_ARG, &wait);
+            continue;
+        }
+        // Sleeps until a completion (anyone's) or 1 ms, whichever first: a completion another
+        // thread drains for us is never waited for longer than that.
+        enter(ring.fd, 0, 1, ENTER_GETEVENTS | ENTER_EXT_ARG, Some(&wait));
+        let now = monotonic_ns();
+        if deadline == 0 {
+            deadline = now.saturating_add(SECOND_NS);
+        } else if now >= deadline {
+            if !still_ours(ring.fd) {
+                return Waited::RingLost;
+            }
+            deadline = now.saturating_add(SECOND_NS);
         }
     }
 }
@@ -421,22 +541,26 @@ pub fn sqpoll_tid() -> Option<u64> {
     if known != 0 {
         return Some(known);
     }
+    // A retired ring's thread may linger a moment: the newest (largest id) is this ring's.
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    for task in tasks.flatten() {
-        let comm = std::fs::read(task.path().join("comm")).unwrap_or_default();
-        if comm.starts_with(b"iou-sqp") {
-            let tid = task.file_name().to_str()?.parse().ok()?;
-            SQPOLL_TID.store(tid, Relaxed);
-            return Some(tid);
-        }
-    }
-    None
+    let tid = tasks
+        .flatten()
+        .filter(|task| {
+            let comm = std::fs::read(task.path().join("comm")).unwrap_or_default();
+            comm.starts_with(b"iou-sqp")
+        })
+        .filter_map(|task| task.file_name().to_str()?.parse::<u64>().ok())
+        .max()?;
+    SQPOLL_TID.store(tid, Relaxed);
+    Some(tid)
 }
 
 /// The SQPOLL thread's CPU time (its sum_exec_runtime, from schedstat), in ns.
 pub fn sqpoll_cpu_ns() -> Option<u64> {
-    ring().filter(|r| r.sqpoll)?;
-    let tid = sqpoll_tid()?;
+    let tid = SQPOLL_TID.load(Relaxed);
+    if tid == 0 {
+        return None;
+    }
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     text.split_whitespace().next()?.parse().ok()
 }

@@ -17,7 +17,8 @@ pub struct LaneSetting<'a> {
     pub syscall_cpus: &'a CpuList,
     /// `threads` or `uring`.
     pub lane: &'static str,
-    pub stats_fd: Option<i32>,
+    /// The counters: fd number, device, inode.
+    pub stats: Option<(i32, u64, u64)>,
     pub follow_exec: bool,
 }
 
@@ -54,8 +55,8 @@ pub fn program_environment(
         env.push(("LD_PRELOAD".into(), preload));
         env.push(("CORELANE_SYSCALL_LANE".into(), lane.lane.into()));
         env.push(("CORELANE_SYSCALL_CPUS".into(), lane.syscall_cpus.to_string().into()));
-        if let Some(fd) = lane.stats_fd {
-            env.push(("CORELANE_STATS_FD".into(), fd.to_string().into()));
+        if let Some((fd, dev, ino)) = lane.stats {
+            env.push((super::abi::ENV_STATS.into(), format!("{fd}:{dev}:{ino}").into()));
         }
         if !lane.follow_exec {
             env.push(("CORELANE_NO_FOLLOW_EXEC".into(), "1".into()));
@@ -91,7 +92,7 @@ mod tests {
             library: lib,
             syscall_cpus: &cpus,
             lane: "uring",
-            stats_fd: Some(5),
+            stats: Some((5, 1, 2)),
             follow_exec: false,
         };
         let inherited = env(&[
@@ -108,6 +109,7 @@ mod tests {
         assert_eq!(get(&out, "CORELANE_LIBRARY"), None);
         assert_eq!(get(&out, "CORELANE_NO_FOLLOW_EXEC"), Some(OsStr::new("1")));
         assert_eq!(get(&out, "CORELANE_SYSCALL_LANE"), Some(OsStr::new("uring")));
+        assert_eq!(get(&out, "CORELANE_STATS"), Some(OsStr::new("5:1:2")));
         assert_eq!(get(&out, "PATH"), Some(OsStr::new("/usr/bin")));
         assert_eq!(dropped.len(), 4);
         let (user, _) = program_environment(inherited, false, Some(&lane));

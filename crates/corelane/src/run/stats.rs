@@ -11,9 +11,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use rustix::fs::{MemfdFlags, SealFlags};
 use serde::Serialize;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"clstats1");
+const MAGIC: u64 = super::abi::stats::MAGIC;
 const HEADER: usize = 64;
-const RECORD: usize = 256;
+const RECORD: usize = super::abi::stats::RECORD;
 /// At most this many processes are counted; more run, uncounted.
 pub const MAX_RECORDS: usize = 256;
 const SIZE: usize = HEADER + RECORD * MAX_RECORDS;
@@ -135,9 +135,11 @@ impl SharedStats {
         Ok(Self { fd })
     }
 
-    /// The fd number the program inherits (CORELANE_STATS_FD).
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The fd number the program inherits, and the (device, inode) it must still be
+    /// (CORELANE_STATS's `FD:DEV:INO`).
+    pub fn identity(&self) -> io::Result<(RawFd, u64, u64)> {
+        let stat = rustix::fs::fstat(&self.fd)?;
+        Ok((self.fd.as_raw_fd(), stat.st_dev, stat.st_ino))
     }
 
     /// Reads the area once, whatever the program wrote there.

@@ -1,0 +1,39 @@
+//! The syscall threads' CPU time when the process ends: at exit(3) and return from main (the
+//! library's fini), and at `_exit`/`_Exit` (interposed). A process killed by a signal records
+//! nothing here; `corelane run` reads the threads' schedstat itself from the ids each record
+//! holds (THREAD_TIDS, SQPOLL_TID).
+
+use crate::lane;
+use crate::stats;
+use crate::sys::*;
+use crate::uring;
+
+/// Every syscall thread's CPU time, exact to this moment.
+pub extern "C" fn record_at_exit() {
+    if let Some(ns) = uring::sqpoll_cpu_ns() {
+        stats::set_cpu(0, ns);
+    }
+    lane::record_threads_cpu();
+}
+
+#[no_mangle]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    record_at_exit();
+    // SAFETY: the real `_exit` under its C signature.
+    if let Some(f) = unsafe { real!(_exit(c_int) -> ()) } {
+        // SAFETY: as above; it does not return.
+        unsafe { f(status) };
+    }
+    sys_exit_group(status)
+}
+
+#[no_mangle]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    record_at_exit();
+    // SAFETY: the real `_Exit` under its C signature.
+    if let Some(f) = unsafe { real!(_Exit(c_int) -> ()) } {
+        // SAFETY: as above; it does not return.
+        unsafe { f(status) };
+    }
+    sys_exit_group(status)
+}
