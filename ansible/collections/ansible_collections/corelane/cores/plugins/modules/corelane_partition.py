@@ -264,6 +264,8 @@ def applied(module, binary, names):
     if state.fd is not None:
         if not module.check_mode:
             state.settle_leftover(names)
+        # A revert file that is not one fails the host before anything is written.
+        state.revert_entries(names["revert"])
         earlier_plan = state.read(names["plan"])
     plan_new = earlier_plan != plan_bytes
     result = dict(
