@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use corelane::tune::{
-    apply_saving_revert, read_revert_file, revert, review, Change, Plan, Skipped,
+    apply, apply_saving_revert, pending_revert, read_revert_file, review, Change, Plan, Skipped,
 };
 
 use crate::args::outln;
@@ -49,9 +49,14 @@ pub struct RevertArgs {
     json: bool,
 }
 
+/// The version of the JSON objects `apply --json` and `revert --json` print: a reader
+/// refuses one of another version.
+const JSON_FORMAT: u32 = 1;
+
 /// What `apply --json` prints: the review, and what became of it.
 #[derive(Debug, serde::Serialize)]
 struct ApplyReport<'a> {
+    format: u32,
     nic: &'a str,
     policy: &'a str,
     changes: &'a [Change],
@@ -60,10 +65,12 @@ struct ApplyReport<'a> {
     revert_file: Option<&'a Path>,
 }
 
-/// What `revert --json` prints: each entry as the change it makes (`from` the applied value,
-/// `to` the one restored), last applied first.
+/// What `revert --json` prints: each setting whose value now differs from the one saved, as
+/// the change it makes (`from` the value it holds now, `to` the one restored), last applied
+/// first; the settings the kernel no longer shows, skipped with the reason.
 #[derive(Debug, serde::Serialize)]
 struct RevertReport<'a> {
+    format: u32,
     changes: &'a [Change],
     skipped: &'a [Skipped],
     restored: bool,
@@ -119,6 +126,7 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let list = review.changes;
     let report = |changes: &[Change], skipped: &[Skipped], revert_file: Option<&Path>| {
         print_json(&ApplyReport {
+            format: JSON_FORMAT,
             nic: &plan.device.nic,
             policy: &plan.policy,
             changes,
@@ -168,24 +176,38 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub fn run_revert(args: RevertArgs) -> anyhow::Result<ExitCode> {
     let list = read_revert_file(&args.file, &args.root)?;
-    let skipped = if args.dry_run { Vec::new() } else { revert(&list, &args.root)? };
-    let undone: Vec<Change> = list
-        .iter()
-        .rev()
-        .filter(|c| !skipped.iter().any(|s| s.path == c.path))
-        .map(|c| Change { path: c.path.clone(), from: c.to.clone(), to: c.from.clone() })
-        .collect();
+    // Only what differs from the saved values now is restored (and shown).
+    let pending = pending_revert(&list, &args.root)?;
+    let refused = if args.dry_run || pending.changes.is_empty() {
+        Vec::new()
+    } else {
+        apply(&pending.changes, &args.root)?
+    };
+    let undone: Vec<Change> =
+        pending.changes.into_iter().filter(|c| !refused.iter().any(|s| s.path == c.path)).collect();
+    let skipped: Vec<Skipped> = pending.skipped.into_iter().chain(refused).collect();
     if args.json {
-        print_json(&RevertReport { changes: &undone, skipped: &skipped, restored: !args.dry_run })?;
+        let restored = !args.dry_run;
+        print_json(&RevertReport {
+            format: JSON_FORMAT,
+            changes: &undone,
+            skipped: &skipped,
+            restored,
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
-    if args.dry_run {
+    if undone.is_empty() {
+        outln!(
+            "nothing to restore: every setting of {} holds its saved value",
+            args.file.display()
+        );
+    } else if args.dry_run {
         outln!("would restore {} setting(s) (dry run: nothing was changed):", undone.len());
     } else {
         outln!("restored {} setting(s):", undone.len());
     }
     for c in &undone {
-        outln!("  {}: {}", c.path.display(), c.to);
+        outln!("  {}: {} -> {}", c.path.display(), c.from, c.to);
     }
     show_skipped(&skipped);
     Ok(ExitCode::SUCCESS)

@@ -643,17 +643,33 @@ fn apply_and_revert_report_each_setting_old_and_new_as_json() {
     }
     let again = in_ns(&["apply", plan, "--json"]);
     assert_eq!(again["changes"], serde_json::json!([]), "the plan in force still shows changes");
+    assert_eq!((&dry["format"], &done["format"]), (&1.into(), &1.into()));
+    // One setting put back by hand, another set to a third value: the revert reads what the
+    // host holds NOW, lists only what differs from the saved values, from the current value.
+    let (first, second) = (&changes[0], &changes[1]);
+    let set = |path: &str, v: &str| {
+        let sh = format!("echo {v} > {path}");
+        ip(&["netns", "exec", &ns.0, "sh", "-c", &sh]);
+    };
+    set(first["path"].as_str().unwrap(), first["from"].as_str().unwrap());
+    set(second["path"].as_str().unwrap(), "1");
+    let third = value(second["path"].as_str().unwrap());
     let undo = in_ns(&["revert", revert, "--dry-run", "--json"]);
-    assert_eq!(undo["restored"], false);
+    assert_eq!((&undo["format"], &undo["restored"]), (&1.into(), &false.into()));
     let undo_list = undo["changes"].as_array().unwrap();
-    assert_eq!(undo_list.len(), changes.len());
-    for (u, c) in undo_list.iter().zip(changes.iter().rev()) {
-        assert_eq!((&u["path"], &u["from"], &u["to"]), (&c["path"], &c["to"], &c["from"]));
+    assert_eq!(undo_list.len(), changes.len() - 1, "{undo}");
+    assert!(!undo_list.iter().any(|u| u["path"] == first["path"]), "{undo}");
+    for (u, c) in undo_list.iter().zip(changes.iter().skip(1).rev()) {
+        let now =
+            if c["path"] == second["path"] { third.as_str() } else { c["to"].as_str().unwrap() };
+        assert_eq!((&u["path"], u["from"].as_str(), &u["to"]), (&c["path"], Some(now), &c["from"]));
     }
     assert_ne!(masks(), before, "a dry-run revert restored something");
     let undone = in_ns(&["revert", revert, "--json"]);
     assert_eq!((&undone["restored"], &undone["changes"]), (&true.into(), &undo["changes"]));
     assert_eq!(masks(), before, "revert did not restore every mask");
+    let again = in_ns(&["revert", revert, "--dry-run", "--json"]);
+    assert_eq!(again["changes"], serde_json::json!([]), "a restored host still shows changes");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

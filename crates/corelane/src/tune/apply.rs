@@ -394,6 +394,40 @@ pub fn read_revert_file(path: &Path, root: &Path) -> Result<Vec<Change>, ApplyEr
     Ok(changes)
 }
 
+/// The value a setting holds now under `root` (as a plan or a revert file records it).
+fn current_value(setting: &Setting, root: &Path) -> io::Result<String> {
+    let Setting::Ethtool { nic, setting: which } = setting else {
+        return match setting {
+            Setting::Address { nic, addr, .. } => address::state(nic.as_str(), *addr),
+            _ => read_value(&setting.path(root)),
+        };
+    };
+    match which {
+        Ethtool::Queues => ethtool::channels(nic.as_str())
+            .map(|c| if c.max_combined > 0 { c.combined } else { c.rx }.to_string()),
+        Ethtool::RxUsecs => ethtool::coalesce(nic.as_str()).map(|c| c.rx_usecs.to_string()),
+        Ethtool::RxFlowHash { flow, .. } => {
+            ethtool::rx_flow_hash(nic.as_str(), *flow).map(ethtool::hash_letters)
+        }
+    }
+}
+
+/// What reverting `changes` (a revert file's entries, checked) would do now: each setting
+/// whose CURRENT value differs from the one saved, as the change from what it holds now to
+/// the saved value (last applied first); those already as saved are left out, and those the
+/// kernel no longer shows (a queue gone, say) are skipped with the reason.
+pub fn pending_revert(changes: &[Change], root: &Path) -> Result<Review, ApplyError> {
+    let settings = check_all(changes, root)?;
+    let mut out = Review::default();
+    for (change, setting) in changes.iter().zip(&settings).rev() {
+        let now = current_value(setting, root);
+        let masks = matches!(setting, Setting::RpsCpus { .. } | Setting::XpsCpus { .. });
+        let same = |a: &str, b: &str| if masks { same_mask(a, b) } else { a == b };
+        propose(&mut out, setting, root, now, change.from.clone(), same)?;
+    }
+    Ok(out)
+}
+
 /// Restores the values recorded before `changes` were applied, last change first.
 pub fn revert(changes: &[Change], root: &Path) -> Result<Vec<Skipped>, ApplyError> {
     let undo: Vec<Change> = changes

@@ -11,8 +11,8 @@ mod setting;
 
 pub use address::parse_cidr;
 pub use apply::{
-    apply, apply_saving_revert, changes, read_revert_file, revert, review, ApplyError, Change,
-    Review, Skipped,
+    apply, apply_saving_revert, changes, pending_revert, read_revert_file, revert, review,
+    ApplyError, Change, Review, Skipped,
 };
 pub use plan::{plan, plan_stack, DevicePlan, FlowHash, IrqPlacement, Placement, Plan, PlanError};
 pub use setting::{Ethtool, IfName, Setting, SettingError};

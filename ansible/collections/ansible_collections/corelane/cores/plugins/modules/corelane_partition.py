@@ -15,17 +15,22 @@ description:
     (C(corelane apply --yes)). A plan already in force reports no change. The previous values
     go to C(STATE_DIR/revert-NIC.json) before anything changes; a later apply adds only the
     settings it changes for the first time, so the file always holds the values from before
-    the first apply.
+    the first apply. The undo of an apply (the values its dry run found) is written to the
+    revert file B(before) the host changes, so a failure or a kill half-way never loses it.
   - If a change fails, corelane puts back the ones already made and the host fails alone,
     the error naming the setting.
   - The plan itself is kept as C(STATE_DIR/plan-NIC.json), for C(corelane run --plan).
   - With I(state=reverted), restores the saved values (C(corelane revert)) and removes the
-    revert file and the plan; with neither on the host, nothing changes.
+    revert file and the plan; with neither on the host, nothing changes. The changes shown
+    (and C(changed)) come from the values the host holds B(now): a setting already back at
+    its saved value is not shown, one the kernel no longer offers is listed in C(skipped).
   - Check mode is corelane's dry run and changes nothing; C(--diff) shows each setting old and new.
 version_added: "0.1.0"
 options:
   nic:
-    description: The network interface the plan is for.
+    description:
+      - The network interface the plan is for; 1 to 15 of the characters A-Z a-z 0-9 _ . @ -
+        (it names the state files and reaches a systemd unit).
     type: str
     required: true
   state:
@@ -50,6 +55,18 @@ options:
     description: The root-owned directory (mode 0700) for the revert file and the plan.
     type: path
     default: /var/lib/corelane
+attributes:
+  check_mode:
+    support: full
+    description: corelane's dry run; nothing on the host changes, no state directory is made.
+  diff_mode:
+    support: full
+    description: Each setting, the value the host holds now and the one it gets.
+notes:
+  - Runs as root on the host (C(become) where the connection is not root): it writes kernel
+    settings and the root-owned state directory.
+  - Needs corelane 0.2.0 or newer on the host, with C(apply --json) (checked before anything
+    else; an older corelane or a build without it fails the host saying so).
 author:
   - corelane developers
 """
@@ -72,11 +89,31 @@ changes:
   returned: always
   type: list
   elements: dict
+  contains:
+    path:
+      description: The setting (a sysfs or procfs file, or C(ethtool:NIC/SETTING)).
+      type: str
+    from:
+      description: The value it held (with I(state=reverted), the value it holds now).
+      type: str
+    to:
+      description: The value it gets.
+      type: str
 skipped:
   description: Settings the kernel or the driver refuses on this device, with the reason.
   returned: always
   type: list
   elements: dict
+  contains:
+    path:
+      description: The setting.
+      type: str
+    to:
+      description: The value it was to get.
+      type: str
+    reason:
+      description: Why it was left as it is.
+      type: str
 revert_file:
   description: Where the values from before the first apply are kept.
   returned: always
@@ -89,6 +126,7 @@ plan_file:
 
 import json
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.corelane.cores.plugins.module_utils.corelane import (
@@ -97,9 +135,14 @@ from ansible_collections.corelane.cores.plugins.module_utils.corelane import (
     open_state_dir,
     read_at,
     remove_at,
+    reported,
     run_json,
     write_at,
 )
+
+# An interface name as the kernel takes one (under IFNAMSIZ), in the characters that are safe
+# in a file name and in a systemd unit.
+NIC_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 
 
 def diff_of(nic, changes, before_header, after_header):
@@ -116,34 +159,94 @@ def merged_revert(earlier, later):
     return earlier + [entry for entry in later if entry["path"] not in known]
 
 
-def apply_with_revert(module, binary, dir_fd, names, plan_path):
-    """`corelane apply --yes`, its undo saved in the revert file (merged with an earlier
-    one's); the report, or None and the error when corelane failed (it has put back the
-    settings it had changed)."""
-    state_dir = module.params["state_dir"]
-    earlier = read_at(dir_fd, names["revert"])
-    target = names["revert"] if earlier is None else names["next"]
-    args = [binary, "apply", plan_path, "--yes", "--json", "--revert", os.path.join(state_dir, target)]
+def as_entries(changes):
+    return [dict(path=c["path"], to=c["to"], **{"from": c["from"]}) for c in changes]
+
+
+class StateDir(object):
+    """The state directory through one checked descriptor: every read, write and removal of
+    the module, each error a one-line failure naming the file and the fix."""
+
+    def __init__(self, module, create):
+        self.module = module
+        self.path = module.params["state_dir"]
+        self.fd = open_state_dir(module, self.path, create=create)
+
+    def fix(self, name):
+        return "check %s (a root-owned directory, mode 0700, with room) and run the play again" % os.path.join(self.path, name)
+
+    def read(self, name):
+        return reported(self.module, "reading %s" % os.path.join(self.path, name), self.fix(name), read_at, self.fd, name)
+
+    def write(self, name, data):
+        reported(self.module, "writing %s" % os.path.join(self.path, name), self.fix(name), write_at, self.fd, name, data)
+
+    def remove(self, name):
+        return reported(self.module, "removing %s" % os.path.join(self.path, name), self.fix(name), remove_at, self.fd, name)
+
+    def revert_entries(self, name):
+        """A revert file's entries, or None when it is absent; a file that is not one fails the
+        host naming it."""
+        data = self.read(name)
+        if data is None:
+            return None
+        try:
+            entries = json.loads(data)
+            keys = ("path", "from", "to")
+            if not isinstance(entries, list) or not all(isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in entries):
+                raise ValueError("not a list of {path, from, to} entries")
+        except ValueError as e:
+            self.module.fail_json(
+                msg="%s is not a revert file corelane wrote (%s): compare it with the host (corelane topo), put the settings back by hand and remove it"
+                % (os.path.join(self.path, name), e)
+            )
+        return entries
+
+    def settle_leftover(self, names):
+        """Merges the undo an apply killed half-way left in the `.next` file into the revert
+        file, and removes it."""
+        later = self.revert_entries(names["next"])
+        if later is None:
+            return
+        earlier = self.revert_entries(names["revert"]) or []
+        self.write(names["revert"], dump(merged_revert(earlier, later)))
+        self.remove(names["next"])
+
+
+def dump(entries):
+    return json.dumps(entries, indent=2).encode()
+
+
+def apply_with_revert(module, binary, state, names, plan_path, planned):
+    """`corelane apply --yes`, its undo in the revert file first: the earlier entries with the
+    dry run's changes added are written BEFORE the host changes; after, those corelane
+    made. The report, or None and the error when corelane failed (it has put back the
+    settings it had changed, and the revert file is as it was)."""
+    earlier = state.revert_entries(names["revert"])
+    state.write(names["revert"], dump(merged_revert(earlier or [], as_entries(planned))))
+    args = [binary, "apply", plan_path, "--yes", "--json", "--revert", os.path.join(state.path, names["next"])]
     rc, out, err = module.run_command(args)
     if rc != 0:
+        if earlier is None:
+            state.remove(names["revert"])
+        else:
+            state.write(names["revert"], dump(earlier))
+        state.remove(names["next"])
         return None, first_line(err)
-    if earlier is not None:
-        later = json.loads(read_at(dir_fd, names["next"]) or b"[]")
-        merged = merged_revert(json.loads(earlier), later)
-        write_at(dir_fd, names["revert"], json.dumps(merged, indent=2).encode())
-        remove_at(dir_fd, names["next"])
-    return json.loads(out), None
-
-
-def installed_plan(state_dir, name):
-    """The plan file as the host holds it now, or None."""
-    if not os.path.isdir(state_dir):
-        return None
-    fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    made = state.revert_entries(names["next"]) or []
+    state.write(names["revert"], dump(merged_revert(earlier or [], made)))
+    state.remove(names["next"])
     try:
-        return read_at(fd, name)
-    finally:
-        os.close(fd)
+        return json.loads(out), None
+    except ValueError:
+        return None, "corelane apply printed no JSON object (%r); the changes are made and their undo is in %s" % (out[:200], names["revert"])
+
+
+def plan_draft(module, plan_bytes):
+    draft = os.path.join(module.tmpdir, "plan.json")
+    with open(draft, "wb") as f:
+        f.write(plan_bytes)
+    return draft
 
 
 def applied(module, binary, names):
@@ -151,37 +254,40 @@ def applied(module, binary, names):
     planned_nic = plan.get("nic")
     if planned_nic != nic:
         module.fail_json(msg="the plan is for interface %s, not %s: make it with corelane_plan nic=%s" % (planned_nic, nic, nic))
-    state_dir = module.params["state_dir"]
     plan_bytes = (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode()
-    draft = os.path.join(module.tmpdir, "plan.json")
-    with open(draft, "wb") as f:
-        f.write(plan_bytes)
+    draft = reported(module, "writing the plan to a temporary file", "check the remote temporary directory", plan_draft, module, plan_bytes)
     review = {"changes": [], "skipped": []}
     if module.params["apply_settings"]:
         review = run_json(module, binary, ["apply", draft, "--json"], "corelane apply (dry run)")
-    earlier_plan = installed_plan(state_dir, names["plan"])
+    state = StateDir(module, create=not module.check_mode)
+    earlier_plan = None
+    if state.fd is not None:
+        if not module.check_mode:
+            state.settle_leftover(names)
+        # A revert file that is not one fails the host before anything is written.
+        state.revert_entries(names["revert"])
+        earlier_plan = state.read(names["plan"])
     plan_new = earlier_plan != plan_bytes
     result = dict(
         changed=bool(review["changes"]) or plan_new,
         changes=review["changes"],
         skipped=review["skipped"],
-        revert_file=os.path.join(state_dir, names["revert"]),
-        plan_file=os.path.join(state_dir, names["plan"]),
+        revert_file=os.path.join(state.path, names["revert"]),
+        plan_file=os.path.join(state.path, names["plan"]),
         diff=diff_of(nic, review["changes"], "%s now", "%s as planned"),
     )
     if module.check_mode or not result["changed"]:
         module.exit_json(**result)
-    dir_fd = open_state_dir(module, state_dir)
     if plan_new:
-        write_at(dir_fd, names["plan"], plan_bytes)
+        state.write(names["plan"], plan_bytes)
     if review["changes"]:
-        done, error = apply_with_revert(module, binary, dir_fd, names, result["plan_file"])
+        done, error = apply_with_revert(module, binary, state, names, result["plan_file"], review["changes"])
         if done is None:
             # corelane has put the settings back; the plan file goes back as it was too.
             if earlier_plan is None:
-                remove_at(dir_fd, names["plan"])
+                state.remove(names["plan"])
             elif plan_new:
-                write_at(dir_fd, names["plan"], earlier_plan)
+                state.write(names["plan"], earlier_plan)
             module.fail_json(msg="corelane apply failed, the host is as it was: %s" % error)
         result["changes"], result["skipped"] = done["changes"], done["skipped"]
         result["diff"] = diff_of(nic, done["changes"], "%s before", "%s applied")
@@ -189,26 +295,30 @@ def applied(module, binary, names):
 
 
 def reverted(module, binary, names):
-    nic, state_dir = module.params["nic"], module.params["state_dir"]
-    result = dict(changed=False, changes=[], skipped=[], revert_file=os.path.join(state_dir, names["revert"]), plan_file=os.path.join(state_dir, names["plan"]))
-    if not os.path.isdir(state_dir):
-        module.exit_json(msg="nothing applied here: no %s" % state_dir, **result)
-    dir_fd = open_state_dir(module, state_dir)
-    has_revert = read_at(dir_fd, names["revert"]) is not None
-    has_plan = read_at(dir_fd, names["plan"]) is not None
+    nic = module.params["nic"]
+    state = StateDir(module, create=False)
+    result = dict(changed=False, changes=[], skipped=[], revert_file=os.path.join(state.path, names["revert"]), plan_file=os.path.join(state.path, names["plan"]))
+    if state.fd is None:
+        module.exit_json(msg="nothing applied here: no %s" % state.path, **result)
+    if not module.check_mode:
+        state.settle_leftover(names)
+    has_revert = state.revert_entries(names["revert"]) is not None
+    has_plan = state.read(names["plan"]) is not None
     if not has_revert and not has_plan:
         module.exit_json(msg="nothing applied here for %s" % nic, **result)
-    result["changed"] = True
     if has_revert:
         check_corelane(module, binary)
+        # corelane reads what the host holds now: only settings not at their saved value.
         args = ["revert", result["revert_file"], "--json"] + (["--dry-run"] if module.check_mode else [])
         undo = run_json(module, binary, args, "corelane revert")
         result["changes"], result["skipped"] = undo["changes"], undo["skipped"]
-        result["diff"] = diff_of(nic, undo["changes"], "%s applied", "%s restored")
+        result["diff"] = diff_of(nic, undo["changes"], "%s now", "%s restored")
+    # Changed: a setting restored, or the module's files removed.
+    result["changed"] = True
     if not module.check_mode:
         if has_revert:
-            remove_at(dir_fd, names["revert"])
-        remove_at(dir_fd, names["plan"])
+            state.remove(names["revert"])
+        state.remove(names["plan"])
     module.exit_json(**result)
 
 
@@ -226,14 +336,17 @@ def main():
         supports_check_mode=True,
     )
     nic = module.params["nic"]
-    if not nic or len(nic) > 15 or any(ch in nic for ch in "/: \t\n\0") or nic in (".", ".."):
-        module.fail_json(msg="`%s` is not an interface name: 1 to 15 characters, none of them '/', ':', whitespace or NUL" % nic)
+    if not NIC_NAME.match(nic) or nic in (".", ".."):
+        module.fail_json(msg="%r is not an interface name this module takes: 1 to 15 of the characters A-Z a-z 0-9 _ . @ -" % nic[:64])
     names = dict(plan="plan-%s.json" % nic, revert="revert-%s.json" % nic, next=".revert-%s.next.json" % nic)
     binary = module.params["bin"]
-    if module.params["state"] == "reverted":
-        reverted(module, binary, names)
-    check_corelane(module, binary)
-    applied(module, binary, names)
+    try:
+        if module.params["state"] == "reverted":
+            reverted(module, binary, names)
+        check_corelane(module, binary)
+        applied(module, binary, names)
+    except Exception as e:  # noqa: BLE001 -- a failure in one line, never a traceback
+        module.fail_json(msg="corelane_partition %s for %s failed: %s: %s; run the play again, and report it if it persists" % (module.params["state"], nic, type(e).__name__, e))
 
 
 if __name__ == "__main__":

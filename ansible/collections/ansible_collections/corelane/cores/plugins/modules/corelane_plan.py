@@ -31,6 +31,15 @@ options:
     description: The corelane binary on the host (checked against the version the module needs).
     type: path
     default: /usr/local/bin/corelane
+attributes:
+  check_mode:
+    support: full
+    description: The module changes nothing in any mode.
+  diff_mode:
+    support: none
+notes:
+  - Needs corelane 0.2.0 or newer on the host, with C(apply --json) (checked first).
+  - Reads the topology as any user; the role runs it as root with the other modules.
 author:
   - corelane developers
 """
