@@ -2,7 +2,7 @@
 //! capset, seccomp, Landlock, unshare, setns: see `rights.rs`) and to the lane's io_uring
 //! descriptor (a raw close, dup2, dup3, close_range: see `uring::before_fds_replaced`).
 //! Everything else passes straight on. The library's own system calls never come here
-//! (`sys.rs` makes them with the instruction itself).
+//! (`sys/kernel.rs` makes them with the instruction itself).
 
 use crate::abi::rights_change::*;
 use crate::rights;
