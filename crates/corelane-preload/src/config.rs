@@ -11,10 +11,12 @@ use crate::state;
 use crate::stats;
 use crate::sys::*;
 
+#[allow(unsafe_code)] // the constructor's entry in .init_array: how the loader runs it
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
+#[allow(unsafe_code)] // the fini's entry in .fini_array: how the loader runs it
 #[used]
 #[link_section = ".fini_array"]
 static FINI: extern "C" fn() = crate::exit::record_at_exit;

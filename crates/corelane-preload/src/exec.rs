@@ -9,20 +9,8 @@
 use crate::abi::op::*;
 use crate::sys::*;
 
-/// What a lane hands back for one call.
-#[derive(Clone, Copy)]
-pub struct Outcome {
-    pub ret: i64,
-    pub err: c_int,
-    /// The fd is in blocking mode (only looked up when the call would have blocked).
-    pub blocking: bool,
-    /// The lane declined (the call could block a syscall thread): the caller makes it itself.
-    pub direct: bool,
-}
-
 fn fd_blocking(fd: c_int) -> bool {
-    // SAFETY: F_GETFL takes no pointer argument.
-    let flags = unsafe { fcntl(fd, F_GETFL) };
+    let flags = status_flags(fd);
     flags >= 0 && flags & O_NONBLOCK == 0
 }
 
@@ -35,9 +23,9 @@ fn done(ret: i64) -> Outcome {
     Outcome { ret, err, blocking: false, direct: false }
 }
 
-/// Runs one request. `args` are the caller's arguments as integers: pointers into the calling
-/// process, valid while the caller waits for this call.
-pub fn execute(op: u32, a: [u64; 6]) -> Outcome {
+/// Runs one request: the program's call, made here only in a form that cannot block.
+pub fn execute(call: &Call) -> Outcome {
+    let (op, a) = (call.op(), call.args());
     let fd = a[0] as c_int;
     let flags = a[3] as c_int;
     let needs_nonblocking_fd =
@@ -46,54 +34,11 @@ pub fn execute(op: u32, a: [u64; 6]) -> Outcome {
     if needs_nonblocking_fd && fd_blocking(fd) {
         return declined();
     }
-    let dontwait = MSG_DONTWAIT;
-    let nosignal = MSG_DONTWAIT | MSG_NOSIGNAL;
-    // SAFETY: every call below is the real libc function, called with the caller's own
-    // arguments, which point into memory the caller keeps alive until we answer.
-    let ret: i64 = unsafe {
-        match op {
-            SEND | WRITE => {
-                real!(sendto(c_int, *const c_void, SizeT, c_int, *const c_void, SocklenT) -> SsizeT)
-                    .map_or(-1, |f| {
-                        f(fd, a[1] as _, a[2] as _, flags | nosignal, a[4] as _, a[5] as _) as i64
-                    })
-            }
-            RECV | READ => real!(
-                recvfrom(c_int, *mut c_void, SizeT, c_int, *mut c_void, *mut SocklenT) -> SsizeT
-            )
-            .map_or(-1, |f| {
-                f(fd, a[1] as _, a[2] as _, flags | dontwait, a[4] as _, a[5] as _) as i64
-            }),
-            SENDMSG | WRITEV => real!(sendmsg(c_int, *const Msghdr, c_int) -> SsizeT)
-                .map_or(-1, |f| f(fd, a[1] as _, a[3] as c_int | nosignal) as i64),
-            RECVMSG | READV => real!(recvmsg(c_int, *mut Msghdr, c_int) -> SsizeT)
-                .map_or(-1, |f| f(fd, a[1] as _, a[3] as c_int | dontwait) as i64),
-            SENDMMSG => real!(sendmmsg(c_int, *mut c_void, c_uint, c_int) -> c_int)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _, flags | MSG_NOSIGNAL) as i64),
-            RECVMMSG => real!(recvmmsg(c_int, *mut c_void, c_uint, c_int, *mut Timespec) -> c_int)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _, flags, a[4] as _) as i64),
-            SENDFILE => real!(sendfile(c_int, c_int, *mut i64, SizeT) -> SsizeT)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _, a[3] as _) as i64),
-            ACCEPT => real!(accept4(c_int, *mut c_void, *mut SocklenT, c_int) -> c_int)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _, flags) as i64),
-            CONNECT => real!(connect(c_int, *const c_void, SocklenT) -> c_int)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _) as i64),
-            POLL => real!(poll(*mut c_void, u64, c_int) -> c_int)
-                .map_or(-1, |f| f(a[0] as _, a[1], 0) as i64),
-            EPOLL => real!(epoll_wait(c_int, *mut c_void, c_int, c_int) -> c_int)
-                .map_or(-1, |f| f(fd, a[1] as _, a[2] as _, 0) as i64),
-            CLOSE => {
-                if lingers(fd) {
-                    return declined();
-                }
-                real!(close(c_int) -> c_int).map_or(-1, |f| f(fd) as i64)
-            }
-            _ => {
-                set_errno(ENOSYS);
-                -1
-            }
-        }
-    };
+    // A socket with SO_LINGER on: its close may wait for the peer, so it must not run here.
+    if op == CLOSE && lingers(fd) {
+        return declined();
+    }
+    let ret = call.make_nonblocking();
     let mut outcome = done(ret);
     let would_block = ret < 0 && outcome.err == EAGAIN;
     let short_send = matches!(op, SEND | WRITE) && ret >= 0 && (ret as u64) < a[2];
@@ -101,15 +46,4 @@ pub fn execute(op: u32, a: [u64; 6]) -> Outcome {
         outcome.blocking = fd_blocking(fd);
     }
     outcome
-}
-
-/// A socket with SO_LINGER on: its close may wait for the peer, so it must not run here.
-fn lingers(fd: c_int) -> bool {
-    let mut linger = Linger { onoff: 0, linger: 0 };
-    let mut len = core::mem::size_of::<Linger>() as SocklenT;
-    // SAFETY: `linger` and `len` are valid out pointers of the sizes given.
-    let rc = unsafe {
-        getsockopt(fd, SOL_SOCKET, SO_LINGER, (&mut linger as *mut Linger).cast(), &mut len)
-    };
-    rc == 0 && linger.onoff != 0 && linger.linger > 0
 }

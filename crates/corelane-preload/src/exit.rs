@@ -16,24 +16,16 @@ pub extern "C" fn record_at_exit() {
     lane::record_threads_cpu();
 }
 
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
 pub extern "C" fn _exit(status: c_int) -> ! {
     record_at_exit();
-    // SAFETY: the real `_exit` under its C signature.
-    if let Some(f) = unsafe { real!(_exit(c_int) -> ()) } {
-        // SAFETY: as above; it does not return.
-        unsafe { f(status) };
-    }
-    sys_exit_group(status)
+    real::exit_now(false, status)
 }
 
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
 pub extern "C" fn _Exit(status: c_int) -> ! {
     record_at_exit();
-    // SAFETY: the real `_Exit` under its C signature.
-    if let Some(f) = unsafe { real!(_Exit(c_int) -> ()) } {
-        // SAFETY: as above; it does not return.
-        unsafe { f(status) };
-    }
-    sys_exit_group(status)
+    real::exit_now(true, status)
 }

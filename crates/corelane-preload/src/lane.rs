@@ -11,45 +11,24 @@
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::cell::Cell;
 
 use crate::abi::off_reason::CARRIER_STALLED;
 use crate::abi::op::{SEND, WRITE};
 use crate::abi::{lane_mode, MAX_THREADS};
-use crate::exec::Outcome;
 use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
 use crate::sys::*;
 use crate::uring;
 
-pub const MAX_SLOTS: usize = 1024;
 const WORDS: usize = MAX_SLOTS / 64;
-const CALLER_SPIN: u32 = 4000;
 const THREAD_SPIN: u32 = 20000;
-
-const FREE: u32 = 0;
-const POSTED: u32 = 1;
-const RUNNING: u32 = 2;
-const DONE: u32 = 3;
-const CANCELLED: u32 = 4;
-
-#[repr(C, align(64))]
-struct Slot {
-    state: AtomicU32,
-    waiter: AtomicU32,
-    op: AtomicU32,
-    err: AtomicU32,
-    flags: AtomicU32,
-    args: [AtomicU64; 6],
-    ret: AtomicI64,
-}
 
 struct Worker {
     pending: [AtomicU64; WORDS],
     bell: AtomicU32,
     sleeping: AtomicU32,
-    thread: AtomicUsize,
 }
 
 pub static CPUS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
@@ -67,24 +46,11 @@ static THREAD_TIDS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX
 static EPOCH: AtomicU32 = AtomicU32::new(1);
 static GENERATION: AtomicU32 = AtomicU32::new(1);
 static USED: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
-static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
-#[allow(clippy::declare_interior_mutable_const)]
-const SLOT: Slot = Slot {
-    state: AtomicU32::new(FREE),
-    waiter: AtomicU32::new(0),
-    op: AtomicU32::new(0),
-    err: AtomicU32::new(0),
-    flags: AtomicU32::new(0),
-    args: [const { AtomicU64::new(0) }; 6],
-    ret: AtomicI64::new(0),
-};
-static SLOTS: [Slot; MAX_SLOTS] = [SLOT; MAX_SLOTS];
 #[allow(clippy::declare_interior_mutable_const)]
 const WORKER: Worker = Worker {
     pending: [const { AtomicU64::new(0) }; WORDS],
     bell: AtomicU32::new(0),
     sleeping: AtomicU32::new(0),
-    thread: AtomicUsize::new(0),
 };
 static WORKERS: [Worker; MAX_THREADS] = [WORKER; MAX_THREADS];
 
@@ -98,8 +64,6 @@ thread_local! {
     static SAME_TABLE: Cell<(u32, bool)> = const { Cell::new((0, false)) };
 }
 
-use crate::sys::{sys_futex_wait as futex_wait, sys_futex_wake as futex_wake};
-
 /// Called once from the library's constructor: the key whose destructor frees a thread's slot.
 pub fn init_key() {
     extern "C" fn release(value: *mut c_void) {
@@ -108,11 +72,7 @@ pub fn init_key() {
             USED[index / 64].fetch_and(!(1u64 << (index % 64)), Release);
         }
     }
-    let mut key: c_uint = 0;
-    // SAFETY: `key` is a valid out pointer; `release` has the destructor's signature.
-    if unsafe { pthread_key_create(&mut key, release) } == 0 {
-        KEY.store(key, Release);
-    }
+    create_thread_key(release);
 }
 
 /// In a forked child only the forking thread exists: every slot and worker starts afresh.
@@ -121,9 +81,7 @@ pub extern "C" fn after_fork_in_child() {
     for word in &USED {
         word.store(0, Relaxed);
     }
-    for slot in &SLOTS {
-        slot.state.store(FREE, Relaxed);
-    }
+    reset_slots();
     for worker in &WORKERS {
         for word in &worker.pending {
             word.store(0, Relaxed);
@@ -155,11 +113,7 @@ fn my_slot() -> Option<usize> {
                 Ok(_) => {
                     let index = w * 64 + bit;
                     MY_SLOT.with(|s| s.set((index as u32 + 1, generation)));
-                    let key = KEY.load(Acquire);
-                    if key != u32::MAX {
-                        // SAFETY: the key was created by init_key; the value is an integer.
-                        unsafe { pthread_setspecific(key, (index + 1) as *const c_void) };
-                    }
+                    set_thread_value(index + 1);
                     return Some(index);
                 }
                 Err(now) => bits = now,
@@ -169,10 +123,10 @@ fn my_slot() -> Option<usize> {
     None
 }
 
-/// Runs `op` on a syscall thread, or returns None: the lane is off or unusable for this call
+/// Runs `call` on a syscall thread, or returns None: the lane is off or unusable for this call
 /// (this thread is inside a delegated call already, a vfork child, no free slot), and the
 /// caller makes the call itself.
-pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
+pub fn delegate(call: &Call) -> Option<Outcome> {
     if !state::active() || BUSY.with(Cell::get) {
         return None;
     }
@@ -184,9 +138,9 @@ pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
     let index = my_slot()?;
     BUSY.with(|b| b.set(true));
     let outcome = if URING_RUNNING.load(Acquire) {
-        through_uring(index, op, args)
+        through_uring(index, call)
     } else if THREADS_RUNNING.load(Acquire) {
-        post_and_wait(index, op, args)
+        post_and_wait(index, call)
     } else {
         None
     };
@@ -196,28 +150,19 @@ pub fn delegate(op: u32, args: [u64; 6]) -> Option<Outcome> {
 
 /// The uring lane: the slot only carries the completion (whichever waiting thread drains the
 /// ring delivers it); the blocking mode is looked up here, and only when it matters.
-fn through_uring(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
-    let deliver = |user_data: u64, res: i32| {
-        if let Some(slot) = (user_data as usize).checked_sub(1).and_then(|i| SLOTS.get(i)) {
-            slot.ret.store(if res < 0 { -1 } else { i64::from(res) }, Relaxed);
-            slot.err.store(if res < 0 { res.unsigned_abs() } else { 0 }, Relaxed);
-            slot.flags.store(0, Relaxed);
-            slot.state.store(DONE, Release);
-        }
-    };
-    let slot = &SLOTS[index];
-    let done = || (slot.state.load(Acquire) == DONE).then(|| take(slot));
-    slot.state.store(POSTED, Release);
-    let Some(mut outcome) = crate::uring::run(index, op, args, &deliver, &done) else {
-        slot.state.store(FREE, Release);
+fn through_uring(index: usize, call: &Call) -> Option<Outcome> {
+    let (op, args) = (call.op(), call.args());
+    let slot = slot(index)?;
+    slot.begin();
+    let Some(mut outcome) = crate::uring::run(call, index) else {
+        slot.abandon();
         return None;
     };
     let would_block = outcome.ret < 0 && outcome.err == EAGAIN;
     let short_send =
         matches!(op, SEND | WRITE) && outcome.ret >= 0 && (outcome.ret as u64) < args[2];
     if would_block || short_send {
-        // SAFETY: F_GETFL takes no pointer argument.
-        let flags = unsafe { fcntl(args[0] as c_int, F_GETFL) };
+        let flags = status_flags(args[0] as c_int);
         outcome.blocking = flags >= 0 && flags & O_NONBLOCK == 0;
     }
     if !outcome.direct {
@@ -246,59 +191,21 @@ fn same_table() -> bool {
     same
 }
 
-fn post_and_wait(index: usize, op: u32, args: [u64; 6]) -> Option<Outcome> {
-    let slot = &SLOTS[index];
-    slot.op.store(op, Relaxed);
-    for (a, v) in slot.args.iter().zip(args) {
-        a.store(v, Relaxed);
-    }
-    slot.waiter.store(0, Relaxed);
-    slot.state.store(POSTED, SeqCst);
-    let worker = &WORKERS[index % THREADS.load(Relaxed).max(1)];
-    worker.pending[index / 64].fetch_or(1 << (index % 64), SeqCst);
-    if worker.sleeping.load(SeqCst) != 0 {
-        worker.bell.fetch_add(1, SeqCst);
-        futex_wake(&worker.bell);
-    }
-    if CALLER_SPINS.load(Relaxed) {
-        for _ in 0..CALLER_SPIN {
-            if slot.state.load(Acquire) == DONE {
-                return Some(take(slot));
-            }
-            core::hint::spin_loop();
+fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
+    let slot = slot(index)?;
+    let notify = || {
+        let worker = &WORKERS[index % THREADS.load(Relaxed).max(1)];
+        worker.pending[index / 64].fetch_or(1 << (index % 64), SeqCst);
+        if worker.sleeping.load(SeqCst) != 0 {
+            worker.bell.fetch_add(1, SeqCst);
+            sys_futex_wake(&worker.bell);
         }
-    }
-    slot.waiter.store(1, SeqCst);
-    let second = Timespec { tv_sec: 1, tv_nsec: 0 };
-    let deadline = monotonic_ns().saturating_add(1_000_000_000);
-    loop {
-        match slot.state.load(SeqCst) {
-            DONE => return Some(take(slot)),
-            POSTED => {
-                // A signal ends the sleep early: its handler has run, and we wait on.
-                futex_wait(&slot.state, POSTED, Some(&second));
-                // Still not taken after a second: the thread is gone or starved. Take it back.
-                if monotonic_ns() >= deadline
-                    && slot.state.compare_exchange(POSTED, CANCELLED, SeqCst, SeqCst).is_ok()
-                {
-                    state::stop(CARRIER_STALLED);
-                    return None;
-                }
-            }
-            state => futex_wait(&slot.state, state, None),
-        }
-    }
-}
-
-fn take(slot: &Slot) -> Outcome {
-    let flags = slot.flags.load(Relaxed);
-    let outcome = Outcome {
-        ret: slot.ret.load(Relaxed),
-        err: slot.err.load(Relaxed) as c_int,
-        blocking: flags & 1 != 0,
-        direct: flags & 2 != 0,
     };
-    slot.state.store(FREE, Release);
+    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed));
+    if outcome.is_none() {
+        // Not taken after a second: the thread is gone or starved.
+        state::stop(CARRIER_STALLED);
+    }
     outcome
 }
 
@@ -342,26 +249,8 @@ fn start_uring() -> bool {
 /// most a second) for the first to say its thread id, the carriers' for `same_table`.
 fn start_threads() -> bool {
     let count = THREADS.load(Relaxed);
-    let all = Bits1024([u64::MAX; 16]);
-    let mut old = Bits1024([0; 16]);
-    // SAFETY: both masks are valid; new threads inherit the mask, so they start with every
-    // signal blocked and no signal meant for the program ever runs on a syscall thread.
-    unsafe { pthread_sigmask(SIG_SETMASK, &all, &mut old) };
-    let mut started = 0;
-    for (n, worker) in WORKERS.iter().enumerate().take(count) {
-        let mut thread: PthreadT = 0;
-        // SAFETY: `serve` has the start routine's signature; its argument is an integer.
-        let rc = unsafe { pthread_create(&mut thread, core::ptr::null(), serve, n as *mut c_void) };
-        if rc != 0 {
-            break;
-        }
-        worker.thread.store(thread, Release);
-        // SAFETY: the thread was just created and is never joined.
-        unsafe { pthread_detach(thread) };
-        started += 1;
-    }
-    // SAFETY: restores the mask saved above.
-    unsafe { pthread_sigmask(SIG_SETMASK, &old, core::ptr::null_mut()) };
+    // Every signal blocked in them: no signal meant for the program runs on a syscall thread.
+    let started = spawn_detached(count.min(WORKERS.len()), serve, |_, _| {});
     if started < count {
         // Slots are spread over `count` workers; with fewer, some would never be served.
         THREADS.store(started, SeqCst);
@@ -408,13 +297,8 @@ pub fn threads_running() -> bool {
 extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
     let n = arg as usize;
     let cpu = CPUS[n].load(Relaxed) as usize;
-    let mut mask = Bits1024([0; 16]);
-    mask.0[cpu / 64 % 16] |= 1 << (cpu % 64);
-    let name = format!("cl-sys-{n}\0");
-    // SAFETY: the mask and the NUL-terminated name outlive the calls.
-    unsafe {
-        sched_setaffinity(0, core::mem::size_of::<Bits1024>(), &mask);
-        prctl(PR_SET_NAME, name.as_ptr());
+    if let Ok(name) = std::ffi::CString::new(format!("cl-sys-{n}")) {
+        pin_and_name(cpu, &name);
     }
     let tid = sys_gettid();
     stats::set_thread_tid(n, tid);
@@ -433,7 +317,7 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
             while bits != 0 {
                 let bit = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                run_slot(&SLOTS[w * 64 + bit]);
+                run_slot(w * 64 + bit);
                 any = true;
                 served += 1;
                 if served % 64 == 0 {
@@ -454,49 +338,30 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
         let seen = worker.bell.load(SeqCst);
         worker.sleeping.store(1, SeqCst);
         if worker.pending.iter().all(|w| w.load(SeqCst) == 0) {
-            futex_wait(&worker.bell, seen, None);
+            sys_futex_wait(&worker.bell, seen, None);
         }
         worker.sleeping.store(0, SeqCst);
         idle = 0;
     }
 }
 
-fn run_slot(slot: &Slot) {
-    if slot.state.compare_exchange(POSTED, RUNNING, Acquire, Relaxed).is_err() {
-        return; // cancelled by its caller, or a stale bit
-    }
-    let op = slot.op.load(Relaxed);
-    let args: [u64; 6] = core::array::from_fn(|i| slot.args[i].load(Relaxed));
-    let outcome = crate::exec::execute(op, args);
-    if !outcome.direct {
-        stats::count(op);
-    }
-    slot.ret.store(outcome.ret, Relaxed);
-    slot.err.store(outcome.err as u32, Relaxed);
-    slot.flags.store(u32::from(outcome.blocking) | u32::from(outcome.direct) << 1, Relaxed);
-    slot.state.store(DONE, SeqCst);
-    if slot.waiter.load(SeqCst) != 0 {
-        futex_wake(&slot.state);
-    }
-}
-
-/// The pthread ids of the running syscall threads (for the CPU time recorded at exit).
-pub fn thread_ids() -> impl Iterator<Item = (usize, PthreadT)> {
-    let running = THREADS_RUNNING.load(Acquire);
-    (0..if running { THREADS.load(Relaxed) } else { 0 })
-        .map(|n| (n, WORKERS[n].thread.load(Acquire)))
+fn run_slot(index: usize) {
+    let Some(slot) = slot(index) else { return };
+    slot.serve(|call| {
+        let outcome = crate::exec::execute(call);
+        if !outcome.direct {
+            stats::count(call.op());
+        }
+        outcome
+    });
 }
 
 /// Each running syscall thread's CPU time, exact to this moment (at the process's end).
 pub fn record_threads_cpu() {
-    for (n, thread) in thread_ids() {
-        let mut clock: c_int = 0;
-        // SAFETY: `thread` is a live syscall thread (they never exit while the lane runs);
-        // `clock` is a valid out pointer.
-        if unsafe { pthread_getcpuclockid(thread, &mut clock) } == 0 {
-            if let Some(ns) = clock_ns(clock) {
-                stats::set_cpu(n, ns);
-            }
+    let running = if THREADS_RUNNING.load(Acquire) { THREADS.load(Relaxed) } else { 0 };
+    for (n, tid) in THREAD_TIDS.iter().enumerate().take(running) {
+        if let Some(ns) = thread_cpu_ns(tid.load(Acquire)) {
+            stats::set_cpu(n, ns);
         }
     }
 }

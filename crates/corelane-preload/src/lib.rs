@@ -8,37 +8,28 @@
 //! glibc's internal calls (for instance inside getaddrinfo) bypass it; `syscall(SYS_…)` is
 //! seen only for what changes a thread's rights or the lane's descriptor (`raw.rs`).
 //!
-//! Unsafe code: `sys` holds the C declarations, dlsym (`real!`), the system calls the library
-//! makes itself, `environ` and the counters' mapping. The other modules allowed it are the C
-//! interface itself: `#[no_mangle]` exports and the constructor's `link_section` (which the
-//! `unsafe_code` lint counts as unsafe), whose bodies hand the caller's own pointers to the
-//! real libc function, and (still, see each) the lanes' shared-memory handling.
+//! Unsafe code: all of it in `sys` (C declarations, dlsym, the library's own system calls,
+//! `environ`, the counters' mapping, the lanes' shared memory). Outside it, only the C
+//! interface allows it, item by item: each `#[no_mangle]` export and the constructor's
+//! `link_section` entries (which the `unsafe_code` lint counts as unsafe); an export that
+//! takes pointers is an `unsafe extern "C" fn` that hands them to `sys` untouched.
 
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // the one module that holds unsafe code
 #[macro_use]
 mod sys;
 
 // Shared with `corelane run`'s reader, which uses the rest.
 #[allow(dead_code)]
 mod abi;
-#[allow(unsafe_code)]
 mod config;
 mod environ;
-#[allow(unsafe_code)]
 mod exec;
-#[allow(unsafe_code)]
 mod exit;
-#[allow(unsafe_code)]
 mod exports;
-#[allow(unsafe_code)]
 mod lane;
-#[allow(unsafe_code)]
 mod raw;
-#[allow(unsafe_code)]
 mod rights;
-#[allow(unsafe_code)]
 mod sockets;
 mod state;
 mod stats;
-#[allow(unsafe_code)]
 mod uring;

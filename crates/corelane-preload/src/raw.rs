@@ -2,7 +2,7 @@
 //! capset, seccomp, Landlock, unshare, setns: see `rights.rs`) and to the lane's io_uring
 //! descriptor (a raw close, dup2, dup3, close_range: see `uring::before_fds_replaced`).
 //! Everything else passes straight on. The library's own system calls never come here
-//! (`sys.rs` makes them with the instruction itself).
+//! (`sys/kernel.rs` makes them with the instruction itself).
 
 use crate::abi::rights_change::*;
 use crate::rights;
@@ -60,12 +60,13 @@ pub fn fds_replaced_by(number: c_long, a: [c_long; 3]) -> Option<(c_int, c_int)>
 }
 
 /// `syscall()` is C-variadic, which stable Rust cannot define: it is defined with six integer
-/// arguments after the number. On x86_64 SysV and aarch64 Linux the integer arguments of a
-/// variadic call arrive in the registers a 7-argument function reads them from, so this sees
-/// what the caller passed (and glibc's `syscall`, written in assembly, reads them the same
-/// way when called with all seven).
+/// arguments after the number (see `real::syscall` for why that sees what the caller passed).
+///
+/// # Safety
+/// The contract of system call `number`: what its arguments point to is valid.
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
-pub extern "C" fn syscall(
+pub unsafe extern "C" fn syscall(
     number: c_long,
     a1: c_long,
     a2: c_long,
@@ -77,12 +78,8 @@ pub extern "C" fn syscall(
     if let Some((first, last)) = fds_replaced_by(number, [a1, a2, a3]) {
         uring::before_fds_replaced(first, last);
     }
-    // SAFETY: glibc's `syscall` under a 7-integer signature (see above); the caller's own
-    // arguments, pointers among them untouched.
-    let ret = unsafe {
-        real!(syscall(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long)
-            .map_or(-1, |f| f(number, a1, a2, a3, a4, a5, a6))
-    };
+    // SAFETY: the program's own arguments, under the contract it called us with.
+    let ret = unsafe { real::syscall(number, [a1, a2, a3, a4, a5, a6]) };
     if let Some(kind) = rights_change_of(number, [a1, a2, a3], ret) {
         rights::changed(kind, false);
     }

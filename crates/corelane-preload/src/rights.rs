@@ -61,14 +61,27 @@ pub fn changed(kind: u64, every_thread: bool) {
 }
 
 /// Exports a libc function that changes a thread's context: the real call, then `changed`
-/// when it returned 0.
+/// when it returned 0. `unsafe`: it takes pointers, which go to the real function untouched.
 macro_rules! watched {
     ($name:ident ( $($arg:ident : $t:ty),* ), $kind:expr, $every:expr) => {
+        #[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
         #[no_mangle]
         pub extern "C" fn $name($($arg: $t),*) -> c_int {
-            // SAFETY: the real function under the C signature written here, with the caller's
-            // own arguments (pointers among them go to it untouched).
-            let rc = unsafe { real!($name($($t),*) -> c_int).map_or(-1, |f| f($($arg),*)) };
+            let rc = real::$name($($arg),*);
+            if rc == 0 {
+                changed($kind, $every);
+            }
+            rc
+        }
+    };
+    (unsafe $name:ident ( $($arg:ident : $t:ty),* ), $kind:expr, $every:expr) => {
+        /// # Safety
+        /// The C function's contract: its pointers valid for what it reads.
+        #[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
+            // SAFETY: the program's own arguments, under the contract it called us with.
+            let rc = unsafe { real::$name($($arg),*) };
             if rc == 0 {
                 changed($kind, $every);
             }
@@ -85,15 +98,15 @@ watched!(setreuid(r: c_uint, e: c_uint), SETID, true);
 watched!(setregid(r: c_uint, e: c_uint), SETID, true);
 watched!(setresuid(r: c_uint, e: c_uint, s: c_uint), SETID, true);
 watched!(setresgid(r: c_uint, e: c_uint, s: c_uint), SETID, true);
-watched!(setgroups(size: SizeT, list: *const c_uint), SETID, true);
-watched!(initgroups(user: *const c_char, group: c_uint), SETID, true);
-watched!(capset(header: *mut c_void, data: *const c_void), CAPSET, false);
+watched!(unsafe setgroups(size: SizeT, list: *const c_uint), SETID, true);
+watched!(unsafe initgroups(user: *const c_char, group: c_uint), SETID, true);
+watched!(unsafe capset(header: *mut c_void, data: *const c_void), CAPSET, false);
 watched!(setns(fd: c_int, kind: c_int), SETNS, false);
 
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
 pub extern "C" fn unshare(flags: c_int) -> c_int {
-    // SAFETY: the real function under its C signature; an integer argument.
-    let rc = unsafe { real!(unshare(c_int) -> c_int).map_or(-1, |f| f(flags)) };
+    let rc = real::unshare(flags);
     if rc == 0 && flags != 0 {
         changed(UNSHARE, false);
     }
@@ -102,50 +115,42 @@ pub extern "C" fn unshare(flags: c_int) -> c_int {
 
 /// setfsuid and setfsgid return the previous id whatever happens; asking again with -1 (which
 /// changes nothing) says whether the id is now another.
-fn fs_id(set: unsafe extern "C" fn(c_uint) -> c_int, id: c_uint) -> c_int {
-    // SAFETY: the real setfsuid or setfsgid, integer arguments.
-    let (before, now) = unsafe { (set(id), set(u32::MAX)) };
+fn fs_id(user: bool, id: c_uint) -> c_int {
+    let Some((before, now)) = real::set_fs_id(user, id) else { return -1 };
     if before != now {
         changed(SETFSID, false);
     }
     before
 }
 
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
 pub extern "C" fn setfsuid(id: c_uint) -> c_int {
-    // SAFETY: the real function under its C signature.
-    match unsafe { real!(setfsuid(c_uint) -> c_int) } {
-        Some(f) => fs_id(f, id),
-        None => -1,
-    }
+    fs_id(true, id)
 }
 
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
 pub extern "C" fn setfsgid(id: c_uint) -> c_int {
-    // SAFETY: the real function under its C signature.
-    match unsafe { real!(setfsgid(c_uint) -> c_int) } {
-        Some(f) => fs_id(f, id),
-        None => -1,
-    }
+    fs_id(false, id)
 }
 
-/// prctl is C-variadic (an option, then up to four unsigned longs): defined here with all
-/// four, which on x86_64 SysV and aarch64 Linux arrive where a variadic caller put them (the
-/// registers of a 5-argument call), and forwarded whole.
+/// prctl is C-variadic: defined here with all four further arguments (see `real::prctl`) and
+/// forwarded whole.
+///
+/// # Safety
+/// prctl's contract for `option`: what the further arguments point to is valid.
+#[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C
 #[no_mangle]
-pub extern "C" fn prctl(
+pub unsafe extern "C" fn prctl(
     option: c_int,
     a2: c_ulong,
     a3: c_ulong,
     a4: c_ulong,
     a5: c_ulong,
 ) -> c_int {
-    // SAFETY: glibc's prctl reads its four further arguments as unsigned longs from the same
-    // registers this signature passes them in; pointers among them go to it untouched.
-    let rc = unsafe {
-        real!(prctl(c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int)
-            .map_or(-1, |f| f(option, a2, a3, a4, a5))
-    };
+    // SAFETY: the program's own arguments, under the contract it called us with.
+    let rc = unsafe { real::prctl(option, a2, a3, a4, a5) };
     if rc == 0 && option == PR_SET_SECCOMP {
         changed(SECCOMP, false);
     }

@@ -49,12 +49,7 @@ pub fn is_socket(fd: c_int) -> bool {
         _ => {}
     }
     let saved = errno();
-    let mut kind: c_int = 0;
-    let mut len = core::mem::size_of::<c_int>() as SocklenT;
-    // SAFETY: `kind` and `len` are valid out pointers of the sizes given.
-    let rc =
-        unsafe { getsockopt(fd, SOL_SOCKET, SO_TYPE, (&mut kind as *mut c_int).cast(), &mut len) };
-    let answer = if rc == 0 {
+    let answer = if socket_type(fd).is_some() {
         mark_socket(fd);
         true
     } else {
@@ -70,11 +65,7 @@ pub fn is_socket(fd: c_int) -> bool {
 /// A stream socket (a short send on it may be continued; a datagram's may not).
 pub fn is_stream(fd: c_int) -> bool {
     let saved = errno();
-    let mut kind: c_int = 0;
-    let mut len = core::mem::size_of::<c_int>() as SocklenT;
-    // SAFETY: as in `is_socket`.
-    let rc =
-        unsafe { getsockopt(fd, SOL_SOCKET, SO_TYPE, (&mut kind as *mut c_int).cast(), &mut len) };
+    let kind = socket_type(fd);
     set_errno(saved);
-    rc == 0 && kind == SOCK_STREAM
+    kind == Some(SOCK_STREAM)
 }

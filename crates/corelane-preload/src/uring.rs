@@ -14,279 +14,33 @@
 //! forked child closes the fd (and unmaps what it still inherited) in its atfork handler. A
 //! child made by a raw clone keeps the fd (Linux has no close-on-fork), and with it a ring
 //! that refuses anything but send and receive on the parent's descriptors.
+//!
+//! The ring itself (its memory, submission, completion, retirement) is `sys::ring`.
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use core::sync::atomic::{
-    fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
-};
+use core::sync::atomic::Ordering::{Relaxed, SeqCst};
+use core::sync::atomic::{AtomicU32, AtomicU64};
 
 use crate::abi::off_reason::RING_CLOSED;
-use crate::abi::op::*;
-use crate::exec::Outcome;
 use crate::state;
 use crate::stats;
+use crate::sys::ring::{self, Waited};
 use crate::sys::*;
-
-const SETUP_SQPOLL: u32 = 2;
-const SETUP_SQ_AFF: u32 = 4;
-const SETUP_R_DISABLED: u32 = 64;
-const REGISTER_PROBE: u32 = 8;
-const REGISTER_RESTRICTIONS: u32 = 11;
-const EACCES: c_int = 13;
-const REGISTER_ENABLE_RINGS: u32 = 12;
-const RESTRICTION_SQE_OP: u16 = 1;
-const FEAT_SINGLE_MMAP: u32 = 1;
-const ENTER_GETEVENTS: u32 = 1;
-const ENTER_SQ_WAKEUP: u32 = 2;
-const ENTER_EXT_ARG: u32 = 8;
-const SQ_NEED_WAKEUP: u32 = 1;
-const OFF_SQES: i64 = 0x1000_0000;
-const OP_RECVMSG: u8 = 10;
-const OP_SEND: u8 = 26;
-const OP_RECV: u8 = 27;
-/// Every operation `sqe_for` makes: the ring accepts these and nothing else.
-const LANE_OPS: [u8; 3] = [OP_RECVMSG, OP_SEND, OP_RECV];
-const ENTRIES: u32 = 256;
 
 /// How the ring was set up (recorded in the process's counters record).
 pub use crate::abi::lane_mode::{
     URING_PLAIN as MODE_PLAIN, URING_SQPOLL as MODE_SQPOLL, URING_UNAVAILABLE as MODE_UNAVAILABLE,
 };
-/// How long a retirement waits for the ring's users, and a caller for its completion, before
-/// looking at what went wrong.
-const SECOND_NS: u64 = 1_000_000_000;
 
-#[repr(C)]
-#[derive(Default)]
-struct Params {
-    sq_entries: u32,
-    cq_entries: u32,
-    flags: u32,
-    sq_thread_cpu: u32,
-    sq_thread_idle: u32,
-    features: u32,
-    wq_fd: u32,
-    resv: [u32; 3],
-    sq_off: [u32; 10],
-    cq_off: [u32; 10],
-}
-
-#[repr(C)]
-struct Sqe {
-    opcode: u8,
-    flags: u8,
-    ioprio: u16,
-    fd: i32,
-    off: u64,
-    addr: u64,
-    len: u32,
-    op_flags: u32,
-    user_data: u64,
-    tail: [u64; 3],
-}
-
-/// struct io_uring_restriction (16 bytes).
-#[repr(C)]
-struct Restriction {
-    kind: u16,
-    op: u8,
-    resv: u8,
-    resv2: [u32; 3],
-}
-
-#[repr(C)]
-struct GeteventsArg {
-    sigmask: u64,
-    sigmask_sz: u32,
-    min_wait_usec: u32,
-    ts: u64,
-}
-
-/// The mapped ring: raw addresses of its fields (all inside the mapping, kept for the
-/// process's life).
-struct Ring {
-    fd: c_int,
-    sqpoll: bool,
-    sq_head: *const AtomicU32,
-    sq_tail: *const AtomicU32,
-    sq_mask: u32,
-    sq_flags: *const AtomicU32,
-    sq_array: *mut u32,
-    sqes: *mut Sqe,
-    cq_head: *const AtomicU32,
-    cq_tail: *const AtomicU32,
-    cq_mask: u32,
-    cqes: *const [u64; 2],
-}
-
-static RING: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
-static SQ_LOCK: AtomicBool = AtomicBool::new(false);
-static CQ_LOCK: AtomicBool = AtomicBool::new(false);
 static SQPOLL_TID: AtomicU64 = AtomicU64::new(0);
 /// The thread that made the ring: its descriptor table is the ring's (SQPOLL's thread shares it).
 static CREATOR_TID: AtomicU32 = AtomicU32::new(0);
-/// `run` calls between taking the ring and their last touch of it: a retirement waits for 0
-/// before it unmaps anything.
-static USERS: AtomicU32 = AtomicU32::new(0);
-
-fn enter(fd: c_int, submit: u32, wait: u32, flags: u32, arg: Option<&GeteventsArg>) -> c_long {
-    let (arg, size) =
-        arg.map_or((0, 0), |a| (a as *const GeteventsArg as usize, core::mem::size_of_val(a)));
-    let a = [submit as usize, wait as usize, flags as usize, 0];
-    // SAFETY: `arg` is NULL or a live getevents argument of the size given.
-    unsafe { sys_io_uring_enter(fd, a, arg, size) }
-}
-
-/// What this process holds of its ring, recorded as each piece is made, so a failed start
-/// and a forked child give back exactly that (and nothing that merely has the same number).
-struct Held {
-    fd: AtomicI32,
-    /// The fd's (device, inode), to recognise it: the program may have closed ours and
-    /// reused the number.
-    dev: AtomicU64,
-    ino: AtomicU64,
-    /// Each mapping's address and length; `inherited` when MADV_DONTFORK failed on it.
-    maps: [(AtomicUsize, AtomicUsize, AtomicBool); 2],
-}
-
-static HELD: Held = Held {
-    fd: AtomicI32::new(-1),
-    dev: AtomicU64::new(0),
-    ino: AtomicU64::new(0),
-    maps: [const { (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false)) }; 2],
-};
-
-/// Maps `len` bytes of the ring at `offset`, recorded in slot `n` of HELD, and marks it
-/// MADV_DONTFORK: no child, however made (a raw clone skips every atfork handler), has it.
-fn map(fd: c_int, len: usize, offset: i64, n: usize) -> Option<*mut c_void> {
-    // SAFETY: mapping the rings of the fd just created, at the offsets the kernel gave.
-    let addr = unsafe { mmap(core::ptr::null_mut(), len, PROT_READ_WRITE, MAP_SHARED, fd, offset) };
-    if addr == MAP_FAILED {
-        return None;
-    }
-    let (at, length, inherited) = &HELD.maps[n];
-    length.store(len, SeqCst);
-    inherited.store(true, SeqCst);
-    at.store(addr as usize, SeqCst);
-    // Should the kernel refuse, a forked child unmaps it in its atfork handler instead.
-    inherited.store(sys_madvise(addr as usize, len, MADV_DONTFORK) != 0, SeqCst);
-    Some(addr)
-}
-
-/// Gives back the fd and the mappings HELD records. In a forked child (`in_child`) only the
-/// mappings it inherited are unmapped: where MADV_DONTFORK left a hole, another atfork
-/// handler may have mapped something since. Async-signal-safe (system calls only).
-/// `close_fd` false: the program is about to close or replace the fd itself.
-fn release(in_child: bool, close_fd: bool) {
-    for (at, length, inherited) in &HELD.maps {
-        let (addr, len) = (at.swap(0, SeqCst), length.swap(0, SeqCst));
-        if addr != 0 && (!in_child || inherited.load(SeqCst)) {
-            // SAFETY: the ring's own mapping; its users are gone (a retirement waited for
-            // them) or never existed here (a forked child has only the forking thread).
-            unsafe { sys_munmap(addr, len) };
-        }
-    }
-    let fd = HELD.fd.swap(-1, SeqCst);
-    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
-    // Before Linux 5.16 every io_uring (and epoll, eventfd…) fd shares one anonymous inode,
-    // so in a child the number is also asked whether it is still a restricted ring.
-    if close_fd
-        && fd >= 0
-        && sys_fd_identity(fd) == Some(ours)
-        && (!in_child || is_restricted_ring(fd))
-    {
-        sys_close(fd);
-    }
-}
-
-/// Whether `fd` is an io_uring with restrictions: such a ring refuses a registration it was
-/// not allowed (EACCES) before looking at it; any other fd gets EOPNOTSUPP, an unrestricted
-/// ring EFAULT or EINVAL. Keeps the caller's errno. Async-signal-safe.
-fn is_restricted_ring(fd: c_int) -> bool {
-    let saved = errno();
-    // SAFETY: REGISTER_PROBE with a null argument and no entries writes nothing; it is
-    // refused either way (EACCES on a restricted ring, an error on anything else).
-    let refused = unsafe { sys_io_uring_register(fd, REGISTER_PROBE, 0, 0) };
-    set_errno(saved);
-    refused == -c_long::from(EACCES)
-}
-
-/// Limits the ring, created disabled, to exactly the operations `sqe_for` submits with no SQE
-/// flags and no later registration, then enables it. The backstop for a child that kept the
-/// fd: even SQPOLL's thread, running with the creator's credentials, refuses the rest
-/// (OPENAT, READ, WRITE, SPLICE, …) with EACCES.
-fn restrict_and_enable(fd: c_int) -> bool {
-    let ops =
-        LANE_OPS.map(|op| Restriction { kind: RESTRICTION_SQE_OP, op, resv: 0, resv2: [0; 3] });
-    // SAFETY: `ops` is an array of io_uring_restriction of the length given.
-    let limited = unsafe {
-        sys_io_uring_register(fd, REGISTER_RESTRICTIONS, ops.as_ptr() as usize, ops.len() as u32)
-    };
-    // SAFETY: ENABLE_RINGS takes no argument.
-    limited == 0 && unsafe { sys_io_uring_register(fd, REGISTER_ENABLE_RINGS, 0, 0) } == 0
-}
-
-/// A new ring's fd and parameters: SQPOLL pinned to `cpu` if the kernel allows, else plain;
-/// disabled until `restrict_and_enable`.
-fn setup(cpu: u32) -> Option<(c_int, Params, bool)> {
-    let mut params = Params {
-        flags: SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_R_DISABLED,
-        sq_thread_cpu: cpu,
-        sq_thread_idle: 10,
-        ..Params::default()
-    };
-    // SAFETY: `params` is a valid io_uring_params the kernel fills in.
-    let fd = unsafe { sys_io_uring_setup(ENTRIES, (&mut params as *mut Params).cast()) } as c_int;
-    if fd >= 0 {
-        return Some((fd, params, true));
-    }
-    params = Params { flags: SETUP_R_DISABLED, ..Params::default() };
-    // SAFETY: as above, without SQPOLL.
-    let fd = unsafe { sys_io_uring_setup(ENTRIES, (&mut params as *mut Params).cast()) } as c_int;
-    (fd >= 0).then_some((fd, params, false))
-}
 
 /// Sets the ring up; returns the mode, or MODE_UNAVAILABLE (the caller starts threads). A ring
 /// that cannot be restricted is never used.
 pub fn start(cpu: u32) -> u64 {
-    let Some((fd, params, sqpoll)) = setup(cpu) else {
+    let Some(sqpoll) = ring::create(cpu) else {
         return MODE_UNAVAILABLE;
     };
-    let Some((dev, ino)) = sys_fd_identity(fd) else {
-        sys_close(fd);
-        return MODE_UNAVAILABLE;
-    };
-    HELD.dev.store(dev, SeqCst);
-    HELD.ino.store(ino, SeqCst);
-    HELD.fd.store(fd, SeqCst);
-    let (sq, cq) = (&params.sq_off, &params.cq_off);
-    let ring_len = (sq[6] + params.sq_entries * 4).max(cq[5] + params.cq_entries * 16) as usize;
-    let sqe_len = params.sq_entries as usize * core::mem::size_of::<Sqe>();
-    let mapped = (params.features & FEAT_SINGLE_MMAP != 0)
-        .then(|| Some((map(fd, ring_len, 0, 0)?, map(fd, sqe_len, OFF_SQES, 1)?)))
-        .flatten();
-    let Some((base, sqes)) = mapped.filter(|_| restrict_and_enable(fd)) else {
-        release(false, true);
-        return MODE_UNAVAILABLE;
-    };
-    let at = |off: u32| (base as usize + off as usize) as *mut u32;
-    // SAFETY: the masks lie inside the ring mapping, at the kernel's offsets.
-    let (sq_mask, cq_mask) = unsafe { (*at(sq[2]), *at(cq[2])) };
-    let ring = Box::new(Ring {
-        fd,
-        sqpoll,
-        sq_head: at(sq[0]).cast(),
-        sq_tail: at(sq[1]).cast(),
-        sq_mask,
-        sq_flags: at(sq[4]).cast(),
-        sq_array: at(sq[6]),
-        sqes: sqes.cast(),
-        cq_head: at(cq[0]).cast(),
-        cq_tail: at(cq[1]).cast(),
-        cq_mask,
-        cqes: at(cq[5]).cast(),
-    });
-    RING.store(Box::into_raw(ring), Release);
     CREATOR_TID.store(sys_gettid(), SeqCst);
     SQPOLL_TID.store(0, SeqCst);
     if sqpoll {
@@ -299,40 +53,15 @@ pub fn start(cpu: u32) -> u64 {
     }
 }
 
-/// In a forked child: the parent's ring is not ours. Its fd is closed and any mapping it
-/// inherited unmapped, so a worker that drops privileges cannot drive the ring of its
-/// parent, whose SQPOLL thread runs with the parent's credentials. (The Ring record itself
-/// is left: freeing is not async-signal-safe, and it is a few words once per child.)
+/// In a forked child: the parent's ring is not ours (`ring::forget_after_fork`).
 pub fn forget_after_fork() {
-    RING.store(core::ptr::null_mut(), SeqCst);
-    release(true, true);
-    SQ_LOCK.store(false, SeqCst);
-    CQ_LOCK.store(false, SeqCst);
+    ring::forget_after_fork();
     SQPOLL_TID.store(0, SeqCst);
-    USERS.store(0, SeqCst);
 }
 
-/// Retires the ring: no new submission takes it, then, once the calls under way are done
-/// (waited for at most a second), it is unmapped and (if `close_fd`) its fd closed. A ring
-/// still in use after the second stays mapped: nothing is ever unmapped under a user (the
-/// mapping and, then, the fd are left to the process). Returns whether it was released.
+/// Retires the ring (`ring::retire`); returns whether it was released.
 pub fn retire(close_fd: bool) -> bool {
-    let ring = RING.swap(core::ptr::null_mut(), SeqCst);
-    if ring.is_null() {
-        return false;
-    }
-    let deadline = monotonic_ns().saturating_add(SECOND_NS);
-    while USERS.load(SeqCst) != 0 {
-        if monotonic_ns() >= deadline {
-            return false;
-        }
-        std::thread::yield_now();
-    }
-    release(false, close_fd);
-    // SAFETY: made by Box::into_raw in `start`; RING no longer holds it and no `run` is under
-    // way (USERS is 0 and every later one finds RING null).
-    drop(unsafe { Box::from_raw(ring) });
-    true
+    ring::retire(close_fd)
 }
 
 /// Before the program closes or replaces fds `first..=last`: if the ring's fd is among them
@@ -340,12 +69,11 @@ pub fn retire(close_fd: bool) -> bool {
 /// the program's call) and the lane stops in this process. The program's call then proceeds
 /// as it would have.
 pub fn before_fds_replaced(first: c_int, last: c_int) {
-    let fd = HELD.fd.load(SeqCst);
-    if fd < 0 || fd < first || fd > last || RING.load(SeqCst).is_null() || !state::in_owner() {
+    let Some(fd) = ring::fd_among(first, last) else { return };
+    if !state::in_owner() {
         return;
     }
-    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
-    if sys_fd_identity(fd) == Some(ours) && is_restricted_ring(fd) {
+    if ring::is_ours(fd) {
         lose_ring(false);
     }
 }
@@ -354,12 +82,6 @@ pub fn before_fds_replaced(first: c_int, last: c_int) {
 fn lose_ring(close_fd: bool) {
     state::stop(RING_CLOSED);
     retire(close_fd);
-}
-
-/// Whether the ring's fd number still holds the ring this process made.
-fn still_ours(fd: c_int) -> bool {
-    let ours = (HELD.dev.load(SeqCst), HELD.ino.load(SeqCst));
-    HELD.fd.load(SeqCst) == fd && sys_fd_identity(fd) == Some(ours) && is_restricted_ring(fd)
 }
 
 /// The thread whose descriptor table the ring's calls use: SQPOLL's thread (it shares its
@@ -371,122 +93,10 @@ pub fn carrier_tid() -> u32 {
     }
 }
 
-fn ring() -> Option<&'static Ring> {
-    let ring = RING.load(Acquire);
-    // SAFETY: non-null only after `start` leaked a fully built Ring.
-    (!ring.is_null()).then(|| unsafe { &*ring })
-}
-
-/// The SQE for a call this lane runs, or None (the caller makes the call itself).
-fn sqe_for(op: u32, a: [u64; 6], user_data: u64) -> Option<Sqe> {
-    let flags = a[3] as u32 as c_int;
-    let (opcode, addr, len, op_flags) = match op {
-        SEND | WRITE if a[4] == 0 => (OP_SEND, a[1], a[2], flags | MSG_DONTWAIT | MSG_NOSIGNAL),
-        RECV | READ if a[4] == 0 && flags & MSG_WAITALL == 0 => {
-            (OP_RECV, a[1], a[2], flags | MSG_DONTWAIT)
-        }
-        RECVMSG | READV if flags & MSG_WAITALL == 0 => (OP_RECVMSG, a[1], 1, flags | MSG_DONTWAIT),
-        _ => return None,
-    };
-    let len = u32::try_from(len).ok()?;
-    Some(Sqe {
-        opcode,
-        flags: 0,
-        ioprio: 0,
-        fd: a[0] as i32,
-        off: 0,
-        addr,
-        len,
-        op_flags: op_flags as u32,
-        user_data,
-        tail: [0; 3],
-    })
-}
-
-fn lock(flag: &AtomicBool) {
-    while flag.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
-        core::hint::spin_loop();
-    }
-}
-
-fn submit(ring: &Ring, sqe: Sqe) -> bool {
-    lock(&SQ_LOCK);
-    // SAFETY: the ring's fields point into its mapping; the SQ tail and the SQE array are
-    // written only under SQ_LOCK, and entry `index` is free (tail - head < entries).
-    let queued = unsafe {
-        let tail = (*ring.sq_tail).load(Relaxed);
-        let head = (*ring.sq_head).load(Acquire);
-        if tail.wrapping_sub(head) > ring.sq_mask {
-            false
-        } else {
-            let index = tail & ring.sq_mask;
-            ring.sqes.add(index as usize).write(sqe);
-            ring.sq_array.add(index as usize).write(index);
-            (*ring.sq_tail).store(tail.wrapping_add(1), Release);
-            true
-        }
-    };
-    SQ_LOCK.store(false, Release);
-    if !queued {
-        return false;
-    }
-    fence(SeqCst);
-    // SAFETY: the SQ flags word lies inside the ring mapping.
-    let asleep = unsafe { (*ring.sq_flags).load(Relaxed) } & SQ_NEED_WAKEUP != 0;
-    if !ring.sqpoll {
-        enter(ring.fd, 1, 0, 0, None);
-    } else if asleep {
-        enter(ring.fd, 0, 0, ENTER_SQ_WAKEUP, None);
-    }
-    true
-}
-
-/// Hands every completion waiting in the CQ to its slot.
-fn drain(ring: &Ring, deliver: &dyn Fn(u64, i32)) {
-    if CQ_LOCK.compare_exchange(false, true, Acquire, Relaxed).is_err() {
-        return;
-    }
-    // SAFETY: CQ head is written only under CQ_LOCK; entries between head and tail are
-    // complete (tail read with Acquire).
-    unsafe {
-        let mut head = (*ring.cq_head).load(Relaxed);
-        let tail = (*ring.cq_tail).load(Acquire);
-        while head != tail {
-            let [user_data, res_flags] = *ring.cqes.add((head & ring.cq_mask) as usize);
-            deliver(user_data, res_flags as u32 as i32);
-            head = head.wrapping_add(1);
-        }
-        (*ring.cq_head).store(head, Release);
-    }
-    CQ_LOCK.store(false, Release);
-}
-
-/// What became of a submitted call.
-enum Waited {
-    Done(Outcome),
-    /// The ring's fd no longer holds our ring: the call will never complete.
-    RingLost,
-}
-
-/// Runs `op` for the caller holding slot `index` through the ring, or None: the caller makes
-/// the call itself. `deliver(user_data, res)` completes a slot; `done()` says whether ours is.
-pub fn run(
-    index: usize,
-    op: u32,
-    args: [u64; 6],
-    deliver: &dyn Fn(u64, i32),
-    done: &dyn Fn() -> Option<Outcome>,
-) -> Option<Outcome> {
-    let sqe = sqe_for(op, args, index as u64 + 1)?;
-    USERS.fetch_add(1, SeqCst);
-    let waited = ring().and_then(|ring| {
-        if !submit(ring, sqe) {
-            return None;
-        }
-        Some(wait(ring, deliver, done))
-    });
-    USERS.fetch_sub(1, SeqCst);
-    match waited? {
+/// Runs `call` for the caller holding slot `index` through the ring, or None: the caller
+/// makes the call itself.
+pub fn run(call: &Call, index: usize) -> Option<Outcome> {
+    match ring::run(call, index)? {
         Waited::Done(outcome) => Some(outcome),
         Waited::RingLost => {
             // Closed behind the library's back (a raw system call it did not see). Residual:
@@ -494,43 +104,6 @@ pub fn run(
             // call itself.
             lose_ring(false);
             None
-        }
-    }
-}
-
-/// Waits for the completion of the caller's submission. After each second without it, looks
-/// at the ring's fd: a ring that is no longer there never completes anything.
-fn wait(ring: &Ring, deliver: &dyn Fn(u64, i32), done: &dyn Fn() -> Option<Outcome>) -> Waited {
-    let ts = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
-    let wait = GeteventsArg {
-        sigmask: 0,
-        sigmask_sz: 8,
-        min_wait_usec: 0,
-        ts: &ts as *const Timespec as u64,
-    };
-    let mut spins = 0u32;
-    let mut deadline = 0;
-    loop {
-        drain(ring, deliver);
-        if let Some(outcome) = done() {
-            return Waited::Done(outcome);
-        }
-        spins += 1;
-        if spins < 2000 {
-            core::hint::spin_loop();
-            continue;
-        }
-        // Sleeps until a completion (anyone's) or 1 ms, whichever first: a completion another
-        // thread drains for us is never waited for longer than that.
-        enter(ring.fd, 0, 1, ENTER_GETEVENTS | ENTER_EXT_ARG, Some(&wait));
-        let now = monotonic_ns();
-        if deadline == 0 {
-            deadline = now.saturating_add(SECOND_NS);
-        } else if now >= deadline {
-            if !still_ours(ring.fd) {
-                return Waited::RingLost;
-            }
-            deadline = now.saturating_add(SECOND_NS);
         }
     }
 }
