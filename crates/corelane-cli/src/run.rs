@@ -3,18 +3,15 @@
 //! status returned, and a summary of what moved where.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use corelane::run::{preloadable, program_environment, LaneReport, LaneSetting, PrivateLibrary};
-use corelane::run::{Delegated, LaneMode, SharedStats};
+use corelane::run::{supervise, Delegated, Ended, LaneMode, NoWatch, Program, SharedStats};
 use corelane::topology::CpuList;
-use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::CpuSet;
 use serde::Serialize;
 
@@ -163,160 +160,6 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
     Ok((app, syscall))
 }
 
-fn cpu_set(list: &CpuList) -> CpuSet {
-    let mut set = CpuSet::new();
-    for &cpu in list.cpus() {
-        set.set(cpu);
-    }
-    set
-}
-
-/// Where forwarded signals go. While the program (its process group's leader) is unreaped,
-/// its group: the zombie holds the PID, so no other group can have that number. Once it is
-/// reaped, the number is free for reuse unless a member of the group is left: a signal goes
-/// to each child corelane has left (the daemons reparented to it), through a pidfd, and to
-/// the whole group too when one of those children is still in it (an unreaped child keeps
-/// its group, so the number is still that group's). The reaper holds the lock while it
-/// reaps, the forwarder while it signals, so no target's PID is freed in between.
-#[derive(Default)]
-struct Targets {
-    leader: Option<Pid>,
-    leader_reaped: bool,
-}
-
-impl Targets {
-    fn forward(&self, sig: Signal) {
-        match self.leader {
-            Some(leader) if !self.leader_reaped => {
-                let _ = rustix::process::kill_process_group(leader, sig);
-            }
-            Some(leader) => signal_children(sig, leader),
-            None => {}
-        }
-    }
-}
-
-/// Signals each child of corelane's main thread (the one that reaps) through a pidfd, and
-/// the program's group `leader` when one of them is still in it. With the reaper locked out,
-/// each PID listed is still that child's when its pidfd is opened.
-fn signal_children(sig: Signal, leader: Pid) {
-    let me = rustix::process::getpid().as_raw_nonzero();
-    let list = format!("/proc/self/task/{me}/children");
-    let text = match std::fs::read_to_string(&list) {
-        Ok(text) => text,
-        Err(e) => {
-            eprintln!("corelane run: cannot forward signal {sig:?} to the program's remaining processes ({list}: {e})");
-            return;
-        }
-    };
-    let children: Vec<Pid> =
-        text.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(Pid::from_raw).collect();
-    let (in_group, apart): (Vec<Pid>, Vec<Pid>) =
-        children.into_iter().partition(|&pid| rustix::process::getpgid(Some(pid)) == Ok(leader));
-    if !in_group.is_empty() {
-        let _ = rustix::process::kill_process_group(leader, sig);
-    }
-    for pid in apart {
-        if let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
-            let _ = rustix::process::pidfd_send_signal(&pidfd, sig);
-        }
-    }
-}
-
-fn lock(targets: &Mutex<Targets>) -> std::sync::MutexGuard<'_, Targets> {
-    targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program (see `Targets`).
-struct Forwarder {
-    handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Forwarder {
-    fn start(targets: Arc<Mutex<Targets>>) -> anyhow::Result<Self> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-            .context("cannot install the signal handlers")?;
-        let handle = signals.handle();
-        let thread = std::thread::spawn(move || {
-            for sig in signals.forever() {
-                if let Some(sig) = Signal::from_named_raw(sig) {
-                    lock(&targets).forward(sig);
-                }
-            }
-        });
-        Ok(Self { handle, thread })
-    }
-
-    fn stop(self) {
-        self.handle.close();
-        let _ = self.thread.join();
-    }
-}
-
-/// Starts the program on the application CPUs, in its own process group.
-fn spawn(
-    command: &[OsString],
-    env: Vec<(OsString, OsString)>,
-    app: Option<&CpuList>,
-) -> anyhow::Result<std::process::Child> {
-    let (program, rest) = command.split_first().context("no program given")?;
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest).env_clear().envs(env).process_group(0);
-    // The child inherits the spawning thread's affinity: set it for the spawn, then restore.
-    let saved = rustix::thread::sched_getaffinity(None).context("cannot read the CPU affinity")?;
-    if let Some(app) = app {
-        rustix::thread::sched_setaffinity(None, &cpu_set(app))
-            .with_context(|| format!("cannot place on application CPUs {app}"))?;
-    }
-    let child = cmd.spawn();
-    let _ = rustix::thread::sched_setaffinity(None, &saved);
-    child.with_context(|| format!("cannot run {}", program.to_string_lossy()))
-}
-
-/// `__WNOTHREAD`: wait only for the main thread's children (the program and the orphans
-/// reparented to us), not the NIC keeper a thread of ours started.
-const WAIT_MAIN_THREAD_CHILDREN: u32 = 0x2000_0000;
-
-/// Waits for the program and every descendant left to us (we are their subreaper); returns
-/// the program's status (a shell's: 128+N when killed by signal N), the signal, and how many
-/// processes we reaped. Each ended child is seen first without being reaped (its PID still
-/// held), then reaped with the forwarder locked out, the program marked reaped at once.
-fn reap(child: u32, targets: &Mutex<Targets>) -> (i32, Option<i32>, u64) {
-    use rustix::process::{WaitId, WaitIdOptions};
-    let peek = WaitIdOptions::EXITED
-        | WaitIdOptions::NOWAIT
-        | WaitIdOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
-    let now = WaitOptions::NOHANG | WaitOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
-    let mut status = (1, None);
-    let mut reaped = 0;
-    loop {
-        match rustix::process::waitid(WaitId::All, peek) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-        let mut targets = lock(targets);
-        match rustix::process::wait(now) {
-            Ok(Some((pid, st))) => {
-                reaped += 1;
-                if pid.as_raw_nonzero().get() as u32 == child {
-                    targets.leader_reaped = true;
-                    status = match (st.exit_status(), st.terminating_signal()) {
-                        (Some(code), _) => (code, None),
-                        (None, Some(sig)) => (128 + sig, Some(sig)),
-                        _ => (1, None),
-                    };
-                }
-            }
-            Ok(None) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => break,
-        }
-    }
-    (status.0, status.1, reaped)
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (app, syscall) = placement(&args)?;
     let _applied = match (&args.plan, args.apply) {
@@ -355,43 +198,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !loaders.is_empty() {
         eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .context("cannot become the child subreaper")?;
-    let targets = Arc::new(Mutex::new(Targets::default()));
-    let forwarder = Forwarder::start(targets.clone())?;
-    let started = Instant::now();
-    let child = match spawn(&args.command, env, app.as_ref()) {
-        Ok(child) => child,
+    let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
+    let ended = match supervise(program, Arc::new(NoWatch)) {
+        Ok(ended) => ended,
         Err(e) => {
-            forwarder.stop();
-            return Err(e);
+            eprintln!("corelane run: {e}");
+            return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    lock(&targets).leader = Pid::from_raw(child.id() as i32);
-    let (exit_status, signal, reaped) = reap(child.id(), &targets);
-    let wall_ns = started.elapsed().as_nanos() as u64;
-    forwarder.stop();
     let report = stats.as_ref().map(SharedStats::read).transpose()?.unwrap_or_default();
     drop(library);
-    let summary =
-        summarize(&args, app, syscall.as_ref(), (exit_status, signal), &report, reaped, wall_ns)?;
+    let summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
     print_summary(&summary);
     if let Some(path) = &args.json {
         let text = serde_json::to_vec_pretty(&summary)?;
         corelane::fs::write_atomic(path, &text)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(ExitCode::from(exit_status.clamp(0, 255) as u8))
+    Ok(ExitCode::from(ended.exit_status.clamp(0, 255) as u8))
 }
 
 fn summarize(
     args: &RunArgs,
     app: Option<CpuList>,
     syscall: Option<&CpuList>,
-    (exit_status, signal): (i32, Option<i32>),
+    ended: &Ended,
     report: &LaneReport,
-    reaped: u64,
-    wall_ns: u64,
 ) -> anyhow::Result<Summary> {
     let children = corelane::stats::children_cpu();
     let program_ns = (children.user + children.system).as_nanos() as u64;
@@ -402,8 +234,8 @@ fn summarize(
     Ok(Summary {
         corelane_run_summary: 1,
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        exit_status,
-        signal,
+        exit_status: ended.exit_status,
+        signal: ended.signal,
         app_cpus: app.to_string(),
         syscall_cpus: syscall.map(ToString::to_string).unwrap_or_default(),
         syscall_lane: if syscall.is_some() { args.syscall_lane.name() } else { "none" },
@@ -415,9 +247,9 @@ fn summarize(
         },
         program: ProgramCpu {
             cpu_ns: program_ns.saturating_sub(report.syscall_thread_cpu_ns),
-            processes: reaped.max(report.processes),
+            processes: ended.reaped.max(report.processes),
         },
-        wall_ns,
+        wall_ns: ended.wall.as_nanos() as u64,
     })
 }
 
