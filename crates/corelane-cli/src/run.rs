@@ -27,10 +27,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
     /// CPUs for the program's threads and children, e.g. 0 or 2-7 (default: as inherited).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", value_parser = distinct_cpus)]
     app_cpus: Option<CpuList>,
     /// CPUs for the syscall threads; without it (or a plan) no library is preloaded.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", value_parser = distinct_cpus)]
     syscall_cpus: Option<CpuList>,
     /// How the network calls reach the syscall CPUs.
     #[arg(long, value_enum, default_value = "threads")]
@@ -47,6 +47,12 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
+}
+
+/// A CPU list as the user wrote it: each CPU once (the application and syscall lists may
+/// still share CPUs).
+fn distinct_cpus(text: &str) -> Result<CpuList, corelane::topology::CpuListError> {
+    CpuList::parse_distinct(text)
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -134,7 +140,7 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
     let from_plan = |text: Option<&String>, what: &str| -> anyhow::Result<Option<CpuList>> {
         text.filter(|t| !t.trim().is_empty())
             .map(|t| {
-                t.parse()
+                CpuList::parse_distinct(t)
                     .with_context(|| format!("the plan's {what} CPUs `{t}` are not a CPU list"))
             })
             .transpose()
