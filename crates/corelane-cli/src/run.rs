@@ -168,6 +168,10 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (app, syscall) = placement(&args)?;
+    // Directories of killed runs (a SIGKILL leaves no chance to remove them).
+    if let Err(e) = corelane::run::remove_dead_runs() {
+        eprintln!("corelane run: cannot look for the directories of killed runs in /tmp: {e}");
+    }
     let _applied = match (&args.plan, args.apply) {
         (Some(plan), true) => Some(crate::apply::apply_for_run(plan)?),
         _ => None,

@@ -12,7 +12,7 @@ mod stats;
 mod supervise;
 
 pub use environment::{preloadable, program_environment, LaneSetting, LOADER_VARIABLES};
-pub use library::{PrivateLibrary, FILE_NAME as LIBRARY_FILE_NAME};
+pub use library::{remove_dead_runs, PrivateLibrary, DIR_PREFIX, FILE_NAME as LIBRARY_FILE_NAME};
 pub use stats::{parse as parse_stats, Delegated, LaneMode, LaneReport, SharedStats, MAX_RECORDS};
 pub use supervise::{
     monotonic_ns, supervise, Ended, NoWatch, Program, SuperviseError, Watch, SAMPLE_EVERY,
