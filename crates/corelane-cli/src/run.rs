@@ -208,6 +208,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !loaders.is_empty() {
         eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
     }
+    // The summary's directory is opened now, once: a program that swaps it for a symlink
+    // meanwhile cannot move where the summary (root's, often) is written.
+    let json = args
+        .json
+        .as_deref()
+        .map(|path| {
+            corelane::fs::OutputFile::open(path)
+                .with_context(|| format!("cannot write {}", path.display()))
+        })
+        .transpose()?;
     let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
     let ended = match supervise(program, Arc::new(NoWatch)) {
         Ok(ended) => ended,
@@ -220,10 +230,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     drop(library);
     let summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
     print_summary(&summary);
-    if let Some(path) = &args.json {
+    if let (Some(out), Some(path)) = (&json, &args.json) {
         let text = serde_json::to_vec_pretty(&summary)?;
-        corelane::fs::write_atomic(path, &text)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        out.write(&text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(ExitCode::from(ended.exit_status.clamp(0, 255) as u8))
 }

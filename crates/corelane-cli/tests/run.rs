@@ -707,3 +707,32 @@ fn a_signal_after_the_program_exits_still_reaches_its_group() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `--json` is opened before the program starts: a program that swaps the summary's directory
+/// for a symlink to another one cannot move where the summary is written. The old run
+/// resolved the path at the end and wrote through the symlink.
+#[test]
+fn a_directory_swapped_for_a_symlink_does_not_move_the_summary() {
+    let top = tempfile::tempdir().unwrap();
+    let (out_dir, moved, elsewhere) =
+        (top.path().join("out"), top.path().join("moved"), top.path().join("elsewhere"));
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    let script = format!(
+        "mv {0} {1} && ln -s {2} {0}",
+        out_dir.display(),
+        moved.display(),
+        elsewhere.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["run", "--json"])
+        .arg(out_dir.join("summary.json"))
+        .args(["--", "sh", "-c", &script])
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "written through the symlink");
+    let text = std::fs::read_to_string(moved.join("summary.json")).unwrap();
+    assert!(text.contains("\"corelane_run_summary\""), "{text}");
+}
