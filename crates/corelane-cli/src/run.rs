@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use corelane::run::{preloadable, program_environment, LaneReport, LaneSetting, PrivateLibrary};
-use corelane::run::{supervise, Delegated, Ended, LaneMode, NoWatch, Program, SharedStats};
+use corelane::run::{abi, preloadable, program_environment, LaneReport, LaneSetting};
+use corelane::run::{lane_off_entries, supervise, Delegated, Ended, LaneCpu, LaneMode};
+use corelane::run::{LaneOffEntry, NoWatch};
+use corelane::run::{PrivateLibrary, Program, SharedStats, Watch};
 use corelane::topology::CpuList;
 use rustix::thread::CpuSet;
 use serde::Serialize;
@@ -19,7 +21,7 @@ use serde::Serialize;
 static PRELOAD_LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcorelane_preload.so"));
 
 /// At most this many syscall threads per process (the library's bound).
-const MAX_SYSCALL_CPUS: usize = 16;
+const MAX_SYSCALL_CPUS: usize = abi::MAX_THREADS;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -107,6 +109,10 @@ struct Summary {
     syscall_threads: SyscallThreads,
     program: ProgramCpu,
     wall_ns: u64,
+    /// The processes whose lane turned itself off.
+    lane_off: Vec<LaneOffEntry>,
+    /// Times the carriers were rebuilt after a change of credentials every thread followed.
+    rebuilt: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -166,6 +172,50 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
     Ok((app, syscall))
 }
 
+/// What a run with a syscall lane holds: the counters and the library's private copy.
+struct LaneFiles {
+    stats: Arc<SharedStats>,
+    library: PrivateLibrary,
+}
+
+impl LaneFiles {
+    fn create() -> anyhow::Result<Self> {
+        let stats = SharedStats::create().context("cannot create the counters")?;
+        let library =
+            PrivateLibrary::write(PRELOAD_LIBRARY).context("cannot write the syscall library")?;
+        if !preloadable(library.path()) {
+            bail!("the library path {} cannot go into LD_PRELOAD", library.path().display());
+        }
+        Ok(Self { stats: Arc::new(stats), library })
+    }
+}
+
+/// The program's environment (with the lane's variables when there is one).
+fn environment(
+    args: &RunArgs,
+    files: Option<&LaneFiles>,
+    syscall: Option<&CpuList>,
+) -> anyhow::Result<Vec<(OsString, OsString)>> {
+    let lane = match (files, syscall) {
+        (Some(files), Some(cpus)) => Some(LaneSetting {
+            library: files.library.path(),
+            syscall_cpus: cpus,
+            lane: args.syscall_lane.name(),
+            stats: Some(files.stats.env_value().context("cannot read the counters' identity")?),
+            follow_exec: !args.no_follow_exec,
+        }),
+        _ => None,
+    };
+    let root = rustix::process::geteuid().is_root();
+    let (env, dropped) = program_environment(std::env::vars_os(), root, lane.as_ref());
+    let loaders: Vec<&String> =
+        dropped.iter().filter(|d| !d.starts_with(abi::ENV_PREFIX)).collect();
+    if !loaders.is_empty() {
+        eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
+    }
+    Ok(env)
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (app, syscall) = placement(&args)?;
     // Directories of killed runs (a SIGKILL leaves no chance to remove them).
@@ -176,38 +226,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (Some(plan), true) => Some(crate::apply::apply_for_run(plan)?),
         _ => None,
     };
-    let stats = syscall
-        .as_ref()
-        .map(|_| SharedStats::create())
-        .transpose()
-        .context("cannot create the counters")?;
-    let library = match &syscall {
-        Some(_) => Some(
-            PrivateLibrary::write(PRELOAD_LIBRARY).context("cannot write the syscall library")?,
-        ),
-        None => None,
-    };
-    if let Some(lib) = &library {
-        if !preloadable(lib.path()) {
-            bail!("the library path {} cannot go into LD_PRELOAD", lib.path().display());
-        }
-    }
-    let lane = match (&library, &syscall) {
-        (Some(lib), Some(cpus)) => Some(LaneSetting {
-            library: lib.path(),
-            syscall_cpus: cpus,
-            lane: args.syscall_lane.name(),
-            stats_fd: stats.as_ref().map(SharedStats::raw_fd),
-            follow_exec: !args.no_follow_exec,
-        }),
-        _ => None,
-    };
-    let root = rustix::process::geteuid().is_root();
-    let (env, dropped) = program_environment(std::env::vars_os(), root, lane.as_ref());
-    let loaders: Vec<&String> = dropped.iter().filter(|d| !d.starts_with("CORELANE_")).collect();
-    if !loaders.is_empty() {
-        eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
-    }
+    let files = syscall.as_ref().map(|_| LaneFiles::create()).transpose()?;
+    let env = environment(&args, files.as_ref(), syscall.as_ref())?;
     // The summary's directory is opened now, once: a program that swaps it for a symlink
     // meanwhile cannot move where the summary (root's, often) is written.
     let json = args
@@ -218,16 +238,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write {}", path.display()))
         })
         .transpose()?;
+    // The syscall threads' CPU, read from the kernel while the program runs.
+    let lane_cpu = files.as_ref().map(|f| Arc::new(LaneCpu::new(f.stats.clone())));
+    let watch: Arc<dyn Watch> = match &lane_cpu {
+        Some(cpu) => cpu.clone(),
+        None => Arc::new(NoWatch),
+    };
     let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
-    let ended = match supervise(program, Arc::new(NoWatch)) {
+    let ended = match supervise(program, watch) {
         Ok(ended) => ended,
         Err(e) => {
             eprintln!("corelane run: {e}");
             return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    let report = stats.as_ref().map(SharedStats::read).transpose()?.unwrap_or_default();
-    drop(library);
+    let mut report = files.as_ref().map(|f| f.stats.read()).transpose()?.unwrap_or_default();
+    if let Some(cpu) = &lane_cpu {
+        cpu.sample_now();
+        report.syscall_thread_cpu_ns = report.syscall_thread_cpu_ns.max(cpu.total_ns());
+    }
+    drop(files);
     let summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
     print_summary(&summary);
     if let (Some(out), Some(path)) = (&json, &args.json) {
@@ -269,6 +299,8 @@ fn summarize(
             processes: ended.reaped.max(report.processes),
         },
         wall_ns: ended.wall.as_nanos() as u64,
+        lane_off: lane_off_entries(&report.lane_off, ended.started_ns),
+        rebuilt: report.rebuilt,
     })
 }
 
@@ -316,4 +348,21 @@ fn print_summary(s: &Summary) {
         d.close,
         d.other
     );
+    print_lane_changes(s);
+}
+
+/// The lanes that turned themselves off, and the carriers' rebuilds.
+fn print_lane_changes(s: &Summary) {
+    for off in &s.lane_off {
+        eprintln!(
+            "  process {}: the lane turned itself off {:.1} ms after the start: {}; its calls ran in its own threads from then on",
+            off.pid, off.after_ms, off.words
+        );
+    }
+    if s.rebuilt > 0 {
+        eprintln!(
+            "  carriers rebuilt {} time(s) after a change of credentials every thread followed",
+            s.rebuilt
+        );
+    }
 }

@@ -111,7 +111,9 @@ mod tests {
         std::fs::set_permissions(&reused, std::fs::Permissions::from_mode(0o700)).unwrap();
         let mut removed = remove_stale(&what);
         removed.sort();
-        assert_eq!(removed, vec![dead.clone(), reused.clone()]);
+        let mut expected = vec![dead.clone(), reused.clone()];
+        expected.sort();
+        assert_eq!(removed, expected);
         assert!(!dead.exists() && !reused.exists());
         assert!(alive.path().join("f").exists() && target.path().exists());
         std::fs::remove_file(&link).unwrap();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// The file name ld.so sees, and the name the library looks for in LD_PRELOAD.
-pub const FILE_NAME: &str = "libcorelane_preload.so";
+pub const FILE_NAME: &str = super::abi::LIBRARY_FILE_NAME;
 
 /// The private directories' names begin so, then `<pid>-<start time>-<random>`.
 pub const DIR_PREFIX: &str = "corelane-run-";
