@@ -301,6 +301,10 @@ pub fn apply_for_run(plan_path: &Path) -> anyhow::Result<Option<RunKeeper>> {
         return Ok(None);
     }
     let (revert_file, keeper) = kept_revert_file()?;
+    eprintln!("corelane run: {} change(s) for {}:", review.changes.len(), plan.device.nic);
+    for c in &review.changes {
+        eprintln!("  {}: {} -> {}", c.path.display(), c.from, c.to);
+    }
     let skipped = apply_saving_revert(&review.changes, root, &revert_file)?;
     show_skipped_to_stderr(&skipped);
     eprintln!(

@@ -3,18 +3,17 @@
 //! status returned, and a summary of what moved where.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use corelane::run::{preloadable, program_environment, LaneReport, LaneSetting, PrivateLibrary};
-use corelane::run::{Delegated, LaneMode, SharedStats};
+use corelane::run::{abi, preloadable, program_environment, LaneReport, LaneSetting};
+use corelane::run::{lane_off_entries, supervise, Delegated, Ended, LaneCpu, LaneMode};
+use corelane::run::{LaneOffEntry, NoWatch};
+use corelane::run::{PrivateLibrary, Program, SharedStats, Watch};
 use corelane::topology::CpuList;
-use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::CpuSet;
 use serde::Serialize;
 
@@ -22,7 +21,7 @@ use serde::Serialize;
 static PRELOAD_LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcorelane_preload.so"));
 
 /// At most this many syscall threads per process (the library's bound).
-const MAX_SYSCALL_CPUS: usize = 16;
+const MAX_SYSCALL_CPUS: usize = abi::MAX_THREADS;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -30,10 +29,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
     /// CPUs for the program's threads and children, e.g. 0 or 2-7 (default: as inherited).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", value_parser = distinct_cpus)]
     app_cpus: Option<CpuList>,
     /// CPUs for the syscall threads; without it (or a plan) no library is preloaded.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", value_parser = distinct_cpus)]
     syscall_cpus: Option<CpuList>,
     /// How the network calls reach the syscall CPUs.
     #[arg(long, value_enum, default_value = "threads")]
@@ -50,6 +49,12 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
+}
+
+/// A CPU list as the user wrote it: each CPU once (the application and syscall lists may
+/// still share CPUs).
+fn distinct_cpus(text: &str) -> Result<CpuList, corelane::topology::CpuListError> {
+    CpuList::parse_distinct(text)
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -104,6 +109,10 @@ struct Summary {
     syscall_threads: SyscallThreads,
     program: ProgramCpu,
     wall_ns: u64,
+    /// The processes whose lane turned itself off.
+    lane_off: Vec<LaneOffEntry>,
+    /// Times the carriers were rebuilt after a change of credentials every thread followed.
+    rebuilt: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -137,7 +146,7 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
     let from_plan = |text: Option<&String>, what: &str| -> anyhow::Result<Option<CpuList>> {
         text.filter(|t| !t.trim().is_empty())
             .map(|t| {
-                t.parse()
+                CpuList::parse_distinct(t)
                     .with_context(|| format!("the plan's {what} CPUs `{t}` are not a CPU list"))
             })
             .transpose()
@@ -163,240 +172,107 @@ fn placement(args: &RunArgs) -> anyhow::Result<(Option<CpuList>, Option<CpuList>
     Ok((app, syscall))
 }
 
-fn cpu_set(list: &CpuList) -> CpuSet {
-    let mut set = CpuSet::new();
-    for &cpu in list.cpus() {
-        set.set(cpu);
-    }
-    set
+/// What a run with a syscall lane holds: the counters and the library's private copy.
+struct LaneFiles {
+    stats: Arc<SharedStats>,
+    library: PrivateLibrary,
 }
 
-/// Where forwarded signals go. While the program (its process group's leader) is unreaped,
-/// its group: the zombie holds the PID, so no other group can have that number. Once it is
-/// reaped, the number is free for reuse unless a member of the group is left: a signal goes
-/// to each child corelane has left (the daemons reparented to it), through a pidfd, and to
-/// the whole group too when one of those children is still in it (an unreaped child keeps
-/// its group, so the number is still that group's). The reaper holds the lock while it
-/// reaps, the forwarder while it signals, so no target's PID is freed in between.
-#[derive(Default)]
-struct Targets {
-    leader: Option<Pid>,
-    leader_reaped: bool,
-}
-
-impl Targets {
-    fn forward(&self, sig: Signal) {
-        match self.leader {
-            Some(leader) if !self.leader_reaped => {
-                let _ = rustix::process::kill_process_group(leader, sig);
-            }
-            Some(leader) => signal_children(sig, leader),
-            None => {}
+impl LaneFiles {
+    fn create() -> anyhow::Result<Self> {
+        let stats = SharedStats::create().context("cannot create the counters")?;
+        let library =
+            PrivateLibrary::write(PRELOAD_LIBRARY).context("cannot write the syscall library")?;
+        if !preloadable(library.path()) {
+            bail!("the library path {} cannot go into LD_PRELOAD", library.path().display());
         }
+        Ok(Self { stats: Arc::new(stats), library })
     }
 }
 
-/// Signals each child of corelane's main thread (the one that reaps) through a pidfd, and
-/// the program's group `leader` when one of them is still in it. With the reaper locked out,
-/// each PID listed is still that child's when its pidfd is opened.
-fn signal_children(sig: Signal, leader: Pid) {
-    let me = rustix::process::getpid().as_raw_nonzero();
-    let list = format!("/proc/self/task/{me}/children");
-    let text = match std::fs::read_to_string(&list) {
-        Ok(text) => text,
-        Err(e) => {
-            eprintln!("corelane run: cannot forward signal {sig:?} to the program's remaining processes ({list}: {e})");
-            return;
-        }
-    };
-    let children: Vec<Pid> =
-        text.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(Pid::from_raw).collect();
-    let (in_group, apart): (Vec<Pid>, Vec<Pid>) =
-        children.into_iter().partition(|&pid| rustix::process::getpgid(Some(pid)) == Ok(leader));
-    if !in_group.is_empty() {
-        let _ = rustix::process::kill_process_group(leader, sig);
-    }
-    for pid in apart {
-        if let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
-            let _ = rustix::process::pidfd_send_signal(&pidfd, sig);
-        }
-    }
-}
-
-fn lock(targets: &Mutex<Targets>) -> std::sync::MutexGuard<'_, Targets> {
-    targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program (see `Targets`).
-struct Forwarder {
-    handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Forwarder {
-    fn start(targets: Arc<Mutex<Targets>>) -> anyhow::Result<Self> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-            .context("cannot install the signal handlers")?;
-        let handle = signals.handle();
-        let thread = std::thread::spawn(move || {
-            for sig in signals.forever() {
-                if let Some(sig) = Signal::from_named_raw(sig) {
-                    lock(&targets).forward(sig);
-                }
-            }
-        });
-        Ok(Self { handle, thread })
-    }
-
-    fn stop(self) {
-        self.handle.close();
-        let _ = self.thread.join();
-    }
-}
-
-/// Starts the program on the application CPUs, in its own process group.
-fn spawn(
-    command: &[OsString],
-    env: Vec<(OsString, OsString)>,
-    app: Option<&CpuList>,
-) -> anyhow::Result<std::process::Child> {
-    let (program, rest) = command.split_first().context("no program given")?;
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest).env_clear().envs(env).process_group(0);
-    // The child inherits the spawning thread's affinity: set it for the spawn, then restore.
-    let saved = rustix::thread::sched_getaffinity(None).context("cannot read the CPU affinity")?;
-    if let Some(app) = app {
-        rustix::thread::sched_setaffinity(None, &cpu_set(app))
-            .with_context(|| format!("cannot place on application CPUs {app}"))?;
-    }
-    let child = cmd.spawn();
-    let _ = rustix::thread::sched_setaffinity(None, &saved);
-    child.with_context(|| format!("cannot run {}", program.to_string_lossy()))
-}
-
-/// `__WNOTHREAD`: wait only for the main thread's children (the program and the orphans
-/// reparented to us), not the NIC keeper a thread of ours started.
-const WAIT_MAIN_THREAD_CHILDREN: u32 = 0x2000_0000;
-
-/// Waits for the program and every descendant left to us (we are their subreaper); returns
-/// the program's status (a shell's: 128+N when killed by signal N), the signal, and how many
-/// processes we reaped. Each ended child is seen first without being reaped (its PID still
-/// held), then reaped with the forwarder locked out, the program marked reaped at once.
-fn reap(child: u32, targets: &Mutex<Targets>) -> (i32, Option<i32>, u64) {
-    use rustix::process::{WaitId, WaitIdOptions};
-    let peek = WaitIdOptions::EXITED
-        | WaitIdOptions::NOWAIT
-        | WaitIdOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
-    let now = WaitOptions::NOHANG | WaitOptions::from_bits_retain(WAIT_MAIN_THREAD_CHILDREN);
-    let mut status = (1, None);
-    let mut reaped = 0;
-    loop {
-        match rustix::process::waitid(WaitId::All, peek) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-        let mut targets = lock(targets);
-        match rustix::process::wait(now) {
-            Ok(Some((pid, st))) => {
-                reaped += 1;
-                if pid.as_raw_nonzero().get() as u32 == child {
-                    targets.leader_reaped = true;
-                    status = match (st.exit_status(), st.terminating_signal()) {
-                        (Some(code), _) => (code, None),
-                        (None, Some(sig)) => (128 + sig, Some(sig)),
-                        _ => (1, None),
-                    };
-                }
-            }
-            Ok(None) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => break,
-        }
-    }
-    (status.0, status.1, reaped)
-}
-
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let (app, syscall) = placement(&args)?;
-    let _applied = match (&args.plan, args.apply) {
-        (Some(plan), true) => Some(crate::apply::apply_for_run(plan)?),
-        _ => None,
-    };
-    let stats = syscall
-        .as_ref()
-        .map(|_| SharedStats::create())
-        .transpose()
-        .context("cannot create the counters")?;
-    let library = match &syscall {
-        Some(_) => Some(
-            PrivateLibrary::write(PRELOAD_LIBRARY).context("cannot write the syscall library")?,
-        ),
-        None => None,
-    };
-    if let Some(lib) = &library {
-        if !preloadable(lib.path()) {
-            bail!("the library path {} cannot go into LD_PRELOAD", lib.path().display());
-        }
-    }
-    let stats_identity = stats
-        .as_ref()
-        .map(SharedStats::identity)
-        .transpose()
-        .context("cannot read the counters' identity")?;
-    let lane = match (&library, &syscall) {
-        (Some(lib), Some(cpus)) => Some(LaneSetting {
-            library: lib.path(),
+/// The program's environment (with the lane's variables when there is one).
+fn environment(
+    args: &RunArgs,
+    files: Option<&LaneFiles>,
+    syscall: Option<&CpuList>,
+) -> anyhow::Result<Vec<(OsString, OsString)>> {
+    let lane = match (files, syscall) {
+        (Some(files), Some(cpus)) => Some(LaneSetting {
+            library: files.library.path(),
             syscall_cpus: cpus,
             lane: args.syscall_lane.name(),
-            stats: stats_identity,
+            stats: Some(files.stats.env_value().context("cannot read the counters' identity")?),
             follow_exec: !args.no_follow_exec,
         }),
         _ => None,
     };
     let root = rustix::process::geteuid().is_root();
     let (env, dropped) = program_environment(std::env::vars_os(), root, lane.as_ref());
-    let loaders: Vec<&String> = dropped.iter().filter(|d| !d.starts_with("CORELANE_")).collect();
+    let loaders: Vec<&String> =
+        dropped.iter().filter(|d| !d.starts_with(abi::ENV_PREFIX)).collect();
     if !loaders.is_empty() {
         eprintln!("corelane run: as root, not passing {loaders:?} to the program (only corelane's library is preloaded)");
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .context("cannot become the child subreaper")?;
-    let targets = Arc::new(Mutex::new(Targets::default()));
-    let forwarder = Forwarder::start(targets.clone())?;
-    let started = Instant::now();
-    let child = match spawn(&args.command, env, app.as_ref()) {
-        Ok(child) => child,
+    Ok(env)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (app, syscall) = placement(&args)?;
+    // Directories of killed runs (a SIGKILL leaves no chance to remove them).
+    if let Err(e) = corelane::run::remove_dead_runs() {
+        eprintln!("corelane run: cannot look for the directories of killed runs in /tmp: {e}");
+    }
+    let _applied = match (&args.plan, args.apply) {
+        (Some(plan), true) => Some(crate::apply::apply_for_run(plan)?),
+        _ => None,
+    };
+    let files = syscall.as_ref().map(|_| LaneFiles::create()).transpose()?;
+    let env = environment(&args, files.as_ref(), syscall.as_ref())?;
+    // The summary's directory is opened now, once: a program that swaps it for a symlink
+    // meanwhile cannot move where the summary (root's, often) is written.
+    let json = args
+        .json
+        .as_deref()
+        .map(|path| {
+            corelane::fs::OutputFile::open(path)
+                .with_context(|| format!("cannot write {}", path.display()))
+        })
+        .transpose()?;
+    // The syscall threads' CPU, read from the kernel while the program runs.
+    let lane_cpu = files.as_ref().map(|f| Arc::new(LaneCpu::new(f.stats.clone())));
+    let watch: Arc<dyn Watch> = match &lane_cpu {
+        Some(cpu) => cpu.clone(),
+        None => Arc::new(NoWatch),
+    };
+    let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
+    let ended = match supervise(program, watch) {
+        Ok(ended) => ended,
         Err(e) => {
-            forwarder.stop();
-            return Err(e);
+            eprintln!("corelane run: {e}");
+            return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    lock(&targets).leader = Pid::from_raw(child.id() as i32);
-    let (exit_status, signal, reaped) = reap(child.id(), &targets);
-    let wall_ns = started.elapsed().as_nanos() as u64;
-    forwarder.stop();
-    let report = stats.as_ref().map(SharedStats::read).transpose()?.unwrap_or_default();
-    drop(library);
-    let summary =
-        summarize(&args, app, syscall.as_ref(), (exit_status, signal), &report, reaped, wall_ns)?;
-    print_summary(&summary);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_vec_pretty(&summary)?;
-        corelane::fs::write_atomic(path, &text)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    let mut report = files.as_ref().map(|f| f.stats.read()).transpose()?.unwrap_or_default();
+    if let Some(cpu) = &lane_cpu {
+        cpu.sample_now();
+        report.syscall_thread_cpu_ns = report.syscall_thread_cpu_ns.max(cpu.total_ns());
     }
-    Ok(ExitCode::from(exit_status.clamp(0, 255) as u8))
+    drop(files);
+    let summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
+    print_summary(&summary);
+    if let (Some(out), Some(path)) = (&json, &args.json) {
+        let text = serde_json::to_vec_pretty(&summary)?;
+        out.write(&text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::from(ended.exit_status.clamp(0, 255) as u8))
 }
 
 fn summarize(
     args: &RunArgs,
     app: Option<CpuList>,
     syscall: Option<&CpuList>,
-    (exit_status, signal): (i32, Option<i32>),
+    ended: &Ended,
     report: &LaneReport,
-    reaped: u64,
-    wall_ns: u64,
 ) -> anyhow::Result<Summary> {
     let children = corelane::stats::children_cpu();
     let program_ns = (children.user + children.system).as_nanos() as u64;
@@ -407,8 +283,8 @@ fn summarize(
     Ok(Summary {
         corelane_run_summary: 1,
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        exit_status,
-        signal,
+        exit_status: ended.exit_status,
+        signal: ended.signal,
         app_cpus: app.to_string(),
         syscall_cpus: syscall.map(ToString::to_string).unwrap_or_default(),
         syscall_lane: if syscall.is_some() { args.syscall_lane.name() } else { "none" },
@@ -420,9 +296,11 @@ fn summarize(
         },
         program: ProgramCpu {
             cpu_ns: program_ns.saturating_sub(report.syscall_thread_cpu_ns),
-            processes: reaped.max(report.processes),
+            processes: ended.reaped.max(report.processes),
         },
-        wall_ns,
+        wall_ns: ended.wall.as_nanos() as u64,
+        lane_off: lane_off_entries(&report.lane_off, ended.started_ns),
+        rebuilt: report.rebuilt,
     })
 }
 
@@ -470,4 +348,21 @@ fn print_summary(s: &Summary) {
         d.close,
         d.other
     );
+    print_lane_changes(s);
+}
+
+/// The lanes that turned themselves off, and the carriers' rebuilds.
+fn print_lane_changes(s: &Summary) {
+    for off in &s.lane_off {
+        eprintln!(
+            "  process {}: the lane turned itself off {:.1} ms after the start: {}; its calls ran in its own threads from then on",
+            off.pid, off.after_ms, off.words
+        );
+    }
+    if s.rebuilt > 0 {
+        eprintln!(
+            "  carriers rebuilt {} time(s) after a change of credentials every thread followed",
+            s.rebuilt
+        );
+    }
 }

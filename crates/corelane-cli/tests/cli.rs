@@ -1048,3 +1048,95 @@ fn a_fifo_named_as_an_input_file_is_refused_not_waited_on() {
         assert_eq!(why.trim().lines().count(), 1, "{args:?}: {why}");
     }
 }
+
+/// A FIFO whose writer opened it and stays silent (here the test itself holds it open for
+/// writing), named as a plan (`apply`, `run --plan`) or a revert file, is refused in one line
+/// naming the file after a bounded wait; a device there is refused at once. The old reader
+/// waited on the silent writer for as long as it lived.
+#[test]
+fn an_idle_writer_fifo_or_a_device_as_plan_or_revert_file_is_one_error_in_bounded_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("plan.toml");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // O_RDWR does not wait for a reader: the test is the writer that never writes.
+    let _writer = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
+    let fifo = fifo.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["apply", fifo],
+        vec!["revert", fifo],
+        vec!["run", "--plan", fifo, "--", "true"],
+        vec!["apply", "/dev/null"],
+        vec!["revert", "/dev/zero"],
+        vec!["run", "--plan", "/dev/zero", "--", "true"],
+    ];
+    let started = Instant::now();
+    let children: Vec<Child> = cases.iter().map(|args| start(args, Stdio::piped())).collect();
+    for (args, mut child) in cases.iter().zip(children) {
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("corelane {args:?} still reads after 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let why = stderr(&child.wait_with_output().unwrap());
+        assert!(!status.success(), "{args:?}");
+        assert_eq!(why.trim().lines().count(), 1, "{args:?}: {why}");
+        let named = args.iter().find(|a| a.starts_with('/')).unwrap();
+        assert!(why.contains(named), "{args:?}: {why}");
+        let expected =
+            if named.starts_with("/dev/") { "not a regular file or pipe" } else { "sent nothing" };
+        assert!(why.contains(expected), "{args:?}: {why}");
+    }
+}
+
+/// A plan's `[[lower]]` device must be under its interface as sysfs shows it (a `lower_*`
+/// link, or the device's `master`); another device is refused in one line naming both.
+#[test]
+fn a_lower_device_not_under_the_plans_interface_is_refused() {
+    if !is_root() {
+        return eprintln!(
+            "skipped: the test makes devices in a network namespace of its own (root)"
+        );
+    }
+    let ns = Netns(format!("corelane-{}-lower", std::process::id()));
+    let ip = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
+    if !ip(&["netns", "add", &ns.0]) {
+        return eprintln!("skipped: cannot make a network namespace");
+    }
+    for args in [
+        &["link", "add", "va", "type", "veth", "peer", "name", "vb"][..],
+        &["link", "add", "vc", "type", "veth", "peer", "name", "vd"][..],
+        &["link", "add", "br0", "type", "bridge"][..],
+        &["link", "set", "vb", "master", "br0"][..],
+    ] {
+        if !ip(&[&["-n", ns.0.as_str()][..], args].concat()) {
+            return eprintln!("skipped: ip {args:?} failed (no veth or bridge support?)");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let apply = |lower: &str| {
+        let text = format!(
+            "nic = \"br0\"\nrps_cpus = \"0\"\npolicy = \"custom\"\nirq_cpus = \"0\"\nsyscall_cpus = \"\"\n\
+             app_cpus = \"0\"\n\n[[lower]]\nnic = \"{lower}\"\nrps_cpus = \"0\"\n"
+        );
+        std::fs::write(&plan, text).unwrap();
+        Command::new("ip")
+            .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_corelane"), "apply"])
+            .arg(&plan)
+            .output()
+            .unwrap()
+    };
+    let out = apply("vb");
+    assert!(out.status.success(), "vb is under br0: {}", stderr(&out));
+    let out = apply("vd");
+    let why = stderr(&out);
+    assert!(!out.status.success());
+    assert_eq!(why.trim().lines().count(), 1, "{why}");
+    assert!(why.contains("lower device vd is not under br0"), "{why}");
+}

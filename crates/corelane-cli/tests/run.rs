@@ -341,10 +341,102 @@ fn bad_arguments_fail_with_one_clear_line() {
     let (out, _) = run_with(&["--app-cpus".into(), "1023".into()], &["true"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("application CPU 1023 is not available here"), "{err}");
-    let (out, _) = run_with(&["--syscall-cpus".into(), "0".into()], &["/nonexistent/program"], &[]);
+    // A missing program is 127, one that cannot be executed 126, as shells and env say.
+    let sys = ["--syscall-cpus".to_string(), "0".to_string()];
+    let (out, _) = run_with(&sys, &["/nonexistent/program"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot run /nonexistent/program"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.trim(), "corelane run: /nonexistent/program: not found");
+    assert_eq!(out.status.code(), Some(127));
+    let (out, _) = run_with(&[], &["corelane-no-such-program"], &[("PATH", "/usr/bin:/bin")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (err.trim(), out.status.code()),
+        (
+            "corelane run: corelane-no-such-program: not found (looked in PATH=/usr/bin:/bin)",
+            Some(127)
+        )
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::write(&data, "not a program").unwrap();
+    let (out, _) = run_with(&sys, &[data.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("cannot be executed") && err.lines().count() == 1, "{err}");
+}
+
+/// One syscall thread per CPU named: a CPU named twice is a mistake, refused; the
+/// application and syscall lists may share CPUs.
+#[test]
+fn a_cpu_named_twice_in_one_list_is_refused() {
+    for list in ["1,1", "0-2,1"] {
+        for flag in ["--syscall-cpus", "--app-cpus"] {
+            let (out, _) = run_with(&[flag.into(), list.into()], &["true"], &[]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {list}: {err}");
+            assert!(err.lines().next().unwrap_or("").contains("is named twice"), "{err}");
+        }
+    }
+    let (out, summary) = run_with(
+        &["--app-cpus".into(), "0".into(), "--syscall-cpus".into(), "0".into()],
+        &["true"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        (summary["app_cpus"].as_str(), summary["syscall_cpus"].as_str()),
+        (Some("0"), Some("0"))
+    );
+}
+
+/// The start time (field 22 of /proc/PID/stat) of a live, non-zombie process.
+fn live_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    (fields.first() != Some(&"Z")).then(|| fields.get(19)?.parse().ok()).flatten()
+}
+
+/// SIGKILL to `corelane run` (no lane, and with one): the program is gone within 1 s, not
+/// left running unsupervised. The old supervisor left `sleep 60` running its full minute.
+#[test]
+fn the_program_never_outlives_a_killed_corelane_run() {
+    for lane in [vec![], placement_args()] {
+        let mut run = Command::new(env!("CARGO_BIN_EXE_corelane"))
+            .arg("run")
+            .args(&lane)
+            .args(["--", "sleep", "60"])
+            .env_remove("LD_LIBRARY_PATH")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let children = format!("/proc/{0}/task/{0}/children", run.id());
+        let start = Instant::now();
+        let program = loop {
+            let text = std::fs::read_to_string(&children).unwrap_or_default();
+            if let Some(pid) = text.split_whitespace().find_map(|p| p.parse::<u32>().ok()) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                if comm.trim() == "sleep" {
+                    break pid;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{lane:?}: sleep never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let started = live_start(program).unwrap();
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let killed = Instant::now();
+        while live_start(program) == Some(started) {
+            if killed.elapsed() > Duration::from_secs(1) {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(program as i32).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+                panic!("{lane:?}: the program outlived a killed corelane run by over 1 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 #[test]
@@ -674,4 +766,32 @@ fn no_follow_exec_holds_under_bash_which_has_its_own_environment_functions() {
     let (out, _) = run_with(&placement_args(), &[bash, "-c", script], &[]);
     let counts = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!counts.starts_with("0\n"), "followed into exec: {counts}");
+
+/// `--json` is opened before the program starts: a program that swaps the summary's directory
+/// for a symlink to another one cannot move where the summary is written. The old run
+/// resolved the path at the end and wrote through the symlink.
+#[test]
+fn a_directory_swapped_for_a_symlink_does_not_move_the_summary() {
+    let top = tempfile::tempdir().unwrap();
+    let (out_dir, moved, elsewhere) =
+        (top.path().join("out"), top.path().join("moved"), top.path().join("elsewhere"));
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    let script = format!(
+        "mv {0} {1} && ln -s {2} {0}",
+        out_dir.display(),
+        moved.display(),
+        elsewhere.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["run", "--json"])
+        .arg(out_dir.join("summary.json"))
+        .args(["--", "sh", "-c", &script])
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "written through the symlink");
+    let text = std::fs::read_to_string(moved.join("summary.json")).unwrap();
+    assert!(text.contains("\"corelane_run_summary\""), "{text}");
 }

@@ -13,12 +13,13 @@ use crate::LabError;
 pub struct WorkDir(tempfile::TempDir);
 
 impl WorkDir {
-    /// Creates `$TMPDIR/corelane-lab-<what>-<pid>-<random>`.
+    /// Creates `$TMPDIR/corelane-lab-<what>-<pid>-<start>-<random>` (`<start>`: this
+    /// process's start time, so a later run tells it from a run that reused the PID).
     pub fn create(what: &str) -> Result<Self, LabError> {
         Self::create_in(&std::env::temp_dir(), what)
     }
 
-    /// Creates `<parent>/corelane-lab-<what>-<pid>-<random>`.
+    /// Creates `<parent>/corelane-lab-<what>-<pid>-<start>-<random>`.
     pub fn create_in(parent: &Path, what: &str) -> Result<Self, LabError> {
         Self::made(parent, what, 0o700)
     }
@@ -32,7 +33,12 @@ impl WorkDir {
 
     fn made(parent: &Path, what: &str, mode: u32) -> Result<Self, LabError> {
         tempfile::Builder::new()
-            .prefix(&format!("{}{}-", prefix(what), std::process::id()))
+            .prefix(&format!(
+                "{}{}-{}-",
+                prefix(what),
+                std::process::id(),
+                corelane::fs::own_start()
+            ))
             .permissions(std::fs::Permissions::from_mode(mode))
             .tempdir_in(parent)
             .map(Self)
@@ -58,28 +64,19 @@ impl WorkDir {
 }
 
 /// Removes `what`'s work directories in `$TMPDIR` left by runs that were killed (their
-/// creating process is gone): only real directories (not symlinks) owned by this user.
+/// controller is gone, or its PID now another process's): only this user's directories of the
+/// modes the lab makes, holding files only, through descriptors (never following a symlink,
+/// see `corelane::fs::remove_dead_runs`). Scratch mounts are unmounted first by
+/// `copy::remove_stale_mounts`; a directory still mounted on is not empty and stays.
 pub fn remove_stale(what: &str) -> Vec<std::path::PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let me = rustix::process::geteuid().as_raw();
-    let prefix = prefix(what);
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-                return false;
-            };
-            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-            let gone = pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
-            // symlink_metadata: a planted symlink is never followed, only a directory of ours.
-            let ours = e.path().symlink_metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-            gone && ours
-        })
-        .map(|e| e.path())
-        .filter(|path| std::fs::remove_dir_all(path).is_ok())
-        .collect()
+    let tmp = std::env::temp_dir();
+    let removed = corelane::fs::remove_dead_runs(
+        &tmp,
+        &prefix(what),
+        &[0o700, 0o755],
+        corelane::fs::Contents::Files,
+    );
+    removed.unwrap_or_default().into_iter().map(|name| tmp.join(name)).collect()
 }
 
 /// The name prefix of `what`'s work directories, followed by the creating PID and a dash.
@@ -100,14 +97,25 @@ mod tests {
         let tmp = std::env::temp_dir();
         let dead = tmp.join(format!("{}4000000000-x", prefix(&what)));
         std::fs::create_dir(&dead).unwrap();
+        std::fs::set_permissions(&dead, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::write(dead.join("f"), "x").unwrap();
         let target = tempfile::tempdir().unwrap();
         let link = tmp.join(format!("{}4000000001-y", prefix(&what)));
         std::os::unix::fs::symlink(target.path(), &link).unwrap();
         let alive = WorkDir::create(&what).unwrap();
-        let removed = remove_stale(&what);
-        assert_eq!(removed, vec![dead.clone()]);
-        assert!(!dead.exists() && alive.path().exists() && target.path().exists());
+        std::fs::write(alive.path().join("f"), "x").unwrap();
+        // Our own PID with another start time: a dead controller whose PID was reused.
+        let me = std::process::id();
+        let reused = tmp.join(format!("{}{me}-{}-z", prefix(&what), corelane::fs::own_start() + 1));
+        std::fs::create_dir(&reused).unwrap();
+        std::fs::set_permissions(&reused, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let mut removed = remove_stale(&what);
+        removed.sort();
+        let mut expected = vec![dead.clone(), reused.clone()];
+        expected.sort();
+        assert_eq!(removed, expected);
+        assert!(!dead.exists() && !reused.exists());
+        assert!(alive.path().join("f").exists() && target.path().exists());
         std::fs::remove_file(&link).unwrap();
     }
 

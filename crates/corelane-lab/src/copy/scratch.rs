@@ -1,6 +1,6 @@
 //! A private tmpfs for the copy lab, mounted and unmounted by the lab itself (or a directory
 //! in /dev/shm when mounting is not possible, which the report says). Mount points are named
-//! `corelane-lab-copy-<pid>-<random>` (see [`WorkDir`]) so that a later run can unmount those of a killed run.
+//! `corelane-lab-copy-<pid>-<start>-<random>` (see [`WorkDir`]) so that a later run can unmount those of a killed run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +20,7 @@ pub struct Scratch {
     pub options: String,
 }
 
-/// Unmounts scratch mounts of killed runs (their PID is gone); returns their paths. Only
+/// Unmounts scratch mounts of killed runs (their PID is gone or reused); returns their paths. Only
 /// mount points directly in `$TMPDIR`, where [`Scratch::mount`] makes them: a mount another
 /// user made elsewhere under a name like ours (a FUSE mount in their home) is left alone.
 pub fn remove_stale_mounts() -> Vec<String> {
@@ -43,8 +43,8 @@ fn remove_stale_mounts_listed(mounts: &str, tmp: &Path) -> Vec<String> {
             else {
                 return false;
             };
-            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-            pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            // Dead: its PID gone, or (names with a start time) now another process's.
+            corelane::fs::run_is_dead(rest) == Some(true)
         })
         .filter(|mp| unmount_here(Path::new(mp)).is_ok())
         .map(|mp| {

@@ -124,6 +124,7 @@ pub fn load(path: &Path) -> Result<Run, RunError> {
             &name,
             format!("not a regular file or pipe, so not a corelane run; {HOW}"),
         ),
+        e @ ReadCappedError::Silent(_) => RunError::new(&name, e.to_string()),
         ReadCappedError::TooLarge(_) => RunError::new(
             &name,
             format!("larger than {} MiB, so not a corelane run; {HOW}", MAX_FILE_BYTES >> 20),

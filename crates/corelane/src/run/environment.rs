@@ -5,6 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::abi;
 use crate::topology::CpuList;
 
 /// Variables that make ld.so load code from elsewhere; dropped when the run is root's.
@@ -17,8 +18,8 @@ pub struct LaneSetting<'a> {
     pub syscall_cpus: &'a CpuList,
     /// `threads` or `uring`.
     pub lane: &'static str,
-    /// The counters: fd number, device, inode.
-    pub stats: Option<(i32, u64, u64)>,
+    /// The counters, as [`abi::ENV_STATS`] names them (`FD:DEV:INO`).
+    pub stats: Option<String>,
     pub follow_exec: bool,
 }
 
@@ -38,7 +39,7 @@ pub fn program_environment(
     for (name, value) in inherited {
         let text = name.to_string_lossy();
         let loader = root && LOADER_VARIABLES.contains(&text.as_ref());
-        if text.starts_with("CORELANE_") || loader {
+        if text.starts_with(abi::ENV_PREFIX) || loader {
             dropped.push(text.into_owned());
         } else if text == "LD_PRELOAD" && lane.is_some() {
             their_preload = Some(value);
@@ -53,13 +54,13 @@ pub fn program_environment(
             preload.push(theirs);
         }
         env.push(("LD_PRELOAD".into(), preload));
-        env.push(("CORELANE_SYSCALL_LANE".into(), lane.lane.into()));
-        env.push(("CORELANE_SYSCALL_CPUS".into(), lane.syscall_cpus.to_string().into()));
-        if let Some((fd, dev, ino)) = lane.stats {
-            env.push((super::abi::ENV_STATS.into(), format!("{fd}:{dev}:{ino}").into()));
+        env.push((abi::ENV_LANE.into(), lane.lane.into()));
+        env.push((abi::ENV_CPUS.into(), lane.syscall_cpus.to_string().into()));
+        if let Some(stats) = &lane.stats {
+            env.push((abi::ENV_STATS.into(), stats.into()));
         }
         if !lane.follow_exec {
-            env.push(("CORELANE_NO_FOLLOW_EXEC".into(), "1".into()));
+            env.push((abi::ENV_NO_FOLLOW_EXEC.into(), "1".into()));
         }
     }
     (env, dropped)
@@ -92,7 +93,7 @@ mod tests {
             library: lib,
             syscall_cpus: &cpus,
             lane: "uring",
-            stats: Some((5, 1, 2)),
+            stats: Some("105:12:345".into()),
             follow_exec: false,
         };
         let inherited = env(&[
@@ -100,6 +101,7 @@ mod tests {
             ("LD_LIBRARY_PATH", "/home/evil"),
             ("CORELANE_SYSCALL_CPUS", "0-63"),
             ("CORELANE_LIBRARY", "/home/evil/x.so"),
+            ("CORELANE_STATS", "3:1:1"),
             ("PATH", "/usr/bin"),
         ]);
         let (out, dropped) = program_environment(inherited.clone(), true, Some(&lane));
@@ -107,11 +109,12 @@ mod tests {
         assert_eq!(get(&out, "LD_LIBRARY_PATH"), None);
         assert_eq!(get(&out, "CORELANE_SYSCALL_CPUS"), Some(OsStr::new("1")));
         assert_eq!(get(&out, "CORELANE_LIBRARY"), None);
+        assert_eq!(get(&out, abi::ENV_STATS), Some(OsStr::new("105:12:345")));
+        assert_eq!(get(&out, "CORELANE_STATS_FD"), None);
         assert_eq!(get(&out, "CORELANE_NO_FOLLOW_EXEC"), Some(OsStr::new("1")));
         assert_eq!(get(&out, "CORELANE_SYSCALL_LANE"), Some(OsStr::new("uring")));
-        assert_eq!(get(&out, "CORELANE_STATS"), Some(OsStr::new("5:1:2")));
         assert_eq!(get(&out, "PATH"), Some(OsStr::new("/usr/bin")));
-        assert_eq!(dropped.len(), 4);
+        assert_eq!(dropped.len(), 5);
         let (user, _) = program_environment(inherited, false, Some(&lane));
         let expected = format!("{}:/home/evil/evil.so", lib.display());
         assert_eq!(get(&user, "LD_PRELOAD"), Some(OsStr::new(&expected)));

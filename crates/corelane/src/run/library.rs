@@ -7,7 +7,9 @@
 //! which the environment chooses) created 0700 by us, checked through its fd, the file
 //! created in it O_EXCL|O_NOFOLLOW mode 0500, and both removed when the run ends. /tmp
 //! itself must be owned by root or us and, if others may write to it, sticky (so they cannot
-//! rename our directory away).
+//! rename our directory away). A run killed before it could remove them leaves them; the
+//! next run removes those of dead runs ([`remove_dead_runs`]), its name telling a dead run
+//! from a live one even when the PID was reused (it holds the run's start time).
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -16,7 +18,22 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// The file name ld.so sees, and the name the library looks for in LD_PRELOAD.
-pub const FILE_NAME: &str = "libcorelane_preload.so";
+pub const FILE_NAME: &str = super::abi::LIBRARY_FILE_NAME;
+
+/// The private directories' names begin so, then `<pid>-<start time>-<random>`.
+pub const DIR_PREFIX: &str = "corelane-run-";
+
+/// Removes the private directories under /tmp of runs that are dead (killed, so their
+/// directory was never removed): only the caller's, mode 0700, holding at most the library,
+/// never through a symlink (see [`crate::fs::remove_dead_runs`]). Returns their names.
+pub fn remove_dead_runs() -> std::io::Result<Vec<String>> {
+    crate::fs::remove_dead_runs(
+        Path::new("/tmp"),
+        DIR_PREFIX,
+        &[0o700],
+        crate::fs::Contents::Named(&[FILE_NAME]),
+    )
+}
 
 /// The written copy; removed (file and directory) on drop.
 #[derive(Debug)]
@@ -58,10 +75,10 @@ impl PrivateLibrary {
     /// As [`write`](Self::write), under `base` (tests use their own directory).
     pub fn write_under(base_path: &Path, bytes: &[u8]) -> io::Result<Self> {
         let base = open_safe_dir(base_path)?;
-        let pid = std::process::id();
+        let (pid, start) = (std::process::id(), crate::fs::own_start());
         let mut attempt = 0;
         let dir_name = loop {
-            let name = format!("corelane-run-{pid}-{:016x}", fastrand::u64(..));
+            let name = format!("{DIR_PREFIX}{pid}-{start}-{:016x}", fastrand::u64(..));
             match rustix::fs::mkdirat(&base, name.as_str(), Mode::from_raw_mode(0o700)) {
                 Ok(()) => break name,
                 Err(rustix::io::Errno::EXIST) if attempt < 16 => attempt += 1,

@@ -1,6 +1,7 @@
 //! The only unsafe code in corelane: thin wrappers over the syscalls that rustix and socket2 do
 //! not cover (recvmmsg/sendmmsg with control messages, UDP offload socket options, per-thread
-//! rusage, bpf(2), AF_XDP rings, mlock of the program's own code). Contract: every function here is safe to call with any argument; the raw pointers it
+//! rusage, bpf(2), AF_XDP rings, mlock of the program's own code, the pre-exec hook of
+//! `corelane run`'s program). Contract: every function here is safe to call with any argument; the raw pointers it
 //! hands the kernel point into memory the wrapper owns or borrows for the duration of the call.
 
 pub(crate) mod bpf;
@@ -11,6 +12,7 @@ pub(crate) mod privilege;
 pub(crate) mod sockaddr;
 pub(crate) mod socket_ring;
 pub(crate) mod sockopt;
+pub(crate) mod spawn;
 pub(crate) mod uring;
 pub(crate) mod usage;
 pub(crate) mod xsk;

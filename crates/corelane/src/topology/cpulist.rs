@@ -18,6 +18,8 @@ pub enum CpuListError {
     Backwards(String),
     #[error("CPU {0} is beyond the {max} CPUs Linux supports", max = CpuList::MAX_CPU)]
     TooLarge(usize),
+    #[error("CPU {0} is named twice: name each CPU once")]
+    Repeated(usize),
 }
 
 impl CpuList {
@@ -66,6 +68,18 @@ impl FromStr for CpuList {
     type Err = CpuListError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s, false)
+    }
+}
+
+impl CpuList {
+    /// Parses a list a user wrote, where a CPU named twice (`1,1`, `0-2,1`) is a mistake
+    /// (one syscall thread per CPU named), refused as [`CpuListError::Repeated`].
+    pub fn parse_distinct(s: &str) -> Result<Self, CpuListError> {
+        Self::parse(s, true)
+    }
+
+    fn parse(s: &str, distinct: bool) -> Result<Self, CpuListError> {
         let s = s.trim();
         if s.is_empty() {
             return Err(CpuListError::Empty);
@@ -87,9 +101,18 @@ impl FromStr for CpuList {
                     if lo > hi {
                         return Err(CpuListError::Backwards(part.into()));
                     }
+                    if let Some(cpu) = (lo..=hi).find(|&c| distinct && set[c]) {
+                        return Err(CpuListError::Repeated(cpu));
+                    }
                     set[lo..=hi].fill(true);
                 }
-                None => set[number(part)?] = true,
+                None => {
+                    let cpu = number(part)?;
+                    if distinct && set[cpu] {
+                        return Err(CpuListError::Repeated(cpu));
+                    }
+                    set[cpu] = true;
+                }
             }
         }
         Ok(Self((0..Self::MAX_CPU).filter(|&cpu| set[cpu]).collect()))
@@ -133,6 +156,16 @@ mod tests {
         let list: CpuList = "0,2-3, 7".parse().unwrap();
         assert_eq!(list.cpus(), &[0, 2, 3, 7]);
         assert_eq!(list.to_string(), "0,2-3,7");
+    }
+
+    #[test]
+    fn a_user_list_naming_a_cpu_twice_is_refused() {
+        assert_eq!(CpuList::parse_distinct("1,1"), Err(CpuListError::Repeated(1)));
+        assert_eq!(CpuList::parse_distinct("0-2,1"), Err(CpuListError::Repeated(1)));
+        assert_eq!(CpuList::parse_distinct("3,0-4"), Err(CpuListError::Repeated(3)));
+        assert_eq!(CpuList::parse_distinct("0-1,3").unwrap().cpus(), &[0, 1, 3]);
+        // The kernel's and remote hosts' lists are read as sets, as before.
+        assert_eq!("1,1".parse::<CpuList>().unwrap().cpus(), &[1]);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub enum ApplyError {
     Invalid(#[from] SettingError),
     #[error("{path} is not a revert file written by `corelane apply --yes`: {reason}")]
     RevertFile { path: PathBuf, reason: String },
+    #[error("the plan's lower device {device} is not under {nic} here (neither among {nic}'s lower_* links in /sys/class/net nor with {nic} as its master): make the plan on this machine with `corelane plan`")]
+    ForeignLower { device: String, nic: String },
     #[error("cannot save the revert file {path} ({source}); nothing was changed")]
     SaveRevert { path: PathBuf, source: io::Error },
 }
@@ -248,7 +250,15 @@ fn check_all(changes: &[Change], root: &Path) -> Result<Vec<Setting>, ApplyError
 /// interrupt it moves is its interface's (or a lower device's).
 fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, ApplyError> {
     let mut out = Vec::new();
-    let owned = Owned::by_interface(IfName::existing(&plan.device.nic, root)?.as_str(), root);
+    let top = IfName::existing(&plan.device.nic, root)?;
+    for lower in &plan.lower {
+        let device = IfName::existing(&lower.nic, root)?;
+        if !is_under(&device, &top, root) {
+            let (device, nic) = (device.as_str().to_owned(), top.as_str().to_owned());
+            return Err(ApplyError::ForeignLower { device, nic });
+        }
+    }
+    let owned = Owned::by_interface(top.as_str(), root);
     for device in plan.devices() {
         let nic = IfName::existing(&device.nic, root)?;
         for irq in &device.irqs {
@@ -269,6 +279,41 @@ fn check_plan(plan: &Plan, root: &Path) -> Result<Vec<(DevicePlan, IfName)>, App
         out.push((device, nic));
     }
     Ok(out)
+}
+
+/// Whether `device` is stacked under `nic` as sysfs shows it now: reached from `nic` through
+/// `lower_*` links (a VLAN on a bond on NICs: transitively, at most 8 levels and 256
+/// devices), or naming `nic` as its `master`.
+fn is_under(device: &IfName, nic: &IfName, root: &Path) -> bool {
+    let net = root.join("sys/class/net");
+    let master = std::fs::read_link(net.join(device.as_str()).join("master"));
+    if master.is_ok_and(|m| m.file_name().is_some_and(|n| n == nic.as_str())) {
+        return true;
+    }
+    let mut level = vec![nic.as_str().to_owned()];
+    let mut seen = 0;
+    for _ in 0..8 {
+        let mut next = Vec::new();
+        for dev in &level {
+            let Ok(entries) = std::fs::read_dir(net.join(dev)) else { continue };
+            for entry in entries.flatten().take(256) {
+                let name = entry.file_name();
+                let Some(lower) = name.to_str().and_then(|n| n.strip_prefix("lower_")) else {
+                    continue;
+                };
+                if lower == device.as_str() {
+                    return true;
+                }
+                seen += 1;
+                next.push(lower.to_owned());
+            }
+        }
+        if next.is_empty() || seen > 256 {
+            break;
+        }
+        level = next;
+    }
+    false
 }
 
 /// The addresses a plan adds on its interface, checked.

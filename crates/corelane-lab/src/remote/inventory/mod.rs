@@ -59,6 +59,7 @@ fn read_capped(path: &Path) -> Result<String, LabError> {
         ReadCappedError::NotRegular => LabError::Options(format!(
             "inventory {file}: not a regular file or pipe: give the inventory file itself"
         )),
+        e @ ReadCappedError::Silent(_) => LabError::Options(format!("inventory {file}: {e}")),
         ReadCappedError::TooLarge(_) => LabError::Options(format!(
             "inventory {file}: larger than {MAX_BYTES} bytes: give an inventory of the lab's hosts only"
         )),
