@@ -766,6 +766,7 @@ fn no_follow_exec_holds_under_bash_which_has_its_own_environment_functions() {
     let (out, _) = run_with(&placement_args(), &[bash, "-c", script], &[]);
     let counts = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!counts.starts_with("0\n"), "followed into exec: {counts}");
+}
 
 /// `--json` is opened before the program starts: a program that swaps the summary's directory
 /// for a symlink to another one cannot move where the summary is written. The old run
