@@ -44,8 +44,15 @@ pub fn start(cpu: u32) -> u64 {
     CREATOR_TID.store(sys_gettid(), SeqCst);
     SQPOLL_TID.store(0, SeqCst);
     if sqpoll {
-        if let Some(tid) = sqpoll_tid() {
-            stats::set_sqpoll_tid(tid);
+        // The poller names itself `iou-sqp-PID` when it first runs, which may be a moment
+        // after the setup returns: look for it for at most 50 ms, so `corelane run` can read
+        // its CPU time from /proc whatever way the process ends.
+        for _ in 0..200 {
+            if let Some(tid) = sqpoll_tid() {
+                stats::set_sqpoll_tid(tid);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(250));
         }
         MODE_SQPOLL
     } else {
