@@ -350,7 +350,8 @@ fn apply_refusing_a_foreign_corelane(hosts: &Hosts, before: &[String]) -> Vec<St
 /// `corelane_partition` alone (ansible -m) on h1 and h2 with a second, different plan. First
 /// h2's tx-1/xps_cpus is made read-only (a bind mount in its sshd's mount namespace) and h1's
 /// revert file corrupt: h2 fails naming the setting, its settings, plan file and revert file
-/// as they were; h1 fails naming the file, nothing written. Then h2 again: applied, the revert
+/// as they were; h1 fails naming the file, nothing written; h3, whose interface is missing,
+/// fails naming it and is left as it was. Then h2 again: applied, the revert
 /// file keeps every earlier entry as it was and gains rx-1's.
 fn second_plan(hosts: &Hosts, applied: &[String]) {
     let lib = |h: &str| host_dir(hosts, h).join("lib");
@@ -379,7 +380,23 @@ fn second_plan(hosts: &Hosts, applied: &[String]) {
     let (h2_files, h1_revert) = (saved("h2"), read(&lib("h1").join("revert-d0.json")));
     std::fs::write(lib("h1").join("revert-d0.json"), b"[{\"path\": 7}").unwrap();
     let h1_plan = read(&lib("h1").join("plan-d0.json"));
-    let (rc, out) = run("h1,h2");
+    // h3 lacks the plan's interface (its d0 renamed d9 for this run): it fails alone, as it was.
+    let h3_ns = &hosts.names[3];
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip").arg("-n").arg(h3_ns).args(args).status().unwrap().success();
+        assert!(ok, "ip -n {h3_ns} {args:?}");
+    };
+    ip(&["link", "set", "d0", "down"]);
+    ip(&["link", "set", "d0", "name", "d9"]);
+    let h3_before = nic_state(hosts, "h3", "d9");
+    let (rc, out) = run("h1,h2,h3");
+    let h3_after = nic_state(hosts, "h3", "d9");
+    ip(&["link", "set", "d9", "name", "d0"]);
+    ip(&["link", "set", "d0", "up"]);
+    let line = fatal(&out, "h3");
+    assert!(line.contains("no network interface `d0`"), "{line}");
+    assert_eq!(h3_after, h3_before, "h3, which lacks d0, was changed");
+    assert_eq!(states_of(hosts, &["h3"])[0], applied[2], "h3 not as it was");
     ssh(&format!("umount {xps}"));
     assert_ne!(rc, 0, "{out}");
     let line = fatal(&out, "h2");
