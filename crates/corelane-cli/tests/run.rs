@@ -3,24 +3,14 @@
 //! exit status and signals, nothing left behind, a hostile environment, and workers that
 //! drop root.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Compiles tests/run/NAME.c under cargo's scratch directory for tests (not /tmp: nothing is
-/// left behind); the program, or why there is none (printed by the skipping test).
-fn compile(name: &str) -> Result<PathBuf, String> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run/{name}.c"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-{name}"));
-    let status = Command::new("cc")
-        .args(["-O1", "-w", "-pthread", "-o"])
-        .arg(&out)
-        .arg(source)
-        .status()
-        .map_err(|e| format!("no C compiler (cc: {e})"))?;
-    status.success().then_some(out).ok_or_else(|| format!("cc failed: {status}"))
-}
+use common::compile_run_program as compile;
 
 /// The compiled test program (tests/run/semantics.c), or why there is none.
 fn program() -> Result<&'static Path, String> {

@@ -18,24 +18,10 @@ use std::time::{Duration, Instant};
 use common::is_root;
 use serde_json::Value;
 
-/// Compiles tests/run/NAME.c under cargo's scratch directory for tests; the program, or why
-/// there is none (printed by the skipping test).
-fn compile(name: &str) -> Result<PathBuf, String> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run/{name}.c"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-rights-{name}"));
-    let status = Command::new("cc")
-        .args(["-O1", "-w", "-pthread", "-o"])
-        .arg(&out)
-        .arg(source)
-        .status()
-        .map_err(|e| format!("no C compiler (cc: {e})"))?;
-    status.success().then_some(out).ok_or_else(|| format!("cc failed: {status}"))
-}
-
 /// The compiled tests/run/rights.c, or why there is none.
 fn program() -> Result<&'static str, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| compile("rights"));
+    let built = BUILT.get_or_init(|| common::compile_run_program("rights"));
     built.as_ref().map(|p| p.to_str().unwrap()).map_err(Clone::clone)
 }
 
