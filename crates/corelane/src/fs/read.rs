@@ -33,7 +33,7 @@ pub enum ReadCappedError {
 }
 
 /// The bytes of the regular file or pipe at `path`, at most `max` of them. A FIFO nobody
-/// writes to reads as empty at once; one whose writer stays silent for [`PIPE_SILENCE`] is
+/// writes to reads as empty at once; one whose writer stays silent for `PIPE_SILENCE` (10 s) is
 /// refused.
 pub fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>, ReadCappedError> {
     read_capped_within(path, max, PIPE_SILENCE)
