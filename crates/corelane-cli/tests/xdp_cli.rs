@@ -9,6 +9,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// These tests attach XDP programs and run receivers, senders and a lab on 2 CPUs: run one
+/// at a time, so one test's load never makes another's exact counts (the AF_XDP row's first
+/// trial must lose nothing) a matter of timing.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Whether this test can run (root, AF_XDP in the kernel); if not, says why it skips.
 fn able_or_skip() -> bool {
     let why = if !rustix::process::geteuid().is_root() {
@@ -153,6 +161,7 @@ fn signal(child: &Child, sig: rustix::process::Signal) {
 
 #[test]
 fn no_program_is_left_after_sigint_sigterm_or_sigkill() {
+    let _serial = one_at_a_time();
     let Some(ns) = Netns::or_skip() else { return };
     for sig in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
         let mut child = ns.start();
@@ -197,6 +206,7 @@ fn thread_names(pid: u32) -> Vec<String> {
 /// its lanes run (the line used to come before they were started).
 #[test]
 fn when_ready_the_receivers_code_is_in_memory_and_its_lanes_run() {
+    let _serial = one_at_a_time();
     let Some(ns) = Netns::or_skip() else { return };
     let mut child = ns.start();
     let pid = child.id();
@@ -210,6 +220,7 @@ fn when_ready_the_receivers_code_is_in_memory_and_its_lanes_run() {
 
 #[test]
 fn without_privilege_it_is_one_clear_line() {
+    let _serial = one_at_a_time();
     if !rustix::process::geteuid().is_root()
         || Command::new("setpriv").arg("--version").output().is_err()
     {
@@ -233,6 +244,7 @@ fn without_privilege_it_is_one_clear_line() {
 /// program attached before the socket failed is gone with the process.
 #[test]
 fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
+    let _serial = one_at_a_time();
     if !able_or_skip() {
         return;
     }
@@ -263,6 +275,7 @@ fn umem_over_memlock_is_one_clear_line_and_leaves_nothing() {
 /// after Ctrl-C, SIGTERM and SIGKILL; after SIGKILL the keeper restores them and goes.
 #[test]
 fn busy_poll_settings_are_restored_after_sigint_sigterm_and_sigkill() {
+    let _serial = one_at_a_time();
     let Some(ns) = Netns::or_skip() else { return };
     use rustix::process::Signal;
     for (i, sig) in [Signal::INT, Signal::TERM, Signal::KILL].into_iter().enumerate() {
@@ -321,6 +334,7 @@ fn keeper_of(dev: &str) -> Option<u32> {
 /// them, and the findings compare the three by everything each path ran.
 #[test]
 fn lab_udp_charges_each_part_of_the_bypass_paths_and_shows_the_socket_counters() {
+    let _serial = one_at_a_time();
     if !able_or_skip() {
         return;
     }
