@@ -65,7 +65,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "epoll")]
     backend: Backend,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every
-    /// lane (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
+    /// lane (the core-partitioning study's syscall thread); falls back, saying why, where the kernel refuses.
     #[arg(long, value_name = "CPU")]
     sqpoll: Option<usize>,
     /// Open connections at most, over all lanes; more get 503.

@@ -34,7 +34,7 @@ impl clap::Args for LabArgs {
         let experiments = EXPERIMENTS.iter().map(|e| {
             (e.command)()
                 .name(e.name)
-                .about(format!("Seed {}: {}", e.seed, e.about))
+                .about(format!("{}: {}", e.study, e.about))
                 .args(report_args())
         });
         let all = Command::new("all")
@@ -117,7 +117,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let Some((name, matches)) = args.chosen else {
         outln!("experiments (run one with `corelane lab NAME`, or `corelane lab all`):");
         for e in EXPERIMENTS {
-            outln!("  {:<8} seed {}  {}", e.name, e.seed, e.about);
+            outln!("  {:<8} {}\n           {}", e.name, e.study, e.about);
         }
         return Ok(ExitCode::SUCCESS);
     };

@@ -48,14 +48,14 @@ enum Command {
     Report(report::ReportArgs),
     /// Show the CPUs, caches, NUMA nodes and NICs (queues, masks, interrupts) of this machine.
     Topo(topo::TopoArgs),
-    /// Propose interrupt, syscall and application CPUs for a NIC (seed 003).
+    /// Propose interrupt, syscall and application CPUs for a NIC (core partitioning).
     Plan(plan::PlanArgs),
     /// Show (dry run) or make (--yes) the changes a plan asks for, saving the old values.
     Apply(apply::ApplyArgs),
     /// Restore the settings saved by `corelane apply --yes`.
     Revert(apply::RevertArgs),
     /// Run an unmodified program on the application CPUs, its network system calls on
-    /// syscall threads pinned to the syscall CPUs (seed 003); returns its exit status.
+    /// syscall threads pinned to the syscall CPUs (core partitioning); returns its exit status.
     Run(run::RunArgs),
     /// Run a program for the lab on a remote host, ending it when stdin closes.
     #[command(hide = true)]
@@ -97,5 +97,34 @@ fn main() -> ExitCode {
             eprintln!("corelane: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every `--help` of every command, however deep, speaks the user's words: the studies by
+    /// their technique, never by our numbering of them or of our issues.
+    #[test]
+    fn no_help_names_a_seed_or_an_issue() {
+        fn walk(command: &mut clap::Command, path: &str, found: &mut Vec<String>) {
+            let help = command.render_long_help().to_string();
+            for line in help.lines() {
+                let lower = line.to_lowercase();
+                if lower.contains("seed") || lower.contains("issue") {
+                    found.push(format!("{path}: {line}"));
+                }
+            }
+            for sub in command.get_subcommands_mut() {
+                let path = format!("{path} {}", sub.get_name());
+                walk(sub, &path, found);
+            }
+        }
+        let mut found = Vec::new();
+        let mut cli = super::Cli::command();
+        cli.build();
+        walk(&mut cli, "corelane", &mut found);
+        assert!(found.is_empty(), "help text naming a seed or an issue:\n{}", found.join("\n"));
     }
 }

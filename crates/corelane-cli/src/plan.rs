@@ -44,7 +44,7 @@ pub struct PlanArgs {
     syscall_cpus: Option<CpuList>,
     #[arg(long, value_name = "CPUS")]
     app_cpus: Option<CpuList>,
-    /// Interrupt moderation to set (ethtool rx-usecs, seed 001's ITR), where the driver has it.
+    /// Interrupt moderation to set (ethtool rx-usecs, the web-serving study's ITR), where the driver has it.
     #[arg(long, value_name = "USECS")]
     rx_usecs: Option<u32>,
     #[arg(long, value_enum, default_value_t = FormatArg::Toml)]

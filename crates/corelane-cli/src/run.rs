@@ -59,7 +59,7 @@ fn distinct_cpus(text: &str) -> Result<CpuList, corelane::topology::CpuListError
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum LaneKind {
-    /// Syscall threads of the library's own, one per syscall CPU (seed 003's design).
+    /// Syscall threads of the library's own, one per syscall CPU (the core-partitioning study's design).
     Threads,
     /// An io_uring per process whose SQPOLL thread is pinned to the first syscall CPU.
     Uring,

@@ -159,10 +159,10 @@ pub struct RecvArgs {
     #[arg(long, value_name = "USECS")]
     busy_poll: Option<u32>,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane
-    /// (seed 003's syscall thread); falls back, saying why, where the kernel refuses.
+    /// (the core-partitioning study's syscall thread); falls back, saying why, where the kernel refuses.
     #[arg(long, value_name = "CPU")]
     sqpoll: Option<usize>,
-    /// Seed 004: the one receive lane dispatches datagrams to --workers worker lanes with this
+    /// Flow scheduling: the one receive lane dispatches datagrams to --workers worker lanes with this
     /// scheduler (rss, spray, dsw-atomic, dsw-parallel, diffuser) and checks their order where
     /// the workers hand them back. With --pin, the receive lane takes the first CPU and the
     /// workers the rest.
@@ -345,7 +345,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The seed's line, then per-lane rates and the interval's kernel drops.
+/// The UDP study's receiver line, then per-lane rates and the interval's kernel drops.
 /// A count, or `?` where it could not be read.
 fn known(count: Option<u64>) -> String {
     count.map_or_else(|| "?".into(), |n| n.to_string())

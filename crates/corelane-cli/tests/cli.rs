@@ -60,8 +60,10 @@ fn lab_alone_lists_the_experiments() {
     assert!(out.status.success());
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     for e in corelane_lab::EXPERIMENTS {
-        assert!(listed.contains(&format!("  {:<8} seed {}", e.name, e.seed)), "{listed}");
+        assert!(listed.contains(&format!("  {:<8} {}\n", e.name, e.study)), "{listed}");
     }
+    let lower = listed.to_lowercase();
+    assert!(!lower.contains("seed") && !lower.contains("issue"), "{listed}");
 }
 
 #[test]

@@ -219,7 +219,11 @@ pub type RunFn =
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     pub name: &'static str,
+    /// The study's number, kept only as the `seed` value of the JSON run (readers match on it);
+    /// users see [`Entry::study`].
     pub seed: &'static str,
+    /// The study it reproduces, in the user's words (the lab's list, `--help`, headings).
+    pub study: &'static str,
     pub about: &'static str,
     /// What an interrupted run removed, for the line Ctrl-C prints.
     pub cleaned: &'static str,
@@ -234,10 +238,12 @@ impl Entry {
     pub const fn of<O: Options>(
         name: &'static str,
         seed: &'static str,
+        study: &'static str,
         about: &'static str,
         cleaned: &'static str,
     ) -> Self {
-        Self { name, seed, about, cleaned, command: command_of::<O>, run: run_from_matches::<O> }
+        let (command, run) = (command_of::<O>, run_from_matches::<O>);
+        Self { name, seed, study, about, cleaned, command, run }
     }
 
     /// Parses `matches` (from `command`), runs the experiment and formats its report.

@@ -30,6 +30,7 @@ use crate::{median_of, LabError};
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<AffinityArgs>(
     "affinity",
     "003",
+    "core partitioning",
     "core partitioning: application on the softirq CPU (NS), off it (NC), unpinned (NZ), io_uring with and without a syscall lane; a cost model for two packages",
     "the testbed and every process it started were removed",
 );

@@ -78,7 +78,7 @@ impl Report for AffinityLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("affinity — seed 003", &self.header.machine, &self.findings)
+        report::Outline::of("affinity — core partitioning", &self.header.machine, &self.findings)
             .on(&self.header.testbed)
     }
 }

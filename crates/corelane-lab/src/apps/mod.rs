@@ -43,6 +43,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<AppsArgs>(
     "apps",
     "003",
+    "core partitioning and syscall threads",
     "unmodified nginx, memcached, redis, Apache placed NS/NC/NZ, with and without the syscall lane (corelane run); ping-pong side-effect check",
     "the testbed, every program it started and their private directory were removed",
 );

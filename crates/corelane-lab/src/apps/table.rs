@@ -125,6 +125,6 @@ impl Report for AppsLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("apps — seed 003", &self.outcome)
+        self.header.outline("apps — core partitioning and syscall threads", &self.outcome)
     }
 }

@@ -31,6 +31,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<CopyArgs>(
     "copy",
     "002",
+    "large-file duplication",
     "file duplication: buffer sizes, creat vs open, O_DIRECT, kernel-side methods, huge pages, trees over lanes; vs cp, cp -r, dd and memcpy",
     "the scratch tmpfs was unmounted and removed",
 );
@@ -696,7 +697,7 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
         (find(rows, "table 2", "read/write 1K"), find(rows, "table 2", "read/write 1M"))
     {
         out.push(format!(
-            "Buffer size: 1 KiB takes {:.2}s, 1 MiB {:.2}s ({:.1}x faster; seed 002: 2.28s vs 0.36s): {:.0} vs {:.0} system calls per GiB.",
+            "Buffer size: 1 KiB takes {:.2}s, 1 MiB {:.2}s ({:.1}x faster; the large-file study: 2.28s vs 0.36s): {:.0} vs {:.0} system calls per GiB.",
             k1.secs.median, m1.secs.median, k1.secs.median / m1.secs.median.max(1e-9),
             k1.syscalls_per_gib.unwrap_or(0.0), m1.syscalls_per_gib.unwrap_or(0.0)
         ));

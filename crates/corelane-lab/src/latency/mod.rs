@@ -41,6 +41,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<LatencyArgs>(
     "latency",
     "000/001",
+    "round trips under load (the UDP and web-serving studies)",
     "round-trip latency vs offered load: corelane echo/ping crossed with sockperf sr/pp/ul; HTTP under load http --rate vs nginx; knees",
     "the testbed and every server and client it started were removed",
 );

@@ -221,7 +221,7 @@ impl Report for LatencyReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("latency — round trips under load (seeds 000 and 001)", &self.outcome)
+        self.header.outline("latency — round trips under load (the UDP and web-serving studies)", &self.outcome)
     }
 }
 

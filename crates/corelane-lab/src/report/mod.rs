@@ -180,8 +180,8 @@ mod tests {
     #[test]
     fn the_heading_names_the_run_and_a_dry_run_stops_there() {
         let findings = vec!["a finding".to_string()];
-        let bare = Outline::of("x — seed 009", "2 CPUs", &findings);
-        assert_eq!(bare.heading(), "corelane lab x — seed 009 on 2 CPUs\n");
+        let bare = Outline::of("x — a study", "2 CPUs", &findings);
+        assert_eq!(bare.heading(), "corelane lab x — a study on 2 CPUs\n");
         assert!(!bare.is_dry_run());
         let mut testbed = TestbedReport { network: "veth".into(), ..Default::default() };
         assert_eq!(bare.on(&testbed).heading(), format!("{}testbed: veth\n", bare.heading()));

@@ -124,12 +124,12 @@ pub fn render(runs: &[Run]) -> Result<String, ChartError> {
 
 /// One experiment: charts, tables, findings, skipped, runs.
 fn section(page: &mut String, e: &Experiment<'_>) -> Result<(), ChartError> {
-    let seed = e.runs.first().map_or("", |r| r.info.seed.as_str());
+    let study = crate::EXPERIMENTS.iter().find(|x| x.name == e.name).map_or("", |x| x.study);
     let _ = write!(
         page,
-        "<section class=\"experiment\" data-experiment=\"{0}\">\n<h2>{0} (seed {1})</h2>\n",
+        "<section class=\"experiment\" data-experiment=\"{0}\">\n<h2>{0}{1}</h2>\n",
         escape(e.name),
-        escape(seed)
+        if study.is_empty() { String::new() } else { format!(" — {}", escape(study)) }
     );
     if e.runs.len() > 1 {
         let _ = writeln!(

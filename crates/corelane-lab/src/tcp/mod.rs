@@ -38,6 +38,7 @@ use crate::{median_of, LabError};
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<TcpArgs>(
     "tcp",
     "001",
+    "web serving with recycled buffers, fds and epoll events",
     "HTTP serving: baseline, flow-to-core, buffer/fd/epoll_event recycling, all; keep-alive and close; vs nginx, lighttpd, wrk",
     "the testbed and every server and client it started were removed",
 );
@@ -473,7 +474,7 @@ impl Experiment for TcpLab<'_> {
             vec![LoadgenRow::of("corelane load", &ours), LoadgenRow::of("wrk -t1", &wrk)]
         };
         let interrupt_moderation = format!(
-            "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the seed's knob",
+            "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the web-serving study's knob (interrupt moderation)",
             if self.testbed.is_namespaced() { "veth" } else { "loopback" }
         );
         let mut findings = findings(&rows, &load_generators);

@@ -103,6 +103,6 @@ impl Report for TcpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("tcp — seed 001", &self.outcome)
+        self.header.outline("tcp — web serving with recycled buffers, fds and epoll events", &self.outcome)
     }
 }

@@ -128,13 +128,13 @@ pub fn plan(stage: &Stage, opts: &UdpLabOptions) -> Plan {
     configs.push(reuse.clone());
     configs.push(Config {
         id: "reuseport-cpu",
-        label: "beyond the seed: reuseport steered by CPU, each datagram to the lane on the CPU that ran its softirq".into(),
+        label: "beyond the study: reuseport steered by CPU, each datagram to the lane on the CPU that ran its softirq".into(),
         steer_cpu: true,
         ..reuse.clone()
     });
     configs.push(Config {
         id: "gso-gro",
-        label: format!("beyond the seed: reuseport + UDP GRO, sender GSO {GRO_SEGMENTS} per send"),
+        label: format!("beyond the study: reuseport + UDP GRO, sender GSO {GRO_SEGMENTS} per send"),
         gro: true,
         gso_segments: GRO_SEGMENTS,
         offered_pps: opts.offered_gro_pps,

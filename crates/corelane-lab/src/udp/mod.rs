@@ -37,6 +37,7 @@ use crate::LabError;
 pub const ENTRY: experiment::Entry = experiment::Entry::of::<UdpArgs>(
     "udp",
     "000",
+    "UDP receive scaling (Table 1)",
     "UDP receive scaling: default, placement, multiple IPs, shared socket, reuseport, GSO/GRO, AF_XDP; vs a C recvmmsg loop, sockperf, iperf3",
     "the testbed and every process it started were removed",
 );
@@ -401,7 +402,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
     if let (Some(place), Some(default)) = (row(rows, "placement"), row(rows, "default")) {
         if place.pps.median < default.pps.median {
             out.push(format!(
-                "placement lost {:.0}% against default: the lane shares CPU {} with the receive softirq, and at {:.2} Mpps offered the softirq takes the CPU first ({:.0} drops/s, receive livelock); the default row pipelines softirq and lane on two CPUs instead. Seed 000's same-CPU gain needs a CPU whose softirq is not saturated.",
+                "placement lost {:.0}% against default: the lane shares CPU {} with the receive softirq, and at {:.2} Mpps offered the softirq takes the CPU first ({:.0} drops/s, receive livelock); the default row pipelines softirq and lane on two CPUs instead. The UDP study's same-CPU gain (Table 1) needs a CPU whose softirq is not saturated.",
                 -place.gap_pct.unwrap_or(0.0),
                 place.cpu.iter().max_by(|a, b| a.softirq_pct.total_cmp(&b.softirq_pct)).map_or(0, |c| c.cpu),
                 place.offered_pps / 1e6,
@@ -430,7 +431,7 @@ fn findings(rows: &[ConfigRow], peers: &[PeerRow], online: &CpuList) -> Vec<Stri
                 "and no less CPU per datagram".to_string()
             };
             out.push(format!(
-                "reuseport did not beat the shared socket on rate here ({:.3} vs {:.3} Mpps) {cpu} ({:.0} vs {:.0} ns): with {} CPUs one lane shares the sender's CPU, so the rate measures CPU contention; the socket lock the seed removed shows as CPU per datagram.",
+                "reuseport did not beat the shared socket on rate here ({:.3} vs {:.3} Mpps) {cpu} ({:.0} vs {:.0} ns): with {} CPUs one lane shares the sender's CPU, so the rate measures CPU contention; the socket lock reuseport removes shows as CPU per datagram.",
                 reuse.pps.median / 1e6,
                 shared.pps.median / 1e6,
                 reuse.received.cpu_ns_per_datagram,

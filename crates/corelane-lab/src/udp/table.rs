@@ -169,7 +169,7 @@ impl Report for UdpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("udp — seed 000, Table 1", &self.outcome)
+        self.header.outline("udp — UDP receive scaling (Table 1)", &self.outcome)
     }
 }
 

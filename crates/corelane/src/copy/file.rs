@@ -35,7 +35,7 @@ struct AlignedBuffer {
 
 impl AlignedBuffer {
     /// `aligned`: round the length up to whole blocks and align the start (O_DIRECT);
-    /// otherwise exactly `len` bytes, as the seed's buffer-size table needs.
+    /// otherwise exactly `len` bytes, as the large-file study's buffer-size table needs.
     fn new(len: usize, aligned: bool) -> Self {
         let len = len.max(1);
         if !aligned {

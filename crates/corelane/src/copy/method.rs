@@ -15,7 +15,7 @@ use crate::sys::uring;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CopyMethod {
-    /// read(2)/write(2) through a user buffer: two crossings per buffer (seed 002's baseline).
+    /// read(2)/write(2) through a user buffer: two crossings per buffer (the large-file study's baseline).
     ReadWrite,
     /// read/write with O_DIRECT on both files and a page-aligned buffer.
     Direct,
@@ -32,7 +32,7 @@ pub enum CopyMethod {
     Ficlone,
 }
 
-/// How the destination is created, as seed 002 compares: `creat` makes a named temporary with
+/// How the destination is created, as the large-file study compares: `creat` makes a named temporary with
 /// creat(2)'s flags (O_CREAT|O_WRONLY|O_TRUNC, through open(2) so that O_EXCL|O_NOFOLLOW can be
 /// added: creat(2) itself would follow a symlink planted at the name); `open` makes an unnamed
 /// one with O_TMPFILE where the file system has it.

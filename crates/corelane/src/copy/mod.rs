@@ -49,7 +49,7 @@ pub struct CopyOptions {
     pub method: Option<CopyMethod>,
     /// Buffer bytes for read/write, O_DIRECT and io_uring (heap, any size).
     pub buffer: usize,
-    /// How the destination file is created (seed 002 compares the two).
+    /// How the destination file is created (the large-file study compares the two).
     pub create: CreateCall,
     /// fsync the file before renaming it into place.
     pub fsync: bool,

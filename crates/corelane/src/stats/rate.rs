@@ -23,13 +23,13 @@ impl Rate {
         self.bytes_per_sec / (1024.0 * 1024.0)
     }
 
-    /// Megabits per second (10^6 bits), as the seed's receiver prints.
+    /// Megabits per second (10^6 bits), as the UDP study's receiver prints.
     pub fn mbit_per_sec(&self) -> f64 {
         self.bytes_per_sec * 8.0 / 1e6
     }
 }
 
-/// The seed's receiver line: millions of packets, MiB and megabits per second.
+/// The UDP study's receiver line: millions of packets, MiB and megabits per second.
 pub fn format_rate_line(rate: Rate) -> String {
     format!(
         "{:.3}M pps {:.3}MiB / {:.3}Mb",

@@ -124,7 +124,7 @@ const RX_USECS: usize = 0;
 const RX_FRAMES: usize = 1;
 const ADAPTIVE_RX: usize = 9;
 
-/// The receive interrupt moderation a plan reads and sets (seed 001's ITR).
+/// The receive interrupt moderation a plan reads and sets (the web-serving study's ITR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Coalesce {
     pub rx_usecs: u32,

@@ -21,7 +21,7 @@ pub enum Content {
     Root(StaticRoot),
 }
 
-/// How connections reach lanes (seed 001's flow-to-core allocation).
+/// How connections reach lanes (the web-serving study's flow-to-core allocation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Listen {
@@ -63,7 +63,7 @@ pub enum Backend {
     Epoll,
     /// io_uring: multishot accept into registered files, multishot receive into provided
     /// buffers, one submission per loop iteration; with `sqpoll_cpu`, none: an SQPOLL thread
-    /// pinned to that CPU submits for the lane (seed 003's syscall thread).
+    /// pinned to that CPU submits for the lane (the core-partitioning study's syscall thread).
     Uring { sqpoll_cpu: Option<usize> },
 }
 

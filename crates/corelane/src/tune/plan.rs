@@ -70,7 +70,7 @@ pub struct Plan {
     /// XPS, RPS off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lower: Vec<DevicePlan>,
-    /// Addresses (`ADDR/PREFIX`) to add on `nic`, e.g. seed 000's extra receiver IPs; a
+    /// Addresses (`ADDR/PREFIX`) to add on `nic`, e.g. the UDP study's extra receiver IPs; a
     /// revert removes them again. `corelane plan` proposes none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
@@ -80,7 +80,7 @@ pub struct Plan {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicePlan {
     pub nic: String,
-    /// RPS stays off: the interrupt CPUs do the receive work the seed assigns them.
+    /// RPS stays off: the interrupt CPUs do the receive work core partitioning assigns them.
     pub rps_cpus: String,
     /// XPS mask of each TX queue (index order): a queue per sending CPU (application and
     /// syscall CPUs), so a send completes on the CPU that sent it.
@@ -92,10 +92,10 @@ pub struct DevicePlan {
     #[serde(default)]
     pub queue_count: Option<u32>,
     /// RX flow hashing per flow type (ethtool letters): UDP hashed on ports too, so the
-    /// flows between two hosts spread over the queues (seed 000 needed extra IPs for that).
+    /// flows between two hosts spread over the queues (the UDP study needed extra IPs for that).
     #[serde(default)]
     pub rx_flow_hash: Vec<FlowHash>,
-    /// Interrupt moderation (seed 001's ITR) in microseconds, when asked for.
+    /// Interrupt moderation (the web-serving study's ITR) in microseconds, when asked for.
     #[serde(default)]
     pub rx_usecs: Option<u32>,
 }

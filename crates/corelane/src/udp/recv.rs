@@ -45,7 +45,7 @@ pub struct ReceiverConfig {
     pub until_datagrams: Option<u64>,
     /// Groups of flows (one per sender) whose arrivals the summary reports apart.
     pub flow_groups: Vec<FlowGroup>,
-    /// Seed 004: one receive lane dispatching datagrams to worker lanes.
+    /// Flow scheduling: one receive lane dispatching datagrams to worker lanes.
     pub dispatch: Option<DispatchConfig>,
     /// `--backend xdp`: the interface to attach to (default: the one holding the address).
     pub xdp_dev: Option<String>,

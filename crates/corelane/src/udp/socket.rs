@@ -126,10 +126,10 @@ pub(super) fn settle_gro<'a>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SocketMode {
-    /// One socket per address, every lane reading it (the seed's "multiple thread" step:
+    /// One socket per address, every lane reading it (the UDP study's "multiple thread" step:
     /// the lanes contend on the socket's lock).
     Shared,
-    /// One SO_REUSEPORT socket per lane and address (the seed's "binding port" step).
+    /// One SO_REUSEPORT socket per lane and address (the UDP study's "binding port" step).
     Reuseport,
 }
 

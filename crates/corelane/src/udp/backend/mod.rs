@@ -40,7 +40,7 @@ pub enum RecvBackend {
     Mmsg,
     /// io_uring: one multishot receive per socket into a ring of provided buffers, one
     /// datagram per completion; with `sqpoll_cpu`, an SQPOLL thread on that CPU submits for
-    /// the lane (seed 003's syscall thread).
+    /// the lane (the core-partitioning study's syscall thread).
     Uring { sqpoll_cpu: Option<usize> },
     /// AF_XDP: corelane's XDP program redirects the bound address and port's frames to one
     /// AF_XDP socket per RX queue, each read by its own lane (`ReceiverConfig::xdp_dev` names
