@@ -98,7 +98,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         args.nic.escape_debug()
     );
     let topo = Topology::read_from(&args.root)?;
-    let nics = read_nics(&args.root);
+    let nics = read_nics(&args.root)?;
     let Some(nic) = nics.iter().find(|n| n.name == args.nic) else {
         let names: Vec<&str> = nics.iter().map(|n| n.name.as_str()).collect();
         anyhow::bail!(

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use corelane::topology::{read_net_softirqs, read_nics, Topology};
+use corelane::topology::{read_net_softirqs, read_nics, MachineReport, Topology};
 
 use crate::args::outln;
 
@@ -38,16 +38,14 @@ fn flow_hash(known: &[(String, String)]) -> String {
 
 pub fn run(args: TopoArgs) -> anyhow::Result<ExitCode> {
     let root: &Path = &args.root;
-    let topo = Topology::read_from(root)?;
-    let nics = read_nics(root);
-    let softirqs = read_net_softirqs(root);
     if args.json {
-        let all = serde_json::json!({
-            "cpus": topo.cpus, "numa_nodes": topo.nodes, "nics": nics, "net_softirqs": softirqs,
-        });
-        outln!("{}", serde_json::to_string_pretty(&all)?);
+        let report = MachineReport::read_from(root)?;
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let topo = Topology::read_from(root)?;
+    let nics = read_nics(root)?;
+    let softirqs = read_net_softirqs(root);
     outln!("{} online CPUs: {}", topo.cpus.len(), topo.online());
     for c in &topo.cpus {
         outln!(

@@ -5,6 +5,7 @@
 //! prints as a table, JSON or CSV. Every process, file and counter of a side goes through its
 //! [`host::Host`].
 #![deny(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod affinity;
 pub mod apps;

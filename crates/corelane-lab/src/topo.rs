@@ -103,13 +103,9 @@ mod tests {
     /// This machine's `corelane topo --json`, built from the library's types as the CLI
     /// prints them.
     fn this_machine() -> String {
-        let topo = corelane::topology::Topology::read().unwrap();
-        let nics = corelane::topology::read_nics(std::path::Path::new("/"));
-        let softirqs = corelane::topology::read_net_softirqs(std::path::Path::new("/"));
-        let all = serde_json::json!({
-            "cpus": topo.cpus, "numa_nodes": topo.nodes, "nics": nics, "net_softirqs": softirqs,
-        });
-        serde_json::to_string_pretty(&all).unwrap()
+        let report =
+            corelane::topology::MachineReport::read_from(std::path::Path::new("/")).unwrap();
+        serde_json::to_string_pretty(&report).unwrap()
     }
 
     #[test]

@@ -217,7 +217,7 @@ fn driver_settings(nic: &mut Nic) {
 
 fn plan_for(root: &Path, name: &str) -> (Plan, Vec<Nic>) {
     let topo = Topology::read_from(root).unwrap();
-    let mut nics = read_nics(root);
+    let mut nics = read_nics(root).unwrap();
     nics.iter_mut().for_each(driver_settings);
     let nic = nics.iter().find(|n| n.name == name).unwrap();
     let owners = queue_owners(&nics, name);
@@ -340,7 +340,7 @@ fn an_old_plan_file_still_reads_and_a_refused_setting_is_skipped_by_name() {
     assert!(review.skipped[0].reason.contains("refuses XPS"), "{:?}", review.skipped);
     // A plain plan of the single-queue NIC has nothing refused in it.
     let topo = Topology::read_from(r).unwrap();
-    let nics = read_nics(r);
+    let nics = read_nics(r).unwrap();
     let eth1 = nics.iter().find(|n| n.name == "eth1").unwrap();
     let fresh = plan(&topo, eth1, None, &Placement::Spread).unwrap();
     assert!(corelane::tune::review(&fresh, r).unwrap().skipped.is_empty());

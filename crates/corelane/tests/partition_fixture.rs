@@ -71,7 +71,7 @@ fn topo_reads_packages_nodes_distances_queues_and_interrupts() {
     assert_eq!(topo.cpus.len(), 16);
     assert_eq!(topo.nodes.len(), 2);
     assert_eq!(topo.nodes[0].distances, vec![10, 21]);
-    let nics = read_nics(&root);
+    let nics = read_nics(&root).unwrap();
     let eth0 = nics.iter().find(|n| n.name == "eth0").unwrap();
     assert_eq!(eth0.numa_node, Some(1));
     assert_eq!(eth0.driver.as_deref(), Some("ixgbe"));
@@ -87,7 +87,7 @@ fn topo_reads_packages_nodes_distances_queues_and_interrupts() {
 fn plan_puts_interrupts_on_the_nic_node_and_changes_name_every_setting() {
     let root = machine("plan-fixture");
     let topo = Topology::read_from(&root).unwrap();
-    let nics = read_nics(&root);
+    let nics = read_nics(&root).unwrap();
     let eth0 = nics.iter().find(|n| n.name == "eth0").unwrap();
     let p = plan(&topo, eth0, None, &Placement::Spread).unwrap();
     let node1 = |list: &str| {
@@ -112,7 +112,7 @@ fn plan_puts_interrupts_on_the_nic_node_and_changes_name_every_setting() {
 fn this_vm_reads_without_error_and_says_what_it_lacks() {
     let topo = Topology::read_from(Path::new("/")).unwrap();
     assert!(!topo.cpus.is_empty());
-    let nics = read_nics(Path::new("/"));
+    let nics = read_nics(Path::new("/")).unwrap();
     let lo = nics.iter().find(|n| n.name == "lo").expect("every namespace has lo");
     let settings = lo.settings.as_ref().expect("the live machine is asked");
     assert!(settings.coalesce.is_none(), "loopback has no interrupt moderation");

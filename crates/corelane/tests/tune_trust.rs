@@ -199,7 +199,7 @@ fn a_plan_or_revert_file_naming_a_foreign_interrupt_is_refused() {
 #[test]
 fn this_machines_nic_moves_only_its_own_interrupts() {
     let root = Path::new("/");
-    let nics = corelane::topology::read_nics(root);
+    let nics = corelane::topology::read_nics(root).unwrap();
     let Some(nic) = nics.iter().find(|n| !n.irqs.is_empty()) else {
         eprintln!("skipped: no network interface with interrupts here (a NIC with a bus device)");
         return;

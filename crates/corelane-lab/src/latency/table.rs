@@ -221,7 +221,10 @@ impl Report for LatencyReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("latency — round trips under load (the UDP and web-serving studies)", &self.outcome)
+        self.header.outline(
+            "latency — round trips under load (the UDP and web-serving studies)",
+            &self.outcome,
+        )
     }
 }
 

@@ -89,7 +89,11 @@ impl Report for SchedLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("sched — flow scheduling without reordering (Diffuser vs DSW)", &self.machine, &self.outcome.findings)
-            .skipping(&self.outcome.skipped)
+        report::Outline::of(
+            "sched — flow scheduling without reordering (Diffuser vs DSW)",
+            &self.machine,
+            &self.outcome.findings,
+        )
+        .skipping(&self.outcome.skipped)
     }
 }

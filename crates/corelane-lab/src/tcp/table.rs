@@ -103,6 +103,7 @@ impl Report for TcpLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        self.header.outline("tcp — web serving with recycled buffers, fds and epoll events", &self.outcome)
+        self.header
+            .outline("tcp — web serving with recycled buffers, fds and epoll events", &self.outcome)
     }
 }

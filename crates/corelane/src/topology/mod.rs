@@ -49,6 +49,26 @@ pub struct Topology {
     pub nodes: Vec<NumaNode>,
 }
 
+/// What `corelane topo --json` prints: the machine's CPUs, NUMA nodes, network interfaces and
+/// per-CPU network softirq counts. One type, so the CLI that writes it and the lab (and its
+/// tests) that read another host's are held to the same fields.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MachineReport {
+    pub cpus: Vec<CpuLocation>,
+    pub numa_nodes: Vec<NumaNode>,
+    pub nics: Vec<Nic>,
+    pub net_softirqs: NetSoftirqs,
+}
+
+impl MachineReport {
+    /// Reads the tree mounted at `root` (`/` in production).
+    pub fn read_from(root: &Path) -> Result<Self, TopologyError> {
+        let Topology { cpus, nodes } = Topology::read_from(root)?;
+        let nics = read_nics(root)?;
+        Ok(Self { cpus, numa_nodes: nodes, nics, net_softirqs: read_net_softirqs(root) })
+    }
+}
+
 /// Why the topology could not be read, or a CPU list does not fit it.
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {

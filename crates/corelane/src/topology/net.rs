@@ -273,18 +273,20 @@ fn read_nic(root: &Path, name: String, lines: &[(u32, Vec<u64>, String)]) -> Nic
 }
 
 /// Reads every interface under `root/sys/class/net`, with IRQs from `root/proc`. A directory
-/// whose name no interface can have (a damaged or crafted tree) is left out.
-pub fn read_nics(root: &Path) -> Vec<Nic> {
+/// whose name no interface can have (a damaged or crafted tree) is left out; a list that
+/// cannot be read is an error naming it (an empty list would read as "no NIC").
+pub fn read_nics(root: &Path) -> Result<Vec<Nic>, super::TopologyError> {
     let class = root.join("sys/class/net");
     let lines = read(&root.join("proc/interrupts")).map(|t| interrupts(&t)).unwrap_or_default();
-    let Ok(entries) = fs::read_dir(&class) else { return Vec::new() };
+    let entries = fs::read_dir(&class)
+        .map_err(|source| super::TopologyError::Read { path: class, source })?;
     let mut nics: Vec<Nic> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|name| is_interface_name(name))
         .map(|name| read_nic(root, name, &lines))
         .collect();
     nics.sort_by(|a, b| a.name.cmp(&b.name));
-    nics
+    Ok(nics)
 }
 
 /// The devices that own the queues `name` sends and receives on: `name` itself when it is
@@ -378,7 +380,7 @@ mod tests {
     #[test]
     fn reads_queues_masks_irqs_and_nodes() {
         let root = fixture();
-        let nics = read_nics(&root);
+        let nics = read_nics(&root).unwrap();
         assert_eq!(nics.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["eth0", "veth0"]);
         let eth0 = &nics[0];
         assert_eq!(eth0.driver.as_deref(), Some("virtio_net"));
@@ -427,9 +429,17 @@ mod tests {
         assert!(names("loop0").len() <= 2, "a crafted loop ends");
     }
 
+    /// A tree with no interface list is an error naming the directory, not "no NIC".
+    #[test]
+    fn an_unreadable_nic_list_names_its_path() {
+        let root = tempfile::tempdir().unwrap();
+        let err = read_nics(root.path()).unwrap_err().to_string();
+        assert!(err.contains("sys/class/net"), "{err}");
+    }
+
     #[test]
     fn reads_this_machine_without_failing() {
-        let nics = read_nics(Path::new("/"));
+        let nics = read_nics(Path::new("/")).unwrap();
         assert!(nics.iter().any(|n| n.name == "lo"), "{nics:?}");
     }
 }

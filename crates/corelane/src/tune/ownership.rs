@@ -22,7 +22,8 @@ pub(crate) struct Owned {
 impl Owned {
     /// The interrupts of `nic` and of the devices under it (a VLAN's, a bond's NICs).
     pub(crate) fn by_interface(nic: &str, root: &Path) -> Self {
-        let nics = read_nics(root);
+        // No list, no owner: every interrupt is then refused.
+        let nics = read_nics(root).unwrap_or_default();
         let mut owners: Vec<&Nic> = queue_owners(&nics, nic);
         owners.extend(nics.iter().filter(|n| n.name == nic));
         Self::of(nic.to_string(), &owners, root)
@@ -30,7 +31,7 @@ impl Owned {
 
     /// The interrupts of every network interface (a revert file names no interface).
     pub(crate) fn by_any_interface(root: &Path) -> Self {
-        let nics = read_nics(root);
+        let nics = read_nics(root).unwrap_or_default();
         Self::of("a network interface".to_string(), &nics.iter().collect::<Vec<_>>(), root)
     }
 
