@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use corelane::topology::{is_interface_name, queue_owners, read_nics, CpuList, Nic, Topology};
-use corelane::tune::{plan_stack, Placement, Plan};
+use corelane::tune::{plan_stack, Plan, RolePolicy};
 
 use crate::args::outln;
 
@@ -108,10 +108,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let placement = match args.policy {
-        PolicyArg::Spread => Placement::Spread,
-        PolicyArg::Pack => Placement::Pack,
-        PolicyArg::Fenced => Placement::Fenced,
-        PolicyArg::Custom => Placement::Custom {
+        PolicyArg::Spread => RolePolicy::Spread,
+        PolicyArg::Pack => RolePolicy::Pack,
+        PolicyArg::Fenced => RolePolicy::Fenced,
+        PolicyArg::Custom => RolePolicy::Custom {
             irq: args.irq_cpus.unwrap_or_default(),
             syscall: args.syscall_cpus.unwrap_or_default(),
             app: args.app_cpus.unwrap_or_default(),

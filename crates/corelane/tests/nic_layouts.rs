@@ -12,7 +12,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use corelane::topology::{queue_owners, read_nics, Channels, IrqRole, Nic, NicSettings, Topology};
-use corelane::tune::{changes, plan, plan_stack, Placement, Plan};
+use corelane::tune::{changes, plan, plan_stack, Plan, RolePolicy};
 
 use common::write;
 
@@ -221,7 +221,7 @@ fn plan_for(root: &Path, name: &str) -> (Plan, Vec<Nic>) {
     nics.iter_mut().for_each(driver_settings);
     let nic = nics.iter().find(|n| n.name == name).unwrap();
     let owners = queue_owners(&nics, name);
-    let p = plan_stack(&topo, nic, &owners, None, &Placement::Spread).unwrap();
+    let p = plan_stack(&topo, nic, &owners, None, &RolePolicy::Spread).unwrap();
     (p, nics)
 }
 
@@ -342,6 +342,6 @@ fn an_old_plan_file_still_reads_and_a_refused_setting_is_skipped_by_name() {
     let topo = Topology::read_from(r).unwrap();
     let nics = read_nics(r).unwrap();
     let eth1 = nics.iter().find(|n| n.name == "eth1").unwrap();
-    let fresh = plan(&topo, eth1, None, &Placement::Spread).unwrap();
+    let fresh = plan(&topo, eth1, None, &RolePolicy::Spread).unwrap();
     assert!(corelane::tune::review(&fresh, r).unwrap().skipped.is_empty());
 }

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use corelane::topology::{read_net_softirqs, read_nics, Topology};
-use corelane::tune::{changes, plan, Placement};
+use corelane::tune::{changes, plan, RolePolicy};
 
 use common::write;
 
@@ -89,7 +89,7 @@ fn plan_puts_interrupts_on_the_nic_node_and_changes_name_every_setting() {
     let topo = Topology::read_from(&root).unwrap();
     let nics = read_nics(&root).unwrap();
     let eth0 = nics.iter().find(|n| n.name == "eth0").unwrap();
-    let p = plan(&topo, eth0, None, &Placement::Spread).unwrap();
+    let p = plan(&topo, eth0, None, &RolePolicy::Spread).unwrap();
     let node1 = |list: &str| {
         list.split(',').all(|c| c.split('-').all(|n| n.parse::<usize>().unwrap() >= 8))
     };
@@ -97,7 +97,7 @@ fn plan_puts_interrupts_on_the_nic_node_and_changes_name_every_setting() {
     assert!(node1(&p.syscall_cpus), "the syscall CPU shares their LLC: {}", p.syscall_cpus);
     assert_eq!(p.device.irqs.len(), 4);
     assert_eq!(p.device.xps_cpus.len(), 4, "one XPS mask per TX queue");
-    let fenced = plan(&topo, eth0, None, &Placement::Fenced).unwrap();
+    let fenced = plan(&topo, eth0, None, &RolePolicy::Fenced).unwrap();
     assert!(node1(&fenced.app_cpus), "fenced stays on node 1: {}", fenced.app_cpus);
     let list = changes(&p, &root).unwrap();
     let paths: Vec<String> =

@@ -19,7 +19,7 @@ use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
-use crate::stage::servers::{self, Placement, ServerKind, Stage};
+use crate::stage::servers::{self, ServerKind, ServerPin, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
 use crate::summary::{Header, Rate, Trials};
 use crate::testbed::Testbed;
@@ -235,7 +235,7 @@ impl<'a> AffinityLab<'a> {
     fn tcp_placements(&self) -> Vec<Placed> {
         let (irq_cpu, other_cpu) = (self.irq_cpu, self.other_cpu);
         let placed = |cpu: Option<usize>, backend: &'static str, sqpoll: Option<usize>| {
-            ServerKind::Placed(Placement { cpu, backend, sqpoll })
+            ServerKind::Placed(ServerPin { cpu, backend, sqpoll })
         };
         vec![
             Placed::Tcp(

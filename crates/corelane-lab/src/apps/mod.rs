@@ -28,7 +28,7 @@ use std::time::Duration;
 use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 
-use placement::{Cpus, Lane, Launcher, Placement};
+use placement::{CoreKind, Cpus, Lane, Launcher};
 use programs::App;
 pub use report::AppsLabReport;
 pub use rows::{AppRow, PingRow};
@@ -95,7 +95,7 @@ impl AppsArgs {
         opts.apps =
             crate::parse_names(self.apps.as_deref(), &App::ALL.map(|a| (a.id(), a)), "program")?;
         if self.placements.is_some() {
-            let known = Placement::ALL.map(|p| (p.id(), p));
+            let known = CoreKind::ALL.map(|p| (p.id(), p));
             opts.placements = crate::parse_names(self.placements.as_deref(), &known, "placement")?;
         }
         if let Some(names) = &self.lanes {
@@ -123,7 +123,7 @@ pub struct AppsLabOptions {
     /// Load time per measurement (whole seconds: the load generators take seconds).
     pub duration: Duration,
     pub apps: Vec<App>,
-    pub placements: Vec<Placement>,
+    pub placements: Vec<CoreKind>,
     pub lanes: Vec<Lane>,
     pub connections: usize,
     pub file_size: usize,
@@ -135,7 +135,7 @@ impl AppsLabOptions {
             trials: 3,
             duration: Duration::from_secs(5),
             apps: App::ALL.to_vec(),
-            placements: Placement::ALL.to_vec(),
+            placements: CoreKind::ALL.to_vec(),
             lanes: Lane::ALL.to_vec(),
             connections: 16,
             file_size: 4096,
@@ -147,7 +147,7 @@ impl AppsLabOptions {
         Self {
             trials: 1,
             duration: Duration::from_secs(2),
-            placements: vec![Placement::Nc],
+            placements: vec![CoreKind::Nc],
             ..Self::full()
         }
     }
@@ -158,7 +158,7 @@ impl AppsLabOptions {
 pub enum Case {
     Serve {
         app: App,
-        placement: Placement,
+        placement: CoreKind,
         lane: Lane,
     },
     /// The side-effect check, placed NC.
@@ -252,7 +252,7 @@ impl<'a> AppsLab<'a> {
         false
     }
 
-    fn placed(&self, placement: Placement, lane: Lane, tag: String) -> Placed<'_> {
+    fn placed(&self, placement: CoreKind, lane: Lane, tag: String) -> Placed<'_> {
         Placed {
             launcher: &self.launcher,
             app_cpus: placement.app_cpus(&self.cpus),
@@ -265,7 +265,7 @@ impl<'a> AppsLab<'a> {
     fn serve(
         &self,
         app: App,
-        placement: Placement,
+        placement: CoreKind,
         lane: Lane,
         index: usize,
     ) -> Result<ServeTrial, LabError> {
@@ -302,7 +302,7 @@ impl<'a> AppsLab<'a> {
             dir: self.dir.path(),
         };
         let tag = format!("ping-{}-{index}", lane.id());
-        trial::ping(&at, &self.placed(Placement::Nc, lane, tag))
+        trial::ping(&at, &self.placed(CoreKind::Nc, lane, tag))
     }
 }
 

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 /// Where the application runs relative to the softirq CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Placement {
+pub enum CoreKind {
     Ns,
     Nc,
     Nz,
@@ -48,8 +48,8 @@ pub struct Cpus {
     pub online: CpuList,
 }
 
-impl Placement {
-    pub const ALL: [Placement; 3] = [Placement::Ns, Placement::Nc, Placement::Nz];
+impl CoreKind {
+    pub const ALL: [CoreKind; 3] = [CoreKind::Ns, CoreKind::Nc, CoreKind::Nz];
 
     pub fn id(&self) -> &'static str {
         match self {
@@ -210,10 +210,10 @@ mod tests {
     #[test]
     fn placements_map_to_two_cpus_and_never_load_the_softirq_cpu() {
         let c = cpus();
-        assert_eq!(Placement::Ns.app_cpus(&c).cpus(), [1]);
-        assert_eq!(Placement::Nc.app_cpus(&c).cpus(), [0]);
-        assert_eq!(Placement::Nz.app_cpus(&c).cpus(), [0, 1]);
-        for p in Placement::ALL {
+        assert_eq!(CoreKind::Ns.app_cpus(&c).cpus(), [1]);
+        assert_eq!(CoreKind::Nc.app_cpus(&c).cpus(), [0]);
+        assert_eq!(CoreKind::Nz.app_cpus(&c).cpus(), [0, 1]);
+        for p in CoreKind::ALL {
             assert_eq!(p.syscall_cpus(&c).cpus(), [1]);
             assert_eq!(p.load_cpu(&c), 0);
         }
@@ -225,9 +225,9 @@ mod tests {
         let run = Launcher::Run { exe: "/x/corelane".into(), uring: false };
         let json = std::path::Path::new("/d/run.json");
         let (exe, argv) = run.command(
-            &Placement::Nc.app_cpus(&c),
+            &CoreKind::Nc.app_cpus(&c),
             Lane::Threads,
-            &Placement::Nc.syscall_cpus(&c),
+            &CoreKind::Nc.syscall_cpus(&c),
             json,
             "nginx",
             &["-c".into(), "n.conf".into()],

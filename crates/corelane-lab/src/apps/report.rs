@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::model::{self, ModelRow};
-use super::placement::{Cpus, Lane, Placement};
+use super::placement::{CoreKind, Cpus, Lane};
 use super::programs::App;
 use super::rows::{AppRow, PingRow};
 use super::trial::{PingTrial, RunSummary, ServeTrial};
@@ -122,7 +122,7 @@ fn lane_ran<'a>(
     (ran, notes)
 }
 
-fn app_row(t: &[&ServeTrial], app: App, placement: Placement, lane: Lane, cpus: &Cpus) -> AppRow {
+fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &Cpus) -> AppRow {
     let runs = t.iter().filter_map(|x| x.run.as_ref());
     let (lane_ran, lane_notes) = lane_ran(runs.clone());
     let p99s: Vec<f64> = t.iter().filter_map(|x| x.p99_us).collect();

@@ -116,7 +116,7 @@ pub const CONFIG_IDS: &[&str] = &[
 
 /// Where a corelane server runs and how it submits, for the affinity lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
+pub struct ServerPin {
     /// The lane's CPU, or unpinned.
     pub cpu: Option<usize>,
     /// `--backend` value.
@@ -130,7 +130,7 @@ pub struct Placement {
 pub enum ServerKind {
     Corelane(Config),
     /// corelane with all recycling, placed by the affinity lab.
-    Placed(Placement),
+    Placed(ServerPin),
     Nginx,
     Lighttpd,
 }

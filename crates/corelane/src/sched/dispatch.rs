@@ -1,8 +1,8 @@
 //! The dispatcher: one scheduling policy (`policy/`, named by [`Kind`]) and the books every
-//! policy reads (`ledger`). [`Dispatcher::dispatch`] answers with a [`Placement`]: the worker
+//! policy reads (`ledger`). [`Dispatcher::dispatch`] answers with a [`Assignment`]: the worker
 //! and the event stamped with all the worker and the books need, so nothing has to follow it.
 
-pub use super::event::{Event, Placement, EPOCH_NS};
+pub use super::event::{Assignment, Event, EPOCH_NS};
 use super::ledger::Ledger;
 use super::policy::{Kind, Policy};
 
@@ -34,7 +34,7 @@ impl Dispatcher {
 
     /// Where `event` goes, or `None` when its flow is paused (the event is held and comes
     /// back from `complete` once the flow has moved).
-    pub fn dispatch(&mut self, event: Event, now_ns: u64) -> Option<Placement> {
+    pub fn dispatch(&mut self, event: Event, now_ns: u64) -> Option<Assignment> {
         self.ledger.arrived(&event);
         let placement = self.policy.place(event, now_ns, &self.ledger)?;
         self.ledger.count_in(&placement);
@@ -48,7 +48,7 @@ impl Dispatcher {
         event: &Event,
         worker: usize,
         now_ns: u64,
-        released: &mut Vec<Placement>,
+        released: &mut Vec<Assignment>,
     ) {
         self.ledger.count_out(event, worker);
         let from = released.len();
@@ -60,7 +60,7 @@ impl Dispatcher {
 
     /// Called every [`EPOCH_NS`] with each worker's busy fraction over the epoch; events
     /// released by a migration are appended to `released`.
-    pub fn epoch(&mut self, busy: &[f64], now_ns: u64, released: &mut Vec<Placement>) {
+    pub fn epoch(&mut self, busy: &[f64], now_ns: u64, released: &mut Vec<Assignment>) {
         let from = released.len();
         self.policy.epoch(busy, now_ns, &self.ledger, released);
         for placement in &released[from..] {

@@ -41,7 +41,7 @@ impl Event {
 
 /// Where the dispatcher put an event: send `event` to `worker`, as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
+pub struct Assignment {
     /// The worker that serves the event.
     pub worker: usize,
     /// The event with its timing fields (`not_before_ns`, `charge_ns`, `due_ns`) filled in.

@@ -2,7 +2,7 @@
 //! reads: each flow's mean visible cost and events in flight, each worker's outstanding
 //! events. A policy decides; the ledger counts what it decided in and out.
 
-use super::event::{Event, Placement};
+use super::event::{Assignment, Event};
 use super::flowmap::FlowMap;
 
 /// What is in flight, per flow and per worker, and what each flow's events cost.
@@ -60,9 +60,9 @@ impl Ledger {
 
     /// `event` on `worker`, to start at once, charged its flow's mean cost (booked as the
     /// whole ns the event carries, so its completion takes back exactly that).
-    pub fn at_mean_cost(&self, worker: usize, event: Event) -> Placement {
+    pub fn at_mean_cost(&self, worker: usize, event: Event) -> Assignment {
         let charge_ns = self.mean_cost(event.flow).round() as u32;
-        Placement { worker, event: Event { not_before_ns: 0, charge_ns, due_ns: 0, ..event } }
+        Assignment { worker, event: Event { not_before_ns: 0, charge_ns, due_ns: 0, ..event } }
     }
 
     /// Books an arriving event: its flow's mean visible cost moves toward it.
@@ -80,7 +80,7 @@ impl Ledger {
     }
 
     /// Books a placement as in flight on its worker.
-    pub(crate) fn count_in(&mut self, placement: &Placement) {
+    pub(crate) fn count_in(&mut self, placement: &Assignment) {
         *self.in_flight.get_or_insert_with(placement.event.flow, || 0) += 1;
         self.outstanding[placement.worker] += 1;
     }

@@ -22,7 +22,7 @@ pub mod sim;
 pub mod threads;
 pub mod workload;
 
-pub use dispatch::{Dispatcher, Event, Placement};
+pub use dispatch::{Assignment, Dispatcher, Event};
 pub use policy::Kind;
 
 /// The flow ids tracked one by one: a UDP receiver's sequence accounting and the dispatcher's

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::dispatch::{Event, Placement};
+use super::dispatch::{Assignment, Event};
 use crate::lane::{self, LaneSet, StopSignal};
 
 /// Events a ring hands over at once.
@@ -82,7 +82,7 @@ impl WorkerPool {
     }
 
     /// Queues a placed event for its worker (sent by the next `flush`).
-    pub fn send(&mut self, placed: Placement) {
+    pub fn send(&mut self, placed: Assignment) {
         self.outbox[placed.worker].push(placed.event);
     }
 
@@ -220,7 +220,7 @@ mod tests {
                     pool.flush();
                     pool.drain(|e, w| back[w].push(e.seq));
                 }
-                pool.send(Placement { worker: w, event: ev(w as u32, seq as u64) });
+                pool.send(Assignment { worker: w, event: ev(w as u32, seq as u64) });
                 sent[w].push(seq as u64);
             }
             let deadline = Instant::now() + std::time::Duration::from_secs(5);

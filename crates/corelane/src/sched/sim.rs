@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::dispatch::{Dispatcher, Event, Placement, EPOCH_NS};
+use super::dispatch::{Assignment, Dispatcher, Event, EPOCH_NS};
 use super::metrics::{Balance, ReorderMeter, ReorderReport};
 use super::policy::Kind;
 use super::workload::{Source, Workload};
@@ -178,10 +178,10 @@ struct Sim<'a> {
     gap_ns: f64,
     next_arrival_at: f64,
     /// The placement the producer waits to enqueue while its worker's ring is full.
-    blocked: Option<Placement>,
+    blocked: Option<Assignment>,
     reorder: ReorderMeter,
     latency: Histogram<u64>,
-    released: Vec<Placement>,
+    released: Vec<Assignment>,
     completed: u64,
     /// Completions after the warm-up.
     measured: u64,
@@ -238,7 +238,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Queues a placed event on its worker's ring and starts the worker if idle.
-    fn enqueue(&mut self, placed: Placement) {
+    fn enqueue(&mut self, placed: Assignment) {
         self.workers[placed.worker].queue.push_back(placed.event);
         self.start(placed.worker);
     }

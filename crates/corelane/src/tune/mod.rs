@@ -14,5 +14,5 @@ pub use apply::{
     apply, apply_saving_revert, changes, pending_revert, read_revert_file, revert, review,
     ApplyError, Change, Review, Skipped,
 };
-pub use plan::{plan, plan_stack, DevicePlan, FlowHash, IrqPlacement, Placement, Plan, PlanError};
+pub use plan::{plan, plan_stack, DevicePlan, FlowHash, IrqPlacement, Plan, PlanError, RolePolicy};
 pub use setting::{Ethtool, IfName, Setting, SettingError};

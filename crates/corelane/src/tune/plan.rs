@@ -1,7 +1,7 @@
 //! A partition proposal. Seed 003: interrupts on the processor package nearest the NIC, a
 //! syscall thread on a CPU that shares the last-level cache with the interrupt CPUs, and the
 //! application on the remaining cores — avoiding SMT siblings of the busy CPUs, whose shared
-//! core would steal cycles from both. Placement policies follow glommio's names.
+//! core would steal cycles from both. RolePolicy policies follow glommio's names.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +11,7 @@ use crate::topology::{CpuList, CpuLocation, IrqRole, Nic, Topology, TopologyErro
 
 /// How to place the three roles.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
+pub enum RolePolicy {
     /// IRQ CPUs on distinct cores of the NIC's node; applications avoid the SMT siblings of
     /// IRQ and syscall CPUs, and may use other nodes.
     Spread,
@@ -24,13 +24,13 @@ pub enum Placement {
     Custom { irq: CpuList, syscall: CpuList, app: CpuList },
 }
 
-impl Placement {
+impl RolePolicy {
     fn name(&self) -> &'static str {
         match self {
-            Placement::Spread => "spread",
-            Placement::Pack => "pack",
-            Placement::Fenced => "fenced",
-            Placement::Custom { .. } => "custom",
+            RolePolicy::Spread => "spread",
+            RolePolicy::Pack => "pack",
+            RolePolicy::Fenced => "fenced",
+            RolePolicy::Custom { .. } => "custom",
         }
     }
 }
@@ -137,7 +137,7 @@ pub fn plan(
     topo: &Topology,
     nic: &Nic,
     lanes: Option<usize>,
-    placement: &Placement,
+    placement: &RolePolicy,
 ) -> Result<Plan, PlanError> {
     plan_stack(topo, nic, &[], lanes, placement)
 }
@@ -151,7 +151,7 @@ pub fn plan_stack(
     nic: &Nic,
     lower: &[&Nic],
     lanes: Option<usize>,
-    placement: &Placement,
+    placement: &RolePolicy,
 ) -> Result<Plan, PlanError> {
     let lower: Vec<&Nic> = lower.iter().copied().filter(|l| l.name != nic.name).collect();
     let mut notes = Vec::new();
@@ -196,7 +196,7 @@ fn roles(
     numa_node: Option<usize>,
     queues: usize,
     lanes: Option<usize>,
-    placement: &Placement,
+    placement: &RolePolicy,
     notes: &mut Vec<String>,
 ) -> Result<(Roles, Option<usize>), PlanError> {
     let node = numa_node.or_else(|| topo.cpus.first().map(|c| c.numa_node));
@@ -205,9 +205,9 @@ fn roles(
     }
     let mut on_node: Vec<&CpuLocation> =
         topo.cpus.iter().filter(|c| Some(c.numa_node) == node).collect();
-    if on_node.is_empty() && !matches!(placement, Placement::Custom { .. }) {
+    if on_node.is_empty() && !matches!(placement, RolePolicy::Custom { .. }) {
         // A node whose CPUs are all offline (or a memory-only node): nothing to place there.
-        if *placement == Placement::Fenced || topo.cpus.is_empty() {
+        if *placement == RolePolicy::Fenced || topo.cpus.is_empty() {
             return Err(PlanError::NodeWithoutCpus { nic: name.into(), node });
         }
         notes.push(format!(
@@ -217,7 +217,7 @@ fn roles(
         on_node = topo.cpus.iter().collect();
     }
     let mut roles = match placement {
-        Placement::Custom { irq, syscall, app } => {
+        RolePolicy::Custom { irq, syscall, app } => {
             for l in [irq, syscall, app] {
                 topo.check(l)?;
             }
@@ -248,7 +248,7 @@ fn automatic(
     on_node: &[&CpuLocation],
     node: Option<usize>,
     queues: usize,
-    placement: &Placement,
+    placement: &RolePolicy,
     name: &str,
     notes: &mut Vec<String>,
 ) -> Result<Roles, PlanError> {
@@ -273,7 +273,7 @@ fn automatic(
     let sibling = candidates.iter().find(|c| busy_core(c, &irq)).map(|c| c.cpu);
     let other_core = candidates.iter().find(|c| !busy_core(c, &irq)).map(|c| c.cpu);
     let syscall = match (placement, sibling, other_core) {
-        (Placement::Pack, Some(s), _) => vec![s],
+        (RolePolicy::Pack, Some(s), _) => vec![s],
         (_, _, Some(o)) => vec![o],
         (_, Some(s), None) => vec![s],
         (_, None, None) => {
@@ -286,15 +286,15 @@ fn automatic(
         .cpus
         .iter()
         .filter(|c| !taken.contains(&c.cpu))
-        .filter(|c| *placement != Placement::Fenced || Some(c.numa_node) == node)
+        .filter(|c| *placement != RolePolicy::Fenced || Some(c.numa_node) == node)
         .collect();
     // Nearest first: the NIC's node, then the others.
     rest.sort_by_key(|c| (Some(c.numa_node) != node, c.cpu));
     let (free, siblings): (Vec<&CpuLocation>, Vec<&CpuLocation>) =
         rest.into_iter().partition(|c| !busy_core(c, &taken));
     let mut app: Vec<usize> = free.iter().map(|c| c.cpu).collect();
-    if *placement == Placement::Pack || app.is_empty() {
-        if *placement != Placement::Pack && !siblings.is_empty() {
+    if *placement == RolePolicy::Pack || app.is_empty() {
+        if *placement != RolePolicy::Pack && !siblings.is_empty() {
             notes.push(
                 "no free core remains; applications share cores with the interrupt or syscall CPUs"
                     .into(),
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn spread_puts_irqs_near_the_nic_syscall_beside_them_and_apps_off_their_cores() {
-        let p = plan(&machine(), &nic(Some(1), 2, 2), None, &Placement::Spread).unwrap();
+        let p = plan(&machine(), &nic(Some(1), 2, 2), None, &RolePolicy::Spread).unwrap();
         assert_eq!(p.irq_cpus, "4");
         // Shares node 1's L3 with CPU 4 but not its core.
         assert_eq!(p.syscall_cpus, "6");
@@ -476,10 +476,10 @@ mod tests {
 
     #[test]
     fn pack_uses_the_smt_sibling_and_fenced_stays_on_the_node() {
-        let pack = plan(&machine(), &nic(Some(0), 1, 1), None, &Placement::Pack).unwrap();
+        let pack = plan(&machine(), &nic(Some(0), 1, 1), None, &RolePolicy::Pack).unwrap();
         assert_eq!((pack.irq_cpus.as_str(), pack.syscall_cpus.as_str()), ("0", "1"));
         assert_eq!(pack.app_cpus, "2-7");
-        let fenced = plan(&machine(), &nic(Some(0), 1, 1), None, &Placement::Fenced).unwrap();
+        let fenced = plan(&machine(), &nic(Some(0), 1, 1), None, &RolePolicy::Fenced).unwrap();
         assert_eq!((fenced.irq_cpus.as_str(), fenced.syscall_cpus.as_str()), ("0", "2"));
         assert!(fenced.notes.iter().any(|n| n.contains("share cores")), "{:?}", fenced.notes);
         assert_eq!(fenced.app_cpus, "1,3");
@@ -487,9 +487,9 @@ mod tests {
 
     #[test]
     fn lanes_are_capped_with_a_clear_error_and_custom_is_checked() {
-        let err = plan(&machine(), &nic(Some(1), 1, 1), Some(9), &Placement::Spread).unwrap_err();
+        let err = plan(&machine(), &nic(Some(1), 1, 1), Some(9), &RolePolicy::Spread).unwrap_err();
         assert!(err.to_string().contains("asked for 9 application lanes"), "{err}");
-        let custom = Placement::Custom {
+        let custom = RolePolicy::Custom {
             irq: "0".parse().unwrap(),
             syscall: "1".parse().unwrap(),
             app: "99".parse().unwrap(),
@@ -513,7 +513,7 @@ mod tests {
                 .collect(),
             nodes: Vec::new(),
         };
-        let p = plan(&topo, &nic(None, 1, 0), None, &Placement::Spread).unwrap();
+        let p = plan(&topo, &nic(None, 1, 0), None, &RolePolicy::Spread).unwrap();
         assert_eq!(
             (p.irq_cpus.as_str(), p.syscall_cpus.as_str(), p.app_cpus.as_str()),
             ("0", "1", "1")
@@ -530,11 +530,11 @@ mod tests {
     /// it is now a plan on the other nodes' CPUs with a note, or a typed error when fenced.
     #[test]
     fn a_nic_on_a_node_without_cpus_gets_a_plan_or_a_clear_error() {
-        let p = plan(&machine(), &nic(Some(3), 2, 2), None, &Placement::Spread).unwrap();
+        let p = plan(&machine(), &nic(Some(3), 2, 2), None, &RolePolicy::Spread).unwrap();
         assert!(p.notes.iter().any(|n| n.contains("has no online CPU")), "{:?}", p.notes);
-        let err = plan(&machine(), &nic(Some(3), 2, 2), None, &Placement::Fenced).unwrap_err();
+        let err = plan(&machine(), &nic(Some(3), 2, 2), None, &RolePolicy::Fenced).unwrap_err();
         assert!(matches!(err, PlanError::NodeWithoutCpus { .. }), "{err}");
         let empty = Topology { cpus: Vec::new(), nodes: Vec::new() };
-        assert!(plan(&empty, &nic(Some(0), 1, 1), None, &Placement::Spread).is_err());
+        assert!(plan(&empty, &nic(Some(0), 1, 1), None, &RolePolicy::Spread).is_err());
     }
 }

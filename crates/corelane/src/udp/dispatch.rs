@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::sched::dispatch::EPOCH_NS;
 use crate::sched::metrics::{Balance, ReorderMeter, ReorderReport};
 use crate::sched::pool::WorkerPool;
-use crate::sched::{Dispatcher, Event, Kind, Placement};
+use crate::sched::{Assignment, Dispatcher, Event, Kind};
 
 /// How the receive lane dispatches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub(crate) struct DispatchLane {
     pool: WorkerPool,
     egress: ReorderMeter,
     per_worker: Vec<u64>,
-    released: Vec<Placement>,
+    released: Vec<Assignment>,
     next_epoch_ns: u64,
 }
 

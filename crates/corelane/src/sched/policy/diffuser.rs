@@ -23,7 +23,7 @@
 //! time. The parameters: target 0.01, gain 0.5, decay 0.02, load 0.7, margin 0.12, overtake
 //! price 0.16, lateness price 0.95, the 16-event history and the 250 µs epoch.
 
-use super::{Event, Ledger, Placement, Policy};
+use super::{Assignment, Event, Ledger, Policy};
 use crate::sched::flowmap::FlowMap;
 use crate::sched::metrics::Balance;
 
@@ -83,7 +83,7 @@ impl Policy for Diffuser {
         }
     }
 
-    fn place(&mut self, event: Event, now_ns: u64, ledger: &Ledger) -> Option<Placement> {
+    fn place(&mut self, event: Event, now_ns: u64, ledger: &Ledger) -> Option<Assignment> {
         let rng = &mut self.rng;
         let flow = self.flows.get_or_insert_with(event.flow, || Flow {
             home: ledger.least_of_two(rng),
@@ -111,7 +111,7 @@ impl Policy for Diffuser {
         flow.last_worker = worker;
         flow.work_ns += cost;
         let due_ns = finish as u64;
-        Some(Placement { worker, event: Event { not_before_ns, charge_ns, due_ns, ..event } })
+        Some(Assignment { worker, event: Event { not_before_ns, charge_ns, due_ns, ..event } })
     }
 
     fn completed(
@@ -120,7 +120,7 @@ impl Policy for Diffuser {
         worker: usize,
         now_ns: u64,
         ledger: &Ledger,
-        _released: &mut Vec<Placement>,
+        _released: &mut Vec<Assignment>,
     ) {
         let backlog = &mut self.backlog_ns[worker];
         *backlog = if ledger.outstanding(worker) == 0 {
@@ -137,7 +137,7 @@ impl Policy for Diffuser {
         busy: &[f64],
         _now_ns: u64,
         ledger: &Ledger,
-        _released: &mut Vec<Placement>,
+        _released: &mut Vec<Assignment>,
     ) {
         // Imbalance matters only when a worker is loaded (DSW's 70 %): two workers at 3 %
         // and 1 % are as unbalanced as at 90 % and 30 %, with nothing to gain.
@@ -261,7 +261,7 @@ mod tests {
         // (charge fractions once leaked into the predictions and made workers wait idle).
         let (mut ledger, mut d) = (Ledger::new(3), Diffuser::new(3, 5));
         d.flows.insert(1, diffused());
-        let sent: Vec<Placement> = (0..300)
+        let sent: Vec<Assignment> = (0..300)
             .map(|seq| {
                 let e = Event { charge_ns: 0, ..Event::new(1 + (seq % 2) as u32, seq, 0, 97, 97) };
                 ledger.dispatch(&mut d, e, seq * 7).unwrap()

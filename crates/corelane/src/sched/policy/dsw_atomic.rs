@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::{Event, Ledger, Placement, Policy};
+use super::{Assignment, Event, Ledger, Policy};
 use crate::sched::flowmap::FlowMap;
 
 /// A worker's latest events whose flows make up its load.
@@ -51,7 +51,7 @@ impl Policy for DswAtomic {
         }
     }
 
-    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Placement> {
+    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Assignment> {
         if !self.paused.is_empty() {
             if let Some((_, held)) = self.paused.get_mut(&event.flow) {
                 held.push(event);
@@ -74,14 +74,20 @@ impl Policy for DswAtomic {
         _worker: usize,
         _now_ns: u64,
         ledger: &Ledger,
-        released: &mut Vec<Placement>,
+        released: &mut Vec<Assignment>,
     ) {
         if ledger.in_flight(event.flow) == 0 {
             self.finish_move(event.flow, ledger, released);
         }
     }
 
-    fn epoch(&mut self, busy: &[f64], now_ns: u64, ledger: &Ledger, released: &mut Vec<Placement>) {
+    fn epoch(
+        &mut self,
+        busy: &[f64],
+        now_ns: u64,
+        ledger: &Ledger,
+        released: &mut Vec<Assignment>,
+    ) {
         for (load, busy) in self.load.iter_mut().zip(busy) {
             *load = (*load + busy) / 2.0;
         }
@@ -98,7 +104,7 @@ impl Policy for DswAtomic {
 
 impl DswAtomic {
     /// Completes a paused flow's move once nothing of it is in flight.
-    fn finish_move(&mut self, flow: u32, ledger: &Ledger, released: &mut Vec<Placement>) {
+    fn finish_move(&mut self, flow: u32, ledger: &Ledger, released: &mut Vec<Assignment>) {
         if self.paused.is_empty() {
             return;
         }
@@ -108,7 +114,7 @@ impl DswAtomic {
     }
 
     /// One migration round: loaded workers shed flows, most loaded first.
-    fn migrate(&mut self, ledger: &Ledger, released: &mut Vec<Placement>) {
+    fn migrate(&mut self, ledger: &Ledger, released: &mut Vec<Assignment>) {
         let mut load = self.load.clone();
         let mut order: Vec<usize> = (0..load.len()).collect();
         order.sort_by(|a, b| load[*b].total_cmp(&load[*a]));

@@ -1,7 +1,7 @@
 //! `dsw-parallel`: DPDK's DSW on parallel queues, where order is not kept: events go
 //! round-robin, no flow is ever paused.
 
-use super::{Event, Ledger, Placement, Policy};
+use super::{Assignment, Event, Ledger, Policy};
 
 #[derive(Debug)]
 pub(crate) struct DswParallel {
@@ -14,7 +14,7 @@ impl Policy for DswParallel {
         Self { last: 0 }
     }
 
-    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Placement> {
+    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Assignment> {
         self.last = (self.last + 1) % ledger.workers();
         Some(ledger.at_mean_cost(self.last, event))
     }

@@ -11,7 +11,7 @@ mod spray;
 
 use serde::Serialize;
 
-use super::event::{Event, Placement};
+use super::event::{Assignment, Event};
 use super::ledger::Ledger;
 
 /// A scheduling policy: where each event goes, and how it follows the workers' loads. The
@@ -24,7 +24,7 @@ pub(crate) trait Policy: std::fmt::Debug + Send {
 
     /// Where `event` goes, stamped with its timing; `None` when the policy holds it, to hand
     /// it back later through `released` (from `completed` or `epoch`).
-    fn place(&mut self, event: Event, now_ns: u64, ledger: &Ledger) -> Option<Placement>;
+    fn place(&mut self, event: Event, now_ns: u64, ledger: &Ledger) -> Option<Assignment>;
 
     /// `event` left `worker` (the ledger has counted it out already).
     fn completed(
@@ -33,7 +33,7 @@ pub(crate) trait Policy: std::fmt::Debug + Send {
         _worker: usize,
         _now_ns: u64,
         _ledger: &Ledger,
-        _released: &mut Vec<Placement>,
+        _released: &mut Vec<Assignment>,
     ) {
     }
 
@@ -43,7 +43,7 @@ pub(crate) trait Policy: std::fmt::Debug + Send {
         _busy: &[f64],
         _now_ns: u64,
         _ledger: &Ledger,
-        _released: &mut Vec<Placement>,
+        _released: &mut Vec<Assignment>,
     ) {
     }
 
@@ -125,7 +125,7 @@ impl Ledger {
         policy: &mut dyn Policy,
         event: Event,
         now_ns: u64,
-    ) -> Option<Placement> {
+    ) -> Option<Assignment> {
         self.arrived(&event);
         let placement = policy.place(event, now_ns, self)?;
         self.count_in(&placement);
@@ -138,7 +138,7 @@ impl Ledger {
         event: &Event,
         worker: usize,
         now_ns: u64,
-        released: &mut Vec<Placement>,
+        released: &mut Vec<Assignment>,
     ) {
         self.count_out(event, worker);
         let from = released.len();
@@ -153,7 +153,7 @@ impl Ledger {
         policy: &mut dyn Policy,
         busy: &[f64],
         now_ns: u64,
-        released: &mut Vec<Placement>,
+        released: &mut Vec<Assignment>,
     ) {
         let from = released.len();
         policy.epoch(busy, now_ns, self, released);

@@ -1,7 +1,7 @@
 //! `spray`: every event to the less loaded of two random workers (power of two choices).
 //! Balances, reorders.
 
-use super::{Event, Ledger, Placement, Policy};
+use super::{Assignment, Event, Ledger, Policy};
 
 #[derive(Debug)]
 pub(crate) struct Spray {
@@ -13,7 +13,7 @@ impl Policy for Spray {
         Self { rng: fastrand::Rng::with_seed(seed) }
     }
 
-    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Placement> {
+    fn place(&mut self, event: Event, _now_ns: u64, ledger: &Ledger) -> Option<Assignment> {
         Some(ledger.at_mean_cost(ledger.least_of_two(&mut self.rng), event))
     }
 }
