@@ -248,7 +248,10 @@ fn each_mode_at_once(one: impl Fn(Mode) -> SuiteRun + Sync) -> Vec<SuiteRun> {
 /// The table the lead copies to RESULTS.md, also written to target/app-suites/SUITE.results.json.
 fn report(suite: &str, what: &str, runs: &[SuiteRun], wall: Duration) -> String {
     let mut table = format!("{suite}: {what}\n");
-    let _ = writeln!(table, "| mode | passed | failed | skipped | checks ok | checks failed | lane calls | s |");
+    let _ = writeln!(
+        table,
+        "| mode | passed | failed | skipped | checks ok | checks failed | lane calls | s |"
+    );
     let _ = writeln!(table, "|---|---|---|---|---|---|---|---|");
     for r in runs {
         let _ = writeln!(
@@ -380,7 +383,8 @@ fn start_redis(mode: Mode, work: &Path, name: &str, port: u16) -> Child {
     let args = ["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
     words.extend(args.map(String::from));
     words.extend(["--dir", data.to_str().unwrap()].map(String::from));
-    let enable = ["--enable-protected-configs", "--enable-debug-command", "--enable-module-command"];
+    let enable =
+        ["--enable-protected-configs", "--enable-debug-command", "--enable-module-command"];
     words.extend(enable.iter().flat_map(|o| [o.to_string(), "yes".into()]));
     let mut cmd = Command::new(&words[0]);
     cmd.args(&words[1..]).current_dir(&data);
@@ -461,8 +465,8 @@ fn strip_colors(line: &str) -> String {
 
 /// The last test runtest started or finished in `output`, to name where a hang was.
 fn last_test(output: &str) -> String {
-    let lines = output.lines().map(strip_colors);
-    let last = lines.filter(|l| l.starts_with('[') || l.starts_with("Testing")).last();
+    let mut lines = output.lines().map(strip_colors);
+    let last = lines.rfind(|l| l.starts_with('[') || l.starts_with("Testing"));
     last.unwrap_or_else(|| "before the first test".into())
 }
 
@@ -483,10 +487,11 @@ fn redis_unit(work: &Path, mode: Mode, unit: &str, baseport: &str, run: &mut Sui
         .current_dir(work);
     let ended = run_bounded(&mut cmd, &work.join(format!("{name}.log")), REDIS_UNIT_LIMIT);
     stop_server(server);
+    let failures_before = run.failed.len();
     parse_runtest(unit, &ended.output, run);
     match ended.status {
         None => run.failed.push(format!("{unit}: hung after {}", last_test(&ended.output))),
-        Some(s) if !s.success() && !ended.output.contains("[err]") => {
+        Some(s) if !s.success() && run.failed.len() == failures_before => {
             run.failed.push(format!("{unit}: runtest {s}: {}", last_test(&ended.output)));
         }
         Some(_) => {}
@@ -514,7 +519,9 @@ fn redis_runtest_passes_the_same_tests_natively_and_under_each_lane() {
         Err(why) => return eprintln!("skipped: {why}"),
     };
     if Command::new("tclsh").arg("/dev/null").status().is_err() {
-        return eprintln!("skipped: no tclsh for redis's runtest (apt-get install tcl; .ci/run does)");
+        return eprintln!(
+            "skipped: no tclsh for redis's runtest (apt-get install tcl; .ci/run does)"
+        );
     }
     let mut units = REDIS_UNITS.to_vec();
     let long = if all_asked() {
@@ -637,8 +644,11 @@ fn memcached_file(work: &Path, file: &str, run: &mut SuiteRun) {
     run.checks_passed += tap.ok;
     run.checks_failed += tap.not_ok;
     let Some(status) = ended.status else {
-        let last = ended.output.lines().filter(|l| l.contains("ok ")).last().unwrap_or("none");
-        run.failed.push(format!("{file}: hung after {} s (last: {last})", MEMCACHED_FILE_LIMIT.as_secs()));
+        let last = ended.output.lines().rfind(|l| l.contains("ok ")).unwrap_or("none");
+        run.failed.push(format!(
+            "{file}: hung after {} s (last: {last})",
+            MEMCACHED_FILE_LIMIT.as_secs()
+        ));
         return;
     };
     if let Some(why) = tap.skip_all {
@@ -647,7 +657,8 @@ fn memcached_file(work: &Path, file: &str, run: &mut SuiteRun) {
         run.passed.insert(file.to_string());
     } else {
         let planned = tap.planned.map_or("no plan".into(), |p| format!("{p} planned"));
-        run.failed.push(format!("{file}: {} ok, {} not ok, {planned}, {status}", tap.ok, tap.not_ok));
+        run.failed
+            .push(format!("{file}: {} ok, {} not ok, {planned}, {status}", tap.ok, tap.not_ok));
     }
 }
 
@@ -705,13 +716,15 @@ fn memcached_t_suite_passes_the_same_files_natively_and_under_each_lane() {
         Err(why) => return eprintln!("skipped: {why}"),
     };
     if !source.join("memcached-debug").exists() || !source.join("timedrun").exists() {
-        return eprintln!("skipped: memcached is not built in target/app-suites/ (run .ci/app-suites.sh)");
+        return eprintln!(
+            "skipped: memcached is not built in target/app-suites/ (run .ci/app-suites.sh)"
+        );
     }
     if Command::new("prove").arg("--version").output().is_err() {
         return eprintln!("skipped: no perl test tools (apt-get install perl; .ci/run does)");
     }
     let mut files = memcached_files(&source);
-    let mut what = format!("t/*.t against memcached-debug built from the source");
+    let mut what = "t/*.t against memcached-debug built from the source".to_string();
     if !all_asked() {
         files.retain(|f| !MEMCACHED_LONG_FILES.contains(&f.as_str()));
         let long = MEMCACHED_LONG_FILES.join(" ");
