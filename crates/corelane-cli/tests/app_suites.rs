@@ -555,7 +555,10 @@ const MEMCACHED_FILE_LIMIT: Duration = Duration::from_secs(150);
 const MEMCACHED_FILES_AT_ONCE: usize = 2;
 
 /// Files that pass natively but keep a CPU busy for 25-60 s each (tens of thousands of
-/// checks, or the restart file's long waits): run with CORELANE_APP_SUITES=all.
+/// checks, or the restart file's long waits): run with CORELANE_APP_SUITES=all. Under either
+/// lane t/restart.t fails today: it stops the server with SIGUSR1 (through timedrun), which
+/// `corelane run` does not forward, so the signal ends `corelane run` and its parent-death
+/// SIGKILL ends memcached before it saves its restart file.
 const MEMCACHED_LONG_FILES: &[&str] = &[
     "t/lru-crawler.t",
     "t/getset.t",
