@@ -253,6 +253,37 @@ fn exit_status_is_returned_and_sigterm_reaches_the_program() {
     assert_eq!(child.wait().unwrap().code(), Some(128 + 15));
 }
 
+/// SIGUSR1 (memcached's graceful stop, nginx's log reopen) reaches the program, which handles
+/// it and ends as it chooses; before, it ended `corelane run` and the program with it.
+#[test]
+fn usr1_and_usr2_reach_the_program() {
+    let script = "trap 'echo got USR1' USR1; trap 'echo got USR2; exit 3' USR2; \
+                  echo ready; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["run", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = rustix::process::Pid::from_child(&child);
+    for signal in [rustix::process::Signal::USR1, rustix::process::Signal::USR2] {
+        rustix::process::kill_process(pid, signal).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "USR2 did not end the program");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!((rest.as_str(), child.wait().unwrap().code()), ("got USR1\ngot USR2\n", Some(3)));
+}
+
 #[test]
 fn nothing_is_left_behind_and_daemonized_children_are_waited_for() {
     program_or_skip!();

@@ -85,8 +85,8 @@ impl SuperviseError {
     }
 }
 
-/// Runs `program` to its end and the end of every process it leaves, forwarding SIGINT,
-/// SIGTERM, SIGHUP and SIGQUIT to it (see `Targets`). Call it from the thread that lives
+/// Runs `program` to its end and the end of every process it leaves, forwarding the signals a
+/// server is driven by ([`FORWARDED`]) to it (see `Targets`). Call it from the thread that lives
 /// through the whole run (the main thread): the program's death signal follows that thread,
 /// and only its children are waited for (`__WNOTHREAD`), so a process another thread of
 /// corelane starts (a NIC keeper) is not.
@@ -241,8 +241,17 @@ fn lock(targets: &Mutex<Targets>) -> MutexGuard<'_, Targets> {
     targets.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the program (see `Targets`), sampling the
-/// watch first (the signal may end the program).
+/// The signals forwarded to the program: the ones that end it, and the ones servers are driven
+/// by (memcached's and Apache's USR1 graceful stop, nginx's USR1 log reopen and USR2 binary
+/// upgrade, a terminal's WINCH). Not forwarding one would let it end `corelane run` instead,
+/// and the program with it (its parent-death signal).
+const FORWARDED: [i32; 7] = {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+    [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
+};
+
+/// Forwards [`FORWARDED`] to the program (see `Targets`), sampling the watch first (the
+/// signal may end the program).
 struct Forwarder {
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
@@ -250,8 +259,7 @@ struct Forwarder {
 
 impl Forwarder {
     fn start(targets: Arc<Mutex<Targets>>, watch: Arc<dyn Watch>) -> io::Result<Self> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
+        let mut signals = signal_hook::iterator::Signals::new(FORWARDED)?;
         let handle = signals.handle();
         let thread = std::thread::spawn(move || {
             for sig in signals.forever() {
