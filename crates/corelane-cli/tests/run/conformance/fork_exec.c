@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
 
     printf("-- posix_spawn\n");
     int rc = posix_spawn(&pid, argv[0], NULL, NULL, args, environ);
-    printf(" posix_spawn %d\n", rc);
     exchange("parent", s, " spawned child", pid);
+    printf(" posix_spawn %d\n", rc);
 
     printf("-- the parent's sockets after its children\n");
     write_full(c, "last", 4);

@@ -27,7 +27,10 @@ static void tcp(int nonblock) {
     write_full(c, "hello world", 11);
     struct pollfd p = {s, POLLIN, 0};
     poll(&p, 1, 1000);
-    show_buf("recv peek 5", recv(s, buf, 5, MSG_PEEK), buf);
+    errno = 4321;
+    long peeked = recv(s, buf, 5, MSG_PEEK);
+    printf("errno left alone by a call that succeeds %d\n", errno == 4321);
+    show_buf("recv peek 5", peeked, buf);
     show_buf("recv peek all", recv(s, buf, sizeof buf, MSG_PEEK), buf);
     show_buf("recv 5", recv(s, buf, 5, 0), buf);
     SHOW("recv trunc 1", recv(s, NULL, 1, MSG_TRUNC));
