@@ -38,16 +38,18 @@ pub fn lingers(fd: c_int) -> bool {
 pub fn move_high(fd: c_int) -> c_int {
     use crate::abi::stats::{HIGH_FD, TOP_FD};
     let top = sys_nofile_soft().map_or(TOP_FD as u64, |soft| soft.min(TOP_FD as u64)) as c_int;
-    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n, EMFILE when n..top are all
-    // taken: going down from the top, the first answer is the highest free number.
+    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n (EMFILE: none below the
+    // limit): going down from the top, the first answer below it is the highest free number.
     let mut n = top - 1;
     while n >= HIGH_FD && n > fd {
         let moved = sys_dupfd_cloexec(fd, n);
-        if moved >= 0 {
+        if moved >= 0 && moved < c_long::from(top) {
             sys_close(fd);
             return moved as c_int;
         }
-        if moved != -c_long::from(EMFILE) {
+        if moved >= 0 {
+            sys_close(moved as c_int);
+        } else if moved != -c_long::from(EMFILE) {
             break;
         }
         n -= 1;

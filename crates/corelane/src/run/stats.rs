@@ -145,11 +145,12 @@ pub struct LaneReport {
 fn high_copy(fd: &OwnedFd) -> io::Result<OwnedFd> {
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let top = soft.map_or(layout::TOP_FD, |soft| soft.min(layout::TOP_FD as u64) as i32);
-    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n, EMFILE when n..top are all
-    // taken: going down from the top, the first answer is the highest free number.
+    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n (EMFILE: none below the
+    // limit): going down from the top, the first answer below it is the highest free number.
     for lowest in (layout::HIGH_FD..top).rev() {
         match rustix::io::fcntl_dupfd_cloexec(fd, lowest) {
             Err(rustix::io::Errno::MFILE) => continue,
+            Ok(copy) if copy.as_raw_fd() >= top => continue,
             copy => return Ok(copy?),
         }
     }

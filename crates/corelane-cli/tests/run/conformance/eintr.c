@@ -39,7 +39,7 @@ static int main_blocked(void) {
     if (!f) return 0;
     int got = fgets(line, sizeof line, f) != NULL;
     fclose(f);
-    if (!got) return 0;
+    if (!got || line[0] < '0' || line[0] > '9') return 0; /* "running", or -1: no call */
     long nr = strtol(line, NULL, 10);
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
         if (nr == calls[i]) return 1;
