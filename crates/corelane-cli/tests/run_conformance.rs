@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -70,7 +70,7 @@ fn syscall_cpu() -> &'static str {
     }
 }
 
-fn spawn(program: &PathBuf, lane: Option<&str>, json: Option<&std::path::Path>) -> Child {
+fn spawn(program: &Path, lane: Option<&str>, json: Option<&Path>) -> Child {
     let mut cmd = match (lane, json) {
         (Some(lane), Some(json)) => {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_corelane"));
