@@ -765,10 +765,12 @@ fn a_program_that_put_its_own_file_at_the_counters_number_keeps_it_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lines");
     std::fs::write(&file, "first\nsecond\n").unwrap();
-    // Each program bash executes loads the library, which finds fd 100 is not the counters
-    // any more: it must neither seek nor change it.
+    // Each program bash executes loads the library, which finds the counters' fd number
+    // (CORELANE_STATS=FD:DEV:INO) is not the counters any more: it must neither seek nor
+    // change it.
     let script = format!(
-        "exec 100<'{}'; read -u 100 a; /bin/true; read -u 100 b; echo \"$a $b\"",
+        "fd=${{CORELANE_STATS%%:*}}; eval \"exec $fd<'{}'\"; read -u $fd a; /bin/true; \
+         read -u $fd b; echo \"$a $b\"",
         file.display()
     );
     let (out, summary) = run_with(&placement_args(), &[bash, "-c", &script], &[]);

@@ -29,12 +29,13 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// Compiles tests/run/NAME.c (the `corelane run` tests' C programs) under cargo's scratch
+/// Compiles tests/run/NAME.c (the `corelane run` tests' C programs; NAME may name a subfolder) under cargo's scratch
 /// directory for tests (not /tmp: nothing is left behind); the program, or why there is none
 /// (printed by the skipping test).
 pub fn compile_run_program(name: &str) -> Result<PathBuf, String> {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run/{name}.c"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-{name}"));
+    let out =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-{}", name.replace('/', "-")));
     let status = Command::new("cc")
         .args(["-O1", "-w", "-pthread", "-o"])
         .arg(&out)

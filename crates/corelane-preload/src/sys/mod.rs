@@ -21,6 +21,7 @@ pub const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
 
 pub const EAGAIN: c_int = 11;
 pub const EPIPE: c_int = 32;
+pub const EMFILE: c_int = 24;
 pub const ENOSYS: c_int = 38;
 pub const ENOTSOCK: c_int = 88;
 
@@ -56,6 +57,8 @@ pub mod nr {
     use super::c_long;
     pub const CLOSE: c_long = 3;
     pub const FSTAT: c_long = 5;
+    pub const FCNTL: c_long = 72;
+    pub const PRLIMIT64: c_long = 302;
     pub const MUNMAP: c_long = 11;
     pub const MADVISE: c_long = 28;
     pub const DUP2: c_long = 33;
@@ -89,6 +92,8 @@ pub mod nr {
     use super::c_long;
     pub const CLOSE: c_long = 57;
     pub const FSTAT: c_long = 80;
+    pub const FCNTL: c_long = 25;
+    pub const PRLIMIT64: c_long = 261;
     pub const MUNMAP: c_long = 215;
     pub const MADVISE: c_long = 233;
     pub const DUP2: c_long = -1;
@@ -240,7 +245,7 @@ mod thread;
 pub use area::Area;
 pub use call::Call;
 pub use envp::{environ_apply, environ_entries};
-pub use fd::{lingers, socket_type, status_flags};
+pub use fd::{lingers, move_high, socket_type, status_flags};
 pub use kernel::*;
 pub use slot::{reset_slots, slot, Outcome, Slot, MAX_SLOTS};
 pub use thread::*;

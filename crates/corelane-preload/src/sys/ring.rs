@@ -241,6 +241,8 @@ fn setup(cpu: u32) -> Option<(c_int, Params, bool)> {
 /// `cpu`), or None (nothing is left held). A ring that cannot be restricted is never used.
 pub fn create(cpu: u32) -> Option<bool> {
     let (fd, params, sqpoll) = setup(cpu)?;
+    // Out of the program's way: natively its next socket or file takes this number.
+    let fd = move_high(fd);
     let Some((dev, ino)) = sys_fd_identity(fd) else {
         sys_close(fd);
         return None;

@@ -137,6 +137,26 @@ pub struct LaneReport {
     pub rebuilt: u64,
 }
 
+/// A copy of `fd` (close-on-exec) out of the program's way: at the highest free number below
+/// the soft RLIMIT_NOFILE and [`layout::TOP_FD`], down to [`layout::HIGH_FD`]. A program's fds
+/// are the lowest free numbers (socket activation passes listeners from fd 3 on), so it gets
+/// the numbers it would get without `corelane run`. Where nothing there is free, the lowest
+/// free number from `HIGH_FD` on.
+fn high_copy(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let top = soft.map_or(layout::TOP_FD, |soft| soft.min(layout::TOP_FD as u64) as i32);
+    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n (EMFILE: none below the
+    // limit): going down from the top, the first answer below it is the highest free number.
+    for lowest in (layout::HIGH_FD..top).rev() {
+        match rustix::io::fcntl_dupfd_cloexec(fd, lowest) {
+            Err(rustix::io::Errno::MFILE) => continue,
+            Ok(copy) if copy.as_raw_fd() >= top => continue,
+            copy => return Ok(copy?),
+        }
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, layout::HIGH_FD)?)
+}
+
 /// The shared area: created before the program starts, read while it runs and after.
 #[derive(Debug)]
 pub struct SharedStats {
@@ -150,9 +170,8 @@ impl SharedStats {
         rustix::fs::ftruncate(&fd, layout::SIZE as u64)?;
         rustix::io::pwrite(&fd, &layout::MAGIC.to_le_bytes(), layout::HEADER_MAGIC as u64)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        // Out of the way of the low fds programs expect to be theirs (socket activation
-        // passes listeners from fd 3 on); inherited by the program, so not close-on-exec.
-        let fd = rustix::io::fcntl_dupfd_cloexec(&fd, layout::HIGH_FD)?;
+        // Inherited by the program, so not close-on-exec.
+        let fd = high_copy(&fd)?;
         rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty())?;
         Ok(Self { fd })
     }
@@ -356,5 +375,24 @@ mod tests {
         let expected = format!("{}:{}:{}", stats.raw_fd(), st.st_dev, st.st_ino);
         assert_eq!(stats.env_value().unwrap(), expected);
         assert!(stats.raw_fd() >= layout::HIGH_FD);
+    }
+
+    /// The area takes the highest free number (below TOP_FD), not the lowest: a program's
+    /// first socket gets the number it would get natively.
+    #[test]
+    fn the_area_takes_the_highest_free_number() {
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        let top = soft.map_or(layout::TOP_FD, |soft| soft.min(layout::TOP_FD as u64) as i32);
+        if top <= layout::HIGH_FD + 1 {
+            return eprintln!("skipped: RLIMIT_NOFILE {soft:?} leaves no high numbers");
+        }
+        let first = SharedStats::create().unwrap();
+        let second = SharedStats::create().unwrap();
+        // Other tests of this binary open fds meanwhile (some a SharedStats of their own).
+        for stats in [&first, &second] {
+            assert!((top - 16..top).contains(&stats.raw_fd()), "{} (top {top})", stats.raw_fd());
+        }
+        let flags = rustix::io::fcntl_getfd(&first.fd).unwrap();
+        assert!(!flags.contains(rustix::io::FdFlags::CLOEXEC), "inherited by the program");
     }
 }
