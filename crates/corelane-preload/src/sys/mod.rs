@@ -24,6 +24,9 @@ pub const EPIPE: c_int = 32;
 pub const ENOSYS: c_int = 38;
 pub const ENOTSOCK: c_int = 88;
 
+/// UIO_MAXIOV: the most pieces a vector may have.
+pub const IOV_MAX: usize = 1024;
+
 pub const MSG_WAITALL: c_int = 0x100;
 pub const MSG_DONTWAIT: c_int = 0x40;
 pub const MSG_NOSIGNAL: c_int = 0x4000;
@@ -33,7 +36,10 @@ pub const SO_TYPE: c_int = 3;
 pub const SO_LINGER: c_int = 13;
 pub const SOCK_STREAM: c_int = 1;
 
+pub const F_DUPFD: c_int = 0;
 pub const F_GETFL: c_int = 3;
+pub const F_DUPFD_CLOEXEC: c_int = 1030;
+pub const SPLICE_F_NONBLOCK: c_uint = 2;
 pub const O_NONBLOCK: c_int = 0o4000;
 pub const SIGPIPE: c_int = 13;
 pub const SIG_SETMASK: c_int = 2;
@@ -146,6 +152,13 @@ pub struct Msghdr {
     pub flags: c_int,
 }
 
+/// struct timeval.
+#[repr(C)]
+pub struct Timeval {
+    pub tv_sec: i64,
+    pub tv_usec: i64,
+}
+
 #[repr(C)]
 pub struct Linger {
     pub onoff: c_int,
@@ -162,7 +175,6 @@ extern "C" {
         value: *mut c_void,
         len: *mut SocklenT,
     ) -> c_int;
-    pub fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
     pub fn mmap(
         addr: *mut c_void,
         len: SizeT,
@@ -231,6 +243,8 @@ mod area;
 mod call;
 mod envp;
 mod fd;
+mod fdtable;
+mod fdset;
 mod kernel;
 pub mod real;
 pub mod ring;
@@ -238,8 +252,10 @@ mod slot;
 mod thread;
 
 pub use area::Area;
-pub use call::Call;
+pub use call::{msg_bytes, send_rest, Call};
 pub use envp::{environ_apply, environ_entries};
+pub use fdset::{received_fds, FdSets};
+pub use fdtable::FdBytes;
 pub use fd::{lingers, socket_type, status_flags};
 pub use kernel::*;
 pub use slot::{reset_slots, slot, Outcome, Slot, MAX_SLOTS};
