@@ -1,7 +1,9 @@
-//! What the uring lane carries beyond plain send and receive, checked through `corelane run
-//! --json`'s delegated counts and the answers the programs get: sendto/recvfrom and
-//! sendmsg/recvmsg with addresses, readv/writev, accept4 (tests/run/carried.c), and two real
-//! peers that use them, memcached over UDP and sockperf (skipped, saying why, when absent).
+//! What the lanes carry beyond plain send and receive, checked through `corelane run --json`'s
+//! delegated counts and the answers the programs get (tests/run/carried.c): under the uring
+//! lane sendto/recvfrom and sendmsg/recvmsg with addresses, readv/writev, accept4, and two
+//! real peers that use them, memcached over UDP and sockperf (skipped, saying why, when
+//! absent); under the threads lane select/pselect, splice, and a socket cache that follows
+//! descriptors however they are made, copied or closed.
 
 mod common;
 
@@ -20,12 +22,15 @@ fn program() -> Result<&'static Path, String> {
 
 /// The program on CPU 0, the SQPOLL thread on 1 (one CPU: both on 0), the uring lane.
 fn uring_args(json: &Path) -> Vec<String> {
+    lane_args(json, "uring")
+}
+
+fn lane_args(json: &Path, lane: &str) -> Vec<String> {
     let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     let sys = if two { "1" } else { "0" };
-    let mut args: Vec<String> = ["run", "--app-cpus", "0", "--syscall-cpus", sys]
-        .map(String::from)
-        .to_vec();
-    args.extend(["--syscall-lane".into(), "uring".into(), "--json".into()]);
+    let mut args: Vec<String> =
+        ["run", "--app-cpus", "0", "--syscall-cpus", sys].map(String::from).to_vec();
+    args.extend(["--syscall-lane".into(), lane.into(), "--json".into()]);
     args.push(json.to_str().unwrap().into());
     args.push("--".into());
     args
@@ -62,6 +67,10 @@ fn delegated(summary: &serde_json::Value, kind: &str) -> u64 {
 /// Runs carried.c's `mode` under the uring lane: its output and summary, or None (printed
 /// why) when there is no compiler or no io_uring with SQPOLL here.
 fn run_mode(mode: &str) -> Option<(String, serde_json::Value)> {
+    run_mode_in(mode, "uring")
+}
+
+fn run_mode_in(mode: &str, lane: &str) -> Option<(String, serde_json::Value)> {
     let prog = match program() {
         Ok(p) => p.to_str().unwrap().to_string(),
         Err(why) => {
@@ -70,7 +79,10 @@ fn run_mode(mode: &str) -> Option<(String, serde_json::Value)> {
         }
     };
     let json = tempfile::NamedTempFile::new().unwrap();
-    let child = corelane_run(json.path(), &[&prog, mode])
+    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(lane_args(json.path(), lane))
+        .args([&prog, mode])
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -171,7 +183,8 @@ fn memcached_over_udp_is_carried_by_the_uring_lane() {
         stored = memcached_udp(&client, 1, "set corelane 0 0 5\r\nlane!\r\n");
     }
     let got = memcached_udp(&client, 2, "get corelane\r\n");
-    let gets: Vec<_> = (3..23).filter_map(|id| memcached_udp(&client, id, "get corelane\r\n")).collect();
+    let gets: Vec<_> =
+        (3..23).filter_map(|id| memcached_udp(&client, id, "get corelane\r\n")).collect();
     let summary = stop(child, json.path());
     assert_eq!(stored.as_deref(), Some("STORED\r\n"));
     assert_eq!(got.as_deref(), Some("VALUE corelane 0 5\r\nlane!\r\nEND\r\n"));
@@ -218,4 +231,121 @@ fn sockperf_ping_pong_is_carried_by_the_uring_lane() {
     }
     assert!(delegated(&summary, "recv") >= received, "{summary}");
     assert!(delegated(&summary, "send") >= received, "{summary}");
+}
+
+/// A number past the first 65,536 and one a file left (closed behind the library's back)
+/// made socket copies by fcntl F_DUPFD: their writes are carried. A socket's number closed by
+/// close_range, and one closed behind the library's back then filled by SCM_RIGHTS, both
+/// reused by a pipe: the pipe's reads stay the program's own (the old cache carried them
+/// as a stale "socket" and counted them).
+#[test]
+fn the_socket_cache_follows_every_descriptor() {
+    let Some((stdout, summary)) = run_mode_in("fds", "threads") else { return };
+    assert_eq!(stdout.trim(), "fds ok");
+    let kinds = ["write", "read", "recv"].map(|k| delegated(&summary, k));
+    assert_eq!(
+        kinds,
+        [2, 1, 1],
+        "write: the two copies; read: the pair's; recv: the rights: {summary}"
+    );
+}
+
+/// select and pselect (ready at once, and a zero timeout with nothing ready) answered by the
+/// syscall thread's probe on copies, counted as poll; a select that has to wait is the
+/// program's own and sees what the kernel sees.
+#[test]
+fn select_and_pselect_are_probed_on_the_syscall_thread() {
+    let Some((stdout, summary)) = run_mode_in("select", "threads") else { return };
+    assert_eq!(stdout.trim(), "select ok");
+    assert!(delegated(&summary, "poll") >= 3, "{summary}");
+}
+
+/// A splice from a non-blocking socket asked not to block is carried (its EAGAIN and its
+/// data alike, counted as other); one that may block is the program's own.
+#[test]
+fn splice_is_carried_only_when_it_cannot_block() {
+    let Some((stdout, summary)) = run_mode_in("splice", "threads") else { return };
+    assert_eq!(stdout.trim(), "splice ok");
+    assert_eq!(delegated(&summary, "other"), 2, "{summary}");
+}
+
+/// carried.c linked statically (`cc -static`), or why there is none.
+fn static_program() -> Result<PathBuf, String> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run/carried.c");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-carried-static");
+    let status = Command::new("cc")
+        .args(["-static", "-O1", "-w", "-pthread", "-o"])
+        .arg(&out)
+        .arg(source)
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("no C compiler (cc: {e})"))?;
+    status
+        .success()
+        .then_some(out)
+        .ok_or_else(|| format!("cc -static failed ({status}): no libc.a?"))
+}
+
+/// A static program cannot load the library: `corelane run` says so in one line and in the
+/// summary (`carried` false, with the reason), and runs it all the same; a dynamic one is
+/// `carried`.
+#[test]
+fn a_static_program_is_named_as_not_carried_and_still_runs() {
+    let prog = match static_program() {
+        Ok(p) => p,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let prog = prog.to_str().unwrap();
+    let out = corelane_run(json.path(), &[prog, "udp"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "udp ok");
+    assert_eq!(out.status.code(), Some(0));
+    let note = format!("corelane run: {prog} is a statically linked program");
+    let line = stderr.lines().find(|l| l.starts_with(&note));
+    assert!(line.is_some_and(|l| l.contains("will not be carried")), "{stderr}");
+    let summary = summary(json.path());
+    assert_eq!(summary["carried"], false, "{summary}");
+    assert!(summary["not_carried"].as_str().unwrap().contains("statically linked"));
+    assert_eq!(delegated(&summary, "send") + delegated(&summary, "recv"), 0);
+    // Found through PATH as the program is.
+    let dir = Path::new(prog).parent().unwrap().to_str().unwrap();
+    let name = Path::new(prog).file_name().unwrap().to_str().unwrap();
+    let out = corelane_run(json.path(), &[name, "udp"]).env("PATH", dir).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a statically linked program"));
+    let Some((_, summary)) = run_mode("udp") else { return };
+    assert_eq!(
+        (summary["carried"].as_bool(), &summary["not_carried"]),
+        (Some(true), &serde_json::Value::Null)
+    );
+}
+
+/// A Go program: the real thing when Go is installed (skipped, saying so, when it is not; the
+/// library crate's tests judge a crafted file with a `.go.buildinfo` section either way).
+#[test]
+fn a_go_program_is_named_as_not_carried() {
+    if !have("go") {
+        return eprintln!("skipped: Go is not installed (program_kind's tests use a crafted file)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("main.go"),
+        "package main\nfunc main() { println(\"go ok\") }\n",
+    )
+    .unwrap();
+    let built = Command::new("go")
+        .args(["build", "-o", "hello", "main.go"])
+        .current_dir(dir.path())
+        .env("GOCACHE", dir.path().join("cache"))
+        .env("GO111MODULE", "off")
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        return eprintln!("skipped: go build failed");
+    }
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let prog = dir.path().join("hello");
+    let out = corelane_run(json.path(), &[prog.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a Go program"));
+    assert_eq!(summary(json.path())["carried"], false);
 }

@@ -825,7 +825,9 @@ export! {
         };
         let ends = [fd_in as u64, off_in as u64, fd_out as u64, off_out as u64];
         let args = [ends[0], ends[1], ends[2], ends[3], len as u64, u64::from(flags) | socket_out];
+        // Into a socket, EPIPE raises SIGPIPE in the caller, as the kernel's would have.
+        let pipe = socket_out != 0;
         // SAFETY: the program's own arguments, valid until this call returns.
-        io(&unsafe { Call::new(SPLICE, args) }, false, direct)
+        io(&unsafe { Call::new(SPLICE, args) }, pipe, direct)
     }
 }

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CHECK(cond, ...) do { if (!(cond)) { printf(__VA_ARGS__); printf("\n"); exit(1); } } while (0)
@@ -120,11 +123,123 @@ static int stream(void) {
     return 0;
 }
 
+/* Descriptors made, copied and closed every way: each read or write below is on a socket
+ * exactly when the comment says so, and only those may be carried (the test counts them). */
+static int fds(void) {
+    int a[2], p[2];
+    char buf[8];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0, "socketpair");
+    /* A file's number, known as "not a socket", closed behind the library's back, then
+     * made a copy of a socket by F_DUPFD: the write there is a socket's. */
+    int file = open("/dev/null", O_RDONLY);
+    CHECK(read(file, buf, 1) == 0, "read /dev/null");
+    syscall(SYS_close, file);
+    CHECK(fcntl(a[0], F_DUPFD, file) == file, "F_DUPFD");
+    CHECK(write(file, "hi", 2) == 2, "write dup errno %d", errno);             /* socket */
+    /* A number past the first 65,536 (the hard limit allowing): a socket's too. */
+    struct rlimit lim;
+    getrlimit(RLIMIT_NOFILE, &lim);
+    int high = a[0];
+    if (lim.rlim_max > 70010) {
+        lim.rlim_cur = 70010;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        high = fcntl(a[0], F_DUPFD_CLOEXEC, 70000);
+        CHECK(high >= 70000, "F_DUPFD_CLOEXEC errno %d", errno);
+    }
+    CHECK(write(high, "yo", 2) == 2, "write high errno %d", errno);           /* socket */
+    CHECK(read(a[1], buf, 4) == 4 && memcmp(buf, "hiyo", 4) == 0, "read pair"); /* socket */
+    /* A socket closed by close_range; its number reused by a pipe: the pipe's calls. */
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(close_range(s, s, 0) == 0, "close_range errno %d", errno);
+    CHECK(pipe(p) == 0 && p[0] == s, "pipe at %d, not %d", p[0], s);
+    CHECK(write(p[1], "p", 1) == 1 && read(p[0], buf, 1) == 1, "pipe");       /* pipe */
+    /* A socket closed behind the library's back; its number reused by a pipe end that
+     * SCM_RIGHTS brings: the pipe's calls. */
+    int t = socket(AF_INET, SOCK_DGRAM, 0);
+    syscall(SYS_close, t);
+    char control[CMSG_SPACE(sizeof(int))];
+    struct iovec one = { "f", 1 };
+    struct msghdr m = { .msg_iov = &one, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &p[0], sizeof(int));
+    CHECK(sendmsg(a[0], &m, 0) == 1, "sendmsg rights errno %d", errno);
+    struct iovec in = { buf, 1 };
+    struct msghdr r = { .msg_iov = &in, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control };
+    CHECK(recvmsg(a[1], &r, 0) == 1, "recvmsg rights errno %d", errno);      /* socket */
+    int got;
+    memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&r)), sizeof got);
+    CHECK(got == t, "received at %d, not %d", got, t);
+    CHECK(write(p[1], "q", 1) == 1 && read(got, buf, 1) == 1 && buf[0] == 'q', "received pipe"); /* pipe */
+    printf("fds ok\n");
+    return 0;
+}
+
+/* select and pselect on a socket and a pipe: only what is ready is left in the sets. */
+static int selects(void) {
+    int a[2], p[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0 && pipe(p) == 0, "pair/pipe");
+    CHECK(write(a[1], "x", 1) == 1, "write");                                  /* socket */
+    fd_set rd;
+    int top = (a[0] > p[0] ? a[0] : p[0]) + 1;
+    for (int round = 0; round < 2; round++) {
+        FD_ZERO(&rd);
+        FD_SET(a[0], &rd);
+        FD_SET(p[0], &rd);
+        struct timeval tv = { 1, 0 };
+        struct timespec ts = { 1, 0 };
+        int n = round == 0 ? select(top, &rd, NULL, NULL, &tv) : pselect(top, &rd, NULL, NULL, &ts, NULL);
+        CHECK(n == 1 && FD_ISSET(a[0], &rd) && !FD_ISSET(p[0], &rd), "%s %d", round ? "pselect" : "select", n);
+    }
+    /* Nothing ready, a zero timeout: 0, the sets emptied. */
+    FD_ZERO(&rd);
+    FD_SET(p[0], &rd);
+    struct timeval zero = { 0, 0 };
+    CHECK(select(top, &rd, NULL, NULL, &zero) == 0 && !FD_ISSET(p[0], &rd), "zero select");
+    /* Nothing ready yet, a wait: the caller's own select sees the pipe become ready. */
+    if (fork() == 0) {
+        usleep(50000);
+        write(p[1], "y", 1);
+        _exit(0);
+    }
+    FD_ZERO(&rd);
+    FD_SET(p[0], &rd);
+    struct timeval wait = { 5, 0 };
+    CHECK(select(top, &rd, NULL, NULL, &wait) == 1 && FD_ISSET(p[0], &rd), "waiting select");
+    printf("select ok\n");
+    return 0;
+}
+
+/* splice from a socket into a pipe: asked not to block on a non-blocking socket (carried),
+ * and without SPLICE_F_NONBLOCK (the caller's own). */
+static int splices(void) {
+    int a[2], p[2];
+    char buf[8];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0 && pipe(p) == 0, "pair/pipe");
+    fcntl(a[0], F_SETFL, O_NONBLOCK);
+    ssize_t n = splice(a[0], NULL, p[1], NULL, 4, SPLICE_F_NONBLOCK);
+    CHECK(n == -1 && errno == EAGAIN, "empty splice %zd errno %d", n, errno);
+    CHECK(write(a[1], "spli", 4) == 4, "write");                              /* socket */
+    n = splice(a[0], NULL, p[1], NULL, 4, SPLICE_F_NONBLOCK);
+    CHECK(n == 4 && read(p[0], buf, 4) == 4 && memcmp(buf, "spli", 4) == 0, "splice %zd errno %d", n, errno);
+    CHECK(write(a[1], "ce", 2) == 2, "write");                                /* socket */
+    n = splice(a[0], NULL, p[1], NULL, 2, 0);
+    CHECK(n == 2 && read(p[0], buf, 2) == 2 && memcmp(buf, "ce", 2) == 0, "blocking splice %zd", n);
+    printf("splice ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "fds") == 0)
+        return fds();
+    if (argc > 1 && strcmp(argv[1], "select") == 0)
+        return selects();
+    if (argc > 1 && strcmp(argv[1], "splice") == 0)
+        return splices();
     if (argc > 1 && strcmp(argv[1], "udp") == 0)
         return udp();
     if (argc > 1 && strcmp(argv[1], "stream") == 0)
         return stream();
-    fprintf(stderr, "usage: carried udp|stream\n");
+    fprintf(stderr, "usage: carried udp|stream|fds|select|splice\n");
     return 2;
 }

@@ -98,7 +98,9 @@ pub unsafe fn received_fds(msg: *const Msghdr, mut each: impl FnMut(c_int)) {
         if level == SOL_SOCKET && kind == SCM_RIGHTS {
             for i in 0..(len - CMSG_HEADER) / 4 {
                 // SAFETY: inside this message's `len` bytes, inside the buffer.
-                each(unsafe { base.add(at + CMSG_HEADER + 4 * i).cast::<c_int>().read_unaligned() });
+                each(unsafe {
+                    base.add(at + CMSG_HEADER + 4 * i).cast::<c_int>().read_unaligned()
+                });
             }
         }
         at = match at.checked_add(len.next_multiple_of(8)) {

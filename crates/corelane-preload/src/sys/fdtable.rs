@@ -76,9 +76,8 @@ impl FdBytes {
 /// first (unmapping its own). None when no memory could be mapped.
 fn install(slot: &AtomicPtr<AtomicU8>) -> Option<*mut AtomicU8> {
     // SAFETY: an anonymous private mapping, new memory nobody else refers to.
-    let page = unsafe {
-        mmap(core::ptr::null_mut(), PAGE, PROT_READ_WRITE, MAP_PRIVATE_ANONYMOUS, -1, 0)
-    };
+    let page =
+        unsafe { mmap(core::ptr::null_mut(), PAGE, PROT_READ_WRITE, MAP_PRIVATE_ANONYMOUS, -1, 0) };
     if page == MAP_FAILED {
         return None;
     }
