@@ -13,6 +13,7 @@
 //! - ACCEPT: accept/accept4 with IORING_ACCEPT_DONTWAIT (Linux 6.10): nothing pending is
 //!   EAGAIN at once instead of a poll armed for the next connection; an older kernel refuses
 //!   the flag (EINVAL) and accepts go direct from then on.
+//!
 //! EAGAIN on a blocking socket, and the rest of a short send on a blocking stream socket, are
 //! finished by the caller with its own blocking call (so signals and timeouts stay the
 //! kernel's). MSG_WAITALL receives, connect, close, sendfile, the mmsg calls, splice and the
