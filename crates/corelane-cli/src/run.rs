@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use corelane::run::{abi, preloadable, program_environment, LaneReport, LaneSetting};
 use corelane::run::{lane_off_entries, supervise, Delegated, Ended, LaneCpu, LaneMode};
-use corelane::run::{LaneOffEntry, NoWatch};
+use corelane::run::{not_carried, program_shown, resolve_program, LaneOffEntry, NoWatch};
 use corelane::run::{PrivateLibrary, Program, SharedStats, Watch};
 use corelane::topology::CpuList;
 use rustix::thread::CpuSet;
@@ -113,6 +113,10 @@ struct Summary {
     lane_off: Vec<LaneOffEntry>,
     /// Times the carriers were rebuilt after a change of credentials every thread followed.
     rebuilt: u64,
+    /// Whether the library could carry the program's calls (false: a static or Go program).
+    carried: bool,
+    /// Why not, when `carried` is false.
+    not_carried: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -244,6 +248,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(cpu) => cpu.clone(),
         None => Arc::new(NoWatch),
     };
+    let uncarried = files.as_ref().and_then(|_| uncarried_note(&args.command, &env));
+    if let Some(note) = &uncarried {
+        eprintln!("corelane run: {note}");
+    }
     let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
     let ended = match supervise(program, watch) {
         Ok(ended) => ended,
@@ -258,7 +266,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         report.syscall_thread_cpu_ns = report.syscall_thread_cpu_ns.max(cpu.total_ns());
     }
     drop(files);
-    let summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
+    let mut summary = summarize(&args, app, syscall.as_ref(), &ended, &report)?;
+    summary.carried = uncarried.is_none();
+    summary.not_carried = uncarried;
     print_summary(&summary);
     if let (Some(out), Some(path)) = (&json, &args.json) {
         let text = serde_json::to_vec_pretty(&summary)?;
@@ -301,7 +311,20 @@ fn summarize(
         wall_ns: ended.wall.as_nanos() as u64,
         lane_off: lane_off_entries(&report.lane_off, ended.started_ns),
         rebuilt: report.rebuilt,
+        carried: true,
+        not_carried: None,
     })
+}
+
+/// The one line saying the program's calls cannot be carried (a static or Go program), if so.
+fn uncarried_note(command: &[OsString], env: &[(OsString, OsString)]) -> Option<String> {
+    let path = resolve_program(command, env)?;
+    let kind = not_carried(&path)?;
+    Some(format!(
+        "{} is {}; its calls will not be carried (it runs all the same)",
+        program_shown(&path),
+        kind.what()
+    ))
 }
 
 fn ms(ns: u64) -> f64 {

@@ -40,6 +40,10 @@ pub mod op {
     pub const WRITE: u32 = 14;
     pub const READV: u32 = 15;
     pub const WRITEV: u32 = 16;
+    /// select and pselect, probed with a zero timeout on copies of the caller's sets.
+    pub const SELECT: u32 = 17;
+    /// splice with a socket at one end, asked not to block (SPLICE_F_NONBLOCK).
+    pub const SPLICE: u32 = 18;
 }
 
 /// The kinds carried calls are counted under, in the record's order (the summary's keys).
@@ -66,7 +70,7 @@ pub const fn kind_of(operation: u32) -> usize {
         op::WRITE | op::WRITEV => 3,
         op::ACCEPT => 4,
         op::CONNECT => 5,
-        op::POLL => 6,
+        op::POLL | op::SELECT => 6,
         op::EPOLL => 7,
         op::SENDFILE => 8,
         op::CLOSE => 9,

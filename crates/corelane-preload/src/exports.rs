@@ -35,7 +35,7 @@ fn io(call: &Call, pipe: bool, direct: impl Fn(usize) -> isize) -> isize {
     };
     if outcome.ret >= 0 {
         let sent = outcome.ret as usize;
-        let short = matches!(op, SEND | WRITE) && (sent as u64) < args[2];
+        let short = crate::exec::is_short_send(op, args, outcome.ret);
         if short && outcome.blocking && sockets::is_stream(fd) {
             // A blocking stream send queues everything or is interrupted: finish it here.
             set_errno(saved);
@@ -175,9 +175,18 @@ export! {
     /// # Safety
     /// sendmsg(2)'s contract.
     pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const Msghdr, flags: c_int) -> SsizeT {
-        // SAFETY: the program's own arguments.
-        let direct = |_| unsafe { real::sendmsg(fd, msg, flags) };
-        let args = [fd as u64, msg as u64, 0, flags as u64, 0, 0];
+        let direct = |done: usize| {
+            // SAFETY: the program's own arguments; `done` bytes of its vector were sent.
+            unsafe {
+                match done {
+                    0 => real::sendmsg(fd, msg, flags),
+                    _ => send_rest(fd, msg, done as u64, flags),
+                }
+            }
+        };
+        // SAFETY: sendmsg's contract: `msg` a valid header (or NULL: the kernel's EFAULT).
+        let total = unsafe { msg_bytes(msg) };
+        let args = [fd as u64, msg as u64, total, flags as u64, 0, 0];
         // SAFETY: the program's own arguments, valid until this call returns.
         io(&unsafe { Call::new(SENDMSG, args) }, !no_signal(flags), direct)
     }
@@ -191,7 +200,12 @@ export! {
         let direct = |_| unsafe { real::recvmsg(fd, msg, flags) };
         let args = [fd as u64, msg as u64, 0, flags as u64, 0, 0];
         // SAFETY: the program's own arguments, valid until this call returns.
-        io(&unsafe { Call::new(RECVMSG, args) }, false, direct)
+        let ret = io(&unsafe { Call::new(RECVMSG, args) }, false, direct);
+        if ret >= 0 {
+            // SAFETY: recvmsg's contract; the kernel set `controllen` to what it wrote.
+            unsafe { received_fds(msg, sockets::forget) };
+        }
+        ret
     }
 }
 
@@ -297,13 +311,22 @@ export! {
     /// # Safety
     /// writev(2)'s contract: `iov` holds `count` vectors, each readable.
     pub unsafe extern "C" fn writev(fd: c_int, iov: *const Iovec, count: c_int) -> SsizeT {
-        // SAFETY: the program's own arguments.
-        let direct = |_| unsafe { real::writev(fd, iov, count) };
+        let msg = vector_header(iov, count);
+        let direct = |done: usize| {
+            // SAFETY: the program's own arguments; `done` bytes of its vector were sent.
+            unsafe {
+                match done {
+                    0 => real::writev(fd, iov, count),
+                    _ => send_rest(fd, &msg, done as u64, 0),
+                }
+            }
+        };
         if !active() || count < 0 || !sockets::is_socket(fd) {
             return direct(0);
         }
-        let msg = vector_header(iov, count);
-        let args = [fd as u64, &msg as *const Msghdr as u64, 0, 0, 0, 0];
+        // SAFETY: writev's contract: `iov` holds `count` entries.
+        let total = unsafe { msg_bytes(&msg) };
+        let args = [fd as u64, &msg as *const Msghdr as u64, total, 0, 0, 0];
         // SAFETY: `msg` lives in this frame until this call returns; the vector it names is
         // the program's own argument.
         io(&unsafe { Call::new(WRITEV, args) }, true, direct)
@@ -418,7 +441,9 @@ export! {
             uring::before_fds_replaced(new, new);
         }
         sockets::forget(new);
-        real::dup2(old, new)
+        let fd = real::dup2(old, new);
+        sockets::copied(old, fd);
+        fd
     }
 }
 
@@ -428,7 +453,60 @@ export! {
             uring::before_fds_replaced(new, new);
         }
         sockets::forget(new);
-        real::dup3(old, new, flags)
+        let fd = real::dup3(old, new, flags);
+        sockets::copied(old, fd);
+        fd
+    }
+}
+
+export! {
+    pub extern "C" fn dup(old: c_int) -> c_int {
+        let fd = real::dup(old);
+        sockets::copied(old, fd);
+        fd
+    }
+}
+
+export! {
+    /// fcntl is C-variadic: defined with one unsigned long after the command, which is where
+    /// a variadic caller's third argument arrives on x86_64 and aarch64 (see `real::fcntl_with`).
+    ///
+    /// # Safety
+    /// fcntl(2)'s contract: `arg` what command `cmd` expects.
+    pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+        // SAFETY: the program's own arguments, passed on untouched.
+        let ret = unsafe { real::fcntl_with(fd, cmd, arg) };
+        if matches!(cmd, F_DUPFD | F_DUPFD_CLOEXEC) {
+            sockets::copied(fd, ret);
+        }
+        ret
+    }
+}
+
+export! {
+    /// # Safety
+    /// fcntl(2)'s contract (fcntl64 is its name under 64-bit file offsets).
+    pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+        // SAFETY: the same call under its other name, with the program's arguments.
+        unsafe { fcntl(fd, cmd, arg) }
+    }
+}
+
+export! {
+    /// # Safety
+    /// socketpair(2)'s contract: `pair` writable for two ints.
+    pub unsafe extern "C" fn socketpair(
+        domain: c_int,
+        kind: c_int,
+        protocol: c_int,
+        pair: *mut c_int,
+    ) -> c_int {
+        // SAFETY: the program's own arguments.
+        let (rc, made) = unsafe { real::socketpair_made(domain, kind, protocol, pair) };
+        for fd in made.into_iter().flatten() {
+            sockets::mark_socket(fd);
+        }
+        rc
     }
 }
 
@@ -442,6 +520,10 @@ export! {
             uring::before_fds_replaced(fd(first), fd(last));
         }
         let rc = real::close_range(first, last, flags);
+        if rc == 0 && flags & CLOSE_RANGE_CLOEXEC == 0 {
+            let fd = |n: c_uint| c_int::try_from(n).unwrap_or(c_int::MAX);
+            sockets::forget_range(fd(first), fd(last));
+        }
         if rc == 0 && flags & CLOSE_RANGE_UNSHARE != 0 {
             // The thread has a descriptor table of its own now.
             crate::rights::changed(crate::abi::rights_change::UNSHARE, false);
@@ -454,6 +536,7 @@ export! {
     pub extern "C" fn closefrom(first: c_int) {
         uring::before_fds_replaced(first.max(0), c_int::MAX);
         real::closefrom(first);
+        sockets::forget_range(first.max(0), c_int::MAX);
     }
 }
 
@@ -625,5 +708,126 @@ export! {
             }
             poll(fds, count, timeout)
         }
+    }
+}
+
+/// select and pselect: probed like poll, on copies of the sets (the kernel rewrites the sets
+/// it is given; the export made the copies and the `call` over them). Returns the answer and
+/// whether the probe is it (then the export writes the copies back into the program's sets);
+/// otherwise `direct` made the caller's own call on its own sets.
+fn select_probe(call: &Call, zero_timeout: bool, direct: impl Fn() -> c_int) -> (c_int, bool) {
+    let went_direct = core::cell::Cell::new(false);
+    let direct = || {
+        went_direct.set(true);
+        direct()
+    };
+    let ret = probe(call, zero_timeout, direct);
+    (ret, ret >= 0 && !went_direct.get())
+}
+
+/// The arguments of a SELECT call over `copies`.
+fn select_args(count: c_int, copies: &mut FdSets) -> [u64; 6] {
+    let [r, w, e] = copies.pointers();
+    [count as u64, r as u64, w as u64, e as u64, 0, 0]
+}
+
+export! {
+    /// # Safety
+    /// select(2)'s contract.
+    pub unsafe extern "C" fn select(
+        count: c_int,
+        read: *mut c_void,
+        write: *mut c_void,
+        except: *mut c_void,
+        timeout: *mut Timeval,
+    ) -> c_int {
+        // SAFETY: the program's own arguments.
+        let direct = || unsafe { real::select(count, read, write, except, timeout) };
+        if !active() {
+            return direct();
+        }
+        // SAFETY: `timeout` NULL or a valid timeval (select's contract).
+        let zero = unsafe { timeout.as_ref() }.is_some_and(|t| t.tv_sec == 0 && t.tv_usec == 0);
+        // SAFETY: the program's own sets, holding `count` bits (select's contract).
+        let Some(mut copies) = (unsafe { FdSets::copy(count, [read, write, except]) }) else {
+            return direct();
+        };
+        // SAFETY: the copies live in this frame until this call returns.
+        let call = unsafe { Call::new(SELECT, select_args(count, &mut copies)) };
+        let (ret, answered) = select_probe(&call, zero, direct);
+        if answered {
+            // SAFETY: the program's own sets, writable (select's contract).
+            unsafe { copies.write_back() };
+        }
+        ret
+    }
+}
+
+export! {
+    /// # Safety
+    /// pselect(2)'s contract.
+    pub unsafe extern "C" fn pselect(
+        count: c_int,
+        read: *mut c_void,
+        write: *mut c_void,
+        except: *mut c_void,
+        timeout: *const Timespec,
+        mask: *const Bits1024,
+    ) -> c_int {
+        // SAFETY: the program's own arguments.
+        let direct = || unsafe { real::pselect(count, read, write, except, timeout, mask) };
+        if !active() {
+            return direct();
+        }
+        // SAFETY: `timeout` NULL or a valid timespec (pselect's contract).
+        let zero = unsafe { real::timespec_is_zero(timeout) };
+        // SAFETY: the program's own sets, holding `count` bits (pselect's contract).
+        let Some(mut copies) = (unsafe { FdSets::copy(count, [read, write, except]) }) else {
+            return direct();
+        };
+        // SAFETY: the copies live in this frame until this call returns.
+        let call = unsafe { Call::new(SELECT, select_args(count, &mut copies)) };
+        let (ret, answered) = select_probe(&call, zero, direct);
+        if answered {
+            // SAFETY: the program's own sets, writable (pselect's contract).
+            unsafe { copies.write_back() };
+        }
+        ret
+    }
+}
+
+export! {
+    /// splice with a socket at one end is carried only when the caller asked it not to block
+    /// (SPLICE_F_NONBLOCK) and its socket end is non-blocking (checked by the carrier): then
+    /// the carried call is the very call the caller would have made. Otherwise direct.
+    ///
+    /// # Safety
+    /// splice(2)'s contract.
+    pub unsafe extern "C" fn splice(
+        fd_in: c_int,
+        off_in: *mut i64,
+        fd_out: c_int,
+        off_out: *mut i64,
+        len: SizeT,
+        flags: c_uint,
+    ) -> SsizeT {
+        // SAFETY: the program's own arguments.
+        let direct = |_| unsafe { real::splice(fd_in, off_in, fd_out, off_out, len, flags) };
+        if !active() || flags & SPLICE_F_NONBLOCK == 0 {
+            return direct(0);
+        }
+        let socket_out = if sockets::is_socket(fd_in) {
+            0
+        } else if sockets::is_socket(fd_out) {
+            crate::exec::SPLICE_SOCKET_OUT
+        } else {
+            return direct(0);
+        };
+        let ends = [fd_in as u64, off_in as u64, fd_out as u64, off_out as u64];
+        let args = [ends[0], ends[1], ends[2], ends[3], len as u64, u64::from(flags) | socket_out];
+        // Into a socket, EPIPE raises SIGPIPE in the caller, as the kernel's would have.
+        let pipe = socket_out != 0;
+        // SAFETY: the program's own arguments, valid until this call returns.
+        io(&unsafe { Call::new(SPLICE, args) }, pipe, direct)
     }
 }

@@ -15,7 +15,6 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::cell::Cell;
 
 use crate::abi::off_reason::CARRIER_STALLED;
-use crate::abi::op::{SEND, WRITE};
 use crate::abi::{lane_mode, MAX_THREADS};
 use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
@@ -159,8 +158,7 @@ fn through_uring(index: usize, call: &Call) -> Option<Outcome> {
         return None;
     };
     let would_block = outcome.ret < 0 && outcome.err == EAGAIN;
-    let short_send =
-        matches!(op, SEND | WRITE) && outcome.ret >= 0 && (outcome.ret as u64) < args[2];
+    let short_send = crate::exec::is_short_send(op, args, outcome.ret);
     if would_block || short_send {
         let flags = status_flags(args[0] as c_int);
         outcome.blocking = flags >= 0 && flags & O_NONBLOCK == 0;

@@ -1,8 +1,12 @@
 //! corelane's system-call library (seed 003): preloaded by `corelane run`, it carries a
 //! program's network calls — the send and receive families, read/write/readv/writev on
-//! sockets, sendfile, accept, connect, poll and epoll waits, close of sockets — to syscall
-//! threads pinned to the syscall CPUs (or io_uring's SQPOLL thread), never with more rights
-//! than the calling thread has (`rights.rs`). Everything else goes straight to libc. Loaded
+//! sockets, sendfile, accept, connect, poll, select and epoll waits, splice that may not
+//! block, close of sockets — to syscall threads pinned to the syscall CPUs, or io_uring's
+//! SQPOLL thread (which carries the send and receive families with or without addresses,
+//! read/write/readv/writev on sockets and accept: `uring.rs`), never with more rights than the
+//! calling thread has (`rights.rs`). Which fds are sockets is followed for every descriptor
+//! number however it is made, copied or closed (`sockets.rs`). Everything else goes straight
+//! to libc. A static or Go program never calls it: `corelane run` says so. Loaded
 //! without `corelane run`'s environment it passes every call through untouched.
 //!
 //! glibc's internal calls (for instance inside getaddrinfo) bypass it; `syscall(SYS_…)` is

@@ -2,18 +2,31 @@
 //! SQPOLL thread (the kernel's own syscall thread, `iou-sqp-PID`) is pinned to the first
 //! syscall CPU (IORING_SETUP_SQPOLL|SQ_AFF). Fallbacks, each recorded for `corelane run`: the
 //! kernel refuses SQPOLL → a plain ring, each submission an io_uring_enter from the caller;
-//! no io_uring that can be restricted (below) → the threads lane. Only what io_uring runs without blocking its poller
-//! goes there (send, recv, recvmsg; read, readv, write on sockets); the rest of the lane's
-//! calls go direct in this lane. Threads submit under a spin lock (a few stores); whichever
+//! no io_uring that can be restricted (below) → the threads lane. Only what io_uring runs
+//! without parking it on its poller goes there; each operation, what it carries, and why it
+//! never blocks the SQPOLL thread:
+//! - SEND, RECV: send/recv/read/write on sockets, no address, with MSG_DONTWAIT: the socket
+//!   answers at once (data, or EAGAIN, which MSG_DONTWAIT makes the completion, not a wait);
+//! - SENDMSG, RECVMSG: sendmsg/recvmsg (addresses and control data included), readv/writev on
+//!   sockets, and sendto/recvfrom with an address (a header built on the caller's stack, kept
+//!   until the completion), with MSG_DONTWAIT, likewise;
+//! - ACCEPT: accept/accept4 with IORING_ACCEPT_DONTWAIT (Linux 6.10): nothing pending is
+//!   EAGAIN at once instead of a poll armed for the next connection; an older kernel refuses
+//!   the flag (EINVAL) and accepts go direct from then on.
+//!
+//! EAGAIN on a blocking socket, and the rest of a short send on a blocking stream socket, are
+//! finished by the caller with its own blocking call (so signals and timeouts stay the
+//! kernel's). MSG_WAITALL receives, connect, close, sendfile, the mmsg calls, splice and the
+//! waits go direct in this lane. Threads submit under a spin lock (a few stores); whichever
 //! waiting thread gets the completion lock hands every completion to its slot.
 //!
 //! The ring is the process's alone. SQPOLL's thread runs every SQE with the credentials of
 //! the process that made the ring (root, for a root program), so: the ring is created
-//! disabled and enabled only after IORING_REGISTER_RESTRICTIONS limits it to the lane's three
+//! disabled and enabled only after IORING_REGISTER_RESTRICTIONS limits it to the lane's five
 //! operations (no SQE flags, no later registration); both mappings are MADV_DONTFORK; and a
 //! forked child closes the fd (and unmaps what it still inherited) in its atfork handler. A
 //! child made by a raw clone keeps the fd (Linux has no close-on-fork), and with it a ring
-//! that refuses anything but send and receive on the parent's descriptors.
+//! that refuses anything but send, receive and accept on the parent's descriptors.
 //!
 //! The ring itself (its memory, submission, completion, retirement) is `sys::ring`.
 

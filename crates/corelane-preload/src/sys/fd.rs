@@ -6,8 +6,7 @@ use super::*;
 
 /// The fd's status flags (fcntl F_GETFL), or -1 with errno set.
 pub fn status_flags(fd: c_int) -> c_int {
-    // SAFETY: F_GETFL takes no third argument.
-    unsafe { fcntl(fd, F_GETFL) }
+    real::fcntl(fd, F_GETFL, 0)
 }
 
 /// The socket's type (getsockopt SO_TYPE), or None with errno set (ENOTSOCK: not a socket).

@@ -25,6 +25,9 @@ pub const EMFILE: c_int = 24;
 pub const ENOSYS: c_int = 38;
 pub const ENOTSOCK: c_int = 88;
 
+/// UIO_MAXIOV: the most pieces a vector may have.
+pub const IOV_MAX: usize = 1024;
+
 pub const MSG_WAITALL: c_int = 0x100;
 pub const MSG_DONTWAIT: c_int = 0x40;
 pub const MSG_NOSIGNAL: c_int = 0x4000;
@@ -34,7 +37,10 @@ pub const SO_TYPE: c_int = 3;
 pub const SO_LINGER: c_int = 13;
 pub const SOCK_STREAM: c_int = 1;
 
+pub const F_DUPFD: c_int = 0;
 pub const F_GETFL: c_int = 3;
+pub const F_DUPFD_CLOEXEC: c_int = 1030;
+pub const SPLICE_F_NONBLOCK: c_uint = 2;
 pub const O_NONBLOCK: c_int = 0o4000;
 pub const SIGPIPE: c_int = 13;
 pub const SIG_SETMASK: c_int = 2;
@@ -151,6 +157,13 @@ pub struct Msghdr {
     pub flags: c_int,
 }
 
+/// struct timeval.
+#[repr(C)]
+pub struct Timeval {
+    pub tv_sec: i64,
+    pub tv_usec: i64,
+}
+
 #[repr(C)]
 pub struct Linger {
     pub onoff: c_int,
@@ -167,7 +180,6 @@ extern "C" {
         value: *mut c_void,
         len: *mut SocklenT,
     ) -> c_int;
-    pub fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
     pub fn mmap(
         addr: *mut c_void,
         len: SizeT,
@@ -236,6 +248,8 @@ mod area;
 mod call;
 mod envp;
 mod fd;
+mod fdset;
+mod fdtable;
 mod kernel;
 pub mod real;
 pub mod ring;
@@ -243,9 +257,11 @@ mod slot;
 mod thread;
 
 pub use area::Area;
-pub use call::Call;
+pub use call::{msg_bytes, send_rest, Call};
 pub use envp::{environ_apply, environ_entries};
 pub use fd::{lingers, move_high, socket_type, status_flags};
+pub use fdset::{received_fds, FdSets};
+pub use fdtable::FdBytes;
 pub use kernel::*;
 pub use slot::{reset_slots, slot, Outcome, Slot, MAX_SLOTS};
 pub use thread::*;

@@ -72,6 +72,31 @@ forward!(unsafe accept(fd: c_int, addr: *mut c_void, len: *mut SocklenT) -> c_in
 forward!(unsafe connect(fd: c_int, addr: *const c_void, len: SocklenT) -> c_int = -1);
 forward!(socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int = -1);
 forward!(close(fd: c_int) -> c_int = -1);
+forward!(dup(old: c_int) -> c_int = -1);
+forward!(unsafe socketpair(domain: c_int, kind: c_int, protocol: c_int, pair: *mut c_int) -> c_int = -1);
+forward!(unsafe select(
+    count: c_int,
+    read: *mut c_void,
+    write: *mut c_void,
+    except: *mut c_void,
+    timeout: *mut Timeval,
+) -> c_int = -1);
+forward!(unsafe pselect(
+    count: c_int,
+    read: *mut c_void,
+    write: *mut c_void,
+    except: *mut c_void,
+    timeout: *const Timespec,
+    mask: *const Bits1024,
+) -> c_int = -1);
+forward!(unsafe splice(
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: SizeT,
+    flags: c_uint,
+) -> SsizeT = -1);
 forward!(dup2(old: c_int, new: c_int) -> c_int = -1);
 forward!(dup3(old: c_int, new: c_int, flags: c_int) -> c_int = -1);
 forward!(close_range(first: c_uint, last: c_uint, flags: c_uint) -> c_int = -1);
@@ -133,6 +158,42 @@ forward!(unsafe initgroups(user: *const c_char, group: c_uint) -> c_int = -1);
 forward!(unsafe capset(header: *mut c_void, data: *const c_void) -> c_int = -1);
 forward!(setns(fd: c_int, kind: c_int) -> c_int = -1);
 forward!(unshare(flags: c_int) -> c_int = -1);
+
+/// The real `fcntl`. C-variadic (a third argument, an int or a pointer, for the commands
+/// that take one): declared with one unsigned long, which on x86_64 SysV and aarch64 Linux
+/// arrives where a variadic caller put it, and reaches glibc's `va_arg` the same way.
+///
+/// # Safety
+/// `arg` must be what command `cmd` expects (a pointer valid for it, for the commands that
+/// take one: the program's own, passed on untouched).
+pub unsafe fn fcntl_with(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    // SAFETY: the prototype is the variadic one's as the ABI passes it; the caller answers
+    // for `arg`.
+    unsafe { real!(fcntl(c_int, c_int, c_ulong) -> c_int).map_or(-1, |f| f(fd, cmd, arg)) }
+}
+
+/// fcntl with a command whose argument is an integer or absent (F_GETFL, F_DUPFD…).
+pub fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    // SAFETY: the callers pass only commands whose argument is not a pointer.
+    unsafe { fcntl_with(fd, cmd, arg) }
+}
+
+/// socketpair, and the pair it made (read here from the program's array).
+///
+/// # Safety
+/// `pair` writable for two ints (socketpair's contract).
+pub unsafe fn socketpair_made(
+    domain: c_int,
+    kind: c_int,
+    protocol: c_int,
+    pair: *mut c_int,
+) -> (c_int, Option<[c_int; 2]>) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        let rc = socketpair(domain, kind, protocol, pair);
+        (rc, (rc == 0).then(|| [*pair, *pair.add(1)]))
+    }
+}
 
 /// prctl is C-variadic (an option, then up to four unsigned longs): declared here with all
 /// four, which on x86_64 SysV and aarch64 Linux arrive where a variadic caller put them (the

@@ -1,6 +1,6 @@
 //! The uring lane's io_uring: its setup, its shared memory, submission and completion, and
 //! its retirement. One ring per process, made disabled and enabled only once restricted to
-//! the lane's three operations (see `uring.rs` for why); both mappings MADV_DONTFORK.
+//! the lane's five operations (see `uring.rs` for why); both mappings MADV_DONTFORK.
 //!
 //! [`Ring`] holds raw addresses into the ring's mapping. Its methods are safe because
 //! [`create`] established, and this module keeps, these invariants:
@@ -40,11 +40,21 @@ const ENTER_SQ_WAKEUP: u32 = 2;
 const ENTER_EXT_ARG: u32 = 8;
 const SQ_NEED_WAKEUP: u32 = 1;
 const OFF_SQES: i64 = 0x1000_0000;
+const OP_SENDMSG: u8 = 9;
 const OP_RECVMSG: u8 = 10;
+const OP_ACCEPT: u8 = 13;
 const OP_SEND: u8 = 26;
 const OP_RECV: u8 = 27;
 /// Every operation `sqe_for` makes: the ring accepts these and nothing else.
-const LANE_OPS: [u8; 3] = [OP_RECVMSG, OP_SEND, OP_RECV];
+const LANE_OPS: [u8; 5] = [OP_SENDMSG, OP_RECVMSG, OP_ACCEPT, OP_SEND, OP_RECV];
+/// IORING_ACCEPT_DONTWAIT (Linux 6.10, in the SQE's ioprio): an accept with nothing pending
+/// completes with EAGAIN instead of waiting for a connection.
+const ACCEPT_DONTWAIT: u16 = 2;
+const EINVAL: c_int = 22;
+/// SOCK_NONBLOCK | SOCK_CLOEXEC: what accept4 takes.
+const ACCEPT4_FLAGS: u64 = 0o4000 | 0o2000000;
+/// The kernel refused ACCEPT_DONTWAIT once (before 6.10): accepts go direct from then on.
+static ACCEPT_REFUSED: AtomicBool = AtomicBool::new(false);
 const ENTRIES: u32 = 256;
 
 /// How long a retirement waits for the ring's users, and a caller for its completion, before
@@ -343,25 +353,95 @@ fn ring() -> Option<&'static Ring> {
     (!ring.is_null()).then(|| unsafe { &*ring })
 }
 
-/// The SQE for a call this lane runs, or None (the caller makes the call itself).
-fn sqe_for(call: &Call, user_data: u64) -> Option<Sqe> {
+/// A header on the submitting caller's stack for a sendto or recvfrom with an address, which
+/// the ring carries as SENDMSG or RECVMSG: the kernel reads it (and RECVMSG writes its
+/// `namelen`) until the completion, which `run` waits for before this frame goes.
+struct Scratch {
+    msg: Msghdr,
+    iov: Iovec,
+    /// recvfrom's `addr_len`, to write the address's length back to once answered.
+    addr_len: *mut SocklenT,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            msg: Msghdr {
+                name: core::ptr::null_mut(),
+                namelen: 0,
+                iov: core::ptr::null_mut(),
+                iovlen: 1,
+                control: core::ptr::null_mut(),
+                controllen: 0,
+                flags: 0,
+            },
+            iov: Iovec { base: core::ptr::null_mut(), len: 0 },
+            addr_len: core::ptr::null_mut(),
+        }
+    }
+
+    /// Names the buffer and address of a sendto/recvfrom (`a`: its arguments) in the header;
+    /// returns the header's address. `recv`: a[5] is recvfrom's in/out length, read here.
+    fn address_header(&mut self, a: [u64; 6], recv: bool) -> Option<u64> {
+        self.iov = Iovec { base: a[1] as *mut c_void, len: a[2] as SizeT };
+        self.msg.iov = &mut self.iov;
+        self.msg.name = a[4] as *mut c_void;
+        if recv {
+            self.addr_len = a[5] as *mut SocklenT;
+            if self.addr_len.is_null() {
+                return None;
+            }
+            // SAFETY: recvfrom's contract: a non-null `addr_len` points to the length of the
+            // buffer at `addr`, valid until the call is answered (`Call`'s invariant).
+            self.msg.namelen = unsafe { self.addr_len.read() };
+        } else {
+            self.msg.namelen = a[5] as SocklenT;
+        }
+        Some(&self.msg as *const Msghdr as u64)
+    }
+
+    /// After a RECVMSG made for a recvfrom: its address's length, where recvfrom puts it.
+    fn finish(&self, outcome: &Outcome) {
+        if !self.addr_len.is_null() && outcome.ret >= 0 {
+            // SAFETY: as in `address_header`: the caller's `addr_len`, still valid (the call
+            // is being answered now).
+            unsafe { self.addr_len.write(self.msg.namelen) };
+        }
+    }
+}
+
+/// The SQE for a call this lane runs, or None (the caller makes the call itself). A sendto or
+/// recvfrom with an address goes as SENDMSG or RECVMSG through `scratch`'s header.
+fn sqe_for(call: &Call, user_data: u64, scratch: &mut Scratch) -> Option<Sqe> {
     let (op, a) = (call.op(), call.args());
     let flags = a[3] as u32 as c_int;
+    let send_flags = flags | MSG_DONTWAIT | MSG_NOSIGNAL;
+    let recv_flags = flags | MSG_DONTWAIT;
+    let waitall = flags & MSG_WAITALL != 0;
+    let mut ioprio = 0;
+    let mut off = 0;
     let (opcode, addr, len, op_flags) = match op {
-        SEND | WRITE if a[4] == 0 => (OP_SEND, a[1], a[2], flags | MSG_DONTWAIT | MSG_NOSIGNAL),
-        RECV | READ if a[4] == 0 && flags & MSG_WAITALL == 0 => {
-            (OP_RECV, a[1], a[2], flags | MSG_DONTWAIT)
+        SEND | WRITE if a[4] == 0 => (OP_SEND, a[1], a[2], send_flags),
+        SEND => (OP_SENDMSG, scratch.address_header(a, false)?, 1, send_flags),
+        RECV | READ if waitall => return None,
+        RECV | READ if a[4] == 0 => (OP_RECV, a[1], a[2], recv_flags),
+        RECV => (OP_RECVMSG, scratch.address_header(a, true)?, 1, recv_flags),
+        SENDMSG | WRITEV => (OP_SENDMSG, a[1], 1, send_flags),
+        RECVMSG | READV if !waitall => (OP_RECVMSG, a[1], 1, recv_flags),
+        ACCEPT if !ACCEPT_REFUSED.load(Relaxed) => {
+            ioprio = ACCEPT_DONTWAIT;
+            off = a[2];
+            (OP_ACCEPT, a[1], 0, flags)
         }
-        RECVMSG | READV if flags & MSG_WAITALL == 0 => (OP_RECVMSG, a[1], 1, flags | MSG_DONTWAIT),
         _ => return None,
     };
     let len = u32::try_from(len).ok()?;
     Some(Sqe {
         opcode,
         flags: 0,
-        ioprio: 0,
+        ioprio,
         fd: a[0] as i32,
-        off: 0,
+        off,
         addr,
         len,
         op_flags: op_flags as u32,
@@ -485,7 +565,9 @@ pub enum Waited {
 /// every completion to its slot.
 pub fn run(call: &Call, index: usize) -> Option<Waited> {
     let slot = slot(index)?;
-    let sqe = sqe_for(call, index as u64 + 1)?;
+    let mut scratch = Scratch::new();
+    let bad_flags = call.args()[3] & !ACCEPT4_FLAGS != 0;
+    let sqe = sqe_for(call, index as u64 + 1, &mut scratch)?;
     USERS.fetch_add(1, SeqCst);
     let waited = ring().and_then(|ring| {
         if !ring.submit(sqe) {
@@ -494,5 +576,17 @@ pub fn run(call: &Call, index: usize) -> Option<Waited> {
         Some(ring.wait(slot))
     });
     USERS.fetch_sub(1, SeqCst);
-    waited
+    match waited? {
+        Waited::Done(outcome) if call.op() == ACCEPT && outcome.err == EINVAL && !bad_flags => {
+            // A kernel without ACCEPT_DONTWAIT (or flags accept4 refuses): the caller's own
+            // accept4 answers either way.
+            ACCEPT_REFUSED.store(true, Relaxed);
+            None
+        }
+        Waited::Done(outcome) => {
+            scratch.finish(&outcome);
+            Some(Waited::Done(outcome))
+        }
+        lost => Some(lost),
+    }
 }

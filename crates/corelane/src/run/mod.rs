@@ -1,7 +1,7 @@
 //! `corelane run`'s library side (seed 003 for unmodified programs): the private copy of the
 //! preloaded system-call library, the environment the program gets, and the counters the
 //! library shares with `corelane run`, the supervisor that runs the program, and the syscall
-//! threads' CPU time read while it runs. The program is placed by CPU affinity; the library
+//! threads' CPU time read while it runs, and the programs whose calls cannot be carried. The program is placed by CPU affinity; the library
 //! (crate `corelane-preload`) carries its network calls to syscall threads.
 
 /// The contract with the preloaded library (one file, compiled by both).
@@ -11,6 +11,7 @@ mod environment;
 mod lane_cpu;
 mod lane_off;
 mod library;
+mod program_kind;
 mod stats;
 mod supervise;
 
@@ -18,6 +19,9 @@ pub use environment::{preloadable, program_environment, LaneSetting, LOADER_VARI
 pub use lane_cpu::{run_time, LaneCpu};
 pub use lane_off::{lane_off_entries, LaneOffEntry};
 pub use library::{remove_dead_runs, PrivateLibrary, DIR_PREFIX, FILE_NAME as LIBRARY_FILE_NAME};
+pub use program_kind::{
+    not_carried, resolve as resolve_program, shown as program_shown, NotCarried,
+};
 pub use stats::{
     parse as parse_stats, records, Delegated, LaneMode, LaneOff, LaneReport, ProcessRecord,
     SharedStats, MAX_RECORDS,
