@@ -50,15 +50,17 @@ impl LaneThreads {
     /// cut short (`x-1` of 15 bytes could be `x-12` cut, when there are 13 lanes or more).
     fn lane_of(&self, comm: &str) -> Option<usize> {
         let index: usize = comm.strip_prefix(self.name)?.strip_prefix('-')?.parse().ok()?;
-        let cut_other = comm.len() >= COMM_MAX && index != 0 && index.saturating_mul(10) < self.lanes;
+        let cut_other =
+            comm.len() >= COMM_MAX && index != 0 && index.saturating_mul(10) < self.lanes;
         (index < self.lanes && !cut_other).then_some(index)
     }
 
     /// `lane_cpu_seconds_total{lane}`.
     pub(super) fn write(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
-        let rows = self.read().into_iter().map(|(lane, ns)| {
-            ([("lane", lane.to_string())], Value::Real(ns as f64 / 1e9))
-        });
+        let rows = self
+            .read()
+            .into_iter()
+            .map(|(lane, ns)| ([("lane", lane.to_string())], Value::Real(ns as f64 / 1e9)));
         Family::counter("lane_cpu", "CPU time of each lane's thread (schedstat, exact)")
             .unit(&Unit::Seconds)
             .write(encoder, rows)

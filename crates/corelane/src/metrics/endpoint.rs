@@ -63,7 +63,8 @@ impl Endpoint {
         limits: EndpointLimits,
         cpus: Option<&[usize]>,
     ) -> Result<Self, MetricsError> {
-        let listener = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
+        let listener =
+            TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| MetricsError::Bind { addr, source })?;
         listener.set_nonblocking(true).map_err(|source| MetricsError::Bind { addr, source })?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -148,7 +149,8 @@ impl Serving {
                 // A request already read (pipelined behind the last) is answered without
                 // waiting for more bytes.
                 let waiting = conn.written >= conn.out.len() && !conn.head.is_empty();
-                let keep = if flags.is_empty() && !waiting { true } else { self.serve(index, flags) };
+                let keep =
+                    if flags.is_empty() && !waiting { true } else { self.serve(index, flags) };
                 if !keep || now >= self.conns[index].deadline {
                     self.conns.swap_remove(index);
                 }
@@ -215,7 +217,8 @@ impl Serving {
         if flags.intersects(PollFlags::IN | PollFlags::HUP) && !read_head(conn, &self.limits) {
             return false;
         }
-        let Some((reply, used)) = answer(&conn.head, self.limits.max_head, conn.served, &self.registry)
+        let Some((reply, used)) =
+            answer(&conn.head, self.limits.max_head, conn.served, &self.registry)
         else {
             return true;
         };
@@ -273,6 +276,7 @@ fn flush(conn: &mut Conn, limits: &EndpointLimits) -> bool {
     conn.written = 0;
     let now = Instant::now();
     conn.waiting_since = now;
-    conn.deadline = now + if conn.head.is_empty() { limits.idle_timeout } else { limits.head_timeout };
+    conn.deadline =
+        now + if conn.head.is_empty() { limits.idle_timeout } else { limits.head_timeout };
     true
 }

@@ -57,7 +57,9 @@ pub fn encode(registry: &Registry, format: Format) -> String {
     // Writing into a String fails only if a collector fails, and ours do not: an error
     // leaves what was written, which the scraper sees as a short exposition.
     let _ = match format {
-        Format::Prometheus => prometheus_client::encoding::prometheus_text::encode(&mut text, registry),
+        Format::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut text, registry)
+        }
         Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut text, registry),
     };
     text
@@ -146,7 +148,10 @@ mod tests {
         assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
         let prefers_text = "application/openmetrics-text;q=0.2, text/plain";
         assert_eq!(Format::from_accept(Some(prefers_text)), Format::Prometheus);
-        assert_eq!(Format::from_accept(Some("application/openmetrics-text;q=0")), Format::Prometheus);
+        assert_eq!(
+            Format::from_accept(Some("application/openmetrics-text;q=0")),
+            Format::Prometheus
+        );
         assert_eq!(Format::from_accept(Some("APPLICATION/OpenMetrics-Text")), Format::OpenMetrics);
     }
 }

@@ -115,7 +115,8 @@ mod tests {
         let (status, text, close) = ask("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!((status, close), (200, false));
         assert!(text.contains("Content-Type: text/plain; version=0.0.4"), "{text}");
-        let (status, text, _) = ask("GET /metrics?x=1 HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n");
+        let (status, text, _) =
+            ask("GET /metrics?x=1 HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n");
         assert_eq!(status, 200);
         assert!(text.contains("application/openmetrics-text; version=1.0.0"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");

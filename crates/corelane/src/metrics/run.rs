@@ -15,7 +15,9 @@ use prometheus_client::registry::Unit;
 use super::cpu;
 use super::exposition::{Family, Value};
 use crate::run::abi::{self, KINDS, MAX_THREADS};
-use crate::run::{lane_off_entries, parse_stats as parse, records, run_time, ProcessRecord, SharedStats};
+use crate::run::{
+    lane_off_entries, parse_stats as parse, records, run_time, ProcessRecord, SharedStats,
+};
 
 /// What `corelane run` exports.
 #[derive(Debug)]
@@ -92,10 +94,16 @@ impl Collector for RunMetrics {
         }
         let mut rows: Vec<_> = carried.into_iter().collect();
         rows.sort_unstable();
-        Family::counter("run_carried_calls", "System calls the syscall threads carried, by kind and by the process's lane mode")
-            .write(e, rows.into_iter().map(|((mode, kind), n)| {
+        Family::counter(
+            "run_carried_calls",
+            "System calls the syscall threads carried, by kind and by the process's lane mode",
+        )
+        .write(
+            e,
+            rows.into_iter().map(|((mode, kind), n)| {
                 ([("kind", KINDS[kind]), ("mode", mode)], Value::Count(n))
-            }))?;
+            }),
+        )?;
         let (lanes, program_ns) = self.cpu(&records);
         let threads = records.iter().map(|r| r.threads).max().unwrap_or(0);
         Family::counter("run_carrier_cpu", "CPU time of the syscall threads by index (the lane on the index-th syscall CPU), over every process (schedstat, exact; the largest seen per thread)")
@@ -125,6 +133,9 @@ fn write_processes(e: &mut DescriptorEncoder<'_>, bytes: &[u8]) -> fmt::Result {
     let rows = std::iter::once((("on", "carrying"), carrying))
         .chain(off.into_iter().map(|(reason, n)| (("off", reason), n)))
         .map(|((lane, reason), n)| ([("lane", lane), ("reason", reason)], Value::Count(n)));
-    Family::gauge("run_processes", "Processes that loaded the syscall library: lane on (carrying), or off and why")
-        .write(e, rows)
+    Family::gauge(
+        "run_processes",
+        "Processes that loaded the syscall library: lane on (carrying), or off and why",
+    )
+    .write(e, rows)
 }

@@ -42,12 +42,20 @@ impl Collector for ServeMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
         let e = &mut encoder;
         let counter = Family::counter;
-        self.per_lane(e, counter("http_requests", "Requests answered, any status"), |c| &c.requests)?;
+        self.per_lane(e, counter("http_requests", "Requests answered, any status"), |c| {
+            &c.requests
+        })?;
         let rows = self.counters.iter().enumerate().flat_map(|(lane, c)| {
             let lane = lane.to_string();
             [
-                ([("lane", lane.clone()), ("class", "4xx".to_owned())], Value::Count(c.client_errors.load(Ordering::Relaxed))),
-                ([("lane", lane), ("class", "5xx".to_owned())], Value::Count(c.server_errors.load(Ordering::Relaxed))),
+                (
+                    [("lane", lane.clone()), ("class", "4xx".to_owned())],
+                    Value::Count(c.client_errors.load(Ordering::Relaxed)),
+                ),
+                (
+                    [("lane", lane), ("class", "5xx".to_owned())],
+                    Value::Count(c.server_errors.load(Ordering::Relaxed)),
+                ),
             ]
         });
         counter(
@@ -55,11 +63,30 @@ impl Collector for ServeMetrics {
             "Responses by status class: 4xx (malformed, oversized, not found, 408 on a timeout) and 5xx (refusals at the connection limit apart)",
         )
         .write(e, rows)?;
-        self.per_lane(e, counter("http_response", "Response bytes sent, heads and bodies").unit(&Unit::Bytes), |c| &c.bytes_out)?;
-        self.per_lane(e, counter("http_connections_accepted", "Connections accepted"), |c| &c.accepted)?;
-        self.per_lane(e, counter("http_connections_refused", "Connections refused with 503 at --max-connections"), |c| &c.refused)?;
-        self.per_lane(e, counter("http_timeouts", "Connections closed by a header or request timeout (408)"), |c| &c.timeouts)?;
-        self.per_lane(e, Family::gauge("http_connections_open", "Connections open now"), |c| &c.open)?;
+        self.per_lane(
+            e,
+            counter("http_response", "Response bytes sent, heads and bodies").unit(&Unit::Bytes),
+            |c| &c.bytes_out,
+        )?;
+        self.per_lane(e, counter("http_connections_accepted", "Connections accepted"), |c| {
+            &c.accepted
+        })?;
+        self.per_lane(
+            e,
+            counter(
+                "http_connections_refused",
+                "Connections refused with 503 at --max-connections",
+            ),
+            |c| &c.refused,
+        )?;
+        self.per_lane(
+            e,
+            counter("http_timeouts", "Connections closed by a header or request timeout (408)"),
+            |c| &c.timeouts,
+        )?;
+        self.per_lane(e, Family::gauge("http_connections_open", "Connections open now"), |c| {
+            &c.open
+        })?;
         self.per_lane(
             e,
             Family::gauge("http_held", "What the open connections hold (state and lent buffers), as the lane last counted it (every 50 ms)")

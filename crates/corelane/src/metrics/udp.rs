@@ -95,8 +95,7 @@ impl KernelDrops {
 
     /// Left out when either reading fails: never a count since boot nor a made-up 0.
     fn write(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
-        let Some(drops) = self.start.zip(UdpCounters::read().ok()).map(|(s, n)| n.since(&s))
-        else {
+        let Some(drops) = self.start.zip(UdpCounters::read().ok()).map(|(s, n)| n.since(&s)) else {
             return Ok(());
         };
         Family::counter(

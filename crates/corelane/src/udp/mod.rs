@@ -27,7 +27,9 @@ pub mod source_check;
 
 pub use backend::RecvBackend;
 pub use check::Anomalies;
-pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary, LANE_NAME as ECHO_LANE_NAME};
+pub use echo::{
+    Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary, LANE_NAME as ECHO_LANE_NAME,
+};
 pub use error::UdpError;
 pub use judge::{Dropped, ReplyCounter};
 pub use lanes::{Lanes, ReceivePath};
