@@ -329,6 +329,7 @@ fn prometheus_scrapes_every_command_under_load() {
         "sum(increase(corelane_run_carried_calls_total{job=\"run\"}[10s]))",
     ];
     let values = wait_positive(&prometheus, &queries);
+    eprintln!("Prometheus: {:?}", queries.iter().zip(&values).collect::<Vec<_>>());
     for (query, value) in queries.iter().zip(&values) {
         assert!(
             value.is_some_and(|v| v > 0.0),
