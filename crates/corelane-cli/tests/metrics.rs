@@ -343,7 +343,7 @@ fn prometheus_scrapes_every_command_under_load() {
 
 #[test]
 fn the_endpoint_answers_only_scrapes() {
-    let (_recv, r) = start(
+    let (mut recv, r) = start(
         &["udp", "recv", "127.0.0.1:0", "--duration", "30s", "--metrics", "127.0.0.1:0"],
         &["metrics on "],
     );
@@ -382,6 +382,15 @@ fn the_endpoint_answers_only_scrapes() {
         let mut body = vec![0u8; length];
         reader.read_exact(&mut body).unwrap();
     }
+    // Ctrl-C ends the command and its endpoint with it: the port is closed once it exits.
+    let pid = rustix::process::Pid::from_raw(recv.0.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while recv.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < end, "still running 5 s after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(TcpStream::connect(addr).is_err(), "the endpoint closed with the command");
 }
 
 /// The process's resident memory, in KiB, from /proc/PID/status.
