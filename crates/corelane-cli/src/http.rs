@@ -104,6 +104,8 @@ pub struct ServeArgs {
     /// A JSON line when ready, one per second and a summary, instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +212,9 @@ pub fn serve(cmd: ServeCommand) -> anyhow::Result<ExitCode> {
             if identity.root { ", ROOT" } else { "" }
         );
     }
+    let metrics = corelane::metrics::ServeMetrics::new(server.counters());
+    let away = crate::metrics::away_from(args.pin.as_ref())?;
+    let _endpoint = crate::metrics::start(&args.metrics, metrics, away)?;
     let report = per_second(args.json, &stop, serve_line);
     let summary = server.run(args.duration, report)?;
     finish(args.json, &summary, |s| {

@@ -8,6 +8,7 @@ mod copy;
 mod guard;
 mod http;
 mod lab;
+mod metrics;
 mod plan;
 mod progress;
 mod report;

@@ -46,6 +46,8 @@ pub struct RunArgs {
     /// Also write the summary as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -252,6 +254,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = &uncarried {
         eprintln!("corelane run: {note}");
     }
+    let _endpoint = match (&files, args.metrics.metrics) {
+        (Some(f), Some(_)) => {
+            let metrics = corelane::metrics::RunMetrics::new(f.stats.clone());
+            let cpus = app.as_ref().map(|a| a.cpus().to_vec());
+            crate::metrics::start(&args.metrics, metrics, cpus)?
+        }
+        (None, Some(_)) => bail!("--metrics needs a syscall lane (--syscall-cpus or a plan): without one nothing is carried to count"),
+        _ => None,
+    };
     let program = Program { command: &args.command, env, app_cpus: app.as_ref() };
     let ended = match supervise(program, watch) {
         Ok(ended) => ended,

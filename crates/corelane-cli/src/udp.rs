@@ -177,6 +177,8 @@ pub struct RecvArgs {
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub fn run(cmd: UdpCommand) -> anyhow::Result<ExitCode> {
@@ -279,6 +281,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let xdp_dev = args.xdp_dev.clone();
     let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
     let backend = recv_backend(&args)?;
+    let away = crate::metrics::away_from(args.pin.as_ref())?;
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
         lanes: Lanes {
@@ -324,6 +327,8 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    let metrics = corelane::metrics::RecvMetrics::new(&receiver);
+    let _endpoint = crate::metrics::start(&args.metrics, metrics, away)?;
     let json = args.json;
     // Said once every lane is reading, not merely bound: a sender started on it loses nothing
     // to lanes that have not begun.

@@ -75,6 +75,8 @@ pub struct EchoArgs {
     /// A JSON line when ready, one per second and a summary, instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -151,6 +153,7 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let mut config = EchoConfig::new(args.addr);
     config.lanes.threads = args.threads;
+    let away = crate::metrics::away_from(args.pin.as_ref())?;
     config.lanes.placement = Placement::from_pin(args.pin);
     config.lanes.batch = args.batch;
     config.receive.rcvbuf = args.rcvbuf;
@@ -189,6 +192,8 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     } else {
         eprintln!("echoing on {} (Ctrl-C to stop)", echo.local_addr());
     }
+    let metrics = corelane::metrics::EchoMetrics::new(&echo);
+    let _endpoint = crate::metrics::start(&args.metrics, metrics, away)?;
     let json = args.json;
     let summary = echo.run(&stop, crate::args::per_second(json, &stop, echo_line))?;
     finish(json, &summary, print_echo_summary);

@@ -32,6 +32,7 @@ pub mod child_output;
 pub mod copy;
 pub mod fs;
 pub mod lane;
+pub mod metrics;
 pub mod privilege;
 pub mod reuseport;
 pub mod run;

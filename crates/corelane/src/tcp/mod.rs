@@ -28,11 +28,12 @@ use std::io;
 use std::net::SocketAddr;
 
 pub use config::{Backend, Content, Listen, ServerConfig};
+pub use counters::ServerCounters;
 pub use counters::ServerTotals;
 pub use http::Limits;
 pub use load::{LoadConfig, LoadSummary};
 pub use recycle::Recycle;
-pub use server::{ServeInterval, ServeSummary, Server};
+pub use server::{ServeInterval, ServeSummary, Server, LANE_NAME};
 
 /// What can go wrong serving or loading, each naming the cause and the fix.
 #[derive(Debug, thiserror::Error)]

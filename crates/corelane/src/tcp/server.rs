@@ -18,6 +18,9 @@ use crate::lane::{LaneSet, LanesEnd, Monitor, Second, StopSignal, Watch};
 use crate::reuseport::{self, ReuseportGroup};
 use crate::sys::{socket_ring, sockopt};
 
+/// The server's lane threads are named `serve-INDEX`.
+pub const LANE_NAME: &str = "serve";
+
 /// What the server did in one second of [`Server::run`].
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServeInterval {
@@ -173,7 +176,7 @@ impl Server {
         }
         // Dropping the set (an error below, or a Server dropped without `wait`) stops and
         // joins the lanes started so far.
-        let mut lanes = LaneSet::new("serve", stop.clone());
+        let mut lanes = LaneSet::new(LANE_NAME, stop.clone());
         for (index, mut lane) in loops.into_iter().enumerate() {
             let lane_stop = stop.clone();
             lanes

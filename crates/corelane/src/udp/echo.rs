@@ -135,6 +135,9 @@ pub struct EchoSummary {
     pub lanes: Vec<EchoLane>,
 }
 
+/// The echo lanes' threads are named `corelane-echo-INDEX`.
+pub const LANE_NAME: &str = "corelane-echo";
+
 /// Bound sockets, ready to echo.
 #[derive(Debug)]
 pub struct Echo {
@@ -144,6 +147,10 @@ pub struct Echo {
     gro: OffloadState,
     busy_poll: BusyPollState,
     backend_note: Option<String>,
+    /// What each lane counts and answers (made at the bind, so a scrape may read them from
+    /// the start).
+    counters: Arc<Vec<LaneCounters>>,
+    replies: Arc<Vec<ReplyCounter>>,
 }
 
 impl Echo {
@@ -178,7 +185,13 @@ impl Echo {
         let sockets: Vec<Arc<Socket>> = group.into_sockets().into_iter().map(Arc::new).collect();
         let gro = settle_gro(config.receive.gro, sockets.iter(), "echoing datagram by datagram");
         let busy_poll = apply_busy_poll(sockets.iter().map(|s| &**s), config.busy_poll_us);
-        Ok(Self { config, sockets, addr, gro, busy_poll, backend_note })
+        let (counters, replies) = (lane::per_lane(sockets.len()), lane::per_lane(sockets.len()));
+        Ok(Self { config, sockets, addr, gro, busy_poll, backend_note, counters, replies })
+    }
+
+    /// What each lane counts and answers, read by a scrape while the echo runs.
+    pub(crate) fn lane_counters(&self) -> (Arc<Vec<LaneCounters>>, Arc<Vec<ReplyCounter>>) {
+        (Arc::clone(&self.counters), Arc::clone(&self.replies))
     }
 
     /// The address bound (port 0 resolved).
@@ -209,8 +222,7 @@ impl Echo {
         on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
         let threads = self.sockets.len();
-        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(threads);
-        let replies: Arc<Vec<ReplyCounter>> = lane::per_lane(threads);
+        let (counters, replies) = (Arc::clone(&self.counters), Arc::clone(&self.replies));
         let lane_stop = StopSignal::new();
         let lanes = self.spawn_lanes(&counters, &replies, &lane_stop)?;
         let cfg = &self.config;
@@ -313,7 +325,7 @@ impl Echo {
         let cfg = &self.config;
         let slot = if self.gro.active { 65_536 } else { 2048 };
         let check = self.source_check();
-        let mut lanes = LaneSet::new("corelane-echo", stop.clone());
+        let mut lanes = LaneSet::new(LANE_NAME, stop.clone());
         for (index, socket) in self.sockets.iter().enumerate() {
             let lane: Box<dyn EchoBatch> = match cfg.receive.backend {
                 RecvBackend::Uring { sqpoll_cpu } => {

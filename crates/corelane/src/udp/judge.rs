@@ -178,7 +178,7 @@ fn answer_segments(
 /// Replies per lane, read once a second.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub(super) struct ReplyCounter(AtomicU64);
+pub struct ReplyCounter(AtomicU64);
 
 impl ReplyCounter {
     pub fn load(&self) -> u64 {

@@ -27,12 +27,14 @@ pub mod source_check;
 
 pub use backend::RecvBackend;
 pub use check::Anomalies;
-pub use echo::{Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary};
+pub use echo::{
+    Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary, LANE_NAME as ECHO_LANE_NAME,
+};
 pub use error::UdpError;
-pub use judge::Dropped;
+pub use judge::{Dropped, ReplyCounter};
 pub use lanes::{Lanes, ReceivePath};
 pub use ping::{Ping, PingConfig, PingInterval, PingMode, PingSummary};
-pub use recv::{Receiver, ReceiverConfig};
+pub use recv::{Receiver, ReceiverConfig, LANE_NAME as RECV_LANE_NAME};
 pub use recv_report::{LaneSummary, RecvInterval, RecvSummary};
 pub use send::{
     GsoState, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, MAX_GSO_SEGMENTS,

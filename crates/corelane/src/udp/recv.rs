@@ -70,6 +70,9 @@ impl Default for ReceiverConfig {
     }
 }
 
+/// The receive lanes' threads are named `corelane-rx-INDEX`.
+pub const LANE_NAME: &str = "corelane-rx";
+
 /// Bound sockets, ready to run.
 #[derive(Debug)]
 pub struct Receiver {
@@ -84,6 +87,8 @@ pub struct Receiver {
     xdp: Option<XdpReceive>,
     /// With the XDP backends: the plain socket that holds the port.
     _port: Option<Socket>,
+    /// What each lane counts (made at the bind, so a scrape may read them from the start).
+    counters: Arc<Vec<LaneCounters>>,
 }
 
 impl Receiver {
@@ -175,7 +180,8 @@ impl Receiver {
         let slot = config.slot.unwrap_or(if gro.active { 65_536 } else { 2048 });
         let lanes = lane_sockets.into_iter().map(|sockets| lane(sockets, slot)).collect();
         let (backend_note, xdp, _port) = (note, None, None);
-        Ok(Self { config, lanes, bound, gro, rcvbuf_bytes, backend_note, xdp, _port })
+        let counters = lane::per_lane(config.lanes.threads);
+        Ok(Self { config, lanes, bound, gro, rcvbuf_bytes, backend_note, xdp, _port, counters })
     }
 
     /// The XDP backends: `port` holds the address while `lanes` read what the program takes.
@@ -189,6 +195,7 @@ impl Receiver {
     ) -> Self {
         config.lanes.threads = lanes.len();
         Self {
+            counters: lane::per_lane(lanes.len()),
             config,
             lanes,
             bound: vec![addr],
@@ -201,6 +208,11 @@ impl Receiver {
     }
 
     /// Why the backend asked for will not run as asked (SQPOLL refused), if so.
+    /// What each lane counts, read by a scrape while the receive runs.
+    pub(crate) fn lane_counters(&self) -> Arc<Vec<LaneCounters>> {
+        Arc::clone(&self.counters)
+    }
+
     pub fn backend_note(&self) -> Option<&str> {
         self.backend_note.as_deref()
     }
@@ -228,7 +240,7 @@ impl Receiver {
         entered: &Arc<AtomicUsize>,
     ) -> Result<LaneSet<LaneResult>, UdpError> {
         let cfg = &self.config;
-        let mut lanes = LaneSet::new("corelane-rx", stop.clone());
+        let mut lanes = LaneSet::new(LANE_NAME, stop.clone());
         for (index, receiver) in std::mem::take(&mut self.lanes).into_iter().enumerate() {
             let work = LaneWork {
                 receiver,
@@ -269,7 +281,7 @@ impl Receiver {
         on_ready: impl FnOnce(),
         on_interval: impl FnMut(&RecvInterval),
     ) -> Result<RecvSummary, UdpError> {
-        let counters: Arc<Vec<LaneCounters>> = lane::per_lane(self.config.lanes.threads);
+        let counters = Arc::clone(&self.counters);
         let lane_stop = StopSignal::new();
         let entered = Arc::new(AtomicUsize::new(0));
         let lanes = self.spawn_lanes(&counters, &lane_stop, &entered)?;
