@@ -11,6 +11,7 @@ one 4 KiB file, no keep-alive; `ab -n REQUESTS -c 8` (no -k) on loopback. Per ro
 req/s over the trials, and CPU per request (exact: schedstat of every thread of the server's
 process tree, carriers apart, and of ab). Needs root (Apache's User/Group) and apache2, ab.
 """
+import json
 import os
 import re
 import signal
@@ -115,7 +116,7 @@ def ab(cpu, n):
 
 
 def trial(corelane, d, placement, lane, requests):
-    cmd = [corelane, "run", "--app-cpus", "0"]
+    cmd = [corelane, "run", "--app-cpus", "0", "--json", f"{d}/summary.json"]
     if lane != "none":
         cmd += ["--syscall-cpus", "1", "--syscall-lane", lane]
     cmd += ["--", "/usr/sbin/apache2", "-f", f"{d}/apache.conf", "-DFOREGROUND"]
@@ -131,7 +132,7 @@ def trial(corelane, d, placement, lane, requests):
         after = cpu_ns(pids | tree(server.pid))
         program = (after[0] - before[0]) / requests / 1000
         carriers = (after[1] - before[1]) / requests / 1000
-        return rps, failed, program, carriers, (after[1] - before[1]) / wall
+        result = [rps, failed, program, carriers, (after[1] - before[1]) / wall]
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -140,6 +141,9 @@ def trial(corelane, d, placement, lane, requests):
             server.kill()
             server.wait()
         time.sleep(0.5)
+    with open(f"{d}/summary.json") as f:
+        off = json.load(f).get("lane_off", [])
+    return result + [len(off)]
 
 
 def main():
@@ -165,7 +169,7 @@ def main():
                 seen[(placement, lane)].append(r)
                 print(f"trial {t} {placement} {lane}: {r[0]:,.0f} req/s, failed {r[1]}, "
                       f"program {r[2]:.1f} us/req, carriers {r[3]:.1f} us/req "
-                      f"({r[4] * 100:.1f} % of a CPU)", flush=True)
+                      f"({r[4] * 100:.1f} % of a CPU), lanes off {r[5]}", flush=True)
     print("\nplacement lane | req/s (median) | vs none | program us/req | carriers us/req")
     for placement, lane in configs:
         rows = seen[(placement, lane)]

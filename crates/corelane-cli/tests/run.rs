@@ -808,7 +808,10 @@ fn an_idle_programs_carriers_cost_under_two_percent_of_a_cpu() {
         assert!(delegated(&summary, "send") >= 1, "{lane}: the lane carried: {summary}");
         let cpu_ns = summary["syscall_threads"]["cpu_ns"].as_u64().unwrap();
         let share = cpu_ns as f64 / (seconds * 1e9);
-        eprintln!("{lane}: carriers {cpu_ns} ns over {seconds} s ({:.3} % of a CPU)", share * 100.0);
+        eprintln!(
+            "{lane}: carriers {cpu_ns} ns over {seconds} s ({:.3} % of a CPU)",
+            share * 100.0
+        );
         assert!(share < 0.02, "{lane}: idle carriers used {:.1} % of a CPU", share * 100.0);
     }
 }

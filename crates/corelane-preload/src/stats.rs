@@ -7,8 +7,8 @@
 //! shell). The library maps it only if fstat names the device and inode `corelane run` gave
 //! and it is large enough, and touches it with nothing but fstat and mmap (no seek, no flag).
 
-use core::sync::atomic::{AtomicU32, AtomicUsize};
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::OnceLock;
 
 use crate::abi::stats as layout;
