@@ -142,8 +142,11 @@ def trial(corelane, d, placement, lane, requests):
             server.wait()
         time.sleep(0.5)
     with open(f"{d}/summary.json") as f:
-        off = json.load(f).get("lane_off", [])
-    return result + [len(off)]
+        summary = json.load(f)
+    # The lane's own figures over the whole run (warm-up included): calls carried, CPU.
+    carried = sum(summary["delegated"].values())
+    return result + [len(summary.get("lane_off", [])), carried,
+                     summary["syscall_threads"]["cpu_ns"] / 1e6]
 
 
 def main():
@@ -169,7 +172,8 @@ def main():
                 seen[(placement, lane)].append(r)
                 print(f"trial {t} {placement} {lane}: {r[0]:,.0f} req/s, failed {r[1]}, "
                       f"program {r[2]:.1f} us/req, carriers {r[3]:.1f} us/req "
-                      f"({r[4] * 100:.1f} % of a CPU), lanes off {r[5]}", flush=True)
+                      f"({r[4] * 100:.1f} % of a CPU), lanes off {r[5]}; whole run: {r[6]} calls carried, "
+                      f"carriers {r[7]:.0f} ms", flush=True)
     print("\nplacement lane | req/s (median) | vs none | program us/req | carriers us/req")
     for placement, lane in configs:
         rows = seen[(placement, lane)]
