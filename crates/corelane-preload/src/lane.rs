@@ -215,11 +215,13 @@ fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
         worker.pending[index / 64].fetch_or(1 << (index % 64), SeqCst);
         // One caller wakes it (and counts it awake, before it runs: a carrier spinning on
         // that CPU sees at once that another needs it); the others' bits are seen as it wakes.
-        if worker.sleeping.compare_exchange(1, 0, SeqCst, SeqCst).is_ok() {
+        let asleep = worker.sleeping.compare_exchange(1, 0, SeqCst, SeqCst).is_ok();
+        if asleep {
             count_awake(n, true);
             worker.bell.fetch_add(1, SeqCst);
             sys_futex_wake(&worker.bell);
         }
+        asleep
     };
     let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed));
     if outcome.is_none() {
