@@ -163,4 +163,6 @@ pub mod stats {
     const END: usize = THREAD_TIDS + 4 * super::MAX_THREADS;
 
     const _: () = assert!(END <= RECORD);
+    // Each CPU's word on a cache line of its own, after the last record.
+    const _: () = assert!(CPU_WORDS % CPU_STRIDE == 0 && CPU_STRIDE >= 4);
 }
