@@ -819,3 +819,32 @@ fn a_directory_swapped_for_a_symlink_does_not_move_the_summary() {
     let text = std::fs::read_to_string(moved.join("summary.json")).unwrap();
     assert!(text.contains("\"corelane_run_summary\""), "{text}");
 }
+
+/// An idle program's carriers cost next to nothing: a loop of 1 ms epoll and poll waits
+/// where nothing arrives, 3 s under each lane, leaves the syscall threads (their exact
+/// schedstat runtime, `corelane run`'s summary) under 2 % of a CPU. A carrier that spins
+/// after every probed wait, or a wait probed on the carrier every time, fails it.
+#[test]
+fn an_idle_programs_carriers_cost_under_two_percent_of_a_cpu() {
+    let prog = match compile("idle_wait") {
+        Ok(p) => p,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let seconds = 3.0;
+    for lane in ["threads", "uring"] {
+        let mut args = placement_args();
+        args.extend(["--syscall-lane".to_string(), lane.to_string()]);
+        let (out, summary) = run_with(&args, &[prog.to_str().unwrap(), "3"], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{lane}: {stdout}");
+        assert!(stdout.contains(" ready 0"), "{lane}: nothing ever arrives: {stdout}");
+        assert!(delegated(&summary, "send") >= 1, "{lane}: the lane carried: {summary}");
+        let cpu_ns = summary["syscall_threads"]["cpu_ns"].as_u64().unwrap();
+        let share = cpu_ns as f64 / (seconds * 1e9);
+        eprintln!(
+            "{lane}: carriers {cpu_ns} ns over {seconds} s ({:.3} % of a CPU)",
+            share * 100.0
+        );
+        assert!(share < 0.02, "{lane}: idle carriers used {:.1} % of a CPU", share * 100.0);
+    }
+}

@@ -129,7 +129,15 @@ pub mod stats {
     pub const RECORD: usize = 384;
     /// At most this many processes are counted; more run, uncounted.
     pub const MAX_RECORDS: usize = 256;
-    pub const SIZE: usize = HEADER + RECORD * MAX_RECORDS;
+    /// After the records: one 32-bit word per CPU, each on a cache line of its own: how many
+    /// syscall threads of the run are awake (running, spinning or woken) on that CPU, so a
+    /// carrier knows whether another needs its CPU. Only carriers read it; `corelane run`
+    /// does not.
+    pub const CPU_WORDS: usize = HEADER + RECORD * MAX_RECORDS;
+    pub const CPU_STRIDE: usize = 64;
+    /// CPUs from this one on have no word (their carriers count only themselves).
+    pub const MAX_CPUS: usize = 256;
+    pub const SIZE: usize = CPU_WORDS + CPU_STRIDE * MAX_CPUS;
     /// The lowest fd number `corelane run` moves the area to (out of the way of the low fds
     /// programs expect to be theirs: socket activation passes listeners from fd 3 on).
     pub const HIGH_FD: i32 = 100;
@@ -164,4 +172,6 @@ pub mod stats {
     const END: usize = THREAD_TIDS + 4 * super::MAX_THREADS;
 
     const _: () = assert!(END <= RECORD);
+    // Each CPU's word on a cache line of its own, after the last record.
+    const _: () = assert!(CPU_WORDS % CPU_STRIDE == 0 && CPU_STRIDE >= 4);
 }

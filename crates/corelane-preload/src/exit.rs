@@ -14,6 +14,7 @@ pub extern "C" fn record_at_exit() {
         stats::set_cpu(0, ns);
     }
     lane::record_threads_cpu();
+    lane::at_exit();
 }
 
 #[allow(unsafe_code)] // an export (`#[no_mangle]`): the interposer's contract with C

@@ -8,6 +8,8 @@
 //! the C function's, and it hands the program's pointers on untouched, to the real function
 //! (`real::`) or to a lane as a [`Call`].
 
+use std::cell::Cell;
+
 use crate::abi::op::*;
 use crate::lane;
 use crate::sockets;
@@ -68,12 +70,31 @@ fn io(call: &Call, pipe: bool, direct: impl Fn(usize) -> isize) -> isize {
     }
 }
 
-/// A wait (poll, epoll): probed on the syscall thread with a zero timeout (made directly while
-/// the lane is off); when nothing is ready and the caller would wait, it waits itself, so
-/// signals and timeouts are the kernel's.
+thread_local! {
+    /// This thread's waits go straight to the kernel: its last probe found nothing ready, and
+    /// no wait since returned events at once.
+    static WAITS_DIRECT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A wait that returns events within this long found them ready (or nearly): the thread is
+/// busy, and its next wait is probed on the syscall thread again.
+const READY_NS: u64 = 20_000;
+
+/// A wait (poll, epoll, select): probed on the syscall thread with a zero timeout (made
+/// directly while the lane is off). When nothing is ready and the caller would wait, it waits
+/// itself, so signals, masks and timeouts are the kernel's; and its next waits go straight to
+/// the kernel (one call, not a probe and a wait), until one returns events at once.
 fn probe(call: &Call, zero_timeout: bool, direct: impl Fn() -> c_int) -> c_int {
     if !active() {
         return direct();
+    }
+    if !zero_timeout && WAITS_DIRECT.with(Cell::get) {
+        let start = monotonic_ns();
+        let ret = direct();
+        if ret > 0 && monotonic_ns().saturating_sub(start) < READY_NS {
+            WAITS_DIRECT.with(|d| d.set(false));
+        }
+        return ret;
     }
     let saved = errno();
     match lane::delegate(call) {
@@ -81,7 +102,13 @@ fn probe(call: &Call, zero_timeout: bool, direct: impl Fn() -> c_int) -> c_int {
             set_errno(if o.ret < 0 { o.err } else { saved });
             o.ret as c_int
         }
-        _ => {
+        Some(o) => {
+            // Nothing ready (or declined): the caller waits in the kernel, now and next time.
+            WAITS_DIRECT.with(|d| d.set(!o.direct));
+            set_errno(saved);
+            direct()
+        }
+        None => {
             set_errno(saved);
             direct()
         }

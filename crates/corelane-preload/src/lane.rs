@@ -1,11 +1,16 @@
 //! The threads lane: one request slot per application thread, syscall threads pinned to the
 //! syscall CPUs that run what the slots ask and hand back result and errno.
 //!
-//! Waiting. A delegated call never blocks (see `exec.rs`), so it takes microseconds: the caller
-//! spins briefly (a futex sleep and wake-up costs about as much as the call itself), then sleeps
-//! on the slot's futex; it spins not at all when it shares a CPU with a syscall thread (spinning
-//! would only delay the thread it waits for). A syscall thread spins a little after its last
-//! request (a server's next call usually follows at once), then sleeps on its doorbell futex.
+//! Waiting. A delegated call never blocks (see `exec.rs`), so it takes microseconds. The
+//! caller spins for its answer, then sleeps on the slot's futex; it spins not at all when it
+//! may share a CPU with a syscall thread (spinning would only delay the thread it waits for).
+//! A syscall thread spins after its last request (a server's next call usually follows at
+//! once), then sleeps on its doorbell futex. Both spin by time, about one futex wake-up
+//! (10 µs; measured here: 13–19 µs in FUTEX_WAKE, 41–44 µs until a sleeper on another idle CPU
+//! runs), and longer (a syscall thread 0.5 ms, a caller 0.1 ms) only while their CPU has
+//! nothing else to run: no other syscall thread of the run awake there (the run's count per
+//! CPU, which a thread keeps itself in while awake and a waking caller counts it into before
+//! FUTEX_WAKE) and no preemption of the spinner lately (`spin.rs`).
 //! Every sleep is a Dekker pair of sequentially consistent flags, so no wake-up is lost.
 //! A caller that waits a second for a request the thread has not even taken cancels it, runs
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.
@@ -16,18 +21,22 @@ use std::cell::Cell;
 
 use crate::abi::off_reason::CARRIER_STALLED;
 use crate::abi::{lane_mode, MAX_THREADS};
+use crate::spin::{self, Spinner};
 use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
 use crate::sys::*;
 use crate::uring;
 
 const WORDS: usize = MAX_SLOTS / 64;
-const THREAD_SPIN: u32 = 20000;
 
 struct Worker {
     pending: [AtomicU64; WORDS],
     bell: AtomicU32,
+    /// 1 while the thread sleeps (or is about to) on `bell`; whoever sets it back to 0 (a
+    /// caller that rings, or the thread itself) counts the thread awake again.
     sleeping: AtomicU32,
+    /// The thread is counted in its CPU's awake count (`stats::awake_on`).
+    counted: AtomicBool,
 }
 
 pub static CPUS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
@@ -50,8 +59,11 @@ const WORKER: Worker = Worker {
     pending: [const { AtomicU64::new(0) }; WORDS],
     bell: AtomicU32::new(0),
     sleeping: AtomicU32::new(0),
+    counted: AtomicBool::new(false),
 };
 static WORKERS: [Worker; MAX_THREADS] = [WORKER; MAX_THREADS];
+/// The process is exiting: its syscall threads no longer count themselves awake.
+static EXITING: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// This thread's slot (index + 1, 0 = none) and the generation it was taken in.
@@ -85,6 +97,10 @@ pub extern "C" fn after_fork_in_child() {
         for word in &worker.pending {
             word.store(0, Relaxed);
         }
+        // The parent's threads are counted, and stay so in the parent; the child's own start
+        // uncounted.
+        worker.counted.store(false, Relaxed);
+        worker.sleeping.store(0, Relaxed);
     }
     BUSY.with(|b| b.set(false));
     uring::forget_after_fork();
@@ -192,12 +208,18 @@ fn same_table() -> bool {
 fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
     let slot = slot(index)?;
     let notify = || {
-        let worker = &WORKERS[index % THREADS.load(Relaxed).max(1)];
+        let n = index % THREADS.load(Relaxed).max(1);
+        let worker = &WORKERS[n];
         worker.pending[index / 64].fetch_or(1 << (index % 64), SeqCst);
-        if worker.sleeping.load(SeqCst) != 0 {
+        // One caller wakes it (and counts it awake, before it runs: a carrier spinning on
+        // that CPU sees at once that another needs it); the others' bits are seen as it wakes.
+        let asleep = worker.sleeping.compare_exchange(1, 0, SeqCst, SeqCst).is_ok();
+        if asleep {
+            count_awake(n, true);
             worker.bell.fetch_add(1, SeqCst);
             sys_futex_wake(&worker.bell);
         }
+        asleep
     };
     let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed));
     if outcome.is_none() {
@@ -303,43 +325,96 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
     THREAD_TIDS[n].store(tid, Release);
     let worker = &WORKERS[n];
     let generation = GENERATION.load(SeqCst);
-    let mut idle = 0u32;
+    let awake = stats::awake_on(cpu).map(|count| (count, 1));
+    count_awake(n, true);
     let mut served = 0u64;
-    loop {
-        if GENERATION.load(Relaxed) != generation {
-            return core::ptr::null_mut();
+    while GENERATION.load(Relaxed) == generation {
+        if serve_pending(n, &mut served) {
+            continue;
         }
-        let mut any = false;
-        for (w, word) in worker.pending.iter().enumerate() {
-            let mut bits = word.swap(0, Acquire);
-            while bits != 0 {
-                let bit = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                run_slot(w * 64 + bit);
-                any = true;
-                served += 1;
-                if served % 64 == 0 {
-                    stats::record_thread_cpu(n);
-                }
+        let mut spinner = Spinner::new(spin::CARRIER, awake);
+        let mut asked = false;
+        while spinner.go_on() {
+            asked = worker.pending.iter().any(|w| w.load(Relaxed) != 0);
+            if asked {
+                break;
             }
         }
-        if any {
-            idle = 0;
-            continue;
+        if !asked {
+            sleep(n);
         }
-        idle += 1;
-        if idle < THREAD_SPIN {
-            core::hint::spin_loop();
-            continue;
+    }
+    count_awake(n, false);
+    core::ptr::null_mut()
+}
+
+/// Runs every call posted to syscall thread `n`; returns whether there was any.
+fn serve_pending(n: usize, served: &mut u64) -> bool {
+    let mut any = false;
+    for (w, word) in WORKERS[n].pending.iter().enumerate() {
+        let mut bits = word.swap(0, Acquire);
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            run_slot(w * 64 + bit);
+            any = true;
+            *served += 1;
+            if *served % 64 == 0 {
+                stats::record_thread_cpu(n);
+            }
         }
-        stats::record_thread_cpu(n);
-        let seen = worker.bell.load(SeqCst);
-        worker.sleeping.store(1, SeqCst);
-        if worker.pending.iter().all(|w| w.load(SeqCst) == 0) {
-            sys_futex_wait(&worker.bell, seen, None);
+    }
+    any
+}
+
+/// Syscall thread `n` sleeps on its doorbell until a caller rings it (Dekker: `sleeping`
+/// set, then the pending bits looked at; a caller sets its bit, then looks at `sleeping`).
+fn sleep(n: usize) {
+    let worker = &WORKERS[n];
+    stats::record_thread_cpu(n);
+    let seen = worker.bell.load(SeqCst);
+    count_awake(n, false);
+    worker.sleeping.store(1, SeqCst);
+    if worker.pending.iter().all(|w| w.load(SeqCst) == 0) {
+        sys_futex_wait(&worker.bell, seen, None);
+    }
+    // Woken without a caller's ring (a bit seen before sleeping, a signal-free spurious
+    // return): the thread counts itself awake.
+    if worker.sleeping.compare_exchange(1, 0, SeqCst, SeqCst).is_ok() {
+        count_awake(n, true);
+    }
+}
+
+/// Counts syscall thread `n` in (or out of) its CPU's awake count, once: whoever changes its
+/// `counted` flag changes the count. A process at its exit counts its threads out for good
+/// (`at_exit`), so a count never keeps a thread that is gone (unless the process is killed).
+fn count_awake(n: usize, awake: bool) {
+    let worker = &WORKERS[n];
+    let Some(count) = stats::awake_on(CPUS[n].load(Relaxed) as usize) else { return };
+    if awake && EXITING.load(SeqCst) {
+        return;
+    }
+    if worker.counted.swap(awake, SeqCst) != awake {
+        if awake {
+            count.fetch_add(1, SeqCst);
+            // The exit may have counted every thread out meanwhile.
+            if EXITING.load(SeqCst) {
+                count_awake(n, false);
+            }
+        } else {
+            count.fetch_sub(1, SeqCst);
         }
-        worker.sleeping.store(0, SeqCst);
-        idle = 0;
+    }
+}
+
+/// At the process's exit: its syscall threads leave the run's awake counts.
+pub fn at_exit() {
+    if !state::in_owner() {
+        return; // a vfork child: the memory, and the threads counted in it, are its parent's
+    }
+    EXITING.store(true, SeqCst);
+    for n in 0..WORKERS.len() {
+        count_awake(n, false);
     }
 }
 

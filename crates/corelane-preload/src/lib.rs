@@ -34,6 +34,7 @@ mod lane;
 mod raw;
 mod rights;
 mod sockets;
+mod spin;
 mod state;
 mod stats;
 mod uring;

@@ -7,8 +7,8 @@
 //! shell). The library maps it only if fstat names the device and inode `corelane run` gave
 //! and it is large enough, and touches it with nothing but fstat and mmap (no seek, no flag).
 
-use core::sync::atomic::AtomicUsize;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::OnceLock;
 
 use crate::abi::stats as layout;
@@ -138,6 +138,20 @@ pub fn set_thread_tid(n: usize, tid: u32) {
         if let Some(w) = area().and_then(|a| a.u32_at(mine + layout::THREAD_TIDS + n * 4)) {
             w.store(tid, Relaxed);
         }
+    }
+}
+
+/// The run's count of awake syscall threads on `cpu` (`abi::stats::CPU_WORDS`), shared by every
+/// process of the run; a process without the area counts its own carriers only. The program
+/// can write it too: a wrong count only makes carriers spin less or more.
+pub fn awake_on(cpu: usize) -> Option<&'static AtomicU32> {
+    static OWN: [AtomicU32; layout::MAX_CPUS] = [const { AtomicU32::new(0) }; layout::MAX_CPUS];
+    if cpu >= layout::MAX_CPUS {
+        return None;
+    }
+    match area() {
+        Some(area) => area.u32_at(layout::CPU_WORDS + cpu * layout::CPU_STRIDE),
+        None => OWN.get(cpu),
     }
 }
 

@@ -164,6 +164,11 @@ pub struct Timeval {
     pub tv_usec: i64,
 }
 
+/// `struct rusage`: two timevals, then fourteen longs (the last, `ru_nivcsw`, the involuntary
+/// context switches).
+#[repr(C)]
+pub struct Rusage(pub [i64; 18]);
+
 #[repr(C)]
 pub struct Linger {
     pub onoff: c_int,
@@ -209,6 +214,7 @@ extern "C" {
     ) -> c_int;
     pub fn sched_getaffinity(pid: c_int, size: SizeT, mask: *mut Bits1024) -> c_int;
     pub fn sched_setaffinity(pid: c_int, size: SizeT, mask: *const Bits1024) -> c_int;
+    pub fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
 }
 
 /// The real libc function `name` (dlsym RTLD_NEXT, resolved once), or None with errno ENOSYS

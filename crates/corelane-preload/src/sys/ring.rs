@@ -23,6 +23,7 @@ use core::sync::atomic::{
 };
 
 use crate::abi::op::*;
+use crate::spin::{Spinner, URING_WAITER};
 
 use super::*;
 
@@ -513,8 +514,9 @@ impl Ring {
         CQ_LOCK.store(false, Release);
     }
 
-    /// Waits for the completion of the caller's submission. After each second without it, looks
-    /// at the ring's fd: a ring that is no longer there never completes anything.
+    /// Waits for the completion of the caller's submission: spins (as long as
+    /// `spin::URING_WAITER` allows), then sleeps in io_uring_enter. After each second without
+    /// it, looks at the ring's fd: a ring that is no longer there never completes anything.
     fn wait(&self, slot: &Slot) -> Waited {
         let ring = self;
         let ts = Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
@@ -524,16 +526,14 @@ impl Ring {
             min_wait_usec: 0,
             ts: &ts as *const Timespec as u64,
         };
-        let mut spins = 0u32;
+        let mut spinner = Spinner::new(URING_WAITER, None);
         let mut deadline = 0;
         loop {
             ring.drain();
             if let Some(outcome) = slot.answer() {
                 return Waited::Done(outcome);
             }
-            spins += 1;
-            if spins < 2000 {
-                core::hint::spin_loop();
+            if spinner.go_on() {
                 continue;
             }
             // Sleeps until a completion (anyone's) or 1 ms, whichever first: a completion another

@@ -7,15 +7,13 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
 use super::*;
+use crate::spin::{Budget, Spinner, CALLER};
 
 const FREE: u32 = 0;
 const POSTED: u32 = 1;
 const RUNNING: u32 = 2;
 const DONE: u32 = 3;
 const CANCELLED: u32 = 4;
-
-/// How long a caller spins for its answer before it sleeps.
-const CALLER_SPIN: u32 = 4000;
 
 /// What a lane hands back for one call.
 #[derive(Clone, Copy)]
@@ -57,24 +55,32 @@ impl Slot {
         self.state.store(FREE, Relaxed);
     }
 
-    /// Posts `call`, runs `notify` (which tells a syscall thread), and waits for the answer:
-    /// spinning first if `spin`, then sleeping on the slot's futex. A request no syscall thread
+    /// Posts `call`, runs `notify` (which tells a syscall thread, and returns whether it had
+    /// to wake it), and waits for the answer: spinning first if `spin` (as long as
+    /// `spin::CALLER` allows; only its short budget for a thread just woken, whose answer
+    /// comes a wake-up later), then sleeping on the slot's futex. A request no syscall thread
     /// has taken after a second is taken back: None, and the caller makes the call itself.
     /// A request a thread has taken is always waited for (it never blocks: `exec.rs`).
-    pub fn post_and_wait(&self, call: &Call, notify: impl FnOnce(), spin: bool) -> Option<Outcome> {
+    pub fn post_and_wait(
+        &self,
+        call: &Call,
+        notify: impl FnOnce() -> bool,
+        spin: bool,
+    ) -> Option<Outcome> {
         self.op.store(call.op(), Relaxed);
         for (a, v) in self.args.iter().zip(call.args()) {
             a.store(v, Relaxed);
         }
         self.waiter.store(0, Relaxed);
         self.state.store(POSTED, SeqCst);
-        notify();
+        let woken = notify();
         if spin {
-            for _ in 0..CALLER_SPIN {
+            let budget = if woken { Budget { long_ns: CALLER.short_ns, ..CALLER } } else { CALLER };
+            let mut spinner = Spinner::new(budget, None);
+            while spinner.go_on() {
                 if self.state.load(Acquire) == DONE {
                     return Some(self.take());
                 }
-                core::hint::spin_loop();
             }
         }
         self.waiter.store(1, SeqCst);

@@ -108,3 +108,15 @@ pub fn raise_sigpipe() {
     // SAFETY: signals the calling thread itself, with a valid signal.
     unsafe { pthread_kill(pthread_self(), SIGPIPE) };
 }
+
+/// How many times the calling thread was preempted (`ru_nivcsw` of getrusage(RUSAGE_THREAD)):
+/// a rise means another thread wanted its CPU. Keeps errno.
+pub fn involuntary_switches() -> Option<u64> {
+    const RUSAGE_THREAD: c_int = 1;
+    let mut usage = Rusage([0; 18]);
+    let saved = errno();
+    // SAFETY: `usage` is a valid out struct rusage (144 bytes on 64-bit Linux).
+    let rc = unsafe { getrusage(RUSAGE_THREAD, &mut usage) };
+    set_errno(saved);
+    (rc == 0).then_some(usage.0[17] as u64)
+}

@@ -357,6 +357,18 @@ mod tests {
     }
 
     #[test]
+    fn the_carriers_per_cpu_words_are_theirs_alone() {
+        // What the carriers count per CPU after the records (and the program may scribble
+        // over) changes nothing the reader reports.
+        let mut bytes = area(1);
+        put(&mut bytes, layout::HEADER + layout::THREADS, 1);
+        let before = parse(&bytes);
+        bytes[layout::CPU_WORDS..].fill(0xff);
+        assert_eq!(parse(&bytes), before);
+        assert_eq!(parse(&bytes[..layout::CPU_WORDS]), before, "an area without them reads alike");
+    }
+
+    #[test]
     fn an_sqpoll_records_thread_is_its_poller() {
         let mut bytes = area(1);
         put(&mut bytes, layout::HEADER + layout::THREADS, 1);

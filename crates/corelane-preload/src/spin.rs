@@ -1,0 +1,128 @@
+//! How long a lane's threads spin before they sleep: by time (the monotonic clock, read every
+//! few iterations), never by a count of iterations, and long only while nobody else wants the
+//! CPU.
+//!
+//! Sleeping costs a futex wake-up: measured here (`docs/results/futex-wake.c`, 2 vCPUs) the
+//! waker's FUTEX_WAKE takes 13–19 µs and the sleeper runs 41–44 µs after it on another, idle
+//! CPU, 5 µs on the same CPU. Spinning costs whatever else could run on the CPU. So every
+//! spinner spins [`Budget::short_ns`] (about one wake-up) and goes on to its longer budget
+//! only while its CPU has nothing else to run, as far as it can tell:
+//! - no other syscall thread of the run is awake on it (the run's shared count of awake
+//!   carriers per CPU, `stats::awake_on`: a carrier counts itself; a caller, which runs on an
+//!   application CPU, counts nothing there), and
+//! - it was not preempted lately (`ru_nivcsw` did not rise within [`QUIET_NS`]): a client or
+//!   any other program wanting the CPU preempts a spinner, and the spinner keeps its spins
+//!   short for a while after.
+//!
+//! While the long spin goes on both are looked at again: the count at every clock read, the
+//! preemptions every [`LOOK_NS`].
+
+use core::sync::atomic::AtomicU32;
+use core::sync::atomic::Ordering::Relaxed;
+use std::cell::Cell;
+
+use crate::sys::{involuntary_switches, monotonic_ns};
+
+/// About one futex wake-up here (see above): what spinning may cost when another thread is
+/// runnable on the CPU.
+pub const WAKE_NS: u64 = 10_000;
+/// A thread preempted within this long counts as sharing its CPU.
+pub const QUIET_NS: u64 = 20_000_000;
+/// How often a long spin asks whether it was preempted (getrusage).
+pub const LOOK_NS: u64 = 25_000;
+/// The clock is read once every this many spins (a read costs 80–110 ns in this VM).
+const SPINS_PER_READ: u32 = 16;
+
+/// How long one kind of spinner spins.
+#[derive(Clone, Copy)]
+pub struct Budget {
+    /// While another thread is runnable on the CPU.
+    pub short_ns: u64,
+    /// While the CPU has nothing else to run.
+    pub long_ns: u64,
+}
+
+/// A syscall thread after its last request (a server's next call usually follows at once):
+/// its former budget of 20,000 spins took 0.5 ms here.
+pub const CARRIER: Budget = Budget { short_ns: WAKE_NS, long_ns: 500_000 };
+/// A caller waiting for its carrier's answer (formerly 4,000 spins: 0.1 ms).
+pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000 };
+/// A uring lane caller waiting for its completion.
+pub const URING_WAITER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000 };
+
+thread_local! {
+    /// This thread's involuntary switches when last read (None: never), and when (monotonic
+    /// ns) they were last seen to rise (0: never).
+    static PREEMPTED: Cell<(Option<u64>, u64)> = const { Cell::new((None, 0)) };
+}
+
+/// Whether this thread was preempted within QUIET_NS of `now` (reads getrusage).
+fn preempted_lately(now: u64) -> bool {
+    let Some(switches) = involuntary_switches() else { return false };
+    let (seen, at) = PREEMPTED.with(Cell::get);
+    let at = if seen.is_some_and(|seen| seen != switches) { now } else { at };
+    PREEMPTED.with(|p| p.set((Some(switches), at)));
+    at != 0 && now.saturating_sub(at) < QUIET_NS
+}
+
+/// One spin-then-sleep wait: ask [`Spinner::go_on`] after each look at what is awaited.
+pub struct Spinner {
+    budget: Budget,
+    /// The run's count of awake carriers on this CPU, and how many of them are this thread.
+    awake: Option<(&'static AtomicU32, u32)>,
+    spins: u32,
+    start: u64,
+    long: bool,
+    next_look: u64,
+    /// The budget is spent: every later ask answers false.
+    spent: bool,
+}
+
+impl Spinner {
+    /// A spinner with `budget`; `awake`: the CPU's count of awake carriers and how many of
+    /// them this thread is (a carrier: 1), or None (a caller).
+    pub fn new(budget: Budget, awake: Option<(&'static AtomicU32, u32)>) -> Self {
+        Spinner { budget, awake, spins: 0, start: 0, long: false, next_look: 0, spent: false }
+    }
+
+    /// Whether another carrier of the run is awake on this CPU.
+    fn crowded(&self) -> bool {
+        self.awake.is_some_and(|(count, mine)| count.load(Relaxed) > mine)
+    }
+
+    /// Whether to spin once more (false: sleep now, and from then on).
+    pub fn go_on(&mut self) -> bool {
+        if self.spent {
+            return false;
+        }
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % SPINS_PER_READ != 0 {
+            core::hint::spin_loop();
+            return true;
+        }
+        let now = monotonic_ns();
+        if self.start == 0 {
+            self.start = now;
+        }
+        let spun = now.saturating_sub(self.start);
+        let go_on = if spun < self.budget.short_ns {
+            true
+        } else if !self.long {
+            self.long = !self.crowded() && !preempted_lately(now);
+            self.next_look = spun.saturating_add(LOOK_NS);
+            self.long
+        } else if spun >= self.budget.long_ns || self.crowded() {
+            false
+        } else if spun >= self.next_look {
+            self.next_look = spun.saturating_add(LOOK_NS);
+            !preempted_lately(now)
+        } else {
+            true
+        };
+        if go_on {
+            core::hint::spin_loop();
+        }
+        self.spent = !go_on;
+        go_on
+    }
+}
