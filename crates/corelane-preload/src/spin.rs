@@ -21,7 +21,7 @@ use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::Relaxed;
 use std::cell::Cell;
 
-use crate::sys::{involuntary_switches, monotonic_ns};
+use crate::sys::{involuntary_switches, monotonic_ns, sys_sched_yield};
 
 /// About one futex wake-up here (see above): what spinning may cost when another thread is
 /// runnable on the CPU.
@@ -40,15 +40,19 @@ pub struct Budget {
     pub short_ns: u64,
     /// While the CPU has nothing else to run.
     pub long_ns: u64,
+    /// While other syscall threads of the run are awake on the CPU, hand it to them
+    /// (sched_yield) and spin on, rather than sleep: every carrier that sleeps costs its next
+    /// caller a futex wake-up on the application CPU.
+    pub yields: bool,
 }
 
 /// A syscall thread after its last request (a server's next call usually follows at once):
 /// its former budget of 20,000 spins took 0.5 ms here.
-pub const CARRIER: Budget = Budget { short_ns: WAKE_NS, long_ns: 500_000 };
+pub const CARRIER: Budget = Budget { short_ns: WAKE_NS, long_ns: 500_000, yields: true };
 /// A caller waiting for its carrier's answer (formerly 4,000 spins: 0.1 ms).
-pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000 };
+pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: false };
 /// A uring lane caller waiting for its completion.
-pub const URING_WAITER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000 };
+pub const URING_WAITER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: false };
 
 thread_local! {
     /// This thread's involuntary switches when last read (None: never), and when (monotonic
@@ -63,6 +67,15 @@ fn preempted_lately(now: u64) -> bool {
     let at = if seen.is_some_and(|seen| seen != switches) { now } else { at };
     PREEMPTED.with(|p| p.set((Some(switches), at)));
     at != 0 && now.saturating_sub(at) < QUIET_NS
+}
+
+/// Hands the CPU to whatever else is runnable on it; the switches this makes are not
+/// preemptions (the baseline of `preempted_lately` moves past them).
+fn yield_cpu() {
+    sys_sched_yield();
+    if let Some(switches) = involuntary_switches() {
+        PREEMPTED.with(|p| p.set((Some(switches), p.get().1)));
+    }
 }
 
 /// One spin-then-sleep wait: ask [`Spinner::go_on`] after each look at what is awaited.
@@ -107,11 +120,14 @@ impl Spinner {
         let spun = now.saturating_sub(self.start);
         let go_on = if spun < self.budget.short_ns {
             true
+        } else if self.budget.yields && spun < self.budget.long_ns && self.crowded() {
+            yield_cpu();
+            true
         } else if !self.long {
             self.long = !self.crowded() && !preempted_lately(now);
             self.next_look = spun.saturating_add(LOOK_NS);
             self.long
-        } else if spun >= self.budget.long_ns || self.crowded() {
+        } else if spun >= self.budget.long_ns || (!self.budget.yields && self.crowded()) {
             false
         } else if spun >= self.next_look {
             self.next_look = spun.saturating_add(LOOK_NS);

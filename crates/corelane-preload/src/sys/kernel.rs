@@ -114,6 +114,12 @@ pub fn sys_gettid() -> u32 {
     unsafe { raw(nr::GETTID, [0; 6]) as u32 }
 }
 
+/// Lets any other runnable thread on this CPU run first (returns at once when there is none).
+pub fn sys_sched_yield() {
+    // SAFETY: sched_yield takes no argument.
+    unsafe { raw(nr::SCHED_YIELD, [0; 6]) };
+}
+
 /// Whether threads `a` and `b` (of this process) share one descriptor table (kcmp
 /// KCMP_FILES); None when the kernel cannot say (no kcmp, a thread gone).
 pub fn sys_same_fd_table(a: u32, b: u32) -> Option<bool> {

@@ -70,6 +70,7 @@ pub mod nr {
     pub const DUP2: c_long = 33;
     pub const EXIT_GROUP: c_long = 231;
     pub const GETTID: c_long = 186;
+    pub const SCHED_YIELD: c_long = 24;
     pub const FUTEX: c_long = 202;
     pub const SETUID: c_long = 105;
     pub const SETGID: c_long = 106;
@@ -105,6 +106,7 @@ pub mod nr {
     pub const DUP2: c_long = -1;
     pub const EXIT_GROUP: c_long = 94;
     pub const GETTID: c_long = 178;
+    pub const SCHED_YIELD: c_long = 124;
     pub const FUTEX: c_long = 98;
     pub const SETUID: c_long = 146;
     pub const SETGID: c_long = 144;
