@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use common::compile_run_program;
 
 /// Each program, with the kinds of call (`--json`'s `delegated` keys) each lane must have
-/// carried for it: threads first, then uring (which carries only sends and receives).
+/// carried for it: threads first, then uring (sends, receives and accept).
 const PROGRAMS: &[(&str, &[&str], &[&str])] = &[
     ("epoll", &["recv", "epoll_wait"], &["recv"]),
     ("poll_select", &["poll", "recv"], &["recv"]),
-    ("accept", &["accept", "recv", "send"], &["recv", "send"]),
+    ("accept", &["accept", "recv", "send"], &["accept", "recv", "send"]),
     ("msg_flags", &["recv"], &["recv"]),
     ("timeouts", &["recv", "send"], &["recv", "send"]),
     ("shutdown", &["recv", "send"], &["recv", "send"]),

@@ -12,10 +12,13 @@
 //!   application CPU, counts nothing there), and
 //! - it was not preempted lately (`ru_nivcsw` did not rise within [`QUIET_NS`]): a client or
 //!   any other program wanting the CPU preempts a spinner, and the spinner keeps its spins
-//!   short for a while after.
+//!   short for a while after. A caller does not ask this: its answer is being made, and it
+//!   spins at most about one wake-up.
 //!
 //! While the long spin goes on both are looked at again: the count at every clock read, the
-//! preemptions every [`LOOK_NS`].
+//! preemptions every [`LOOK_NS`]. A syscall thread (a budget that `yields`) crowded only by
+//! other syscall threads of the run hands them the CPU (sched_yield) and spins on instead of
+//! sleeping: a sleeping carrier costs its next caller a FUTEX_WAKE on the application CPU.
 
 use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::Relaxed;
@@ -27,7 +30,7 @@ use crate::sys::{involuntary_switches, monotonic_ns, sys_sched_yield};
 /// runnable on the CPU.
 pub const WAKE_NS: u64 = 10_000;
 /// A thread preempted within this long counts as sharing its CPU.
-pub const QUIET_NS: u64 = 20_000_000;
+pub const QUIET_NS: u64 = 1_000_000;
 /// How often a long spin asks whether it was preempted (getrusage).
 pub const LOOK_NS: u64 = 25_000;
 /// The clock is read once every this many spins (a read costs 80–110 ns in this VM).
@@ -49,8 +52,10 @@ pub struct Budget {
 /// A syscall thread after its last request (a server's next call usually follows at once):
 /// its former budget of 20,000 spins took 0.5 ms here.
 pub const CARRIER: Budget = Budget { short_ns: WAKE_NS, long_ns: 500_000, yields: true };
-/// A caller waiting for its carrier's answer (formerly 4,000 spins: 0.1 ms).
-pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: false };
+/// A caller waiting for its carrier's answer: about one wake-up as it sleeps on a busy CPU
+/// (41-44 µs), whatever else wants its CPU, when its carrier was awake (sleeping instead would
+/// cost it two context switches there: redis under the threads lane lost half its requests/s).
+pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 45_000, yields: false };
 /// A uring lane caller waiting for its completion.
 pub const URING_WAITER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: false };
 
@@ -124,12 +129,14 @@ impl Spinner {
             yield_cpu();
             true
         } else if !self.long {
-            self.long = !self.crowded() && !preempted_lately(now);
+            // A caller waits for an answer that is already being made (its carrier was
+            // awake): sleeping would cost it two context switches on a CPU its program needs.
+            self.long = self.awake.is_none() || (!self.crowded() && !preempted_lately(now));
             self.next_look = spun.saturating_add(LOOK_NS);
             self.long
         } else if spun >= self.budget.long_ns || (!self.budget.yields && self.crowded()) {
             false
-        } else if spun >= self.next_look {
+        } else if spun >= self.next_look && self.awake.is_some() {
             self.next_look = spun.saturating_add(LOOK_NS);
             !preempted_lately(now)
         } else {
