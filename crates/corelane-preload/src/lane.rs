@@ -7,10 +7,12 @@
 //! A syscall thread spins after its last request (a server's next call usually follows at
 //! once), then sleeps on its doorbell futex. Both spin by time, about one futex wake-up
 //! (10 µs; measured here: 13–19 µs in FUTEX_WAKE, 41–44 µs until a sleeper on another idle CPU
-//! runs), and longer (a syscall thread 0.5 ms, a caller 0.1 ms) only while their CPU has
-//! nothing else to run: no other syscall thread of the run awake there (the run's count per
-//! CPU, which a thread keeps itself in while awake and a waking caller counts it into before
-//! FUTEX_WAKE) and no preemption of the spinner lately (`spin.rs`).
+//! runs). A syscall thread spins longer (0.5 ms) only while its CPU has nothing else to run:
+//! no preemption of it lately, and no other syscall thread of the run awake there (the run's
+//! count per CPU, which a thread keeps itself in while awake and a waking caller counts it
+//! into before FUTEX_WAKE) — those it hands the CPU to (sched_yield) and spins on. A caller
+//! whose syscall thread was awake spins about one wake-up (45 µs) whatever else wants its CPU:
+//! sleeping would cost it two context switches there (`spin.rs`).
 //! Every sleep is a Dekker pair of sequentially consistent flags, so no wake-up is lost.
 //! A caller that waits a second for a request the thread has not even taken cancels it, runs
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.
