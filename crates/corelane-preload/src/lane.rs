@@ -12,7 +12,7 @@
 //! count per CPU, which a thread keeps itself in while awake and a waking caller counts it
 //! into before FUTEX_WAKE) — those it hands the CPU to (sched_yield) and spins on. A caller
 //! whose syscall thread was awake spins about one wake-up (45 µs) whatever else wants its CPU:
-//! sleeping would cost it two context switches there (`spin.rs`).
+//! sleeping would cost it two context switches there (`sys/spin.rs`).
 //! Every sleep is a Dekker pair of sequentially consistent flags, so no wake-up is lost.
 //! A caller that waits a second for a request the thread has not even taken cancels it, runs
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.
@@ -23,9 +23,9 @@ use std::cell::Cell;
 
 use crate::abi::off_reason::CARRIER_STALLED;
 use crate::abi::{lane_mode, MAX_THREADS};
-use crate::spin::{self, Spinner};
 use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
+use crate::sys::spin::{self, Spinner};
 use crate::sys::*;
 use crate::uring;
 

@@ -34,7 +34,6 @@ mod lane;
 mod raw;
 mod rights;
 mod sockets;
-mod spin;
 mod state;
 mod stats;
 mod uring;

@@ -262,6 +262,7 @@ mod kernel;
 pub mod real;
 pub mod ring;
 mod slot;
+pub mod spin;
 mod thread;
 
 pub use area::Area;

@@ -22,8 +22,8 @@ use core::sync::atomic::{
     fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 };
 
+use super::spin::{Spinner, URING_WAITER};
 use crate::abi::op::*;
-use crate::spin::{Spinner, URING_WAITER};
 
 use super::*;
 

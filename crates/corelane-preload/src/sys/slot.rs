@@ -6,8 +6,8 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
+use super::spin::{Budget, Spinner, CALLER};
 use super::*;
-use crate::spin::{Budget, Spinner, CALLER};
 
 const FREE: u32 = 0;
 const POSTED: u32 = 1;

@@ -86,7 +86,7 @@ impl SuperviseError {
 }
 
 /// Runs `program` to its end and the end of every process it leaves, forwarding the signals a
-/// server is driven by ([`FORWARDED`]) to it (see `Targets`). Call it from the thread that lives
+/// server is driven by (`FORWARDED`) to it (see `Targets`). Call it from the thread that lives
 /// through the whole run (the main thread): the program's death signal follows that thread,
 /// and only its children are waited for (`__WNOTHREAD`), so a process another thread of
 /// corelane starts (a NIC keeper) is not.

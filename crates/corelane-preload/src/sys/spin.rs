@@ -24,7 +24,7 @@ use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::Relaxed;
 use std::cell::Cell;
 
-use crate::sys::{involuntary_switches, monotonic_ns, sys_sched_yield};
+use super::{involuntary_switches, monotonic_ns, sys_sched_yield};
 
 /// About one futex wake-up here (see above): what spinning may cost when another thread is
 /// runnable on the CPU.
