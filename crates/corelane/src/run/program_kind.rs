@@ -63,7 +63,17 @@ pub fn resolve(command: &[OsString], env: &[(OsString, OsString)]) -> Option<Pat
 /// Whether the program at `path` is one whose calls cannot be carried (None: it can, or the
 /// file is not an ELF this could read).
 pub fn not_carried(path: &Path) -> Option<NotCarried> {
-    let file = File::open(path).ok()?;
+    // Non-blocking, so a FIFO named as the program never hangs the open; only a regular
+    // file is read (a device or a FIFO is not judged, and exec refuses it).
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let elf = Elf::read(&file)?;
     if elf.is_go(&file) {
         return Some(NotCarried::Go);
@@ -224,6 +234,20 @@ pub fn shown(path: &Path) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO named as the program is not opened for a blocking read (it would wait for a
+    /// writer forever): it is not judged, at once.
+    #[test]
+    fn a_fifo_named_as_the_program_does_not_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o700))
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(not_carried(&fifo)));
+        let judged = rx.recv_timeout(std::time::Duration::from_secs(2));
+        assert_eq!(judged, Ok(None), "a FIFO hung the program's check");
+    }
 
     #[test]
     fn a_dynamic_program_and_a_script_are_carried_and_garbage_is_not_judged() {
