@@ -141,11 +141,6 @@ pub mod stats {
     /// The lowest fd number `corelane run` moves the area to (out of the way of the low fds
     /// programs expect to be theirs: socket activation passes listeners from fd 3 on).
     pub const HIGH_FD: i32 = 100;
-    /// corelane's own fds in the program (this area's, the uring lane's ring) take the highest
-    /// free numbers below this and the soft RLIMIT_NOFILE, down to HIGH_FD: a program's fds are
-    /// the lowest free numbers, so it gets the ones it would natively. Low enough that the
-    /// kernel's descriptor table stays small (a fork copies it up to the highest open fd).
-    pub const TOP_FD: i32 = 1024;
 
     /// Byte offsets of a record's 64-bit words.
     pub const PID: usize = 0;

@@ -30,28 +30,19 @@ pub fn lingers(fd: c_int) -> bool {
     rc == 0 && linger.onoff != 0 && linger.linger > 0
 }
 
-/// Moves `fd`, one of the library's own (close-on-exec), to the highest free number below
-/// the soft RLIMIT_NOFILE and `abi::stats::TOP_FD` (at least `HIGH_FD`), closing the number
-/// the kernel gave it: the lowest free one, which natively is the program's next fd. Returns
-/// the fd's number now (`fd` itself where nothing higher is free). Keeps errno.
+/// Moves `fd`, one of the library's own (close-on-exec), to the lowest free number from
+/// `abi::stats::HIGH_FD` on, closing the number the kernel gave it: the lowest free one, which
+/// natively is the program's next fd. Returns the fd's number now (`fd` itself where nothing
+/// from HIGH_FD on is free). Keeps errno.
 pub fn move_high(fd: c_int) -> c_int {
-    use crate::abi::stats::{HIGH_FD, TOP_FD};
-    let top = sys_nofile_soft().map_or(TOP_FD as u64, |soft| soft.min(TOP_FD as u64)) as c_int;
-    // F_DUPFD_CLOEXEC from n gives the lowest free number >= n (EMFILE: none below the
-    // limit): going down from the top, the first answer below it is the highest free number.
-    let mut n = top - 1;
-    while n >= HIGH_FD && n > fd {
-        let moved = sys_dupfd_cloexec(fd, n);
-        if moved >= 0 && moved < c_long::from(top) {
-            sys_close(fd);
-            return moved as c_int;
-        }
-        if moved >= 0 {
-            sys_close(moved as c_int);
-        } else if moved != -c_long::from(EMFILE) {
-            break;
-        }
-        n -= 1;
+    use crate::abi::stats::HIGH_FD;
+    if fd >= HIGH_FD {
+        return fd;
     }
-    fd
+    let moved = sys_dupfd_cloexec(fd, HIGH_FD);
+    if moved < 0 {
+        return fd;
+    }
+    sys_close(fd);
+    moved as c_int
 }

@@ -67,16 +67,6 @@ pub fn sys_dupfd_cloexec(fd: c_int, lowest: c_int) -> c_long {
     unsafe { raw(nr::FCNTL, [fd as usize, F_DUPFD_CLOEXEC, lowest as usize, 0, 0, 0]) }
 }
 
-/// The process's soft RLIMIT_NOFILE (prlimit64 of itself), or None.
-pub fn sys_nofile_soft() -> Option<u64> {
-    const RLIMIT_NOFILE: usize = 7;
-    let mut limit = [0u64; 2];
-    // SAFETY: `limit` is a `struct rlimit64` (two u64) the kernel writes; the new limit is NULL.
-    let rc =
-        unsafe { raw(nr::PRLIMIT64, [0, RLIMIT_NOFILE, 0, limit.as_mut_ptr() as usize, 0, 0]) };
-    (rc == 0).then_some(limit[0])
-}
-
 /// munmap(2) of a mapping the caller made; the kernel's return.
 ///
 /// # Safety

@@ -21,7 +21,6 @@ pub const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
 
 pub const EAGAIN: c_int = 11;
 pub const EPIPE: c_int = 32;
-pub const EMFILE: c_int = 24;
 pub const ENOSYS: c_int = 38;
 pub const ENOTSOCK: c_int = 88;
 
@@ -64,7 +63,6 @@ pub mod nr {
     pub const CLOSE: c_long = 3;
     pub const FSTAT: c_long = 5;
     pub const FCNTL: c_long = 72;
-    pub const PRLIMIT64: c_long = 302;
     pub const MUNMAP: c_long = 11;
     pub const MADVISE: c_long = 28;
     pub const DUP2: c_long = 33;
@@ -100,7 +98,6 @@ pub mod nr {
     pub const CLOSE: c_long = 57;
     pub const FSTAT: c_long = 80;
     pub const FCNTL: c_long = 25;
-    pub const PRLIMIT64: c_long = 261;
     pub const MUNMAP: c_long = 215;
     pub const MADVISE: c_long = 233;
     pub const DUP2: c_long = -1;
