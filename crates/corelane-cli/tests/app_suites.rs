@@ -555,11 +555,13 @@ const MEMCACHED_FILE_LIMIT: Duration = Duration::from_secs(150);
 const MEMCACHED_FILES_AT_ONCE: usize = 2;
 
 /// Files that pass natively but keep a CPU busy for 25-60 s each (tens of thousands of
-/// checks, or the restart file's long waits): run with CORELANE_APP_SUITES=all. Under either
-/// lane t/restart.t fails today: it stops the server with SIGUSR1 (through timedrun), which
-/// `corelane run` does not forward, so the signal ends `corelane run` and its parent-death
-/// SIGKILL ends memcached before it saves its restart file.
+/// checks, or the restart file's long waits): run with CORELANE_APP_SUITES=all. t/restart.t
+/// stops the server with SIGUSR1 (through timedrun), which `corelane run` now forwards.
+/// t/issue_67.t binds fixed ports (11211, 11232-11273): with the three modes at once it
+/// collides with itself (it failed natively so), so it runs only in the full set, where it
+/// can still collide: a known gap of this harness.
 const MEMCACHED_LONG_FILES: &[&str] = &[
+    "t/issue_67.t",
     "t/lru-crawler.t",
     "t/getset.t",
     "t/binary-extstore.t",
@@ -731,7 +733,7 @@ fn memcached_t_suite_passes_the_same_files_natively_and_under_each_lane() {
     if !all_asked() {
         files.retain(|f| !MEMCACHED_LONG_FILES.contains(&f.as_str()));
         let long = MEMCACHED_LONG_FILES.join(" ");
-        what += &format!("; for time (CORELANE_APP_SUITES=all runs them): {long}");
+        what += &format!("; for time or fixed ports (CORELANE_APP_SUITES=all runs them): {long}");
     }
     let _one_suite = one_suite_at_a_time();
     let start = Instant::now();
