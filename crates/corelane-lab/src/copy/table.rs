@@ -63,6 +63,6 @@ impl Report for CopyLabReport {
     }
 
     fn outline(&self) -> report::Outline<'_> {
-        report::Outline::of("copy — seed 002", &self.machine, &self.findings)
+        report::Outline::of("copy — large-file duplication", &self.machine, &self.findings)
     }
 }
