@@ -342,27 +342,37 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// The summary on stderr in one write, so that it never lands inside a line another
+/// process sharing the stream (a test harness's TAP, a shell's log) is writing.
 fn print_summary(s: &Summary) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().write_all(summary_text(s).as_bytes());
+}
+
+fn summary_text(s: &Summary) -> String {
+    let mut out = Vec::new();
     let how = match s.signal {
         Some(sig) => format!("killed by signal {sig} (status {})", s.exit_status),
         None => format!("exited with status {}", s.exit_status),
     };
-    eprintln!("corelane run: {} {how} after {:.1} ms", s.command.join(" "), ms(s.wall_ns));
-    eprintln!(
+    out.push(format!("corelane run: {} {how} after {:.1} ms", s.command.join(" "), ms(s.wall_ns)));
+    out.push(format!(
         "  program on CPUs {}: {:.3} ms CPU over {} process(es)",
         s.app_cpus,
         ms(s.program.cpu_ns),
         s.program.processes
-    );
+    ));
     if s.syscall_lane == "none" {
-        eprintln!("  no syscall lane (no --syscall-cpus): every call ran in the program's threads");
-        return;
+        out.push(
+            "  no syscall lane (no --syscall-cpus): every call ran in the program's threads".into(),
+        );
+        return out.join("\n") + "\n";
     }
     if let Some(note) = &s.lane_note {
-        eprintln!("  {note}");
+        out.push(format!("  {note}"));
     }
     let d = &s.delegated;
-    eprintln!(
+    out.push(format!(
         "  {} syscall thread(s) on CPUs {} ({}): {:.3} ms CPU, {} calls: send {} recv {} read {} \
          write {} accept {} connect {} poll {} epoll_wait {} sendfile {} close {} other {}",
         s.syscall_threads.count,
@@ -381,22 +391,23 @@ fn print_summary(s: &Summary) {
         d.sendfile,
         d.close,
         d.other
-    );
-    print_lane_changes(s);
+    ));
+    lane_changes(s, &mut out);
+    out.join("\n") + "\n"
 }
 
 /// The lanes that turned themselves off, and the carriers' rebuilds.
-fn print_lane_changes(s: &Summary) {
+fn lane_changes(s: &Summary, out: &mut Vec<String>) {
     for off in &s.lane_off {
-        eprintln!(
+        out.push(format!(
             "  process {}: the lane turned itself off {:.1} ms after the start: {}; its calls ran in its own threads from then on",
             off.pid, off.after_ms, off.words
-        );
+        ));
     }
     if s.rebuilt > 0 {
-        eprintln!(
+        out.push(format!(
             "  carriers rebuilt {} time(s) after a change of credentials every thread followed",
             s.rebuilt
-        );
+        ));
     }
 }

@@ -848,3 +848,29 @@ fn an_idle_programs_carriers_cost_under_two_percent_of_a_cpu() {
         assert!(share < 0.02, "{lane}: idle carriers used {:.1} % of a CPU", share * 100.0);
     }
 }
+
+/// The summary reaches stderr in one write: a test harness that shares the stream (perl's
+/// TAP in memcached's suite) once read an `ok` line that began inside the summary's pieces.
+#[test]
+fn the_summary_is_one_write_on_stderr() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        return eprintln!("skipped: no strace (apt-get install strace; .ci/run does)");
+    }
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let mut args: Vec<String> =
+        ["-qq", "-e", "trace=write", "-e", "signal=none", "-s", "4096", "-o"]
+            .map(String::from)
+            .to_vec();
+    args.push(trace.path().to_str().unwrap().to_string());
+    args.push(env!("CARGO_BIN_EXE_corelane").to_string());
+    args.push("run".to_string());
+    args.extend(placement_args());
+    args.extend(["--", "true"].map(String::from));
+    let out = Command::new("strace").args(&args).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(trace.path()).unwrap();
+    let to_stderr: Vec<&str> = text.lines().filter(|l| l.starts_with("write(2,")).collect();
+    assert_eq!(to_stderr.len(), 1, "the summary took several writes: {to_stderr:#?}");
+    let one = to_stderr[0];
+    assert!(one.contains("exited with status 0") && one.contains("calls: send"), "{one}");
+}
