@@ -267,7 +267,12 @@ export! {
         let direct = |_| unsafe { real::recvmmsg(fd, vec, vlen, flags, timeout) } as isize;
         let args = [fd as u64, vec as u64, vlen as u64, flags as u64, timeout as u64, 0];
         // SAFETY: the program's own arguments, valid until this call returns.
-        io(&unsafe { Call::new(RECVMMSG, args) }, false, direct) as c_int
+        let ret = io(&unsafe { Call::new(RECVMMSG, args) }, false, direct) as c_int;
+        if ret > 0 {
+            // SAFETY: recvmmsg's contract: `ret` messages filled, each `controllen` set.
+            unsafe { received_fds_each(vec, ret as usize, sockets::forget) };
+        }
+        ret
     }
 }
 

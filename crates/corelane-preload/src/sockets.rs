@@ -2,8 +2,8 @@
 //! a read or write on a file pays no extra system call after its first. It follows every way
 //! the library sees a descriptor made, copied or closed: socket, socketpair and accept mark
 //! theirs; dup, dup2, dup3 and fcntl's F_DUPFD copy the old number's kind to the new;
-//! close, close_range and closefrom forget theirs; recvmsg forgets the numbers SCM_RIGHTS
-//! brought. One closed some other way (glibc inside fclose, a raw system call) can leave a
+//! close, close_range and closefrom forget theirs; recvmsg and recvmmsg forget the numbers
+//! SCM_RIGHTS brought. One closed some other way (glibc inside fclose, a raw system call) can leave a
 //! stale entry, which is harmless: a stale "socket" gets ENOTSOCK from the kernel and is
 //! corrected, a stale "not a socket" only keeps a socket's calls direct.
 

@@ -171,6 +171,31 @@ static int fds(void) {
     memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&r)), sizeof got);
     CHECK(got == t, "received at %d, not %d", got, t);
     CHECK(write(p[1], "q", 1) == 1 && read(got, buf, 1) == 1 && buf[0] == 'q', "received pipe"); /* pipe */
+    /* The same through recvmmsg: a socket closed behind the library's back, its number
+     * reused by a pipe end the second of two messages brings: the pipe's calls. */
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(write(a[0], "0", 1) == 1, "write before rights");                   /* socket */
+    syscall(SYS_close, u);
+    c = CMSG_FIRSTHDR(&m);
+    memcpy(CMSG_DATA(c), &p[0], sizeof(int));
+    CHECK(sendmsg(a[0], &m, 0) == 1, "sendmsg rights 2 errno %d", errno);
+    char control2[2][CMSG_SPACE(sizeof(int))];
+    char two[2];
+    struct iovec ins[2] = { { &two[0], 1 }, { &two[1], 1 } };
+    struct mmsghdr mm[2];
+    memset(mm, 0, sizeof mm);
+    for (int i = 0; i < 2; i++) {
+        mm[i].msg_hdr.msg_iov = &ins[i], mm[i].msg_hdr.msg_iovlen = 1;
+        mm[i].msg_hdr.msg_control = control2[i], mm[i].msg_hdr.msg_controllen = sizeof control2[i];
+    }
+    /* A stream socket: one recvmmsg returns the message before the rights, then the next. */
+    int n = recvmmsg(a[1], mm, 1, 0, NULL);                                   /* socket */
+    CHECK(n == 1 && two[0] == '0', "recvmmsg first %d errno %d", n, errno);
+    n = recvmmsg(a[1], &mm[1], 1, 0, NULL);                                   /* socket */
+    CHECK(n == 1 && CMSG_FIRSTHDR(&mm[1].msg_hdr), "recvmmsg rights %d errno %d", n, errno);
+    memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&mm[1].msg_hdr)), sizeof got);
+    CHECK(got == u, "recvmmsg received at %d, not %d", got, u);
+    CHECK(write(p[1], "r", 1) == 1 && read(got, buf, 1) == 1 && buf[0] == 'r', "mm received pipe"); /* pipe */
     printf("fds ok\n");
     return 0;
 }

@@ -64,6 +64,24 @@ impl FdSets {
     }
 }
 
+/// struct mmsghdr's size on 64-bit Linux (a msghdr, its length, padding).
+const MMSGHDR: usize = core::mem::size_of::<Msghdr>() + 8;
+
+/// [`received_fds`] over the first `count` messages of a recvmmsg vector.
+///
+/// # Safety
+/// `vec` NULL or an array of at least `count` struct mmsghdr, each as `received_fds` wants
+/// (recvmmsg's contract, after it returned `count`).
+pub unsafe fn received_fds_each(vec: *const c_void, count: usize, mut each: impl FnMut(c_int)) {
+    if vec.is_null() {
+        return;
+    }
+    for i in 0..count {
+        // SAFETY: the caller's promise: message `i` lies inside the array.
+        unsafe { received_fds(vec.cast::<u8>().add(i * MMSGHDR).cast::<Msghdr>(), &mut each) };
+    }
+}
+
 const SCM_RIGHTS: c_int = 1;
 /// struct cmsghdr's size on 64-bit Linux (a size_t length, a level, a type).
 const CMSG_HEADER: usize = 16;

@@ -266,7 +266,7 @@ pub use area::Area;
 pub use call::{msg_bytes, send_rest, Call};
 pub use envp::{environ_apply, environ_entries};
 pub use fd::{lingers, move_high, socket_type, status_flags};
-pub use fdset::{received_fds, FdSets};
+pub use fdset::{received_fds, received_fds_each, FdSets};
 pub use fdtable::FdBytes;
 pub use kernel::*;
 pub use slot::{reset_slots, slot, Outcome, Slot, MAX_SLOTS};
