@@ -233,11 +233,12 @@ fn sockperf_ping_pong_is_carried_by_the_uring_lane() {
     assert!(delegated(&summary, "send") >= received, "{summary}");
 }
 
-/// A number past the first 65,536 and one a file left (closed behind the library's back)
-/// made socket copies by fcntl F_DUPFD: their writes are carried. A socket's number closed by
-/// close_range, and two closed behind the library's back then filled by SCM_RIGHTS (through
-/// recvmsg and recvmmsg), all reused by a pipe: the pipe's reads stay the program's own (the old cache carried them
-/// as a stale "socket" and counted them).
+/// A number past the first 65,536 (where the hard limit allows; the program says on stderr
+/// when it does not) and one a file left (closed behind the library's back) made socket copies
+/// by fcntl F_DUPFD: their writes are carried. A socket's number closed by close_range, and
+/// two closed behind the library's back then filled by SCM_RIGHTS (through recvmsg and
+/// recvmmsg), all reused by a pipe: the pipe's reads stay the program's own (the old cache
+/// carried them as a stale "socket" and counted them).
 #[test]
 fn the_socket_cache_follows_every_descriptor() {
     let Some((stdout, summary)) = run_mode_in("fds", "threads") else { return };
