@@ -72,6 +72,15 @@ pub(super) enum Value {
     Real(f64),
 }
 
+/// One histogram as read: each bucket's upper bound and what fell in it (not cumulative;
+/// the last bound `f64::INFINITY`), and the sum of what was observed. Its count is the
+/// buckets' sum, so the two always agree.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Histogram {
+    pub sum: f64,
+    pub buckets: Vec<(f64, u64)>,
+}
+
 /// What one family is.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Family<'a> {
@@ -89,6 +98,10 @@ impl<'a> Family<'a> {
 
     pub fn gauge(name: &'a str, help: &'a str) -> Self {
         Self { name, help, unit: None, kind: MetricType::Gauge }
+    }
+
+    pub fn histogram(name: &'a str, help: &'a str) -> Self {
+        Self { name, help, unit: None, kind: MetricType::Histogram }
     }
 
     pub fn unit(mut self, unit: &'a Unit) -> Self {
@@ -115,6 +128,26 @@ impl<'a> Family<'a> {
                 (_, Value::Count(v)) => sample.encode_gauge(&v)?,
                 (_, Value::Real(v)) => sample.encode_gauge(&v)?,
             }
+        }
+        Ok(())
+    }
+
+    /// Writes the family (a histogram) with one histogram per lane (label `lane`, its index).
+    pub fn histogram_per_lane(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+        lanes: impl IntoIterator<Item = Histogram>,
+    ) -> fmt::Result {
+        let mut family = encoder.encode_descriptor(self.name, self.help, self.unit, self.kind)?;
+        for (lane, histogram) in lanes.into_iter().enumerate() {
+            let labels = [("lane", lane.to_string())];
+            let count = histogram.buckets.iter().map(|&(_, n)| n).sum();
+            family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+                histogram.sum,
+                count,
+                &histogram.buckets,
+                None,
+            )?;
         }
         Ok(())
     }
