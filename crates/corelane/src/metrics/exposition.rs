@@ -172,6 +172,50 @@ impl<'a> Family<'a> {
 mod tests {
     use super::*;
 
+    /// One lane's histogram: 2 at most 1, none in (1, 2], 1 beyond; their sum 7.
+    #[derive(Debug)]
+    struct OneHistogram;
+
+    impl prometheus_client::collector::Collector for OneHistogram {
+        fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+            let buckets = vec![(1.0, 2), (2.0, 0), (f64::INFINITY, 1)];
+            Family::histogram("sizes", "Sizes")
+                .histogram_per_lane(&mut encoder, [Histogram { sum: 7.0, buckets }])
+        }
+    }
+
+    #[test]
+    fn a_histogram_is_cumulative_and_counts_its_buckets() {
+        let mut registry = super::super::registry();
+        registry.register_collector(Box::new(OneHistogram));
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            let text = encode(&registry, format);
+            assert!(text.contains("# TYPE corelane_sizes histogram\n"), "{text}");
+            // (series, le, value): the labels in either order, the numbers in either form.
+            let expected = [
+                ("corelane_sizes_bucket", Some(1.0), 2.0),
+                ("corelane_sizes_bucket", Some(2.0), 2.0),
+                ("corelane_sizes_bucket", Some(f64::INFINITY), 3.0),
+                ("corelane_sizes_count", None, 3.0),
+                ("corelane_sizes_sum", None, 7.0),
+            ];
+            for (series, le, value) in expected {
+                let found = text.lines().any(|l| {
+                    let Some((head, v)) = l.rsplit_once(' ') else { return false };
+                    let Some((name, labels)) = head.split_once('{') else { return false };
+                    let le_of = labels.split(',').find_map(|p| p.strip_prefix("le=\""));
+                    let le_of =
+                        le_of.map(|v| v.trim_end_matches(['"', '}']).replace("+Inf", "inf"));
+                    name == series
+                        && labels.contains("lane=\"0\"")
+                        && le_of.and_then(|v| v.parse::<f64>().ok()) == le
+                        && v.parse::<f64>().ok() == Some(value)
+                });
+                assert!(found, "{format:?}: no {series} le {le:?} = {value} in\n{text}");
+            }
+        }
+    }
+
     #[test]
     fn the_format_follows_the_accept_header() {
         let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
