@@ -758,33 +758,37 @@ fn echo_counts_the_bytes_it_answers_and_its_batches() {
     assert_eq!(batches, requests, "{summary}");
 }
 
-/// On both backends (io_uring, where the kernel refuses it, falls back to epoll and says so).
+/// On both backends (io_uring, where the kernel refuses it, falls back to epoll and says so),
+/// for a fixed body and for files: a small one (read in behind its head on io_uring) and one
+/// over 64 KiB (sendfile).
 #[test]
 fn request_durations_count_every_request_served() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small"), vec![b's'; 4096]).unwrap();
+    std::fs::write(dir.path().join("large"), vec![b'l'; 200_000]).unwrap();
+    let root = dir.path().to_str().unwrap();
     for backend in ["epoll", "uring"] {
-        durations_count_every_request(backend);
+        durations_count_every_request(backend, &[], &[("", 3000)]);
+        // Root's temporary directory is root's alone: the server keeps root to read it.
+        let files = ["--root", root, "--user", "root"];
+        durations_count_every_request(backend, &files, &[("small", 300), ("large", 300)]);
     }
 }
 
-fn durations_count_every_request(backend: &str) {
-    let serve = JsonRun::start(&[
-        "serve",
-        "http",
-        "--addr",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--lanes",
-        "2",
-        "--backend",
-        backend,
-        "--duration",
-        "60s",
-    ]);
+/// Serves with `extra` arguments, loads each (path, requests) and checks the histogram.
+fn durations_count_every_request(backend: &str, extra: &[&str], loads: &[(&str, u64)]) {
+    let mut args = vec!["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "2"];
+    args.extend(["--backend", backend, "--duration", "60s"]);
+    args.extend(extra);
+    let serve = JsonRun::start(&args);
     eprintln!("{backend}: {}", serve.ready);
-    let url = format!("http://{}/", serve.ready["addr"].as_str().unwrap());
-    let load = common::corelane(&["load", "http", &url, "-c", "4", "--requests", "3000"]);
-    assert!(load.status.success(), "{}", common::stderr(&load));
+    for (path, requests) in loads {
+        let url = format!("http://{}/{path}", serve.ready["addr"].as_str().unwrap());
+        let requests = requests.to_string();
+        let load = common::corelane(&["load", "http", &url, "-c", "4", "--requests", &requests]);
+        assert!(load.status.success(), "{}", common::stderr(&load));
+    }
+    let made: u64 = loads.iter().map(|(_, n)| n).sum();
     // Requests are counted at their parse, durations once their answer is written: the two
     // agree once the load has read every answer.
     let body = scrape_until(serve.metrics, |b| {
@@ -794,7 +798,9 @@ fn durations_count_every_request(backend: &str) {
     let summary = serve.finish();
     let count = total(&body, "corelane_http_request_duration_seconds_count");
     assert_eq!(count as u64, summary["requests"].as_u64().unwrap(), "{backend}: {summary}");
-    assert!(count >= 3000.0, "{backend}: every request the load made is counted: {count}");
+    assert!(count >= made as f64, "{backend}: every request the load made is counted: {count}");
+    let errors = total(&body, "corelane_http_error_responses_total");
+    assert_eq!(errors, 0.0, "{backend} {extra:?}: every answer a 200:\n{body}");
     for lane in 0..2 {
         let of = |name: &str| samples(&body, name).into_iter().find(|(l, _)| *l == Some(lane));
         let (count, requests) = (
