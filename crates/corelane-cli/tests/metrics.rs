@@ -260,6 +260,7 @@ fn prometheus_scrapes_every_command_under_load() {
         serve_metrics,
         &[
             "corelane_http_requests_total",
+            "corelane_http_request_duration_seconds",
             "corelane_process_cpu_seconds_total",
             "corelane_lane_cpu_seconds_total",
         ],
@@ -267,9 +268,24 @@ fn prometheus_scrapes_every_command_under_load() {
     check_exposition(
         "udp recv",
         recv_metrics,
-        &["corelane_udp_received_datagrams_total", "corelane_udp_received_bytes_total"],
+        &[
+            "corelane_udp_received_datagrams_total",
+            "corelane_udp_received_bytes_total",
+            "corelane_udp_receive_batch_datagrams",
+            "corelane_udp_missing_datagrams",
+            "corelane_udp_duplicate_datagrams_total",
+            "corelane_udp_late_datagrams_total",
+        ],
     );
-    check_exposition("udp echo", echo_metrics, &["corelane_udp_answered_datagrams_total"]);
+    check_exposition(
+        "udp echo",
+        echo_metrics,
+        &[
+            "corelane_udp_answered_datagrams_total",
+            "corelane_udp_answered_bytes_total",
+            "corelane_udp_receive_batch_datagrams",
+        ],
+    );
     check_exposition(
         "run",
         run_metrics,
@@ -327,18 +343,24 @@ fn prometheus_scrapes_every_command_under_load() {
         "sum(increase(corelane_udp_received_datagrams_total{job=\"recv\"}[10s]))",
         "sum(increase(corelane_udp_answered_datagrams_total{job=\"echo\"}[10s]))",
         "sum(increase(corelane_run_carried_calls_total{job=\"run\"}[10s]))",
+        // The quantiles people ask for: p99 request duration, the median batch size.
+        "histogram_quantile(0.99, sum by (le) (rate(corelane_http_request_duration_seconds_bucket{job=\"serve\"}[10s])))",
+        "histogram_quantile(0.5, sum by (le) (rate(corelane_udp_receive_batch_datagrams_bucket{job=\"recv\"}[10s])))",
+        "histogram_quantile(0.5, sum by (le) (rate(corelane_udp_receive_batch_datagrams_bucket{job=\"echo\"}[10s])))",
     ];
     let values = wait_positive(&prometheus, &queries);
     eprintln!("Prometheus: {:?}", queries.iter().zip(&values).collect::<Vec<_>>());
     for (query, value) in queries.iter().zip(&values) {
         assert!(
-            value.is_some_and(|v| v > 0.0),
+            value.is_some_and(|v| v.is_finite() && v > 0.0),
             "{query} = {value:?}; Prometheus said: {}",
             prometheus.log()
         );
     }
     let up = prometheus.query("sum(up)");
     assert_eq!(up, Some(4.0), "every target up");
+    let p99 = values[4].unwrap();
+    assert!(p99 < 10.0, "a loopback request's p99 is under the 10 s bucket: {p99}");
 }
 
 #[test]
@@ -494,4 +516,299 @@ fn a_bad_metrics_address_is_refused() {
         "{}",
         common::stderr(&out)
     );
+}
+
+/// A command run with `--json`: its endpoint, its "ready" object and its stdout lines.
+struct JsonRun {
+    running: Running,
+    metrics: SocketAddr,
+    ready: serde_json::Value,
+    stdout: mpsc::Receiver<String>,
+}
+
+impl JsonRun {
+    /// Starts `corelane ARGS --json --metrics=127.0.0.1:0`; waits (10 s at most) for its
+    /// endpoint and its ready line.
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .args(["--json", "--metrics=127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = |pipe: Box<dyn Read + Send>| {
+            let (tx, rx) = mpsc::channel::<String>();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            rx
+        };
+        let stdout = lines(Box::new(child.stdout.take().unwrap()));
+        let stderr = lines(Box::new(child.stderr.take().unwrap()));
+        let running = Running(child);
+        let end = Instant::now() + Duration::from_secs(10);
+        let said = loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match stderr.recv_timeout(left) {
+                Ok(line) if line.starts_with("metrics on ") => break line,
+                Ok(_) => {}
+                Err(_) => panic!("corelane {args:?} never said where its metrics are"),
+            }
+        };
+        let metrics = metrics_addr(said.trim_start_matches("metrics on "));
+        let ready = Self::next_of(&stdout, "ready");
+        Self { running, metrics, ready, stdout }
+    }
+
+    /// The next stdout object of `kind` (10 s at most).
+    fn next_of(stdout: &mpsc::Receiver<String>, kind: &str) -> serde_json::Value {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let line = stdout.recv_timeout(left).unwrap_or_else(|_| panic!("no {kind} line"));
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if value["type"] == kind {
+                return value;
+            }
+        }
+    }
+
+    /// Ends the command with SIGINT and returns its summary.
+    fn finish(mut self) -> serde_json::Value {
+        let pid = rustix::process::Pid::from_raw(self.running.0.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+        let summary = Self::next_of(&self.stdout, "summary");
+        let _ = self.running.0.wait();
+        summary["summary"].clone()
+    }
+}
+
+/// Every sample of family `name` (exactly: `name{…} v` or `name v`) in an exposition, as
+/// (its lane label, if any; its value).
+fn samples(body: &str, name: &str) -> Vec<(Option<usize>, f64)> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name).then_some(())?;
+            let lane = labels
+                .split(',')
+                .find_map(|l| l.strip_prefix("lane=\""))
+                .and_then(|l| l.trim_end_matches(['"', '}']).parse().ok());
+            Some((lane, value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn total(body: &str, name: &str) -> f64 {
+    samples(body, name).iter().map(|(_, v)| v).sum()
+}
+
+/// Scrapes `addr` until `done` says the exposition shows everything sent (10 s at most).
+fn scrape_until(addr: SocketAddr, done: impl Fn(&str) -> bool) -> String {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, body) = get(addr, "/metrics", None);
+        assert_eq!(status, 200);
+        if done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < end, "the scrape never showed it all:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A corelane datagram of `flow` and `seq`, 64 bytes.
+fn datagram(flow: u32, seq: u64) -> Vec<u8> {
+    let mut d = vec![0u8; 64];
+    corelane::udp::payload::prefill(&mut d);
+    corelane::udp::payload::write_header(&mut d, flow, seq);
+    d
+}
+
+/// A sender that skips, repeats and reorders on purpose: flow 0 skips 100..110, repeats 150
+/// three times, sends 200..=205 backwards after 199 and jumps to 300; flow 1 (from another
+/// port) skips 20..30 and repeats 5. Missing: 10 + 94 (206..=299) + 10; duplicates 4; late
+/// 5 (204..=200). Returns the datagrams sent.
+fn send_with_gaps(to: SocketAddr) -> u64 {
+    let flow0: Vec<u64> = (0..100)
+        .chain(110..200)
+        .chain([150, 150, 150])
+        .chain((200..=205).rev())
+        .chain([300])
+        .collect();
+    let flow1: Vec<u64> = (0..20).chain(30..40).chain([5]).collect();
+    let sockets = [
+        std::net::UdpSocket::bind("127.0.0.1:0").unwrap(),
+        std::net::UdpSocket::bind("127.0.0.1:0").unwrap(),
+    ];
+    for (flow, seqs) in [flow0, flow1].iter().enumerate() {
+        for (i, &seq) in seqs.iter().enumerate() {
+            sockets[flow].send_to(&datagram(flow as u32, seq), to).unwrap();
+            if i % 16 == 15 {
+                // Paced, so no receive buffer overflows: every datagram is the sender's.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    (100 + 90 + 3 + 6 + 1) + (20 + 10 + 1)
+}
+
+#[test]
+fn sequence_figures_and_batch_sizes_are_the_summarys() {
+    let recv = JsonRun::start(&[
+        "udp",
+        "recv",
+        "127.0.0.1:0",
+        "--threads",
+        "2",
+        "--sockets",
+        "reuseport",
+        "--duration",
+        "60s",
+    ]);
+    let to: SocketAddr = recv.ready["addrs"][0].as_str().unwrap().parse().unwrap();
+    let sent = send_with_gaps(to);
+    let body = scrape_until(recv.metrics, |b| {
+        total(b, "corelane_udp_received_datagrams_total") as u64 >= sent
+    });
+    let summary = recv.finish();
+    let sequence = &summary["sequence"];
+    let figure = |key: &str| sequence[key].as_u64().unwrap();
+    assert_eq!(
+        (figure("received"), figure("missing"), figure("duplicates"), figure("late")),
+        (sent, 114, 4, 5),
+        "the sender's gaps, as the summary counts them: {summary}"
+    );
+    let scraped = |name: &str| total(&body, name) as u64;
+    assert_eq!(
+        (
+            scraped("corelane_udp_missing_datagrams"),
+            scraped("corelane_udp_duplicate_datagrams_total"),
+            scraped("corelane_udp_late_datagrams_total"),
+        ),
+        (114, 4, 5),
+        "the scrape's sequence figures are the summary's:\n{body}"
+    );
+    // Each lane's histogram counted every call that brought datagrams, and their sum is
+    // what the lane received.
+    for lane in summary["lanes"].as_array().unwrap() {
+        let index = lane["lane"].as_u64().unwrap() as usize;
+        let of = |name: &str| {
+            samples(&body, name).iter().find(|(l, _)| *l == Some(index)).map(|&(_, v)| v as u64)
+        };
+        let batches = lane["batches"].as_u64().unwrap();
+        assert_eq!(of("corelane_udp_receive_batch_datagrams_count"), Some(batches), "{lane}");
+        assert_eq!(
+            of("corelane_udp_receive_batch_datagrams_sum"),
+            lane["datagrams"].as_u64(),
+            "{lane}"
+        );
+        // A call brings at most --batch (32) messages and is one system call at least.
+        let datagrams = lane["datagrams"].as_u64().unwrap();
+        assert!(batches * 32 >= datagrams, "{lane}");
+        assert!(batches <= lane["syscalls"].as_u64().unwrap(), "{lane}");
+        let within_32 = body
+            .lines()
+            .find(|l| {
+                l.starts_with("corelane_udp_receive_batch_datagrams_bucket{")
+                    && l.contains(&format!("lane=\"{index}\""))
+                    && l.contains("le=\"32\"")
+            })
+            .and_then(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok());
+        assert_eq!(within_32, Some(batches), "no call brought more than 32:\n{body}");
+    }
+    assert!(scraped("corelane_udp_receive_batch_datagrams_count") > 0);
+}
+
+#[test]
+fn echo_counts_the_bytes_it_answers_and_its_batches() {
+    let echo = JsonRun::start(&["udp", "echo", "127.0.0.1:0", "--duration", "60s"]);
+    let to: SocketAddr = echo.ready["addr"].as_str().unwrap().parse().unwrap();
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (requests, size) = (200u64, 100usize);
+    let mut answered_bytes = 0u64;
+    for seq in 0..requests {
+        let mut request = vec![0u8; size];
+        corelane::udp::payload::prefill(&mut request);
+        corelane::udp::payload::write_header(&mut request, 0, seq);
+        client.send_to(&request, to).unwrap();
+        let mut reply = [0u8; 2048];
+        answered_bytes += client.recv(&mut reply).unwrap() as u64;
+    }
+    assert_eq!(answered_bytes, requests * size as u64, "every request answered whole");
+    let body = scrape_until(echo.metrics, |b| {
+        total(b, "corelane_udp_answered_datagrams_total") as u64 >= requests
+    });
+    let summary = echo.finish();
+    assert_eq!(total(&body, "corelane_udp_answered_bytes_total") as u64, answered_bytes, "{body}");
+    let batches: u64 =
+        summary["lanes"].as_array().unwrap().iter().map(|l| l["batches"].as_u64().unwrap()).sum();
+    assert_eq!(total(&body, "corelane_udp_receive_batch_datagrams_count") as u64, batches);
+    assert_eq!(total(&body, "corelane_udp_receive_batch_datagrams_sum") as u64, requests);
+    // One request in flight at a time: every call brought exactly one.
+    assert_eq!(batches, requests, "{summary}");
+}
+
+/// On both backends (io_uring, where the kernel refuses it, falls back to epoll and says so),
+/// for a fixed body and for files: a small one (read in behind its head on io_uring) and one
+/// over 64 KiB (sendfile).
+#[test]
+fn request_durations_count_every_request_served() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small"), vec![b's'; 4096]).unwrap();
+    std::fs::write(dir.path().join("large"), vec![b'l'; 200_000]).unwrap();
+    let root = dir.path().to_str().unwrap();
+    for backend in ["epoll", "uring"] {
+        durations_count_every_request(backend, &[], &[("", 3000)]);
+        // Root's temporary directory is root's alone: the server keeps root to read it.
+        let files = ["--root", root, "--user", "root"];
+        durations_count_every_request(backend, &files, &[("small", 300), ("large", 300)]);
+    }
+}
+
+/// Serves with `extra` arguments, loads each (path, requests) and checks the histogram.
+fn durations_count_every_request(backend: &str, extra: &[&str], loads: &[(&str, u64)]) {
+    let mut args = vec!["serve", "http", "--addr", "127.0.0.1", "--port", "0", "--lanes", "2"];
+    args.extend(["--backend", backend, "--duration", "60s"]);
+    args.extend(extra);
+    let serve = JsonRun::start(&args);
+    eprintln!("{backend}: {}", serve.ready);
+    for (path, requests) in loads {
+        let url = format!("http://{}/{path}", serve.ready["addr"].as_str().unwrap());
+        let requests = requests.to_string();
+        let load = common::corelane(&["load", "http", &url, "-c", "4", "--requests", &requests]);
+        assert!(load.status.success(), "{}", common::stderr(&load));
+    }
+    let made: u64 = loads.iter().map(|(_, n)| n).sum();
+    // Requests are counted at their parse, durations once their answer is written: the two
+    // agree once the load has read every answer.
+    let body = scrape_until(serve.metrics, |b| {
+        let count = total(b, "corelane_http_request_duration_seconds_count");
+        count > 0.0 && count == total(b, "corelane_http_requests_total")
+    });
+    let summary = serve.finish();
+    let count = total(&body, "corelane_http_request_duration_seconds_count");
+    assert_eq!(count as u64, summary["requests"].as_u64().unwrap(), "{backend}: {summary}");
+    assert!(count >= made as f64, "{backend}: every request the load made is counted: {count}");
+    let errors = total(&body, "corelane_http_error_responses_total");
+    assert_eq!(errors, 0.0, "{backend} {extra:?}: every answer a 200:\n{body}");
+    for lane in 0..2 {
+        let of = |name: &str| samples(&body, name).into_iter().find(|(l, _)| *l == Some(lane));
+        let (count, requests) = (
+            of("corelane_http_request_duration_seconds_count"),
+            of("corelane_http_requests_total"),
+        );
+        assert_eq!(count.map(|c| c.1), requests.map(|r| r.1), "{backend} lane {lane}:\n{body}");
+    }
+    let sum = total(&body, "corelane_http_request_duration_seconds_sum");
+    assert!(sum > 0.0 && sum / count < 1.0, "{backend}: a loopback request's mean {}", sum / count);
 }

@@ -72,6 +72,15 @@ pub(super) enum Value {
     Real(f64),
 }
 
+/// One histogram as read: each bucket's upper bound and what fell in it (not cumulative;
+/// the last bound `f64::INFINITY`), and the sum of what was observed. Its count is the
+/// buckets' sum, so the two always agree.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Histogram {
+    pub sum: f64,
+    pub buckets: Vec<(f64, u64)>,
+}
+
 /// What one family is.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Family<'a> {
@@ -89,6 +98,10 @@ impl<'a> Family<'a> {
 
     pub fn gauge(name: &'a str, help: &'a str) -> Self {
         Self { name, help, unit: None, kind: MetricType::Gauge }
+    }
+
+    pub fn histogram(name: &'a str, help: &'a str) -> Self {
+        Self { name, help, unit: None, kind: MetricType::Histogram }
     }
 
     pub fn unit(mut self, unit: &'a Unit) -> Self {
@@ -119,6 +132,26 @@ impl<'a> Family<'a> {
         Ok(())
     }
 
+    /// Writes the family (a histogram) with one histogram per lane (label `lane`, its index).
+    pub fn histogram_per_lane(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+        lanes: impl IntoIterator<Item = Histogram>,
+    ) -> fmt::Result {
+        let mut family = encoder.encode_descriptor(self.name, self.help, self.unit, self.kind)?;
+        for (lane, histogram) in lanes.into_iter().enumerate() {
+            let labels = [("lane", lane.to_string())];
+            let count = histogram.buckets.iter().map(|&(_, n)| n).sum();
+            family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+                histogram.sum,
+                count,
+                &histogram.buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Writes the family with one sample per lane (label `lane`, its index).
     pub fn per_lane(
         &self,
@@ -138,6 +171,50 @@ impl<'a> Family<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One lane's histogram: 2 at most 1, none in (1, 2], 1 beyond; their sum 7.
+    #[derive(Debug)]
+    struct OneHistogram;
+
+    impl prometheus_client::collector::Collector for OneHistogram {
+        fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+            let buckets = vec![(1.0, 2), (2.0, 0), (f64::INFINITY, 1)];
+            Family::histogram("sizes", "Sizes")
+                .histogram_per_lane(&mut encoder, [Histogram { sum: 7.0, buckets }])
+        }
+    }
+
+    #[test]
+    fn a_histogram_is_cumulative_and_counts_its_buckets() {
+        let mut registry = super::super::registry();
+        registry.register_collector(Box::new(OneHistogram));
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            let text = encode(&registry, format);
+            assert!(text.contains("# TYPE corelane_sizes histogram\n"), "{text}");
+            // (series, le, value): the labels in either order, the numbers in either form.
+            let expected = [
+                ("corelane_sizes_bucket", Some(1.0), 2.0),
+                ("corelane_sizes_bucket", Some(2.0), 2.0),
+                ("corelane_sizes_bucket", Some(f64::INFINITY), 3.0),
+                ("corelane_sizes_count", None, 3.0),
+                ("corelane_sizes_sum", None, 7.0),
+            ];
+            for (series, le, value) in expected {
+                let found = text.lines().any(|l| {
+                    let Some((head, v)) = l.rsplit_once(' ') else { return false };
+                    let Some((name, labels)) = head.split_once('{') else { return false };
+                    let le_of = labels.split(',').find_map(|p| p.strip_prefix("le=\""));
+                    let le_of =
+                        le_of.map(|v| v.trim_end_matches(['"', '}']).replace("+Inf", "inf"));
+                    name == series
+                        && labels.contains("lane=\"0\"")
+                        && le_of.and_then(|v| v.parse::<f64>().ok()) == le
+                        && v.parse::<f64>().ok() == Some(value)
+                });
+                assert!(found, "{format:?}: no {series} le {le:?} = {value} in\n{text}");
+            }
+        }
+    }
 
     #[test]
     fn the_format_follows_the_accept_header() {

@@ -1,6 +1,6 @@
-//! `serve http`'s families, read at the scrape from the lanes' counters (relaxed loads).
-//! The server times no request, so there is no request-duration histogram: `corelane load`
-//! measures latency from the client's side.
+//! `serve http`'s families, read at the scrape from the lanes' counters (relaxed loads),
+//! the request-duration histogram among them (each lane counts a request into its bucket when
+//! the answer's last byte is handed to the kernel: a load and store, no lock).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,7 +10,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::cpu::{self, LaneThreads};
-use super::exposition::{Family, Value};
+use super::exposition::{Family, Histogram, Value};
+use crate::tcp::counters::DURATION_BOUNDS_NS;
 use crate::tcp::ServerCounters;
 
 /// What `serve http` exports.
@@ -93,7 +94,20 @@ impl Collector for ServeMetrics {
                 .unit(&Unit::Bytes),
             |c| &c.held_bytes,
         )?;
+        Family::histogram(
+            "http_request_duration",
+            "Requests by how long from their parsing (the lane's clock at that wake-up) to their answer's last byte handed to the kernel",
+        )
+        .unit(&Unit::Seconds)
+        .histogram_per_lane(e, self.counters.iter().map(|c| duration_histogram(c)))?;
         self.threads.write(e)?;
         cpu::write_process(e)
     }
+}
+
+/// One lane's request durations as a histogram in seconds.
+fn duration_histogram(counters: &ServerCounters) -> Histogram {
+    let (counts, sum_ns) = counters.durations();
+    let bounds = DURATION_BOUNDS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]);
+    Histogram { sum: sum_ns as f64 / 1e9, buckets: bounds.zip(counts).collect() }
 }

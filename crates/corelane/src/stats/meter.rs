@@ -11,6 +11,26 @@ use super::Rate;
 pub struct LaneCounters {
     datagrams: AtomicU64,
     bytes: AtomicU64,
+    /// Receive calls that brought datagrams, by how many (see [`BATCH_BOUNDS`]).
+    batches: [AtomicU64; BATCH_BUCKETS],
+    /// The lane's sequence accounting so far (its own flows: missing, duplicates, late).
+    missing: AtomicU64,
+    duplicates: AtomicU64,
+    late: AtomicU64,
+}
+
+/// The upper bounds of the batch-size buckets: 1, 2, 4 … 1024 datagrams a call, then the
+/// rest (a GRO buffer holds up to 64 datagrams, so a call may bring more than its batch).
+pub const BATCH_BOUNDS: [u64; BATCH_BUCKETS - 1] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+/// Buckets, the last (beyond 1024) included.
+pub const BATCH_BUCKETS: usize = 12;
+
+/// A lane's sequence figures, as [`LaneCounters::set_sequence`] publishes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SequenceCounts {
+    pub missing: u64,
+    pub duplicates: u64,
+    pub late: u64,
 }
 
 impl LaneCounters {
@@ -22,6 +42,35 @@ impl LaneCounters {
         self.bytes.store(b + bytes, Ordering::Relaxed);
     }
 
+    /// Counts one receive call that brought `datagrams` (at least one) into its bucket. Only
+    /// the owning lane writes: one relaxed load and store.
+    #[inline]
+    pub fn add_batch(&self, datagrams: u64) {
+        let bucket = &self.batches[batch_bucket(datagrams)];
+        bucket.store(bucket.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Publishes the lane's sequence figures so far (relaxed stores; only the lane writes).
+    #[inline]
+    pub fn set_sequence(&self, counts: SequenceCounts) {
+        self.missing.store(counts.missing, Ordering::Relaxed);
+        self.duplicates.store(counts.duplicates, Ordering::Relaxed);
+        self.late.store(counts.late, Ordering::Relaxed);
+    }
+
+    /// Receive calls by bucket (not cumulative), as last published.
+    pub fn batches(&self) -> [u64; BATCH_BUCKETS] {
+        std::array::from_fn(|i| self.batches[i].load(Ordering::Relaxed))
+    }
+
+    pub fn sequence(&self) -> SequenceCounts {
+        SequenceCounts {
+            missing: self.missing.load(Ordering::Relaxed),
+            duplicates: self.duplicates.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
     pub fn datagrams(&self) -> u64 {
         self.datagrams.load(Ordering::Relaxed)
     }
@@ -29,6 +78,13 @@ impl LaneCounters {
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
+}
+
+/// The bucket of a call that brought `datagrams`: the first bound at or above it.
+fn batch_bucket(datagrams: u64) -> usize {
+    // ceil(log2(n)) for n >= 1: 1 → 0, 2 → 1, 3..=4 → 2 … 1024 → 10, beyond → 11.
+    let bits = 64 - datagrams.saturating_sub(1).leading_zeros() as usize;
+    bits.min(BATCH_BUCKETS - 1)
 }
 
 /// One meter reading: totals and per-lane rates since the previous reading.
@@ -95,6 +151,26 @@ impl Meter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_fall_in_the_first_bucket_that_holds_them() {
+        for (n, bucket) in [(1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (64, 6), (65, 7)] {
+            assert_eq!(batch_bucket(n), bucket, "{n}");
+        }
+        assert_eq!(batch_bucket(1024), 10);
+        assert_eq!(batch_bucket(1025), 11);
+        assert_eq!(batch_bucket(u64::MAX), 11);
+        for (i, &bound) in BATCH_BOUNDS.iter().enumerate() {
+            assert_eq!(batch_bucket(bound), i, "a bound falls in its own bucket");
+            assert_eq!(batch_bucket(bound + 1), i + 1);
+        }
+        let lane = LaneCounters::default();
+        lane.add_batch(32);
+        lane.add_batch(32);
+        lane.add_batch(1);
+        let batches = lane.batches();
+        assert_eq!((batches[0], batches[5], batches.iter().sum::<u64>()), (1, 2, 3));
+    }
 
     #[test]
     fn intervals_report_deltas_per_lane() {

@@ -13,7 +13,7 @@ mod ticker;
 mod totals;
 
 pub use latency::{IntervalLog, Percentiles};
-pub use meter::{Interval, LaneCounters, Meter};
+pub use meter::{Interval, LaneCounters, Meter, SequenceCounts, BATCH_BOUNDS, BATCH_BUCKETS};
 pub use procstat::{CpuSplit, CpuTimes, ProcStat};
 pub use rate::{format_rate_line, median, Rate};
 pub use runtime::{process_runtime, runtime_of, thread_runtime, tree_runtime_of};

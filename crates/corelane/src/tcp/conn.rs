@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use super::answer_clock::AnswerClock;
 use super::counters::{bump, ServerCounters};
 use super::http::{self, Limits, Status};
 use super::static_file::FileBody;
@@ -26,6 +27,8 @@ pub(crate) struct Exchange {
     /// When the request now being received began: its first byte, or the accept for a
     /// connection's first request (for the header and request timeouts).
     pub request_since: Option<Instant>,
+    /// When the requests whose answers are not yet written were parsed.
+    pub clock: AnswerClock,
 }
 
 impl Exchange {

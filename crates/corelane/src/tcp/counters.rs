@@ -20,6 +20,51 @@ pub struct ServerCounters {
     pub(crate) sendfile_bytes: AtomicU64,
     /// What the open connections hold, state and lent buffers, at the lane's last sweep.
     pub(crate) held_bytes: AtomicU64,
+    /// Requests by how long from their parsing to their answer's last byte handed to the
+    /// kernel, in the buckets of [`DURATION_BOUNDS_NS`] (not cumulative), and those times' sum.
+    durations: [AtomicU64; DURATION_BUCKETS],
+    durations_ns: AtomicU64,
+}
+
+/// The request-duration buckets' upper bounds in ns: 10 µs to 10 s, then the rest.
+pub const DURATION_BOUNDS_NS: [u64; DURATION_BUCKETS - 1] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+/// Buckets, the last (beyond 10 s) included.
+pub const DURATION_BUCKETS: usize = 20;
+
+impl ServerCounters {
+    /// Counts `requests` answered `ns` after they were parsed: a bucket and the sum, each a
+    /// relaxed load and store (only the owning lane writes).
+    pub(crate) fn observe(&self, ns: u64, requests: u64) {
+        let bucket = DURATION_BOUNDS_NS.partition_point(|&bound| bound < ns);
+        bump(&self.durations[bucket], requests);
+        bump(&self.durations_ns, ns.saturating_mul(requests));
+    }
+
+    /// Requests by duration bucket (not cumulative), and the sum of their durations in ns.
+    pub fn durations(&self) -> ([u64; DURATION_BUCKETS], u64) {
+        let buckets = std::array::from_fn(|i| self.durations[i].load(Ordering::Relaxed));
+        (buckets, self.durations_ns.load(Ordering::Relaxed))
+    }
 }
 
 /// Only the owning lane writes, so a load and a store are enough (no locked read-modify-write).

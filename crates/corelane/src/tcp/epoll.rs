@@ -391,12 +391,16 @@ fn drive(
     }
 }
 
-/// Writes pending output, then the file body with sendfile (no copy through user space).
+/// Writes pending output, then the file body with sendfile (no copy through user space);
+/// once all is out, its requests' durations are counted.
 fn flush(conn: &mut Conn, counters: &ServerCounters, now: Instant) -> Flushed {
     let (flushed, moved) =
         write_out(conn.stream.as_fd(), &mut conn.exchange, &mut conn.sent, counters);
     if moved {
         conn.last_active = now;
+    }
+    if flushed == Flushed::Done && conn.exchange.clock.is_waiting() {
+        conn.exchange.clock.written(Instant::now(), counters);
     }
     flushed
 }

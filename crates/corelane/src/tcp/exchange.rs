@@ -154,6 +154,7 @@ fn answer_from(
                     &responder.cached_date,
                 );
                 count_status(counters, status);
+                exchange.clock.answered(now);
                 exchange.close_after = true;
                 *at = exchange.filled;
             }
@@ -162,6 +163,7 @@ fn answer_from(
                 let keep = req.keep_alive && !draining;
                 let status = responder.respond(exchange, &req, *at, keep);
                 count_status(counters, status);
+                exchange.clock.answered(now);
                 *at += req.head_len;
                 exchange.skip_body = req.body_len;
                 if req.body_len > 0 {

@@ -9,6 +9,7 @@
 //! * [`http`] — request parsing under limits, response heads, static files.
 //! * [`load`] — the load generator (`corelane load http`).
 
+mod answer_clock;
 pub mod config;
 mod conn;
 pub mod counters;

@@ -222,6 +222,7 @@ impl UringLane {
                     conn.in_flight = buf.len() - done;
                     return self.ring.send(slot, buf, done);
                 }
+                conn.exchange.clock.sent(now, &self.counters);
                 buf.clear();
                 if conn.exchange.output.capacity() == 0 {
                     conn.exchange.output = buf; // the sent buffer becomes the next output buffer
@@ -349,6 +350,7 @@ impl UringLane {
         match flushed {
             Flushed::Done => {
                 conn.writing_body = false;
+                conn.exchange.clock.written(Instant::now(), &self.counters);
                 self.after_send(slot, now)
             }
             Flushed::Blocked => {
@@ -440,6 +442,11 @@ impl UringLane {
             }
         }
         if !conn.exchange.output.is_empty() {
+            if conn.exchange.file.is_none() {
+                // Every queued answer is whole in this send (a body not yet read in keeps
+                // its round queued until its last part goes).
+                conn.exchange.clock.send_begins();
+            }
             let buf = std::mem::take(&mut conn.exchange.output);
             conn.sending = true;
             conn.in_flight = buf.len();

@@ -102,7 +102,14 @@ impl LaneTally {
         if let Some(lane) = &mut self.dispatch {
             lane.egress();
         }
-        self.counters[self.index].add(self.datagrams, self.bytes);
+        let lane = &self.counters[self.index];
+        lane.add(self.datagrams, self.bytes);
+        if self.datagrams > 0 {
+            lane.add_batch(self.datagrams);
+            if self.check {
+                lane.set_sequence(self.tracker.counts());
+            }
+        }
         (self.datagrams, self.bytes) = (0, 0);
     }
 

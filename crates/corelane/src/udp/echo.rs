@@ -97,7 +97,13 @@ pub struct EchoLane {
     pub lane: usize,
     pub cpu: Option<usize>,
     pub datagrams: u64,
+    /// Receive calls that brought datagrams (a batch-size histogram's count).
+    #[serde(default)]
+    pub batches: u64,
     pub replies: u64,
+    /// Payload bytes of the replies.
+    #[serde(default)]
+    pub reply_bytes: u64,
     pub syscalls: u64,
 }
 
@@ -269,7 +275,9 @@ impl Echo {
                     lane: j.index,
                     cpu: j.cpu,
                     datagrams: counters[j.index].datagrams(),
+                    batches: counters[j.index].batches().iter().sum(),
                     replies: replies[j.index].load(),
+                    reply_bytes: replies[j.index].bytes(),
                     syscalls: j.value.1.syscalls,
                 })
                 .collect(),

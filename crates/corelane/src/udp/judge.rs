@@ -175,14 +175,23 @@ fn answer_segments(
     (requests, end)
 }
 
-/// Replies per lane, read once a second.
+/// Replies per lane (datagrams and their payload bytes), read once a second and by a scrape.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub struct ReplyCounter(AtomicU64);
+pub struct ReplyCounter {
+    datagrams: AtomicU64,
+    bytes: AtomicU64,
+}
 
 impl ReplyCounter {
+    /// Datagrams answered.
     pub fn load(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.datagrams.load(Ordering::Relaxed)
+    }
+
+    /// Payload bytes answered.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -195,8 +204,9 @@ pub(super) struct EchoTally {
     pub syscalls: u64,
     pub send_errors: u64,
     pub truncated: u64,
-    /// Datagrams answered so far.
+    /// Datagrams answered so far, and their payload bytes.
     pub replied: u64,
+    pub replied_bytes: u64,
 }
 
 impl EchoTally {
@@ -205,14 +215,30 @@ impl EchoTally {
         replies: Arc<Vec<ReplyCounter>>,
         index: usize,
     ) -> Self {
-        Self { counters, replies, index, syscalls: 0, send_errors: 0, truncated: 0, replied: 0 }
+        Self {
+            counters,
+            replies,
+            index,
+            syscalls: 0,
+            send_errors: 0,
+            truncated: 0,
+            replied: 0,
+            replied_bytes: 0,
+        }
     }
 
-    /// The end of a batch: what it received and what has been answered, published.
+    /// The end of a batch: what it received (and the batch's size, when it brought any) and
+    /// what has been answered, published.
     #[inline]
     pub fn end_batch(&mut self, datagrams: u64, bytes: u64) {
-        self.counters[self.index].add(datagrams, bytes);
-        self.replies[self.index].0.store(self.replied, Ordering::Relaxed);
+        let lane = &self.counters[self.index];
+        lane.add(datagrams, bytes);
+        if datagrams > 0 {
+            lane.add_batch(datagrams);
+        }
+        let replies = &self.replies[self.index];
+        replies.datagrams.store(self.replied, Ordering::Relaxed);
+        replies.bytes.store(self.replied_bytes, Ordering::Relaxed);
     }
 }
 

@@ -213,6 +213,17 @@ impl Receiver {
         Arc::clone(&self.counters)
     }
 
+    /// `None` when the lanes read no header (no sequence figures); else whether every flow
+    /// stays on one lane, so that each lane's missing count is the run's for its flows: one
+    /// lane, a socket per lane chosen by the 4-tuple's hash, or AF_XDP's RX queues (RSS
+    /// hashes the headers). A shared socket or CPU steering may split a flow over lanes.
+    pub(crate) fn flows_stay_on_one_lane(&self) -> Option<bool> {
+        let cfg = &self.config;
+        let hashed = cfg.sockets == SocketMode::Reuseport && cfg.steering == Steering::Hash;
+        let xdp = matches!(cfg.receive.backend, RecvBackend::Xdp { .. });
+        cfg.check.then_some(cfg.lanes.threads == 1 || hashed || xdp)
+    }
+
     pub fn backend_note(&self) -> Option<&str> {
         self.backend_note.as_deref()
     }

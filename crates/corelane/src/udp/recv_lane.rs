@@ -102,6 +102,7 @@ impl Totals {
                 lane: index,
                 cpu,
                 datagrams: counters[index].datagrams(),
+                batches: counters[index].batches().iter().sum(),
                 syscalls: r.tally.syscalls,
                 cpu_secs: CpuSecs::of(r.cpu.user, r.cpu.system),
             });

@@ -39,6 +39,9 @@ pub struct LaneSummary {
     pub lane: usize,
     pub cpu: Option<usize>,
     pub datagrams: u64,
+    /// Receive calls that brought datagrams (a batch-size histogram's count).
+    #[serde(default)]
+    pub batches: u64,
     pub syscalls: u64,
     #[serde(flatten)]
     pub cpu_secs: CpuSecs,

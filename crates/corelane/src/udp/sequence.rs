@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::UdpError;
+use crate::stats::SequenceCounts;
 
 pub use crate::sched::MAX_TRACKED_FLOWS;
 
@@ -43,6 +44,23 @@ impl FlowWindow {
         }
         self.received += 1;
     }
+
+    /// Whether `seq` is the next in order (the common case, which changes no figure but
+    /// the received count).
+    #[inline]
+    fn is_next(&self, seq: u64) -> bool {
+        self.received > 0 && seq > self.top && seq - self.top == 1
+    }
+
+    /// Sequences 0..=top that never arrived, as [`SequenceTracker::report`] counts them.
+    fn missing(&self) -> u64 {
+        if self.received == 0 {
+            return 0;
+        }
+        let span = u128::from(self.top) + 1;
+        let distinct = u128::from(self.received - self.duplicates);
+        u64::try_from(span.saturating_sub(distinct)).unwrap_or(u64::MAX)
+    }
 }
 
 /// Totals over all flows.
@@ -63,6 +81,13 @@ pub struct SequenceReport {
 pub struct SequenceTracker {
     flows: Vec<FlowWindow>,
     untracked: u64,
+    /// Over this lane's flows, what [`Self::report`] of this tracker alone would say, kept
+    /// as datagrams arrive (out of order only: the next in order changes none of them) so
+    /// that the lane can publish them while it runs.
+    /// Missing over this lane's flows (a sum of up to 65 536 flows' u64s, so in u128).
+    missing: u128,
+    duplicates: u64,
+    late: u64,
 }
 
 impl SequenceTracker {
@@ -81,7 +106,27 @@ impl SequenceTracker {
         if idx >= self.flows.len() {
             self.flows.resize(idx + 1, FlowWindow::default());
         }
-        self.flows[idx].record(seq);
+        let window = &mut self.flows[idx];
+        if window.is_next(seq) {
+            window.record(seq);
+            return;
+        }
+        let (missing, duplicates, late) = (window.missing(), window.duplicates, window.late);
+        window.record(seq);
+        self.missing = self.missing - u128::from(missing) + u128::from(window.missing());
+        self.duplicates += window.duplicates - duplicates;
+        self.late += window.late - late;
+    }
+
+    /// Missing, duplicates and late over this lane's flows so far: equal to the run's report
+    /// when no flow is split over lanes.
+    #[inline]
+    pub fn counts(&self) -> SequenceCounts {
+        SequenceCounts {
+            missing: u64::try_from(self.missing).unwrap_or(u64::MAX),
+            duplicates: self.duplicates,
+            late: self.late,
+        }
     }
 
     /// Merges the trackers of several lanes that may have seen parts of the same flows (a
@@ -197,6 +242,21 @@ mod tests {
         SequenceTracker::report(&[&t])
     }
 
+    /// The counts a lane publishes while it runs are the report's, datagram by datagram.
+    #[test]
+    fn running_counts_follow_the_report() {
+        let seqs = [(0, 0), (0, 2), (0, 1), (0, 2), (0, 5), (1, 3), (1, 4), (0, 500), (0, 3)];
+        let mut t = SequenceTracker::new();
+        for (i, &(f, s)) in seqs.iter().enumerate() {
+            t.record(f, s);
+            let r = SequenceTracker::report(&[&t]);
+            let c = t.counts();
+            assert_eq!((c.missing, c.duplicates, c.late), (r.missing, r.duplicates, r.late), "{i}");
+        }
+        // Flow 0: 3, 4 and 6..=499 but 3 (late); flow 1: 0..=2.
+        assert_eq!(t.counts().missing, 2 + 494 - 1 + 3);
+    }
+
     #[test]
     fn in_order_flows_are_clean() {
         let seqs: Vec<_> = (0..1000).map(|s| ((s % 3) as u32, s / 3)).collect();
@@ -251,6 +311,10 @@ mod tests {
             let r = report_of(&seqs);
             proptest::prop_assert_eq!(r.received, seqs.len() as u64);
             proptest::prop_assert!(r.duplicates + r.late <= r.received);
+            let mut t = SequenceTracker::new();
+            seqs.iter().for_each(|&(f, s)| t.record(f, s));
+            let c = t.counts();
+            proptest::prop_assert_eq!((c.missing, c.duplicates, c.late), (r.missing, r.duplicates, r.late));
         }
     }
 

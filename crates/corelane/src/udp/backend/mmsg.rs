@@ -203,6 +203,9 @@ fn reply_range(
             Ok(0) => break,
             Ok(k) => {
                 answered += answers[at..at + k].iter().sum::<u64>();
+                // sendmmsg leaves each message's length as the bytes it sent.
+                let sent: usize = (at..at + k).map(|i| batch.message_mut(i).len()).sum();
+                tally.replied_bytes += sent as u64;
                 at += k;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

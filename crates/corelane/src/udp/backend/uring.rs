@@ -135,6 +135,7 @@ impl EchoBatch for UringEcho {
                     ring.give_back(buffer);
                     if result >= 0 {
                         tally.replied += 1;
+                        tally.replied_bytes += result as u64;
                     } else {
                         tally.send_errors += 1;
                     }
