@@ -211,6 +211,24 @@ mod tests {
         );
     }
 
+    /// The receive's run, lanes, seconds and report are the same for every backend: none of
+    /// them names one of the XDP backends or their state (that lives in `backend/`).
+    #[test]
+    fn the_receive_names_no_backend_of_its_own() {
+        let files = [
+            ("recv.rs", include_str!("../recv.rs")),
+            ("recv_lane.rs", include_str!("../recv_lane.rs")),
+            ("recv_watch.rs", include_str!("../recv_watch.rs")),
+            ("recv_report.rs", include_str!("../recv_report.rs")),
+        ];
+        for (file, text) in files {
+            let lower = text.to_lowercase();
+            for name in ["xdp", "xsk"] {
+                assert!(!lower.contains(name), "{file} names {name}");
+            }
+        }
+    }
+
     #[test]
     fn only_the_kernel_socket_backends_echo() {
         let echoing: Vec<_> = RecvBackend::ALL.iter().filter(|b| b.echoes()).collect();
