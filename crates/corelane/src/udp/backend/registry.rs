@@ -131,7 +131,7 @@ impl FromStr for RecvBackend {
 }
 
 /// The command line's options that belong to one backend or another (each backend says
-/// which it takes: [`Backend::options`]).
+/// which it takes; the others are refused by [`RecvBackend::configure`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BackendOptions {
     /// `--sqpoll`: the CPU of an SQPOLL thread.
