@@ -2,7 +2,9 @@
 //! Ctrl-C handling every long-running command uses.
 
 use anyhow::Context;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use corelane::lane::StopSignal;
+use corelane::udp::{RecvBackend, SendBackend};
 
 pub use corelane::units::{parse_duration, parse_size};
 
@@ -63,4 +65,17 @@ pub fn finish<T: serde::Serialize>(json: bool, summary: &T, text: impl Fn(&T)) {
     } else {
         text(summary);
     }
+}
+
+/// `--backend` of `udp recv` and `udp echo`: every receive backend the library has, each
+/// with its line of help, parsed by the library (an echo refuses one that cannot answer).
+pub fn recv_backend() -> impl TypedValueParser<Value = RecvBackend> {
+    let values = RecvBackend::ALL.iter().map(|b| PossibleValue::new(b.name()).help(b.about()));
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<RecvBackend>())
+}
+
+/// `--backend` of `udp send`: every send backend the library has, with its line of help.
+pub fn send_backend() -> impl TypedValueParser<Value = SendBackend> {
+    let values = SendBackend::ALL.iter().map(|b| PossibleValue::new(b.name()).help(b.about()));
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<SendBackend>())
 }

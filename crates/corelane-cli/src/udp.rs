@@ -4,14 +4,17 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
 use corelane::lane::Placement;
 use corelane::stats::format_rate_line;
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvInterval, RecvSummary,
-    SendBackend, SendInterval, SendSummary, Sender, SenderConfig, SocketMode, Steering,
+    BackendOptions, Lanes, ReceivePath, Receiver, ReceiverConfig, RecvBackend, RecvInterval,
+    RecvSummary, SendBackend, SendInterval, SendSummary, Sender, SenderConfig, SocketMode,
+    Steering,
 };
+use corelane::xdp::XdpMode;
 
 use crate::args::{
     finish, outln, parse_duration, parse_size, per_second, print_json, stop_on_signals,
@@ -81,10 +84,9 @@ pub struct SendArgs {
     /// Pin lanes round-robin to these CPUs, e.g. 0 or 0,2-3.
     #[arg(long, value_name = "CPUS")]
     pin: Option<CpuList>,
-    /// How lanes send: mmsg (sendmmsg, optionally GSO) or xdp (IPv4 frames built once per
-    /// flow and pushed through an AF_XDP TX ring on the route's interface; needs root).
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "xdp"])]
-    backend: String,
+    /// How lanes send.
+    #[arg(long, default_value_t = SendBackend::Mmsg, value_parser = crate::args::send_backend())]
+    backend: SendBackend,
     /// One JSON object per second and a final summary, instead of text.
     #[arg(long)]
     json: bool,
@@ -137,17 +139,13 @@ pub struct RecvArgs {
     /// (`udp send --first-flow F --flows N` sends flows F to F+N-1); at most 64 groups.
     #[arg(long, value_delimiter = ',', value_name = "FIRST-LAST")]
     flow_groups: Vec<corelane::udp::FlowGroup>,
-    /// How lanes receive: mmsg (recvmmsg batches), uring (a multishot io_uring receive
-    /// into provided buffers; no --gro, --coalesce unused) or xdp (corelane's XDP program and
-    /// one AF_XDP socket and lane per RX queue of the address's interface; needs root).
-    /// xdp-drop is the ceiling: the same match dropped and counted in the driver; xdp-return
-    /// the delivery floor: AF_XDP as xdp, each frame handed back to the kernel unread.
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring", "xdp", "xdp-return", "xdp-drop"])]
-    backend: String,
+    /// How lanes receive.
+    #[arg(long, default_value_t = RecvBackend::Mmsg, value_parser = crate::args::recv_backend())]
+    backend: RecvBackend,
     /// With --backend xdp: auto tries native zero-copy, then native copy, then generic, and
     /// says why; zerocopy, copy and generic insist.
-    #[arg(long, value_parser = ["auto", "zerocopy", "copy", "generic"])]
-    xdp_mode: Option<String>,
+    #[arg(long, value_parser = xdp_mode())]
+    xdp_mode: Option<XdpMode>,
     /// With --backend xdp: the interface to attach to (default: the one holding ADDR; needed
     /// for 0.0.0.0 or ::).
     #[arg(long, value_name = "DEV")]
@@ -207,7 +205,7 @@ fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         gso: args.gso,
         duration: Some(args.duration),
         count: args.count,
-        backend: if args.backend == "xdp" { SendBackend::Xdp } else { SendBackend::Mmsg },
+        backend: args.backend,
     })?;
     if let Some(note) = sender.backend_note() {
         eprintln!("note: {note}");
@@ -251,36 +249,20 @@ fn print_send_summary(s: &SendSummary) {
     }
 }
 
-/// The receive backend `--backend` (with its options) names.
-fn recv_backend(args: &RecvArgs) -> anyhow::Result<RecvBackend> {
-    Ok(match (args.backend.as_str(), args.sqpoll) {
-        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
-        ("xdp-drop", None) => RecvBackend::XdpDrop,
-        ("xdp-return", None) if args.busy_poll.is_none() => RecvBackend::XdpReturn {
-            mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
-        },
-        ("xdp", None) => RecvBackend::Xdp {
-            mode: args.xdp_mode.as_deref().unwrap_or("auto").parse().map_err(anyhow::Error::msg)?,
-            busy_poll_us: args.busy_poll,
-        },
-        (_, Some(_)) => {
-            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
-        }
-        _ if args.xdp_dev.is_some() || args.busy_poll.is_some() || args.xdp_mode.is_some() => {
-            anyhow::bail!(
-                "--xdp-mode, --xdp-dev and --busy-poll need --backend xdp (--xdp-mode and \
-                 --xdp-dev also go with xdp-return)"
-            )
-        }
-        _ => RecvBackend::Mmsg,
-    })
+/// `--xdp-mode`: its values listed in the help, parsed by the library.
+fn xdp_mode() -> impl TypedValueParser<Value = XdpMode> {
+    PossibleValuesParser::new(["auto", "zerocopy", "copy", "generic"]).try_map(|m| m.parse())
 }
 
 fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_on_signals()?;
     let xdp_dev = args.xdp_dev.clone();
-    let busy_poll = args.busy_poll.is_some() && args.backend == "xdp";
-    let backend = recv_backend(&args)?;
+    let backend = args.backend.configure(&BackendOptions {
+        sqpoll_cpu: args.sqpoll,
+        xdp_mode: args.xdp_mode,
+        busy_poll_us: args.busy_poll,
+        interface: args.xdp_dev.is_some(),
+    })?;
     let away = crate::metrics::away_from(args.pin.as_ref())?;
     let receiver = Receiver::bind(ReceiverConfig {
         addrs: args.addrs,
@@ -308,7 +290,7 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         until_datagrams: args.count,
         flow_groups: args.flow_groups,
-        xdp_dev: args.xdp_dev,
+        interface: args.xdp_dev,
         dispatch: args.dispatch.map(|kind| corelane::udp::dispatch::DispatchConfig {
             kind,
             workers: args.workers.max(1),
@@ -320,8 +302,8 @@ fn recv(args: RecvArgs) -> anyhow::Result<ExitCode> {
     }
     // Preferred busy polling: the device's deferral settings for the run, restored when this
     // is dropped (or by the keeper, if the run is killed).
-    let _busy_poll = match (busy_poll, receiver.local_addrs().first()) {
-        (true, Some(&addr)) => {
+    let _busy_poll = match (args.busy_poll, receiver.local_addrs().first()) {
+        (Some(_), Some(&addr)) => {
             let iface = corelane::xdp::Interface::for_address(addr, xdp_dev.as_deref())?;
             crate::apply::busy_poll_for_run(&iface.name, iface.index)?
         }
@@ -368,14 +350,14 @@ fn interval_line(i: &RecvInterval) -> String {
         known(i.kernel_drops),
         i.cpu_ns_per_datagram
     ));
-    if let Some(x) = &i.xsk {
+    if let Some(x) = &i.backend.xsk {
         line.push_str(&format!(
             "  xsk lost {} (ring full {}, no fill frame {})",
             x.rx_lost(),
             x.rx_ring_full,
             x.rx_dropped
         ));
-    } else if i.xsk_unknown {
+    } else if i.backend.xsk_unknown {
         line.push_str("  xsk lost unknown (XDP_STATISTICS unreadable)");
     }
     line
@@ -458,7 +440,7 @@ fn print_recv_summary(s: &RecvSummary) {
     if let Some(note) = &s.gro.note {
         outln!("GRO: {note}");
     }
-    if let Some(x) = &s.xdp {
+    if let Some(x) = &s.backend_report.xdp {
         outln!(
             "AF_XDP on {} ({} queues, program {}): {}, {}",
             x.interface,
@@ -513,8 +495,7 @@ mod tests {
             },
             kernel_drops: Some(0),
             cpu_ns_per_datagram: 60.0,
-            xsk,
-            xsk_unknown,
+            backend: corelane::udp::BackendSecond { xsk, xsk_unknown },
         }
     }
 

@@ -12,8 +12,8 @@ use corelane::lane::Placement;
 use corelane::stats::{format_rate_line, IntervalLog, Percentiles};
 use corelane::topology::CpuList;
 use corelane::udp::{
-    Echo, EchoConfig, EchoInterval, EchoSummary, Ping, PingConfig, PingInterval, PingMode,
-    PingSummary, RecvBackend, Wire,
+    BackendOptions, Echo, EchoConfig, EchoInterval, EchoSummary, Ping, PingConfig, PingInterval,
+    PingMode, PingSummary, RecvBackend, Wire,
 };
 
 use crate::args::{finish, outln, parse_duration, parse_size, print_json, stop_on_signals};
@@ -59,10 +59,9 @@ pub struct EchoArgs {
     /// Answers one source address may draw at once from one lane (the bucket's size).
     #[arg(long, default_value_t = corelane::udp::budget::DEFAULT_BURST, value_name = "N")]
     per_source_burst: u64,
-    /// How lanes talk to the kernel: mmsg (recvmmsg/sendmmsg batches) or uring (multishot
-    /// recvmsg into provided buffers, each answer sent from its request's buffer; no --gro).
-    #[arg(long, default_value = "mmsg", value_parser = ["mmsg", "uring"])]
-    backend: String,
+    /// How lanes talk to the kernel (a backend that cannot answer in place is refused).
+    #[arg(long, default_value_t = RecvBackend::Mmsg, value_parser = crate::args::recv_backend())]
+    backend: RecvBackend,
     /// With --backend uring: an SQPOLL kernel thread pinned to this CPU submits for every lane.
     #[arg(long, value_name = "CPU")]
     sqpoll: Option<usize>,
@@ -166,13 +165,8 @@ pub fn echo(args: EchoArgs) -> anyhow::Result<ExitCode> {
     config.per_source_burst = args.per_source_burst;
     config.duration = args.duration;
     config.until_replies = args.count;
-    config.receive.backend = match (args.backend.as_str(), args.sqpoll) {
-        ("uring", sqpoll_cpu) => RecvBackend::Uring { sqpoll_cpu },
-        (_, Some(_)) => {
-            anyhow::bail!("--sqpoll needs --backend uring (the SQPOLL thread is io_uring's)")
-        }
-        _ => RecvBackend::Mmsg,
-    };
+    let options = BackendOptions { sqpoll_cpu: args.sqpoll, ..BackendOptions::default() };
+    config.receive.backend = args.backend.configure(&options)?;
     let echo = Echo::bind(config)?;
     let notes: Vec<String> = [
         echo.busy_poll().note.clone(),

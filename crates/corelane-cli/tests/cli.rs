@@ -109,6 +109,16 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
                 .to_vec(),
             "a backend that reads the datagrams",
         ),
+        (
+            ["udp", "recv", "127.0.0.1:0", "--sqpoll", "0"].map(String::from).to_vec(),
+            "--sqpoll does not go with --backend mmsg: it is for uring",
+        ),
+        (
+            ["udp", "recv", "127.0.0.1:0", "--backend", "xdp-drop", "--busy-poll", "50"]
+                .map(String::from)
+                .to_vec(),
+            "--busy-poll does not go with --backend xdp-drop: it is for xdp",
+        ),
         (vec!["udp".into(), "send".into(), "not-an-address".into()], "invalid socket address"),
         (
             vec!["udp".into(), "recv".into(), "127.0.0.1:0".into(), "--pin".into(), "999".into()],
@@ -182,6 +192,25 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
         let out = corelane(&args);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// `udp echo` with a backend that cannot answer in place is refused in one line naming it and
+/// the backends that can, before any lane starts; every echoing backend is taken.
+#[test]
+fn an_echo_refuses_a_backend_without_an_echo_in_one_line() {
+    for backend in ["xdp", "xdp-return", "xdp-drop"] {
+        let out = corelane(&["udp", "echo", "127.0.0.1:0", "--backend", backend]);
+        assert!(!out.status.success(), "{backend} was taken");
+        let expected = format!(
+            "corelane: --backend {backend} offers no echo (it cannot answer requests in place): \
+             use --backend mmsg or uring\n"
+        );
+        assert_eq!(stderr(&out), expected);
+    }
+    for backend in ["mmsg", "uring"] {
+        let out = corelane(&["udp", "echo", "127.0.0.1:0", "--backend", backend, "--count", "0"]);
+        assert!(out.status.success(), "{backend}: {}", stderr(&out));
     }
 }
 

@@ -128,6 +128,31 @@ fn io_uring_lanes_receive_every_datagram_once_with_and_without_sqpoll() {
     assert!(matches!(refused, Err(UdpError::UringGro)), "{refused:?}");
 }
 
+/// Every backend of the table binds, runs and reports over loopback, or its bind says why it
+/// cannot run here (the XDP backends without root or AF_XDP; over a veth: `xdp_lanes.rs`).
+#[test]
+fn every_backend_binds_runs_and_reports_or_says_why_not() {
+    for &backend in RecvBackend::ALL {
+        let mut rx = receiver(1, SocketMode::Reuseport, false);
+        rx.receive.backend = backend;
+        match Receiver::bind(rx.clone()) {
+            Err(UdpError::Xdp(why)) => {
+                eprintln!("{backend}: cannot run over loopback here: {why}");
+                continue;
+            }
+            Err(e) => panic!("{backend}: {e}"),
+            Ok(bound) => drop(bound),
+        }
+        let s = round_trip(rx, 4, None);
+        let fell_back = s.backend_note.is_some() && s.backend != backend.name();
+        assert!(s.backend == backend.name() || fell_back, "{backend}: {s:#?}");
+        assert_eq!(s.throughput.datagrams + s.kernel_drops.unwrap_or(0), N, "{backend}: {s:#?}");
+        if backend.reads_headers() {
+            assert_exact(&s, 4, 1);
+        }
+    }
+}
+
 #[test]
 fn dispatching_to_workers_keeps_flows_in_order_with_rss_and_counts_what_spraying_reorders() {
     for kind in [Kind::Rss, Kind::DswParallel, Kind::Diffuser] {

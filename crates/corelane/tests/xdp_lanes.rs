@@ -224,7 +224,7 @@ fn numbered_datagrams_arrive_exactly_once_and_the_program_goes_with_the_run() {
     assert_eq!(pair.programs_on_rx().len(), 1, "the program is attached while receiving");
     send_numbered(&pair, SocketAddr::from((pair.rx_ip, 4321)), N);
     let s = handle.join().unwrap().unwrap();
-    let x = s.xdp.as_ref().expect("an xdp report");
+    let x = s.backend_report.xdp.as_ref().expect("an xdp report");
     assert_eq!(s.backend, "xdp");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
     assert_eq!(s.sequence.received, N);
@@ -331,7 +331,7 @@ fn a_frame_whose_ip_length_lies_is_counted_and_dropped() {
     .unwrap();
     let s = handle.join().unwrap().unwrap();
     stop.stop();
-    let x = s.xdp.unwrap();
+    let x = s.backend_report.xdp.unwrap();
     assert_eq!(x.counts.lying_length, 1, "{x:?}");
     assert_eq!(x.counts.frames, 11);
     assert_eq!(s.throughput.datagrams, 10);
@@ -351,7 +351,7 @@ fn a_left_over_corelane_program_is_removed_and_a_foreign_one_refused() {
     let (stop, handle) = start_receiver(&pair, 4321, u64::MAX);
     stop.stop();
     let s = handle.join().unwrap().unwrap();
-    assert_eq!(s.xdp.unwrap().removed_stale_program, Some(stale));
+    assert_eq!(s.backend_report.xdp.unwrap().removed_stale_program, Some(stale));
     // The link goes with its last descriptor: a process another test forks at that moment
     // holds a copy of every descriptor until it execs, so allow it that long.
     let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
@@ -381,7 +381,7 @@ fn bad_input_is_one_clear_error() {
     let errors = pair.in_rx(move || {
         let with_dev = |addr: &str, dev: &str| {
             let mut c = config(addr.parse().unwrap(), 1);
-            c.xdp_dev = Some(dev.to_string());
+            c.interface = Some(dev.to_string());
             Receiver::bind(c).unwrap_err().to_string()
         };
         vec![
@@ -485,7 +485,7 @@ fn ipv6_generic_mode_and_busy_polling_deliver_exactly_once() {
         (v4, XdpMode::Copy, Some(50), "native copy"),
     ] {
         let s = receive_numbered(&pair, addr, N, RecvBackend::Xdp { mode, busy_poll_us }, || {});
-        let x = s.xdp.unwrap();
+        let x = s.backend_report.xdp.unwrap();
         assert_eq!(x.mode, expect, "{addr} {mode:?}");
         assert_eq!(x.busy_poll, busy_poll_us.is_some());
         assert_eq!(s.throughput.datagrams, N, "{addr} {mode:?}");
@@ -523,12 +523,37 @@ fn the_delivery_floor_hands_every_frame_back_and_counts_it() {
     let s = receive_numbered(&pair, addr, N, RecvBackend::XdpReturn { mode: XdpMode::Auto }, || {});
     assert_eq!(s.backend, "xdp-return");
     assert_eq!(s.throughput.datagrams, N, "{s:?}");
-    let x = s.xdp.as_ref().unwrap();
+    let x = s.backend_report.xdp.as_ref().unwrap();
     // More frames than the UMEM holds (10,240): each went back to the fill ring.
     assert_eq!(x.counts.frames, N);
     assert_eq!(x.xsk.map(|k| k.rx_lost()), Some(0));
     assert!(s.backend_note.as_deref().is_some_and(|n| n.contains("delivery floor")), "{s:?}");
     pair.assert_no_program_left("the run");
+}
+
+/// Every backend of the table receives numbered datagrams over a veth and reports them: the
+/// kernel's sockets and the XDP lanes alike (one table, one way in).
+#[test]
+fn every_backend_of_the_table_receives_over_a_veth_and_reports() {
+    let pair = pair_or_skip!();
+    const N: u64 = 2_000;
+    for (i, &backend) in RecvBackend::ALL.iter().enumerate() {
+        let addr = SocketAddr::from((pair.rx_ip, 4400 + i as u16));
+        let mut config = config(addr, N);
+        config.receive.backend = backend;
+        // Room for the whole burst where the kernel's sockets queue it (mmsg, uring).
+        config.receive.rcvbuf = Some(8 << 20);
+        let (_stop, handle) = start_receiver_with(&pair, config);
+        send_numbered(&pair, addr, N);
+        let s = handle.join().unwrap().unwrap();
+        let fell_back = s.backend_note.is_some() && s.backend != backend.name();
+        assert!(s.backend == backend.name() || fell_back, "{backend}: {s:#?}");
+        assert_eq!(s.throughput.datagrams, N, "{backend}: {s:#?}");
+        if backend.reads_headers() {
+            assert_eq!(s.sequence.received, N, "{backend}");
+        }
+        pair.assert_no_program_left(backend.name());
+    }
 }
 
 /// A counter of `dev`'s in namespace `ns` (`/sys/class/net/DEV/statistics/NAME`).

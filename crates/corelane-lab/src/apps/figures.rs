@@ -2,6 +2,7 @@
 //! lane, and the server's CPU per request split into the program's threads and the lane's;
 //! then the side-effect check's round trips.
 
+use super::placement::Lane;
 use super::rows::AppRow;
 use super::AppsLabReport;
 use crate::report::figure::{Bar, Bars, Figure, Role, Stacked, StackedBar};
@@ -11,8 +12,8 @@ fn label(row: &AppRow) -> String {
 }
 
 /// No lane is the default every lane is read against.
-fn role(lane: &str) -> Role {
-    if lane == "none" {
+fn role(lane: Lane) -> Role {
+    if lane == Lane::None {
         Role::Default
     } else {
         Role::Config
@@ -21,13 +22,13 @@ fn role(lane: &str) -> Role {
 
 pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     let mut out = Vec::new();
-    let mut apps: Vec<&str> = r.rows.iter().map(|row| row.app.as_str()).collect();
+    let mut apps: Vec<_> = r.rows.iter().map(|row| row.app).collect();
     apps.dedup();
     for app in apps {
         let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
         let bars = rows
             .iter()
-            .map(|row| Bar::new(label(row), role(&row.lane), row.rps.median, &row.rps.each));
+            .map(|row| Bar::new(label(row), role(row.lane), row.rps.median, &row.rps.each));
         out.push(Figure::Bars(Bars {
             id: format!("rate-{app}"),
             title: format!("{app}: requests/s by placement and syscall lane"),
@@ -49,7 +50,7 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     }
     if !r.ping.is_empty() {
         let bars = r.ping.iter().map(|p| {
-            Bar::new(format!("lane {}", p.lane), role(&p.lane), p.p50_us.median, &p.p50_us.each)
+            Bar::new(format!("lane {}", p.lane), role(p.lane), p.p50_us.median, &p.p50_us.each)
         });
         out.push(Figure::Bars(Bars {
             id: "ping-pong".into(),

@@ -6,17 +6,18 @@
 
 use serde::Serialize;
 
-use super::placement::Cpus;
+use super::placement::{CoreKind, Cpus, Lane};
+use super::programs::App;
 use super::rows::{AppRow, PingRow};
 
 /// One program's lane on a machine with one core for the program and one spare core near
 /// the NIC for its syscall threads.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelRow {
-    pub app: String,
+    pub app: App,
     /// The placement whose rows it is computed from (NC, the seed's partition, when measured).
-    pub placement: String,
-    pub lane: String,
+    pub placement: CoreKind,
+    pub lane: Lane,
     /// One core doing everything without a lane: 1 / (CPU per request without it).
     pub one_core_rps: f64,
     /// The program's core with the lane: 1 / (its own threads' CPU per request).
@@ -33,9 +34,9 @@ pub struct ModelRow {
 /// row.
 pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
     let mut out = Vec::new();
-    for base in rows.iter().filter(|r| r.lane == "none" && r.cpu_us_per_request > 0.0) {
-        let nc_measured = rows.iter().any(|r| r.app == base.app && r.placement == "NC");
-        if nc_measured && base.placement != "NC" {
+    for base in rows.iter().filter(|r| r.lane == Lane::None && r.cpu_us_per_request > 0.0) {
+        let nc_measured = rows.iter().any(|r| r.app == base.app && r.placement == CoreKind::Nc);
+        if nc_measured && base.placement != CoreKind::Nc {
             continue;
         }
         if !nc_measured
@@ -46,7 +47,7 @@ pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
         }
         let lanes = rows
             .iter()
-            .filter(|r| r.app == base.app && r.placement == base.placement && r.lane != "none");
+            .filter(|r| r.app == base.app && r.placement == base.placement && r.lane != Lane::None);
         for lane in lanes.filter(|r| r.program_us_per_request > 0.0 && r.lane_us_per_request > 0.0)
         {
             let one_core_rps = 1e6 / base.cpu_us_per_request;
@@ -54,9 +55,9 @@ pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
             let syscall_core_rps = 1e6 / lane.lane_us_per_request;
             let predicted_rps = app_core_rps.min(syscall_core_rps);
             out.push(ModelRow {
-                app: base.app.clone(),
-                placement: base.placement.clone(),
-                lane: lane.lane.clone(),
+                app: base.app,
+                placement: base.placement,
+                lane: lane.lane,
                 one_core_rps,
                 app_core_rps,
                 syscall_core_rps,
@@ -71,7 +72,7 @@ pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
 /// Sentences computed from the rows.
 pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cpus) -> Vec<String> {
     let mut out = Vec::new();
-    let mut apps: Vec<&str> = rows.iter().map(|r| r.app.as_str()).collect();
+    let mut apps: Vec<App> = rows.iter().map(|r| r.app).collect();
     apps.dedup();
     for app in &apps {
         let of_app: Vec<&AppRow> = rows.iter().filter(|r| r.app == *app).collect();
@@ -85,7 +86,7 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
                 .collect::<Vec<_>>()
                 .join("; ")
         ));
-        let plain: Vec<&&AppRow> = of_app.iter().filter(|r| r.lane == "none").collect();
+        let plain: Vec<&&AppRow> = of_app.iter().filter(|r| r.lane == Lane::None).collect();
         if plain.len() > 1 {
             let best = plain.iter().max_by(|a, b| a.rps.median.total_cmp(&b.rps.median));
             let cheapest =
@@ -97,14 +98,14 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
                 ));
             }
         }
-        for r in of_app.iter().filter(|r| r.lane != "none") {
+        for r in of_app.iter().filter(|r| r.lane != Lane::None) {
             out.push(lane_sentence(r));
         }
     }
     if let Some(p) = ping_sentence(ping) {
         out.push(p);
     }
-    if rows.iter().any(|r| r.lane != "none") || ping.iter().any(|p| p.lane != "none") {
+    if rows.iter().any(|r| r.lane != Lane::None) || ping.iter().any(|p| p.lane != Lane::None) {
         out.push(format!(
             "What 2 CPUs cannot show: there is no spare core near the NIC. The syscall threads run on the softirq CPU {} — beside the bottom halves in NC and NZ, beside the application itself in NS — and the load generator takes CPU {}, so requests/s here measures who shares a CPU with whom; the exact CPU per request, split between the program's threads and the lane's, is what carries over to a larger machine.",
             cpus.softirq, cpus.other
@@ -123,7 +124,7 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
 fn lane_sentence(r: &AppRow) -> String {
     let calls: u64 = r.delegated.as_ref().map_or(0, |d| d.values().sum());
     let fell_back = match &r.lane_ran {
-        Some(ran) if *ran != r.lane => {
+        Some(ran) if ran != r.lane.id() => {
             format!(" (corelane run ran lane {ran}: {})", r.lane_notes.join("; "))
         }
         _ => String::new(),
@@ -144,10 +145,10 @@ fn lane_sentence(r: &AppRow) -> String {
 
 /// The side-effect check against the seed's ≤ 4 %.
 fn ping_sentence(ping: &[PingRow]) -> Option<String> {
-    let base = ping.iter().find(|p| p.lane == "none")?;
+    let base = ping.iter().find(|p| p.lane == Lane::None)?;
     let lanes: Vec<String> = ping
         .iter()
-        .filter(|p| p.lane != "none")
+        .filter(|p| p.lane != Lane::None)
         .map(|p| {
             format!(
                 "{}: p50 {:.1} us ({}), CPU per round trip {:.2} us ({})",
@@ -174,12 +175,12 @@ fn ping_sentence(ping: &[PingRow]) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn row(placement: &str, lane: &str, cpu: f64, program: f64, lane_us: f64) -> AppRow {
+    fn row(placement: CoreKind, lane: Lane, cpu: f64, program: f64, lane_us: f64) -> AppRow {
         AppRow {
-            app: "redis".into(),
-            placement: placement.into(),
-            lane: lane.into(),
-            lane_ran: Some(lane.into()),
+            app: App::Redis,
+            placement,
+            lane,
+            lane_ran: Some(lane.id().into()),
             lane_notes: Vec::new(),
             app_cpus: "0".into(),
             syscall_cpus: Some("1".into()),
@@ -201,22 +202,25 @@ mod tests {
     #[test]
     fn the_spare_core_model_takes_the_slower_core_of_the_nc_rows() {
         let rows = [
-            row("NS", "none", 5.0, 5.0, 0.0),
-            row("NS", "threads", 9.0, 3.0, 6.0),
-            row("NC", "none", 10.0, 10.0, 0.0),
-            row("NC", "threads", 12.0, 4.0, 8.0),
+            row(CoreKind::Ns, Lane::None, 5.0, 5.0, 0.0),
+            row(CoreKind::Ns, Lane::Threads, 9.0, 3.0, 6.0),
+            row(CoreKind::Nc, Lane::None, 10.0, 10.0, 0.0),
+            row(CoreKind::Nc, Lane::Threads, 12.0, 4.0, 8.0),
         ];
         let m = spare_core(&rows);
         assert_eq!(m.len(), 1, "NC only, when it was measured");
-        assert_eq!(m[0].placement, "NC");
+        assert_eq!(m[0].placement, CoreKind::Nc);
         assert!((m[0].one_core_rps - 1e5).abs() < 1e-6);
         assert!((m[0].predicted_rps - 1e6 / 8.0).abs() < 1e-6, "the syscall core is the slower");
         assert!((m[0].gain_pct - 25.0).abs() < 1e-9);
-        let ns_only = [row("NS", "none", 5.0, 5.0, 0.0), row("NS", "uring", 6.0, 2.0, 4.0)];
+        let ns_only = [
+            row(CoreKind::Ns, Lane::None, 5.0, 5.0, 0.0),
+            row(CoreKind::Ns, Lane::Uring, 6.0, 2.0, 4.0),
+        ];
         let m = spare_core(&ns_only);
-        assert_eq!((m.len(), m[0].placement.as_str()), (1, "NS"));
+        assert_eq!((m.len(), m[0].placement), (1, CoreKind::Ns));
         assert!(
-            spare_core(&[row("NC", "threads", 9.0, 3.0, 0.0)]).is_empty(),
+            spare_core(&[row(CoreKind::Nc, Lane::Threads, 9.0, 3.0, 0.0)]).is_empty(),
             "no base, no lane CPU"
         );
     }

@@ -18,16 +18,20 @@
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-/// Where the application runs relative to the softirq CPU.
+/// Where the application runs relative to the softirq CPU (by its `id` in rows and tables).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CoreKind {
+    #[serde(rename = "NS")]
     Ns,
+    #[serde(rename = "NC")]
     Nc,
+    #[serde(rename = "NZ")]
     Nz,
 }
 
-/// How the program's network system calls are made.
+/// How the program's network system calls are made (by its `id` in rows and tables).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Lane {
     /// By the program's own threads (no syscall lane).
     None,
@@ -93,6 +97,18 @@ impl CoreKind {
                 cpus.online
             ),
         }
+    }
+}
+
+impl std::fmt::Display for CoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl std::fmt::Display for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
     }
 }
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 use crate::host::Host;
 use crate::LabError;
 
-/// A server program the lab runs as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A server program the lab runs as it is (by its `id` in rows and tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum App {
     Nginx,
     Memcached,
@@ -22,6 +23,12 @@ pub enum App {
 /// The name of the file the web servers serve (generated, in `www/` of the private
 /// directory).
 pub const FILE_NAME: &str = "corelane-apps.bin";
+
+impl std::fmt::Display for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
 
 impl App {
     pub const ALL: [App; 4] = [App::Nginx, App::Memcached, App::Redis, App::Apache];

@@ -130,9 +130,9 @@ fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &
     checked.sort();
     checked.dedup();
     AppRow {
-        app: app.id().into(),
-        placement: placement.id().into(),
-        lane: lane.id().into(),
+        app,
+        placement,
+        lane,
         lane_ran,
         lane_notes,
         app_cpus: placement.app_cpus(cpus).to_string(),
@@ -157,7 +157,7 @@ fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &
 fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
     let runs = t.iter().filter_map(|x| x.run.as_ref());
     PingRow {
-        lane: lane.id().into(),
+        lane,
         lane_ran: lane_ran(runs.clone()).0,
         p50_us: Trials::of(t.iter().map(|x| x.p50_us)),
         p99_us: median_of(t.iter().map(|x| x.p99_us)),
@@ -174,21 +174,23 @@ fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
 
 /// Each lane row against its program and placement without a lane.
 fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
-    let bases: Vec<(String, String, f64, f64)> = rows
+    let bases: Vec<(App, CoreKind, f64, f64)> = rows
         .iter()
-        .filter(|r| r.lane == "none")
-        .map(|r| (r.app.clone(), r.placement.clone(), r.rps.median, r.cpu_us_per_request))
+        .filter(|r| r.lane == Lane::None)
+        .map(|r| (r.app, r.placement, r.rps.median, r.cpu_us_per_request))
         .collect();
-    for r in rows.iter_mut().filter(|r| r.lane != "none") {
+    for r in rows.iter_mut().filter(|r| r.lane != Lane::None) {
         if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
             r.rps_change_pct = change_pct(r.rps.median, b.2);
             r.cpu_change_pct = change_pct(r.cpu_us_per_request, b.3);
         }
     }
-    let base =
-        ping.iter().find(|p| p.lane == "none").map(|p| (p.p50_us.median, p.cpu_us_per_round_trip));
+    let base = ping
+        .iter()
+        .find(|p| p.lane == Lane::None)
+        .map(|p| (p.p50_us.median, p.cpu_us_per_round_trip));
     if let Some((p50, cpu)) = base {
-        for p in ping.iter_mut().filter(|p| p.lane != "none") {
+        for p in ping.iter_mut().filter(|p| p.lane != Lane::None) {
             p.p50_change_pct = change_pct(p.p50_us.median, p50);
             p.cpu_change_pct = change_pct(p.cpu_us_per_round_trip, cpu);
         }

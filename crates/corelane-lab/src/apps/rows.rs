@@ -5,16 +5,18 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::placement::{CoreKind, Lane};
+use super::programs::App;
 use crate::summary::{P50Us, Rps, Trials};
 
 /// One program under one placement and lane, over all trials.
 #[derive(Debug, Clone, Serialize)]
 pub struct AppRow {
-    pub app: String,
+    pub app: App,
     /// `NS`, `NC` or `NZ`.
-    pub placement: String,
+    pub placement: CoreKind,
     /// `none`, `threads` or `uring`, as asked.
-    pub lane: String,
+    pub lane: Lane,
     /// The lane `corelane run` reported running (it may fall back, with `lane_notes`).
     pub lane_ran: Option<String>,
     pub lane_notes: Vec<String>,
@@ -47,7 +49,7 @@ pub struct AppRow {
 /// The side-effect check under one lane.
 #[derive(Debug, Clone, Serialize)]
 pub struct PingRow {
-    pub lane: String,
+    pub lane: Lane,
     pub lane_ran: Option<String>,
     /// The round trip's p50 per trial, and their median.
     #[serde(flatten)]

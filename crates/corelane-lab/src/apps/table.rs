@@ -10,9 +10,9 @@ use crate::report;
 
 /// The programs' table: one line per program, placement and lane.
 const APP_COLUMNS: [report::Column<AppRow>; 10] = [
-    ("program", |r| Cell::new(&r.app)),
-    ("place", |r| Cell::new(&r.placement)),
-    ("lane", |r| Cell::new(&r.lane)),
+    ("program", |r| Cell::new(r.app)),
+    ("place", |r| Cell::new(r.placement)),
+    ("lane", |r| Cell::new(r.lane)),
     ("req/s", |r| report::right(format!("{:.0}", r.rps.median))),
     ("vs no lane", |r| report::right(report::pct(r.rps_change_pct))),
     ("p99 us", |r| report::right(r.p99_us.map_or("—".into(), |p| format!("{p:.0}")))),
@@ -34,8 +34,8 @@ const PING_COLUMNS: [report::Column<PingRow>; 6] = [
 
 /// The model: one line per program and lane.
 const MODEL_COLUMNS: [report::Column<ModelRow>; 7] = [
-    ("program", |m| Cell::new(&m.app)),
-    ("lane", |m| Cell::new(&m.lane)),
+    ("program", |m| Cell::new(m.app)),
+    ("lane", |m| Cell::new(m.lane)),
     ("program core req/s", |m| report::right(format!("{:.0}", m.app_core_rps))),
     ("syscall core req/s", |m| report::right(format!("{:.0}", m.syscall_core_rps))),
     ("predicted", |m| report::right(format!("{:.0}", m.predicted_rps))),
@@ -81,9 +81,9 @@ impl Report for AppsLabReport {
             .map(|row| {
                 vec![
                     "serve".into(),
-                    row.app.clone(),
-                    row.placement.clone(),
-                    row.lane.clone(),
+                    row.app.to_string(),
+                    row.placement.to_string(),
+                    row.lane.to_string(),
                     format!("{:.1}", row.rps.median),
                     opt(row.rps_change_pct),
                     opt(row.p99_us),
@@ -106,7 +106,7 @@ impl Report for AppsLabReport {
                 "ping-pong".into(),
                 "udp-echo".into(),
                 "NC".into(),
-                p.lane.clone(),
+                p.lane.to_string(),
                 String::new(),
                 String::new(),
                 format!("{:.2}", p.p99_us),

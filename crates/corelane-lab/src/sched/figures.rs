@@ -2,20 +2,22 @@
 //! (one chart per mode: simulated, real threads), the threaded runs' events/s, and latency
 //! percentiles per workload.
 
+use corelane::sched::{Kind, RunMode};
+
 use super::SchedLabReport;
 use crate::report::figure::{Bar, Bars, Figure, Lines, Point, Role, Scatter, Series};
 
 pub(super) fn figures(r: &SchedLabReport) -> Vec<Figure> {
     let mut out = Vec::new();
-    let mut modes: Vec<&str> = Vec::new();
+    let mut modes: Vec<RunMode> = Vec::new();
     for row in &r.rows {
-        if !modes.contains(&row.run.mode.as_str()) {
-            modes.push(&row.run.mode);
+        if !modes.contains(&row.run.mode) {
+            modes.push(row.run.mode);
         }
     }
     for mode in &modes {
         let points = r.rows.iter().filter(|row| row.run.mode == *mode).map(|row| Point {
-            group: row.run.scheduler.clone(),
+            group: row.run.scheduler.to_string(),
             label: format!("{}, {} workers", row.run.workload, row.run.workers),
             x: row.run.reorder.reorder_ratio,
             y: row.run.throughput_mevps,
@@ -29,15 +31,15 @@ pub(super) fn figures(r: &SchedLabReport) -> Vec<Figure> {
         }));
     }
     // The real machine's rows (the threaded mode), else the simulation's.
-    let mode = modes.iter().find(|m| **m == "threads").or(modes.first());
+    let mode = modes.iter().find(|m| **m == RunMode::Threads).or(modes.first());
     let Some(mode) = mode else { return out };
     let rows: Vec<_> = r.rows.iter().filter(|row| row.run.mode == *mode).collect();
     let workers = rows.iter().map(|row| row.run.workers).max().unwrap_or(0);
     let rows: Vec<_> = rows.into_iter().filter(|row| row.run.workers == workers).collect();
-    let role = |s: &str| if s == "diffuser" { Role::Config } else { Role::Peer };
+    let role = |s: Kind| if s == Kind::Diffuser { Role::Config } else { Role::Peer };
     let bars = rows.iter().map(|row| {
         let label = format!("{} · {}", row.run.workload, row.run.scheduler);
-        Bar::new(label, role(&row.run.scheduler), row.run.throughput_mevps, &[])
+        Bar::new(label, role(row.run.scheduler), row.run.throughput_mevps, &[])
     });
     out.push(Figure::Bars(Bars {
         id: format!("throughput-{mode}"),
@@ -56,8 +58,8 @@ pub(super) fn figures(r: &SchedLabReport) -> Vec<Figure> {
     }
     for workload in workloads {
         let series = rows.iter().filter(|row| row.run.workload == workload).map(|row| Series {
-            name: row.run.scheduler.clone(),
-            role: role(&row.run.scheduler),
+            name: row.run.scheduler.to_string(),
+            role: role(row.run.scheduler),
             points: vec![
                 (50.0, row.run.p50_latency_us),
                 (99.0, row.run.p99_latency_us),

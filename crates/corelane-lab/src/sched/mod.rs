@@ -10,7 +10,7 @@ mod table;
 
 use corelane::lane::StopSignal;
 use corelane::sched::threads::{self, ThreadsConfig};
-use corelane::sched::{simulate, Kind, RunResult, SimConfig, Workload};
+use corelane::sched::{simulate, Kind, RunMode, RunResult, SimConfig, Workload};
 use corelane::topology::Topology;
 use serde::Serialize;
 
@@ -275,7 +275,7 @@ impl Experiment for SchedLab<'_> {
 
     fn describe(&self, result: &CaseResult) -> String {
         match result {
-            CaseResult::Run(r) if r.mode == "threads" => format!(
+            CaseResult::Run(r) if r.mode == RunMode::Threads => format!(
                 "{:.2} Mev/s, scheduling {:.0}% of the producer",
                 r.throughput_mevps,
                 r.scheduling_share.map_or(String::from("?"), |s| format!("{:.0}", s * 100.0))
@@ -319,9 +319,9 @@ impl Experiment for SchedLab<'_> {
 fn with_dsw_ratios(runs: &[RunResult]) -> Vec<SchedRow> {
     runs.iter()
         .map(|r| {
-            let peer = |name: &str| {
+            let peer = |kind: Kind| {
                 runs.iter().find(|o| {
-                    o.scheduler == name
+                    o.scheduler == kind
                         && o.workload == r.workload
                         && o.workers == r.workers
                         && o.mode == r.mode
@@ -330,11 +330,11 @@ fn with_dsw_ratios(runs: &[RunResult]) -> Vec<SchedRow> {
             let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
             SchedRow {
                 run: r.clone(),
-                vs_dsw_atomic_throughput: peer("dsw-atomic")
+                vs_dsw_atomic_throughput: peer(Kind::DswAtomic)
                     .and_then(|p| ratio(r.throughput_mevps, p.throughput_mevps)),
-                vs_dsw_parallel_throughput: peer("dsw-parallel")
+                vs_dsw_parallel_throughput: peer(Kind::DswParallel)
                     .and_then(|p| ratio(r.throughput_mevps, p.throughput_mevps)),
-                vs_dsw_parallel_reorder: peer("dsw-parallel")
+                vs_dsw_parallel_reorder: peer(Kind::DswParallel)
                     .and_then(|p| ratio(r.reorder.reorder_ratio, p.reorder.reorder_ratio)),
             }
         })
@@ -390,10 +390,10 @@ fn findings(rows: &[SchedRow], dpdk: Option<&DpdkRun>) -> Vec<String> {
     let mut out = Vec::new();
     for workload in ["10-flows", "1-flow"] {
         let Some(d) = rows.iter().find(|r| {
-            r.run.mode == "sim"
+            r.run.mode == RunMode::Sim
                 && r.run.workers == 8
                 && r.run.workload == workload
-                && r.run.scheduler == "diffuser"
+                && r.run.scheduler == Kind::Diffuser
         }) else {
             continue;
         };
@@ -407,10 +407,10 @@ fn findings(rows: &[SchedRow], dpdk: Option<&DpdkRun>) -> Vec<String> {
             "{workload}, 8 simulated workers: Diffuser moves {par:.2}x dsw-parallel's events/s at {reorder:.2}x its reorder ratio, and {atomic:.2}x dsw-atomic's events/s."
         ));
     }
-    let threads: Vec<&SchedRow> = rows.iter().filter(|r| r.run.mode == "threads").collect();
+    let threads: Vec<&SchedRow> = rows.iter().filter(|r| r.run.mode == RunMode::Threads).collect();
     let atomic: Vec<f64> = threads
         .iter()
-        .filter(|r| r.run.scheduler == "dsw-atomic")
+        .filter(|r| r.run.scheduler == Kind::DswAtomic)
         .map(|r| r.run.throughput_mevps)
         .collect();
     if let (Some(d), Some(ours)) = (dpdk, corelane::stats::median(&atomic)) {
@@ -422,7 +422,7 @@ fn findings(rows: &[SchedRow], dpdk: Option<&DpdkRun>) -> Vec<String> {
     }
     if let Some(best) = threads
         .iter()
-        .filter(|r| r.run.scheduler == "dsw-atomic")
+        .filter(|r| r.run.scheduler == Kind::DswAtomic)
         .map(|r| r.run.throughput_mevps)
         .reduce(f64::max)
     {

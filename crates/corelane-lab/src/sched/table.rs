@@ -8,9 +8,9 @@ use crate::report;
 
 /// A workload's table: one line per scheduler, mode and workers, with its ratios to DSW.
 const COLUMNS: [report::Column<SchedRow>; 14] = [
-    ("mode", |r| Cell::new(&r.run.mode)),
+    ("mode", |r| Cell::new(r.run.mode)),
     ("workers", |r| report::right(r.run.workers.to_string())),
-    ("scheduler", |r| Cell::new(&r.run.scheduler)),
+    ("scheduler", |r| Cell::new(r.run.scheduler)),
     ("Mev/s", |r| report::right(format!("{:.2}", r.run.throughput_mevps))),
     ("reorder", |r| report::right(format!("{:.4}", r.run.reorder.reorder_ratio))),
     ("n-reord", |r| report::right(format!("{:.4}", r.run.reorder.n_reordered_ratio))),
@@ -33,10 +33,10 @@ fn ratio(v: Option<f64>) -> String {
 
 /// The CSV: one record per run.
 const CSV_COLUMNS: [report::CsvColumn<SchedRow>; 16] = [
-    ("scheduler", |r| r.run.scheduler.clone()),
+    ("scheduler", |r| r.run.scheduler.to_string()),
     ("workload", |r| r.run.workload.clone()),
     ("workers", |r| r.run.workers.to_string()),
-    ("mode", |r| r.run.mode.clone()),
+    ("mode", |r| r.run.mode.to_string()),
     ("throughput_mevps", |r| format!("{:.4}", r.run.throughput_mevps)),
     ("reorder_ratio", |r| format!("{:.6}", r.run.reorder.reorder_ratio)),
     ("n_reordered_ratio", |r| format!("{:.6}", r.run.reorder.n_reordered_ratio)),

@@ -390,7 +390,7 @@ pub fn run(
     }
     let xdp_mode = match cfg.xdp {
         XdpRole::Drop => Some("native".to_string()),
-        _ => received.xdp.as_ref().map(|x| x.mode.clone()),
+        _ => received.backend_report.xdp.as_ref().map(|x| x.mode.clone()),
     };
     let sequence = received.sequence;
     Ok(Trial {
@@ -405,8 +405,8 @@ pub fn run(
         cpu: steady.cpu,
         nic,
         charged: steady.charged,
-        xsk_lost: received.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
-        xsk: received.xdp.as_ref().and_then(|x| x.xsk),
+        xsk_lost: received.backend_report.xdp.as_ref().and_then(|x| x.xsk).map(|k| k.rx_lost()),
+        xsk: received.backend_report.xdp.as_ref().and_then(|x| x.xsk),
         hosts,
         xdp_mode,
     })

@@ -39,5 +39,5 @@ pub enum ConfigError {
     OutOfRange { what: &'static str, value: f64, fix: &'static str },
 }
 pub use metrics::{Balance, ReorderMeter, ReorderReport};
-pub use sim::{simulate, RunResult, SimConfig};
+pub use sim::{simulate, RunMode, RunResult, SimConfig};
 pub use workload::{Source, Workload};

@@ -46,14 +46,38 @@ impl SimConfig {
     }
 }
 
+/// How a run was made: simulated, or on real threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunMode {
+    Sim,
+    Threads,
+}
+
+impl RunMode {
+    /// As the rows and reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sim => "sim",
+            Self::Threads => "threads",
+        }
+    }
+}
+
+impl std::fmt::Display for RunMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What one simulated run measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunResult {
-    pub scheduler: String,
+    pub scheduler: Kind,
     pub workload: String,
     pub workers: usize,
     /// `sim` or `threads`.
-    pub mode: String,
+    pub mode: RunMode,
     pub throughput_mevps: f64,
     #[serde(flatten)]
     pub reorder: ReorderReport,
@@ -76,7 +100,7 @@ impl RunResult {
         kind: Kind,
         workload: Workload,
         workers: usize,
-        mode: &str,
+        mode: RunMode,
         throughput_mevps: f64,
         reorder: &ReorderMeter,
         work: &[f64],
@@ -87,10 +111,10 @@ impl RunResult {
         let balance = Balance::of(work);
         let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
         Self {
-            scheduler: kind.name().into(),
+            scheduler: kind,
             workload: workload.name().into(),
             workers,
-            mode: mode.into(),
+            mode,
             throughput_mevps,
             reorder: reorder.report(),
             imbalance_cov: balance.cov,
@@ -319,7 +343,7 @@ impl<'a> Sim<'a> {
             cfg.kind,
             cfg.workload,
             cfg.workers,
-            "sim",
+            RunMode::Sim,
             if secs > 0.0 { self.measured as f64 / secs / 1e6 } else { 0.0 },
             &self.reorder,
             &work,

@@ -105,7 +105,7 @@ pub fn run(cfg: &ThreadsConfig) -> io::Result<RunResult> {
         cfg.kind,
         cfg.workload,
         workers,
-        "threads",
+        super::sim::RunMode::Threads,
         completed as f64 / elapsed.as_secs_f64() / 1e6,
         &reorder,
         &work,

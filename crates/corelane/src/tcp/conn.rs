@@ -32,6 +32,11 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
+    /// The bytes of the lane's buffers lent to it (input and output).
+    pub fn lent_bytes(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
+    }
+
     pub fn consume(&mut self, n: usize) {
         if n < self.filled {
             self.input.copy_within(n..self.filled, 0);

@@ -48,9 +48,7 @@ struct Conn {
 impl Conn {
     /// Its slot in the lane's table and the buffers lent to it.
     fn held_bytes(&self) -> usize {
-        std::mem::size_of::<Option<Conn>>()
-            + self.exchange.input.capacity()
-            + self.exchange.output.capacity()
+        std::mem::size_of::<Option<Conn>>() + self.exchange.lent_bytes()
     }
 }
 

@@ -608,10 +608,7 @@ fn fill_from_file(exchange: &mut Exchange) -> bool {
 impl Conn {
     /// Its slot in the lane's table and the buffers lent to it, the send in flight included.
     fn held_bytes(&self) -> usize {
-        std::mem::size_of::<Option<Conn>>()
-            + self.exchange.input.capacity()
-            + self.exchange.output.capacity()
-            + self.in_flight
+        std::mem::size_of::<Option<Conn>>() + self.exchange.lent_bytes() + self.in_flight
     }
 
     /// Answers waiting for the peer: queued, and in the send in flight.

@@ -20,14 +20,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use socket2::{Socket, Type};
 
-use super::backend::mmsg::MmsgEcho;
-use super::backend::uring::UringEcho;
-use super::backend::{self, EchoBatch, RecvBackend};
+use super::backend::{self, EchoBatch};
 use super::budget::{self, SourceBudget};
 use super::judge::{Dropped, EchoTally, Judge, ReplyCounter};
 use super::lanes::{Lanes, ReceivePath};
 use super::socket::{
-    apply_busy_poll, bind_receiver, local_addr, napi_id, settle_gro, BusyPollState, OffloadState,
+    apply_busy_poll, bind_receiver, local_addr, napi_id, settle_gro, slot_bytes, BusyPollState,
+    OffloadState,
 };
 use super::source_check::SourceCheck;
 use super::{UdpError, Wire};
@@ -134,7 +133,7 @@ pub struct EchoSummary {
     pub busy_poll: BusyPollState,
     /// The NAPI id the sockets last saw (0: none on this path, so busy polling polls nothing).
     pub napi_id: u32,
-    /// `mmsg`, `uring` or `uring+sqpoll`.
+    /// The backend that ran, by name (`mmsg`, `uring` or `uring+sqpoll`).
     pub backend: String,
     /// Why the backend asked for was not the one that ran, if so.
     pub backend_note: Option<String>,
@@ -149,6 +148,8 @@ pub const LANE_NAME: &str = "corelane-echo";
 pub struct Echo {
     config: EchoConfig,
     sockets: Vec<Arc<Socket>>,
+    /// One receive-and-answer per socket, the backend's.
+    lanes: Vec<Box<dyn EchoBatch>>,
     addr: SocketAddr,
     gro: OffloadState,
     busy_poll: BusyPollState,
@@ -179,6 +180,12 @@ impl Echo {
             config.receive.gro,
             "echoing with recvmmsg/sendmmsg",
         )?;
+        let Some(echo_lane) = config.receive.backend.unit().echo() else {
+            return Err(UdpError::NoEcho {
+                backend: config.receive.backend.name(),
+                echoing: backend::echoing(),
+            });
+        };
         let reuseport = config.lanes.threads > 1;
         let group = ReuseportGroup::bind(
             config.addr,
@@ -191,8 +198,11 @@ impl Echo {
         let sockets: Vec<Arc<Socket>> = group.into_sockets().into_iter().map(Arc::new).collect();
         let gro = settle_gro(config.receive.gro, sockets.iter(), "echoing datagram by datagram");
         let busy_poll = apply_busy_poll(sockets.iter().map(|s| &**s), config.busy_poll_us);
+        let slot = slot_bytes(None, gro.active);
+        let lanes =
+            sockets.iter().map(|s| echo_lane(Arc::clone(s), config.lanes.batch, slot)).collect();
         let (counters, replies) = (lane::per_lane(sockets.len()), lane::per_lane(sockets.len()));
-        Ok(Self { config, sockets, addr, gro, busy_poll, backend_note, counters, replies })
+        Ok(Self { config, sockets, lanes, addr, gro, busy_poll, backend_note, counters, replies })
     }
 
     /// What each lane counts and answers, read by a scrape while the echo runs.
@@ -223,7 +233,7 @@ impl Echo {
     /// Echoes until `stop`, the duration or the reply count, calling `on_interval` once a
     /// second from the calling thread.
     pub fn run(
-        self,
+        mut self,
         stop: &StopSignal,
         on_interval: impl FnMut(&EchoInterval),
     ) -> Result<EchoSummary, UdpError> {
@@ -325,22 +335,15 @@ impl<F: FnMut(&EchoInterval)> Watch for EchoWatch<'_, F> {
 impl Echo {
     /// Starts one lane per socket: its backend's receive-and-answer and its own `Judge`.
     fn spawn_lanes(
-        &self,
+        &mut self,
         counters: &Arc<Vec<LaneCounters>>,
         replies: &Arc<Vec<ReplyCounter>>,
         stop: &StopSignal,
     ) -> Result<LaneSet<(Dropped, EchoTally)>, UdpError> {
-        let cfg = &self.config;
-        let slot = if self.gro.active { 65_536 } else { 2048 };
         let check = self.source_check();
+        let cfg = &self.config;
         let mut lanes = LaneSet::new(LANE_NAME, stop.clone());
-        for (index, socket) in self.sockets.iter().enumerate() {
-            let lane: Box<dyn EchoBatch> = match cfg.receive.backend {
-                RecvBackend::Uring { sqpoll_cpu } => {
-                    Box::new(UringEcho::new(Arc::clone(socket), sqpoll_cpu))
-                }
-                _ => Box::new(MmsgEcho::new(Arc::clone(socket), cfg.lanes.batch, slot)),
-            };
+        for (index, lane) in std::mem::take(&mut self.lanes).into_iter().enumerate() {
             let mut judge = Judge::new(
                 cfg.reply_every,
                 cfg.wire,

@@ -38,6 +38,10 @@ pub enum UdpError {
         "--backend uring receives datagram by datagram: drop --gro, or use --backend mmsg for GRO"
     )]
     UringGro,
+    #[error("--backend {backend} offers no echo (it cannot answer requests in place): use --backend {echoing}")]
+    NoEcho { backend: &'static str, echoing: String },
+    #[error("{flag} does not go with --backend {backend}: it is for {takers}")]
+    BackendOption { flag: &'static str, backend: &'static str, takers: String },
     #[error("--reply-every must be at least 1 (1 answers every datagram)")]
     ReplyEvery,
     #[error("--reply-every counts datagrams one by one: drop --gro, or answer every datagram")]

@@ -25,7 +25,7 @@ mod socket;
 pub mod sockperf;
 pub mod source_check;
 
-pub use backend::RecvBackend;
+pub use backend::{BackendOptions, BackendReport, BackendSecond, RecvBackend};
 pub use check::Anomalies;
 pub use echo::{
     Echo, EchoConfig, EchoInterval, EchoLane, EchoSummary, LANE_NAME as ECHO_LANE_NAME,

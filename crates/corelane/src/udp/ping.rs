@@ -556,18 +556,27 @@ impl PingLane {
         true
     }
 
+    /// The start of each round of both loops: the time now, the CPU clock read once the
+    /// measured part begins, and `None` (the end of sending noted) once nothing is left to send.
+    fn next_round(&mut self, cpu_at: &mut Option<Duration>) -> Option<u64> {
+        let now = self.now();
+        if cpu_at.is_none() && now >= self.measure_from {
+            *cpu_at = Some(stats::thread_runtime());
+        }
+        if self.done_sending(now) {
+            self.sending_ended = Some(now);
+            return None;
+        }
+        Some(now)
+    }
+
     /// One message in flight: send, wait for its reply or the timeout, repeat.
     fn ping_pong(&mut self, cpu_at: &mut Option<Duration>) -> io::Result<()> {
         let timeout = self.config.timeout.as_nanos() as u64;
         // One byte more than sent, so that a longer reply is seen as the wrong size.
         let mut buf = vec![0u8; self.config.size + 1];
         loop {
-            let now = self.now();
-            if cpu_at.is_none() && now >= self.measure_from {
-                *cpu_at = Some(stats::thread_runtime());
-            }
-            if self.done_sending(now) {
-                self.sending_ended = Some(now);
+            if self.next_round(cpu_at).is_none() {
                 return Ok(());
             }
             self.tick();
@@ -618,15 +627,7 @@ impl PingLane {
     fn under_load(&mut self, rate: u64, cpu_at: &mut Option<Duration>) -> io::Result<()> {
         let due = |n: u64| (u128::from(n) * 1_000_000_000 / u128::from(rate)) as u64;
         let mut n = 0u64;
-        loop {
-            let now = self.now();
-            if cpu_at.is_none() && now >= self.measure_from {
-                *cpu_at = Some(stats::thread_runtime());
-            }
-            if self.done_sending(now) {
-                self.sending_ended = Some(now);
-                break;
-            }
+        while let Some(now) = self.next_round(cpu_at) {
             // Every message due by now leaves now: a late client catches up, and each late
             // message is charged from when it was due.
             while due(n) <= now && !self.done_sending(due(n)) {

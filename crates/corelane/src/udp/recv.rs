@@ -7,11 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use socket2::{Socket, Type};
-
-use super::backend::mmsg::MmsgLane;
-use super::backend::uring::UringLane;
-use super::backend::{self, xdp, xdp_drop, ReceiveBatch, RecvBackend};
+use super::backend::{self, BackendRun, BindRequest, Bound, ReceiveBatch, RecvBackend};
 use super::check::LaneTally;
 use super::dispatch::DispatchConfig;
 use super::lanes::{Lanes, ReceivePath};
@@ -19,12 +15,10 @@ use super::recv_lane::{LaneResult, LaneWork, Totals};
 use super::recv_report::{RecvInterval, RecvSummary};
 use super::recv_watch::RecvWatch;
 use super::sequence::FlowGroup;
-use super::socket::{bind_receiver, local_addr, settle_gro, OffloadState, SocketMode, Steering};
+use super::socket::{OffloadState, SocketMode, Steering};
 use super::UdpError;
 use crate::lane::{self, LaneSet, LanesEnd, Monitor, Placement, StopSignal};
-use crate::reuseport::ReuseportGroup;
 use crate::stats::{CpuSecs, LaneCounters, Throughput, UdpCounters};
-use crate::xdp::rx::XdpReceive;
 
 /// What to receive and how.
 #[derive(Debug, Clone)]
@@ -47,8 +41,9 @@ pub struct ReceiverConfig {
     pub flow_groups: Vec<FlowGroup>,
     /// Flow scheduling: one receive lane dispatching datagrams to worker lanes.
     pub dispatch: Option<DispatchConfig>,
-    /// `--backend xdp`: the interface to attach to (default: the one holding the address).
-    pub xdp_dev: Option<String>,
+    /// For a backend that attaches to an interface: the one to attach to (default: the one
+    /// holding the address).
+    pub interface: Option<String>,
 }
 
 impl Default for ReceiverConfig {
@@ -65,7 +60,7 @@ impl Default for ReceiverConfig {
             until_datagrams: None,
             flow_groups: Vec::new(),
             dispatch: None,
-            xdp_dev: None,
+            interface: None,
         }
     }
 }
@@ -82,11 +77,11 @@ pub struct Receiver {
     bound: Vec<SocketAddr>,
     gro: OffloadState,
     rcvbuf_bytes: Option<usize>,
+    /// Bytes per receive buffer.
+    slot: usize,
     backend_note: Option<String>,
-    /// With `xdp`: the program attached, detached after the lanes joined.
-    xdp: Option<XdpReceive>,
-    /// With the XDP backends: the plain socket that holds the port.
-    _port: Option<Socket>,
+    /// What the backend keeps while the lanes run (its own counters, what it attached).
+    run: Box<dyn BackendRun>,
     /// What each lane counts (made at the bind, so a scrape may read them from the start).
     counters: Arc<Vec<LaneCounters>>,
 }
@@ -97,117 +92,42 @@ impl Receiver {
     pub fn bind(config: ReceiverConfig) -> Result<Self, UdpError> {
         validate(&config)?;
         let mut config = config;
-        let note = backend::settle(
+        let settled = backend::settle(
             &mut config.receive.backend,
             config.receive.gro,
             "receiving with recvmmsg",
         )?;
-        let dispatch = config.dispatch.is_some();
-        match config.receive.backend {
-            RecvBackend::Mmsg => {
-                let batch = config.lanes.batch;
-                Self::bind_sockets(config, note, |s, slot| Box::new(MmsgLane::new(s, batch, slot)))
-            }
-            RecvBackend::Uring { sqpoll_cpu } => Self::bind_sockets(config, note, |s, slot| {
-                Box::new(UringLane::new(s, slot, sqpoll_cpu))
-            }),
-            RecvBackend::Xdp { mode, busy_poll_us } => {
-                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
-                let dev = config.xdp_dev.clone();
-                let (lanes, attached, note) =
-                    xdp::bind(addr, dev, mode, busy_poll_us, xdp::Reads::Payloads)?;
-                Ok(Self::over_port(config, port, addr, lanes, note, Some(attached)))
-            }
-            RecvBackend::XdpReturn { mode } => {
-                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
-                let dev = config.xdp_dev.clone();
-                let (lanes, attached, note) =
-                    xdp::bind(addr, dev, mode, None, xdp::Reads::Nothing)?;
-                config.check = false;
-                let note = format!("{note}; frames handed back unread (the delivery floor)");
-                Ok(Self::over_port(config, port, addr, lanes, note, Some(attached)))
-            }
-            RecvBackend::XdpDrop => {
-                let (port, addr) = xdp::hold_port(&config.addrs, config.receive.gro, dispatch)?;
-                let (lane, note) = xdp_drop::bind(addr, config.xdp_dev.as_deref())?;
-                config.check = false;
-                Ok(Self::over_port(config, port, addr, vec![lane], note, None))
-            }
-        }
-    }
-
-    /// The kernel's sockets (recvmmsg, io_uring): a shared socket, or a `ReuseportGroup`
-    /// (optionally steered by CPU), per address; GRO where the kernel takes it; then `lane`
-    /// makes each lane's receiver over its sockets with buffers of `slot` bytes.
-    fn bind_sockets(
-        config: ReceiverConfig,
-        note: Option<String>,
-        lane: impl Fn(Vec<Arc<Socket>>, usize) -> Box<dyn ReceiveBatch>,
-    ) -> Result<Self, UdpError> {
-        let mut lane_sockets: Vec<Vec<Arc<Socket>>> = vec![Vec::new(); config.lanes.threads];
-        let mut bound = Vec::new();
-        let reuseport = config.sockets == SocketMode::Reuseport;
-        let members = if reuseport { config.lanes.threads } else { 1 };
-        for &addr in &config.addrs {
-            let group = ReuseportGroup::bind(
-                addr,
-                members,
-                Type::DGRAM,
-                |a| bind_receiver(a, reuseport, config.receive.rcvbuf),
-                local_addr,
-            )?;
-            if config.steering == Steering::Cpu {
-                group
-                    .steer_by_cpu(&config.lanes.placement.lane_cpus(config.lanes.threads))
-                    .map_err(|e| {
-                        UdpError::io("the kernel refused the reuseport CPU-steering program", e)
-                    })?;
-            }
-            bound.push(group.addr());
-            let sockets: Vec<Arc<Socket>> =
-                group.into_sockets().into_iter().map(Arc::new).collect();
-            // Shared: every lane reads the one socket; reuseport: lane i owns socket i.
-            for (lane, lane_sockets) in lane_sockets.iter_mut().enumerate() {
-                lane_sockets.push(Arc::clone(&sockets[lane % sockets.len()]));
-            }
-        }
-        let rcvbuf_bytes = lane_sockets[0][0].recv_buffer_size().ok();
-        let gro = settle_gro(
-            config.receive.gro,
-            lane_sockets.iter().flatten(),
-            "receiving datagram by datagram",
-        );
-        let slot = config.slot.unwrap_or(if gro.active { 65_536 } else { 2048 });
-        let lanes = lane_sockets.into_iter().map(|sockets| lane(sockets, slot)).collect();
-        let (backend_note, xdp, _port) = (note, None, None);
-        let counters = lane::per_lane(config.lanes.threads);
-        Ok(Self { config, lanes, bound, gro, rcvbuf_bytes, backend_note, xdp, _port, counters })
-    }
-
-    /// The XDP backends: `port` holds the address while `lanes` read what the program takes.
-    fn over_port(
-        mut config: ReceiverConfig,
-        port: Socket,
-        addr: SocketAddr,
-        lanes: Vec<Box<dyn ReceiveBatch>>,
-        note: String,
-        xdp: Option<XdpReceive>,
-    ) -> Self {
+        let unit = config.receive.backend.unit();
+        let Bound { lanes, addrs, gro, rcvbuf_bytes, slot, note, run } =
+            unit.bind(&BindRequest {
+                addrs: &config.addrs,
+                threads: config.lanes.threads,
+                batch: config.lanes.batch,
+                placement: &config.lanes.placement,
+                rcvbuf: config.receive.rcvbuf,
+                gro: config.receive.gro,
+                sockets: config.sockets,
+                steering: config.steering,
+                slot: config.slot,
+                dispatch: config.dispatch.is_some(),
+                interface: config.interface.as_deref(),
+            })?;
         config.lanes.threads = lanes.len();
-        Self {
+        config.check &= unit.reads_headers();
+        let notes: Vec<String> = settled.into_iter().chain(note).collect();
+        Ok(Self {
             counters: lane::per_lane(lanes.len()),
             config,
             lanes,
-            bound: vec![addr],
-            gro: OffloadState { requested: false, active: false, note: None },
-            rcvbuf_bytes: None,
-            backend_note: Some(note),
-            xdp,
-            _port: Some(port),
-        }
+            bound: addrs,
+            gro,
+            rcvbuf_bytes,
+            slot,
+            backend_note: (!notes.is_empty()).then(|| notes.join("; ")),
+            run,
+        })
     }
 
-    /// Why the backend asked for will not run as asked (SQPOLL refused), if so.
     /// What each lane counts, read by a scrape while the receive runs.
     pub(crate) fn lane_counters(&self) -> Arc<Vec<LaneCounters>> {
         Arc::clone(&self.counters)
@@ -215,15 +135,17 @@ impl Receiver {
 
     /// `None` when the lanes read no header (no sequence figures); else whether every flow
     /// stays on one lane, so that each lane's missing count is the run's for its flows: one
-    /// lane, a socket per lane chosen by the 4-tuple's hash, or AF_XDP's RX queues (RSS
+    /// lane, a socket per lane chosen by the 4-tuple's hash, or a lane per RX queue (RSS
     /// hashes the headers). A shared socket or CPU steering may split a flow over lanes.
     pub(crate) fn flows_stay_on_one_lane(&self) -> Option<bool> {
         let cfg = &self.config;
         let hashed = cfg.sockets == SocketMode::Reuseport && cfg.steering == Steering::Hash;
-        let xdp = matches!(cfg.receive.backend, RecvBackend::Xdp { .. });
-        cfg.check.then_some(cfg.lanes.threads == 1 || hashed || xdp)
+        let per_queue = cfg.receive.backend.unit().lane_per_queue();
+        cfg.check.then_some(cfg.lanes.threads == 1 || hashed || per_queue)
     }
 
+    /// How the backend runs: why the one asked for will not run as asked (io_uring or SQPOLL
+    /// refused), what it attached, if so.
     pub fn backend_note(&self) -> Option<&str> {
         self.backend_note.as_deref()
     }
@@ -236,11 +158,6 @@ impl Receiver {
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.bound
-    }
-
-    /// Bytes per receive buffer.
-    fn slot(&self) -> usize {
-        self.config.slot.unwrap_or(if self.gro.active { 65_536 } else { 2048 })
     }
 
     /// Starts one lane per receiver, each with its own checks.
@@ -284,7 +201,7 @@ impl Receiver {
 
     /// As [`Receiver::run`], calling `on_ready` once every lane is in its receive loop (its
     /// receiver started, its first batch next), so that a peer told "ready" then finds the
-    /// lanes reading: an AF_XDP RX ring fills from the moment its socket is in the XSKMAP,
+    /// lanes reading: a kernel-bypass ring fills from the moment it is handed its first frame,
     /// and nothing pushes back on it.
     pub fn run_announced(
         mut self,
@@ -300,8 +217,7 @@ impl Receiver {
             on_ready();
         }
         let cfg = &self.config;
-        let mut watch =
-            RecvWatch::new(&counters, cfg.until_datagrams, self.xdp.as_ref(), on_interval);
+        let mut watch = RecvWatch::new(&counters, cfg.until_datagrams, &mut *self.run, on_interval);
         let mut monitor = Monitor::new(stop, LanesEnd::AnyFinished).until(cfg.duration);
         let (_, stopped) = monitor.watch(&[&lanes], &mut watch);
         let snmp_end = UdpCounters::read().ok();
@@ -309,11 +225,11 @@ impl Receiver {
             monitor.join(lanes).map_err(|e| UdpError::io("a receiver lane failed", e))?;
         let results: Vec<(usize, Option<usize>, LaneResult)> =
             joined.into_iter().map(|j| (j.index, j.cpu, j.value)).collect();
-        let throughput = Throughput::of(&counters, &watch.busy_pps, stopped.elapsed);
         let totals = Totals::of(results, &counters, &cfg.flow_groups);
-        let snmp_start = watch.snmp_start;
-        // Dropping the receive detaches the program (its bpf_link closes).
-        let xdp = self.xdp.take().map(|x| x.finish(&totals.xsk));
+        let (snmp_start, busy_pps) = (watch.snmp_start, watch.busy_pps);
+        let throughput = Throughput::of(&counters, &busy_pps, stopped.elapsed);
+        // After the lanes joined: what the backend attached is let go with its report.
+        let backend_report = self.run.finish();
         Ok(RecvSummary {
             addrs: self.bound.clone(),
             sockets: cfg.sockets,
@@ -329,11 +245,11 @@ impl Receiver {
             cpu_ns_per_datagram: stopped.cpu_ns_per(throughput.datagrams),
             gro: self.gro.clone(),
             rcvbuf_bytes: self.rcvbuf_bytes,
-            slot_bytes: self.slot(),
+            slot_bytes: self.slot,
             backend: cfg.receive.backend.to_string(),
             backend_note: self.backend_note.clone(),
             dispatch: totals.dispatch,
-            xdp,
+            backend_report,
             lanes: totals.lanes,
         })
     }
@@ -352,14 +268,12 @@ fn wait_entered(lanes: &LaneSet<LaneResult>, entered: &AtomicUsize, stop: &StopS
 }
 
 /// Flow groups a receive can count ([`FlowGroup::check_all`]) with a backend that reads every
-/// datagram's header (not `--no-check`, `xdp-drop` or `xdp-return`).
+/// datagram's header (and not `--no-check`).
 fn check_flow_groups(config: &ReceiverConfig) -> Result<(), UdpError> {
     if config.flow_groups.is_empty() {
         return Ok(());
     }
-    let unread =
-        matches!(config.receive.backend, RecvBackend::XdpDrop | RecvBackend::XdpReturn { .. });
-    if !config.check || unread {
+    if !config.check || !config.receive.backend.reads_headers() {
         return Err(UdpError::FlowGroupsUnchecked);
     }
     FlowGroup::check_all(&config.flow_groups)

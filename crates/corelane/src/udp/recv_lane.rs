@@ -12,7 +12,6 @@ use super::recv_report::LaneSummary;
 use super::sequence::{FlowGroup, FlowGroupReport, SequenceReport, SequenceTracker};
 use crate::lane::StopSignal;
 use crate::stats::{self, CpuSecs, CpuUsage, LaneCounters};
-use crate::xdp::rx::XskLane;
 
 /// What a lane owns.
 pub(super) struct LaneWork {
@@ -31,8 +30,6 @@ pub(super) struct LaneResult {
     tally: LaneTally,
     cpu: CpuUsage,
     dispatch: Option<DispatchReport>,
-    /// The AF_XDP socket handed back for its counters.
-    xsk: Option<XskLane>,
 }
 
 impl LaneWork {
@@ -42,15 +39,9 @@ impl LaneWork {
             self.tally.start_dispatch(config, &self.worker_cpus)?;
         }
         let entered = &self.entered;
-        let receiver = backend::receive_until(
-            self.receiver,
-            &mut self.tally,
-            &self.stop,
-            self.coalesce,
-            || {
-                entered.fetch_add(1, Ordering::Release);
-            },
-        )?;
+        backend::receive_until(self.receiver, &mut self.tally, &self.stop, self.coalesce, || {
+            entered.fetch_add(1, Ordering::Release);
+        })?;
         let dispatch = self.tally.finish_dispatch()?;
         let cpu_end = stats::thread_cpu();
         Ok(LaneResult {
@@ -60,7 +51,6 @@ impl LaneWork {
                 system: cpu_end.system.saturating_sub(cpu_start.system),
             },
             dispatch,
-            xsk: receiver.into_xsk(),
         })
     }
 }
@@ -72,7 +62,6 @@ pub(super) struct Totals {
     pub anomalies: Anomalies,
     pub dispatch: Option<DispatchReport>,
     pub lanes: Vec<LaneSummary>,
-    pub xsk: Vec<XskLane>,
 }
 
 impl Totals {
@@ -95,7 +84,6 @@ impl Totals {
             anomalies: Anomalies::default(),
             dispatch: None,
             lanes: Vec::new(),
-            xsk: Vec::new(),
         };
         for (index, cpu, r) in results {
             totals.lanes.push(LaneSummary {
@@ -108,7 +96,6 @@ impl Totals {
             });
             totals.anomalies.add(&r.tally.anomalies);
             totals.dispatch = totals.dispatch.or(r.dispatch);
-            totals.xsk.extend(r.xsk);
         }
         totals
     }

@@ -5,12 +5,12 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
+use super::backend::{BackendReport, BackendSecond};
 use super::check::Anomalies;
 use super::dispatch::DispatchReport;
 use super::sequence::{FlowGroupReport, SequenceReport};
 use super::socket::{OffloadState, SocketMode, Steering};
 use crate::stats::{CpuSecs, Interval, Throughput};
-use crate::xdp::rx::XdpReport;
 
 /// One second of receiving.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -23,14 +23,9 @@ pub struct RecvInterval {
     pub kernel_drops: Option<u64>,
     /// The receiver process's user+system CPU time per datagram read this interval.
     pub cpu_ns_per_datagram: f64,
-    /// With `xdp`: the AF_XDP sockets' kernel counters this interval (frames lost at the
-    /// sockets: `rx_ring_full`, `rx_dropped`).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub xsk: Option<crate::xdp::rx::XskStats>,
-    /// With `xdp`: the sockets' counters could not be read this interval (or the last), so
-    /// its losses are unknown; `xsk` is then absent.
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
-    pub xsk_unknown: bool,
+    /// The backend's own counters this interval, if it keeps any.
+    #[serde(flatten)]
+    pub backend: BackendSecond,
 }
 
 /// One lane's totals.
@@ -73,13 +68,14 @@ pub struct RecvSummary {
     pub rcvbuf_bytes: Option<usize>,
     /// Bytes per receive buffer; longer datagrams were truncated.
     pub slot_bytes: usize,
-    /// `mmsg`, `uring`, `uring+sqpoll`, `xdp` or `xdp-drop`.
+    /// The backend that ran, by name (`RecvBackend::name`).
     pub backend: String,
     /// Why the backend asked for was not the one that ran, if so.
     pub backend_note: Option<String>,
     /// What dispatching to worker lanes did (with `dispatch`).
     pub dispatch: Option<DispatchReport>,
-    /// How the AF_XDP receive ran (mode and why, frames dropped and why), with `xdp`.
-    pub xdp: Option<XdpReport>,
+    /// The backend's report of its own counters, if it keeps any.
+    #[serde(flatten)]
+    pub backend_report: BackendReport,
     pub lanes: Vec<LaneSummary>,
 }

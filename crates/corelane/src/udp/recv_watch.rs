@@ -1,10 +1,10 @@
-//! `udp recv`'s seconds: each second's rates, kernel drops and AF_XDP socket counters from
-//! the lanes' counters and the kernel's, and the count target.
+//! `udp recv`'s seconds: each second's rates and kernel drops from the lanes' counters and
+//! the kernel's, the backend's own counters, and the count target.
 
+use super::backend::BackendRun;
 use super::recv_report::RecvInterval;
 use crate::lane::{Second, Watch};
 use crate::stats::{LaneCounters, Meter, UdpCounters};
-use crate::xdp::rx::{XdpReceive, XskStats};
 
 /// [`super::Receiver::run`]'s seconds and count target, from the lanes' counters and the kernel's.
 pub(super) struct RecvWatch<'a, F> {
@@ -16,10 +16,8 @@ pub(super) struct RecvWatch<'a, F> {
     pub snmp_start: Option<UdpCounters>,
     snmp_last: Option<UdpCounters>,
     last_total: u64,
-    /// With `xdp`: the receive whose AF_XDP sockets' counters each second reports, and
-    /// their sums at the last second.
-    xdp: Option<&'a XdpReceive>,
-    xsk_last: Option<XskStats>,
+    /// What the backend keeps: its own counters, read each second.
+    backend: &'a mut dyn BackendRun,
     /// Each second's rate, when any arrived.
     pub busy_pps: Vec<f64>,
     on_interval: F,
@@ -29,7 +27,7 @@ impl<'a, F> RecvWatch<'a, F> {
     pub fn new(
         counters: &'a [LaneCounters],
         until: Option<u64>,
-        xdp: Option<&'a XdpReceive>,
+        backend: &'a mut dyn BackendRun,
         on_interval: F,
     ) -> Self {
         let snmp_start = UdpCounters::read().ok();
@@ -40,8 +38,7 @@ impl<'a, F> RecvWatch<'a, F> {
             snmp_start,
             snmp_last: snmp_start,
             last_total: 0,
-            xdp,
-            xsk_last: xdp.and_then(xsk_total),
+            backend,
             busy_pps: Vec::new(),
             on_interval,
         }
@@ -63,25 +60,15 @@ impl<F: FnMut(&RecvInterval)> Watch for RecvWatch<'_, F> {
         if interval.rate.pps > 0.0 {
             self.busy_pps.push(interval.rate.pps);
         }
-        let xsk_now = self.xdp.and_then(xsk_total);
-        let xsk = xsk_now.zip(self.xsk_last).map(|(now, last)| now.since(&last));
         let report = RecvInterval {
             kernel_drops: drops_between(self.snmp_last, snmp),
             cpu_ns_per_datagram: second.cpu_ns_per(got),
             interval,
-            xsk,
-            xsk_unknown: self.xdp.is_some() && xsk.is_none(),
+            backend: self.backend.second(),
         };
-        self.xsk_last = xsk_now;
         self.snmp_last = snmp;
         (self.on_interval)(&report);
     }
-}
-
-/// The AF_XDP sockets' kernel counters, summed over the receive's sockets; `None` when a
-/// socket's could not be read.
-fn xsk_total(xdp: &XdpReceive) -> Option<XskStats> {
-    xdp.kernel_counters().total()
 }
 
 /// The receive-buffer drops between two readings of the kernel's UDP counters; `None` when

@@ -61,6 +61,47 @@ pub enum SendBackend {
     Xdp,
 }
 
+impl SendBackend {
+    /// Every send backend, in the order help lists them.
+    pub const ALL: &'static [SendBackend] = &[SendBackend::Mmsg, SendBackend::Xdp];
+
+    /// The name the command line takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mmsg => "mmsg",
+            Self::Xdp => "xdp",
+        }
+    }
+
+    /// One line on what it is, for the command line's help.
+    pub fn about(self) -> &'static str {
+        match self {
+            Self::Mmsg => "sendmmsg, optionally with GSO",
+            Self::Xdp => {
+                "IPv4 frames built once per flow and pushed through an AF_XDP TX ring on the \
+                 route's interface (needs root)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SendBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SendBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown send backend {s:?}: use mmsg or xdp"))
+    }
+}
+
 impl Default for SenderConfig {
     fn default() -> Self {
         Self {

@@ -13,6 +13,11 @@ use crate::sys::sockopt;
 /// How often a blocked lane wakes to look at its stop signal.
 pub(crate) const WAKE_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Bytes per receive buffer: `asked`, else 2048, or 64 KiB with GRO (room for 64 segments).
+pub(super) fn slot_bytes(asked: Option<usize>, gro: bool) -> usize {
+    asked.unwrap_or(if gro { 65_536 } else { 2048 })
+}
+
 pub(crate) fn new_udp(addr: &SocketAddr) -> Result<Socket, UdpError> {
     Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))
         .map_err(|e| UdpError::io("cannot create a UDP socket", e))

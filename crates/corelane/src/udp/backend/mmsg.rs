@@ -8,11 +8,39 @@ use std::sync::Arc;
 
 use socket2::Socket;
 
-use super::{EchoBatch, ReceiveBatch};
+use super::{sockets, Backend, BackendOptions, BindRequest, Bound, EchoBatch, EchoLanes};
+use super::{ReceiveBatch, RecvBackend};
 use crate::sys::mmsg::MmsgRecv;
 use crate::udp::check::LaneTally;
 use crate::udp::judge::{EchoTally, Judge};
 use crate::udp::socket::WAKE_INTERVAL;
+use crate::udp::UdpError;
+
+/// The recvmmsg backend: the kernel's sockets read in batches, answered with sendmmsg.
+pub(in crate::udp) struct Mmsg {}
+
+impl Backend for Mmsg {
+    fn name(&self) -> &'static str {
+        "mmsg"
+    }
+
+    fn about(&self) -> &'static str {
+        "recvmmsg batches (answers: sendmmsg from the same buffers)"
+    }
+
+    fn configure(&self, _: &BackendOptions) -> RecvBackend {
+        RecvBackend::Mmsg
+    }
+
+    fn bind(&self, request: &BindRequest<'_>) -> Result<Bound, UdpError> {
+        let batch = request.batch;
+        sockets::bind(request, |s, slot| Box::new(MmsgLane::new(s, batch, slot)))
+    }
+
+    fn echo(&self) -> Option<EchoLanes> {
+        Some(Box::new(|socket, batch, slot| Box::new(MmsgEcho::new(socket, batch, slot))))
+    }
+}
 
 /// A receive lane's sockets and its batch of buffers.
 #[derive(Debug)]
@@ -94,6 +122,7 @@ fn receive(
 }
 
 /// An echo lane's socket, its batch, and what it decided about each message of the last one.
+#[derive(Debug)]
 pub(in crate::udp) struct MmsgEcho {
     socket: Arc<Socket>,
     batch: MmsgRecv,

@@ -10,14 +10,72 @@ use std::sync::Arc;
 
 use socket2::Socket;
 
-use super::{EchoBatch, ReceiveBatch};
+use super::{sockets, Backend, BackendOptions, BindRequest, Bound, EchoBatch, EchoLanes};
+use super::{ReceiveBatch, RecvBackend};
+use crate::sys::socket_ring;
 use crate::sys::socket_ring::{Completion, RingConfig, SocketRing};
+use crate::topology::{CpuList, Topology};
 use crate::udp::check::LaneTally;
 use crate::udp::judge::{EchoTally, Judge};
 use crate::udp::socket::WAKE_INTERVAL;
+use crate::udp::UdpError;
 
 /// Provided buffers per ring, and completions taken per wait.
 const BUFFERS: u16 = 4096;
+
+/// The io_uring backend, optionally with an SQPOLL thread on `sqpoll_cpu` submitting.
+pub(in crate::udp) struct Uring {
+    pub sqpoll_cpu: Option<usize>,
+}
+
+impl Backend for Uring {
+    fn name(&self) -> &'static str {
+        match self.sqpoll_cpu {
+            None => "uring",
+            Some(_) => "uring+sqpoll",
+        }
+    }
+
+    fn about(&self) -> &'static str {
+        "a multishot io_uring receive into provided buffers (answers: sent from the request's \
+         buffer; no --gro, --coalesce unused; --sqpoll CPU for an SQPOLL thread)"
+    }
+
+    fn options(&self) -> &'static [&'static str] {
+        &["--sqpoll"]
+    }
+
+    fn configure(&self, options: &BackendOptions) -> RecvBackend {
+        RecvBackend::Uring { sqpoll_cpu: options.sqpoll_cpu.or(self.sqpoll_cpu) }
+    }
+
+    /// io_uring is probed and falls back to recvmmsg, SQPOLL to lanes submitting for
+    /// themselves. GRO is refused (it receives datagram by datagram).
+    fn settle(&self, gro: bool, fallback: &str) -> Result<Option<(RecvBackend, String)>, UdpError> {
+        if gro {
+            return Err(UdpError::UringGro);
+        }
+        if let Err(reason) = socket_ring::probe_datagram_ring() {
+            return Ok(Some((RecvBackend::Mmsg, format!("{reason}; {fallback}"))));
+        }
+        let Some(cpu) = self.sqpoll_cpu else { return Ok(None) };
+        Topology::read()?.check(&CpuList::new(vec![cpu]))?;
+        Ok(socket_ring::probe_sqpoll(cpu).err().map(|reason| {
+            let instead = RecvBackend::Uring { sqpoll_cpu: None };
+            (instead, format!("{reason}; lanes submit for themselves"))
+        }))
+    }
+
+    fn bind(&self, request: &BindRequest<'_>) -> Result<Bound, UdpError> {
+        let sqpoll_cpu = self.sqpoll_cpu;
+        sockets::bind(request, |s, slot| Box::new(UringLane::new(s, slot, sqpoll_cpu)))
+    }
+
+    fn echo(&self) -> Option<EchoLanes> {
+        let sqpoll_cpu = self.sqpoll_cpu;
+        Some(Box::new(move |socket, _, _| Box::new(UringEcho::new(socket, sqpoll_cpu))))
+    }
+}
 
 /// The ring, made in the lane's thread by `start`.
 fn ring(
@@ -93,6 +151,7 @@ impl ReceiveBatch for UringLane {
 }
 
 /// An echo lane's socket and, once started, its ring.
+#[derive(Debug)]
 pub(in crate::udp) struct UringEcho {
     socket: Arc<Socket>,
     sqpoll_cpu: Option<usize>,

@@ -3,28 +3,54 @@
 //! 10 ms and reports it as datagrams; nothing reaches user space.
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::ReceiveBatch;
+use super::xdp::{bound_over_port, hold_port};
+use super::{Backend, BackendOptions, BindRequest, Bound, Keeps, ReceiveBatch, RecvBackend};
 use crate::udp::check::LaneTally;
 use crate::udp::UdpError;
 use crate::xdp::{Ceiling, Interface};
 
-/// Attaches the dropping program for `addr` (on `dev`, or the interface holding it): the one
-/// lane and what the summary says of it.
-pub(in crate::udp) fn bind(
-    addr: SocketAddr,
-    dev: Option<&str>,
-) -> Result<(Box<dyn ReceiveBatch>, String), UdpError> {
-    let iface = Interface::for_address(addr, dev)?;
-    let ceiling = Ceiling::attach(&iface.name, addr)?;
-    let note = format!(
-        "XDP_DROP ceiling on {} (program {}): datagrams counted are frames dropped in the driver",
-        iface.name,
-        ceiling.prog_id()
-    );
-    Ok((Box::new(DropLane { ceiling, last: 0 }), note))
+/// The XDP_DROP ceiling.
+pub(in crate::udp) struct XdpDrop {}
+
+impl Backend for XdpDrop {
+    fn name(&self) -> &'static str {
+        "xdp-drop"
+    }
+
+    fn about(&self) -> &'static str {
+        "the ceiling: the same match as xdp dropped and counted in the driver (needs root; \
+         --xdp-dev)"
+    }
+
+    fn options(&self) -> &'static [&'static str] {
+        &["--xdp-dev"]
+    }
+
+    fn configure(&self, _: &BackendOptions) -> RecvBackend {
+        RecvBackend::XdpDrop
+    }
+
+    /// Holds the port and attaches the dropping program for its address (on the interface
+    /// asked for, or the one holding it): the one lane and what the summary says of it.
+    fn bind(&self, request: &BindRequest<'_>) -> Result<Bound, UdpError> {
+        let (port, addr) = hold_port(request)?;
+        let iface = Interface::for_address(addr, request.interface)?;
+        let ceiling = Ceiling::attach(&iface.name, addr)?;
+        let note = format!(
+            "XDP_DROP ceiling on {} (program {}): datagrams counted are frames dropped in the \
+             driver",
+            iface.name,
+            ceiling.prog_id()
+        );
+        let lane: Box<dyn ReceiveBatch> = Box::new(DropLane { ceiling, last: 0 });
+        Ok(bound_over_port(request, addr, vec![lane], note, Keeps::boxed(port)))
+    }
+
+    fn reads_headers(&self) -> bool {
+        false
+    }
 }
 
 /// The ceiling's counter and its last reading; the program detaches when the lane drops.
