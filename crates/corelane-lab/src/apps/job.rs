@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use corelane::lane::StopSignal;
 use serde::Deserialize;
 
 use super::placement::Launcher;
@@ -37,6 +38,8 @@ pub struct JobStage<'a> {
     pub driver_cpu: usize,
     pub spark: &'a Spark,
     pub java: &'a str,
+    /// Ctrl-C: a trial lasts minutes, so it is watched throughout, not only between trials.
+    pub stop: &'a StopSignal,
 }
 
 /// What a MapReduce trial measured beyond a row's common figures.
@@ -90,7 +93,12 @@ impl Cluster {
             trial::start(at.rx, &role.name(), &placed, dir.path(), "env", &args)
         };
         let mut master = start(Role::Master)?;
-        master.wait_until_within(MASTER_WAIT, || at.rx.tcp_listening(at.port))?;
+        master.wait_until_within(MASTER_WAIT, || {
+            if at.stop.is_stopped() {
+                return Err(LabError::Interrupted);
+            }
+            at.rx.tcp_listening(at.port)
+        })?;
         let mut jvms = vec![master];
         for n in 1..=spark::WORKERS {
             jvms.push(start(Role::Worker(n))?);
@@ -121,14 +129,17 @@ impl Cluster {
 /// an error line, the driver or a JVM of the cluster exiting, or the time running out is an
 /// error naming it.
 fn await_line(
-    driver: &mut Running,
-    cluster: &mut Cluster,
+    (driver, cluster): (&mut Running, &mut Cluster),
+    stop: &StopSignal,
     waited: Duration,
     what: &'static str,
     wanted: impl Fn(&DriverLine) -> bool,
 ) -> Result<DriverLine, LabError> {
     let end = Instant::now() + waited;
     while Instant::now() < end {
+        if stop.is_stopped() {
+            return Err(LabError::Interrupted);
+        }
         if let Some(line) = driver.child.next_line(Duration::from_millis(100)) {
             // The driver's JVM shares its stdout: only JSON objects are the driver's.
             let Ok(parsed) = serde_json::from_str::<DriverLine>(&line) else { continue };
@@ -139,6 +150,11 @@ fn await_line(
                 return Ok(parsed);
             }
             continue;
+        }
+        if driver.child.wait_timeout(Duration::ZERO).is_some() {
+            // Its JVM holds the stderr pipe a moment longer (it exits when the driver's
+            // Python does): the error shows what they printed once it closed.
+            std::thread::sleep(Duration::from_secs(2));
         }
         if let Some(error) = driver.exited().or_else(|| cluster.exited()) {
             return Err(error);
@@ -162,8 +178,8 @@ fn window(
         used.lane += t.lane;
         let role = if i == 0 { Role::Master } else { Role::Worker(i) };
         let bad = |problem| LabError::ChildOutput { child: role.name(), problem };
-        lane_threads += threads::check_placement(a, &placed.app_cpus, &placed.syscall_cpus)
-            .map_err(bad)?;
+        lane_threads +=
+            threads::check_placement(a, &placed.app_cpus, &placed.syscall_cpus).map_err(bad)?;
         let mut pids: Vec<u32> = a.iter().map(|t| t.pid).collect();
         pids.sort_unstable();
         pids.dedup();
@@ -194,19 +210,23 @@ pub fn run(at: &JobStage<'_>, placed: &Placed<'_>) -> Result<ServeTrial, LabErro
     let dir = TrialDir::create(at.dir, &placed.tag)?;
     let mut cluster = Cluster::start(at, &dir, placed)?;
     let mut args = spark::environment(at.spark, &dir, Role::Driver, at.driver);
-    let driver_args = spark::driver_command(at.spark, &dir, at.cluster, at.port, at.driver, at.records);
+    let driver_args =
+        spark::driver_command(at.spark, &dir, at.cluster, at.port, at.driver, at.records);
     args.extend(driver_args);
     let child = at.tx.spawn_pinned("spark driver", at.driver_cpu, "env", &args)?;
     let mut driver = Running::unplaced(child, "spark driver");
     let ready = |l: &DriverLine| l.ready == Some(true);
-    await_line(&mut driver, &mut cluster, READY_WAIT, "did not get its executors", ready)?;
+    let both = (&mut driver, &mut cluster);
+    await_line(both, at.stop, READY_WAIT, "did not get its executors", ready)?;
     let before = cluster.threads();
     crate::apps::programs::write_private(dir.path(), "go", b"")?;
     let done = |l: &DriverLine| l.done == Some(true);
-    await_line(&mut driver, &mut cluster, JOB_WAIT, "did not finish the job", done)?;
+    let both = (&mut driver, &mut cluster);
+    await_line(both, at.stop, JOB_WAIT, "did not finish the job", done)?;
     let (used, jvms, lane_threads) = window(&before, &cluster.threads(), placed)?;
     let has_result = |l: &DriverLine| l.result.is_some();
-    let line = await_line(&mut driver, &mut cluster, RESULT_WAIT, "printed no result", has_result)?;
+    let both = (&mut driver, &mut cluster);
+    let line = await_line(both, at.stop, RESULT_WAIT, "printed no result", has_result)?;
     let result = line.result.ok_or_else(|| LabError::Options("no result".into()))?;
     let checked = check(&result, at.records)?;
     driver.stop()?;

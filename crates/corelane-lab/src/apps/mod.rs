@@ -75,7 +75,7 @@ pub struct AppsArgs {
     /// Size of the file the web servers serve (generated, random bytes).
     #[arg(long, default_value = "4K", value_parser = corelane::units::parse_size)]
     pub file_size: usize,
-    /// Records of the MapReduce job (default 6M; 2M with --quick).
+    /// Records of the MapReduce job (default 6M; 1M with --quick).
     #[arg(long, value_parser = corelane::units::parse_count)]
     pub records: Option<usize>,
     /// The virtual environment holding pyspark (default: target/spark/venv beside this
@@ -182,7 +182,7 @@ impl AppsLabOptions {
             duration: Duration::from_secs(2),
             placements: vec![CoreKind::Nc],
             job_lanes: vec![Lane::None, Lane::Threads],
-            records: 2_000_000,
+            records: 1_000_000,
             ..Self::full()
         }
     }
@@ -328,7 +328,7 @@ impl<'a> AppsLab<'a> {
         app: App,
         placement: CoreKind,
         lane: Lane,
-        index: usize,
+        (index, stop): (usize, &StopSignal),
     ) -> Result<ServeTrial, LabError> {
         let (rx, tx) = (self.testbed.rx(), self.testbed.tx());
         let stage = programs::Stage {
@@ -348,13 +348,18 @@ impl<'a> AppsLab<'a> {
         let tag = format!("{}-{}-{}-{index}", app.id(), placement.id(), lane.id());
         let placed = self.placed(placement, lane, tag);
         if app == App::Mapreduce {
-            return self.job(&stage, &placed);
+            return self.job(&stage, &placed, stop);
         }
         trial::serve(app, &stage, &placed, suite, index)
     }
 
     /// One MapReduce trial on the stage a server would have.
-    fn job(&self, stage: &programs::Stage<'_>, placed: &Placed<'_>) -> Result<ServeTrial, LabError> {
+    fn job(
+        &self,
+        stage: &programs::Stage<'_>,
+        placed: &Placed<'_>,
+        stop: &StopSignal,
+    ) -> Result<ServeTrial, LabError> {
         let spark = self.spark.as_ref().ok_or_else(|| LabError::Options("no pyspark".into()))?;
         let driver = self.testbed.tx_addr().ok_or_else(|| {
             LabError::Options("mapreduce runs on this machine's testbed only".into())
@@ -370,6 +375,7 @@ impl<'a> AppsLab<'a> {
             driver_cpu: stage.load_cpu,
             spark,
             java: &programs::locate(stage.rx, "java", "openjdk-17-jre-headless")?,
+            stop,
         };
         job::run(&at, placed)
     }
@@ -442,12 +448,17 @@ impl Experiment for AppsLab<'_> {
         }
     }
 
-    fn trial(&mut self, case: &Case, index: usize, _: &StopSignal) -> Result<CaseTrial, LabError> {
+    fn trial(
+        &mut self,
+        case: &Case,
+        index: usize,
+        stop: &StopSignal,
+    ) -> Result<CaseTrial, LabError> {
         // Receive processing on the softirq CPU, as every placement assumes.
         self.testbed.steer_receive_where_possible(&CpuList::new(vec![self.cpus.softirq]))?;
         match *case {
             Case::Serve { app, placement, lane } => {
-                self.serve(app, placement, lane, index).map(CaseTrial::Serve)
+                self.serve(app, placement, lane, (index, stop)).map(CaseTrial::Serve)
             }
             Case::Ping { lane } => self.ping(lane, index).map(CaseTrial::Ping),
         }

@@ -35,7 +35,9 @@ pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
     let mut out = Vec::new();
     // A batch job has no request rate to model per core (its findings say what it shows).
     let served = |r: &&AppRow| r.job.is_none();
-    for base in rows.iter().filter(served).filter(|r| r.lane == "none" && r.cpu_us_per_request > 0.0) {
+    for base in
+        rows.iter().filter(served).filter(|r| r.lane == "none" && r.cpu_us_per_request > 0.0)
+    {
         let nc_measured = rows.iter().any(|r| r.app == base.app && r.placement == "NC");
         if nc_measured && base.placement != "NC" {
             continue;
@@ -139,10 +141,21 @@ fn job_sentences(rows: &[&AppRow]) -> Vec<String> {
     let plain: Vec<String> = rows
         .iter()
         .filter(|r| r.lane == "none")
-        .map(|r| format!("{} {:.1} s ({:.2} us CPU per record)", r.placement, secs(r), r.cpu_us_per_request))
+        .map(|r| {
+            format!(
+                "{} {:.1} s ({:.2} us CPU per record)",
+                r.placement,
+                secs(r),
+                r.cpu_us_per_request
+            )
+        })
         .collect();
     if !plain.is_empty() {
-        out.push(format!("{} without a lane, job time by placement: {}.", rows[0].app, plain.join(", ")));
+        out.push(format!(
+            "{} without a lane, job time by placement: {}.",
+            rows[0].app,
+            plain.join(", ")
+        ));
     }
     for r in rows.iter().filter(|r| r.lane != "none") {
         let base = rows.iter().find(|b| b.lane == "none" && b.placement == r.placement);

@@ -57,10 +57,9 @@ impl App {
             ],
             Self::Apache => &[("apache2", "apache2"), ("wrk", "wrk"), ("curl", "curl")],
             // The cluster's JVMs and the driver's (pyspark itself: `spark::Spark::find`).
-            Self::Mapreduce => &[
-                ("java", "openjdk-17-jre-headless"),
-                ("java", "openjdk-17-jre-headless"),
-            ],
+            Self::Mapreduce => {
+                &[("java", "openjdk-17-jre-headless"), ("java", "openjdk-17-jre-headless")]
+            }
         }
     }
 

@@ -164,7 +164,11 @@ impl TrialDir {
             std::fs::create_dir(&p)
                 .map_err(|e| LabError::io(format!("cannot create {}", p.display()), e))?;
         }
-        super::programs::write_private(&dir.path.join("conf"), "log4j2.properties", LOG4J.as_bytes())?;
+        super::programs::write_private(
+            &dir.path.join("conf"),
+            "log4j2.properties",
+            LOG4J.as_bytes(),
+        )?;
         super::programs::write_private(&dir.path, "spark_job.py", JOB_SCRIPT.as_bytes())?;
         Ok(dir)
     }
@@ -357,7 +361,9 @@ mod tests {
         let addr: IpAddr = "10.0.0.2".parse().unwrap();
         for role in [Role::Master, Role::Worker(1), Role::Driver] {
             for var in environment(&spark, &dir, role, addr) {
-                for path in var.split(['=', ' ']).filter(|w| w.starts_with('/') || w.starts_with("file:/")) {
+                for path in
+                    var.split(['=', ' ']).filter(|w| w.starts_with('/') || w.starts_with("file:/"))
+                {
                     let path = path.trim_start_matches("file:");
                     assert!(path.starts_with(&inside) || path.starts_with("/v/"), "{var}");
                 }
@@ -366,7 +372,10 @@ mod tests {
         let worker = jvm_command(&spark, "java", &dir, Role::Worker(2), addr, 7077).join(" ");
         assert!(worker.contains("spark://10.0.0.2:7077 --host 10.0.0.2"), "{worker}");
         assert!(worker.contains(&format!("--work-dir {inside}/work-worker-2")), "{worker}");
-        assert!(TrialDir::create(parent.path(), "t").is_err(), "an existing directory is never adopted");
+        assert!(
+            TrialDir::create(parent.path(), "t").is_err(),
+            "an existing directory is never adopted"
+        );
         let path = dir.path().to_path_buf();
         drop(dir);
         assert!(!path.exists());

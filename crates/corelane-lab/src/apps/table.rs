@@ -27,9 +27,15 @@ const JOB_COLUMNS: [report::Column<AppRow>; 10] = [
     ("MapReduce (Spark)", |r| Cell::new(&r.app)),
     ("place", |r| Cell::new(&r.placement)),
     ("lane", |r| Cell::new(&r.lane)),
-    ("job s", |r| report::right(r.job.as_ref().map_or("—".into(), |j| format!("{:.2}", j.job_secs.median)))),
+    ("job s", |r| {
+        report::right(r.job.as_ref().map_or("—".into(), |j| format!("{:.2}", j.job_secs.median)))
+    }),
     ("vs no lane", |r| report::right(report::pct(r.rps_change_pct))),
-    ("shuffle MB", |r| report::right(r.job.as_ref().map_or("—".into(), |j| format!("{:.1}", j.shuffle_write_bytes / 1e6)))),
+    ("shuffle MB", |r| {
+        report::right(
+            r.job.as_ref().map_or("—".into(), |j| format!("{:.1}", j.shuffle_write_bytes / 1e6)),
+        )
+    }),
     ("CPU us/record", |r| report::right(format!("{:.3}", r.cpu_us_per_request))),
     ("lane us/record", |r| report::right(format!("{:.3}", r.lane_us_per_request))),
     ("JVMs", |r| report::right(r.job.as_ref().map_or(0, |j| j.jvms).to_string())),
@@ -122,7 +128,9 @@ impl Report for AppsLabReport {
                     String::new(),
                     String::new(),
                     row.job.as_ref().map_or(String::new(), |j| format!("{:.3}", j.job_secs.median)),
-                    row.job.as_ref().map_or(String::new(), |j| format!("{:.0}", j.shuffle_write_bytes)),
+                    row.job
+                        .as_ref()
+                        .map_or(String::new(), |j| format!("{:.0}", j.shuffle_write_bytes)),
                 ]
             })
             .collect();

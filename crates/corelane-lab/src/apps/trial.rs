@@ -126,7 +126,10 @@ impl Running {
     }
 
     /// Waits until `ready` says the program serves (polled every 20 ms), or fails with why.
-    fn wait_until(&mut self, ready: impl FnMut() -> Result<bool, LabError>) -> Result<(), LabError> {
+    fn wait_until(
+        &mut self,
+        ready: impl FnMut() -> Result<bool, LabError>,
+    ) -> Result<(), LabError> {
         self.wait_until_within(Duration::from_secs(15), ready)
     }
 
