@@ -238,7 +238,7 @@ fn ctrl_c_mid_job_leaves_no_jvm_and_no_spark_directory() {
         return;
     }
     let before = spark_entries_in_tmp();
-    let args = ["--apps", "mapreduce", "--lanes", "threads", "--records", "20M"];
+    let args = ["--apps", "mapreduce", "--lanes", "threads", "--records", "20000000"];
     let (mut child, pid, watch) = start_lab_apps(&args, Stdio::null());
     let lines: Vec<String> = {
         let stderr = BufReader::new(child.stderr.take().unwrap());

@@ -75,7 +75,7 @@ pub struct AppsArgs {
     /// Size of the file the web servers serve (generated, random bytes).
     #[arg(long, default_value = "4K", value_parser = corelane::units::parse_size)]
     pub file_size: usize,
-    /// Records of the MapReduce job (default 6M; 1M with --quick).
+    /// Records of the MapReduce job (default 6000000; 1000000 with --quick).
     #[arg(long, value_parser = corelane::units::parse_count)]
     pub records: Option<usize>,
     /// The virtual environment holding pyspark (default: target/spark/venv beside this
