@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::placement::Launcher;
 use super::spark::{self, Answer, Role, Spark, TrialDir};
 use super::threads::{self, Times};
-use super::trial::{self, Placed, RunSummary, Running, ServeTrial};
+use super::trial::{self, JobTrial, Placed, RunSummary, Running, ServeTrial};
 use crate::host::Host;
 use crate::LabError;
 
@@ -40,17 +40,6 @@ pub struct JobStage<'a> {
     pub java: &'a str,
     /// Ctrl-C: a trial lasts minutes, so it is watched throughout, not only between trials.
     pub stop: &'a StopSignal,
-}
-
-/// What a MapReduce trial measured beyond a row's common figures.
-#[derive(Debug, Clone)]
-pub struct JobTrial {
-    /// The measured job's time, as the driver timed it.
-    pub job_secs: f64,
-    pub shuffle_write_bytes: u64,
-    pub shuffle_read_bytes: u64,
-    /// JVM processes seen in the cluster's trees during the job (master, workers, executors).
-    pub jvms: usize,
 }
 
 /// How long the cluster may take to start, the driver to get its executors and warm them

@@ -157,7 +157,7 @@ fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &
 
 /// The MapReduce figures of `t`, if its trials are a job's.
 fn job_row(t: &[&ServeTrial]) -> Option<JobRow> {
-    let jobs: Vec<&super::job::JobTrial> = t.iter().filter_map(|x| x.job.as_ref()).collect();
+    let jobs: Vec<&super::trial::JobTrial> = t.iter().filter_map(|x| x.job.as_ref()).collect();
     if jobs.is_empty() {
         return None;
     }

@@ -65,7 +65,18 @@ pub struct ServeTrial {
     pub checked: String,
     pub run: Option<RunSummary>,
     /// The MapReduce row's own figures (`None` for the servers).
-    pub job: Option<super::job::JobTrial>,
+    pub job: Option<JobTrial>,
+}
+
+/// What a MapReduce trial measured beyond a row's common figures.
+#[derive(Debug, Clone)]
+pub struct JobTrial {
+    /// The measured job's time, as the driver timed it.
+    pub job_secs: f64,
+    pub shuffle_write_bytes: u64,
+    pub shuffle_read_bytes: u64,
+    /// JVM processes seen in the cluster's trees during the job (master, workers, executors).
+    pub jvms: usize,
 }
 
 /// Starts `program args` on `rx` placed as `placed` says.
