@@ -26,7 +26,7 @@ WARMUP_RECORDS = 200_000
 # Bounded waits: executors registering, the lab's go, the status store catching up.
 EXECUTORS_WAIT_S = 120
 GO_WAIT_S = 300
-METRICS_WAIT_S = 30
+METRICS_WAIT_S = 180
 
 
 def say(**fields):
@@ -63,8 +63,13 @@ def wait_for_executors(sc, wanted):
 
 
 def get_json(url):
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.load(answer)
+    """The status API's answer, or None when it did not come in time (a busy machine: the
+    caller asks again until its own deadline)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return json.load(answer)
+    except TimeoutError:
+        return None
 
 
 def shuffle_bytes(sc, group):
@@ -73,9 +78,12 @@ def shuffle_bytes(sc, group):
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
     end = time.monotonic() + METRICS_WAIT_S
     while time.monotonic() < end:
-        jobs = [j for j in get_json(f"{api}/jobs") if j.get("jobGroup") == group]
+        all_jobs, all_stages = get_json(f"{api}/jobs"), get_json(f"{api}/stages")
+        if all_jobs is None or all_stages is None:
+            continue
+        jobs = [j for j in all_jobs if j.get("jobGroup") == group]
         ids = {s for j in jobs for s in j["stageIds"]}
-        stages = {s["stageId"]: s for s in get_json(f"{api}/stages") if s["stageId"] in ids}
+        stages = {s["stageId"]: s for s in all_stages if s["stageId"] in ids}
         done = jobs and all(j["status"] == "SUCCEEDED" for j in jobs)
         ran = [s for s in stages.values() if s["status"] != "SKIPPED"]
         if done and ran and all(s["status"] == "COMPLETE" for s in ran):
