@@ -1,8 +1,8 @@
 //! `corelane lab apps` as CI runs it: every installed program's rows have their answers
 //! checked (or the program is skipped with what to install), lane rows run or are skipped
 //! because this build has no `corelane run`, and neither a finished run nor Ctrl-C leaves a
-//! process it started (watched in its process tree while it runs), a namespace or its private
-//! directory behind.
+//! process it started (watched in its process tree while it runs: Spark's JVMs among them), a
+//! namespace, its private directory or a directory of Spark's behind.
 
 mod common;
 
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::is_root;
 
-const APPS: [&str; 4] = ["nginx", "memcached", "redis", "apache"];
+const APPS: [&str; 5] = ["nginx", "memcached", "redis", "apache", "mapreduce"];
 
 /// A process: PID and start time (so a reused PID is not mistaken for it).
 type Proc = (u32, u64);
@@ -129,15 +129,20 @@ fn every_installed_program_is_checked_or_skipped_with_the_reason() {
         let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["app"] == app).collect();
         if mine.is_empty() {
             let why = format!("{app}: ");
+            // pyspark is not a Debian package: its reason says how to install it with pip.
+            let says_how = |s: &str| s.contains("apt-get install") || s.contains("pip install");
             assert!(
-                skipped.iter().any(|s| s.starts_with(&why) && s.contains("apt-get install")),
+                skipped.iter().any(|s| s.starts_with(&why) && says_how(s)),
                 "{app} neither measured nor skipped with a reason: {skipped:?}"
             );
             eprintln!("not checked here: {app} is not installed");
             continue;
         }
         let lanes: Vec<&str> = mine.iter().map(|r| r["lane"].as_str().unwrap()).collect();
-        let uring = with_run && !skipped.iter().any(|s| s.contains("offers no uring lane"));
+        // MapReduce's JVMs start slowly: --quick runs it without a lane and with threads.
+        let uring = with_run
+            && app != "mapreduce"
+            && !skipped.iter().any(|s| s.contains("offers no uring lane"));
         let expected = [("none", true), ("threads", with_run), ("uring", uring)];
         let expected: Vec<&str> = expected.iter().filter(|e| e.1).map(|e| e.0).collect();
         assert_eq!(lanes, expected, "{app}");
@@ -145,6 +150,13 @@ fn every_installed_program_is_checked_or_skipped_with_the_reason() {
             assert!(row["median_rps"].as_f64().unwrap() > 0.0, "{row}");
             assert!(row["cpu_us_per_request"].as_f64().unwrap() > 0.0, "{row}");
             assert!(!row["checked"].as_array().unwrap().is_empty(), "{row}");
+            if app == "mapreduce" {
+                let job = &row["job"];
+                assert!(job["median_secs"].as_f64().unwrap() > 0.0, "job time: {row}");
+                assert!(job["shuffle_write_bytes"].as_f64().unwrap() > 0.0, "{row}");
+                // The master, two workers and an executor under each: every one's threads read.
+                assert!(job["jvms"].as_u64().unwrap() >= 5, "{row}");
+            }
             if row["lane"] != "none" {
                 assert!(row["lane_threads"].as_u64().unwrap() > 0, "no syscall thread: {row}");
                 assert!(row["lane_us_per_request"].as_f64().unwrap() > 0.0, "{row}");
@@ -201,5 +213,73 @@ fn ctrl_c_mid_trial_leaves_nothing_behind() {
     assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
     assert_eq!(watch.left(), Vec::<String>::new(), "processes left running");
     assert!(!dir_left(pid), "the private directory was left behind");
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
+
+/// Spark's files and directories in the temporary directory now (a JVM's `spark-*`,
+/// `blockmgr-*`, `hsperfdata_*`, extracted native libraries): none may be the lab's.
+fn spark_entries_in_tmp() -> std::collections::BTreeSet<String> {
+    let marks = ["spark", "blockmgr", "hsperfdata", "liblz4", "snappy", "zstd"];
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| marks.iter().any(|m| n.contains(m)))
+        .collect()
+}
+
+/// Ctrl-C while the MapReduce job runs under the threads lane: no JVM of the lab's (master,
+/// workers, executors, the driver's) is left, and no directory of Spark's in the lab's
+/// private directory (removed whole) or in /tmp.
+#[test]
+fn ctrl_c_mid_job_leaves_no_jvm_and_no_spark_directory() {
+    if !is_root() || !std::path::Path::new("/usr/bin/java").exists() {
+        eprintln!("skipped: needs root and Java (apt-get install openjdk-17-jre-headless)");
+        return;
+    }
+    let before = spark_entries_in_tmp();
+    let args = ["--apps", "mapreduce", "--lanes", "threads", "--records", "20000000"];
+    let (mut child, pid, watch) = start_lab_apps(&args, Stdio::null());
+    let lines: Vec<String> = {
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut lines = stderr.lines().map_while(Result::ok);
+        let started = lines.by_ref().find(|l| l.contains("programs start under"));
+        if started.is_none() {
+            let status = child.wait().unwrap();
+            panic!("the lab never got to its trials ({status})");
+        }
+        // Until the job's executors run (a JVM under each worker; with the master, the workers and the driver, six), then mid-job.
+        let end = Instant::now() + Duration::from_secs(300);
+        let executors = || watch.seen.lock().unwrap().values().filter(|c| *c == "java").count();
+        while executors() < 6 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let skipped = executors() < 6;
+        if skipped {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::Signal::INT,
+            )
+            .unwrap();
+            let rest: Vec<String> = lines.collect();
+            let _ = child.wait();
+            if rest.iter().any(|l| l.contains("mapreduce: ")) {
+                eprintln!("skipped: mapreduce cannot run here: {rest:?}");
+                return;
+            }
+            panic!("the cluster's JVMs never started: {rest:?}");
+        }
+        std::thread::sleep(Duration::from_secs(5));
+        let lab = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(lab, rustix::process::Signal::INT).unwrap();
+        lines.collect()
+    };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{lines:?}");
+    assert!(watch.saw("java"), "no JVM was watched");
+    assert_eq!(watch.left(), Vec::<String>::new(), "processes left running");
+    assert!(!dir_left(pid), "the private directory (Spark's directories in it) was left behind");
+    let new: Vec<String> = spark_entries_in_tmp().difference(&before).cloned().collect();
+    assert_eq!(new, Vec::<String>::new(), "Spark wrote into /tmp");
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
 }

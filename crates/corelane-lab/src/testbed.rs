@@ -618,6 +618,16 @@ impl Testbed {
         }
     }
 
+    /// The sending side's address on this machine's testbed (loopback: 127.0.0.1); `None`
+    /// for remote hosts, whose own addresses the lab does not choose.
+    pub fn tx_addr(&self) -> Option<IpAddr> {
+        match &self.network {
+            Network::Namespaces { .. } => Some(IpAddr::V4(TX_ADDR)),
+            Network::Loopback { .. } => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Network::Remote { .. } => None,
+        }
+    }
+
     /// Steers receive processing of every RX queue of the receiver's veth to `cpus` (RPS);
     /// an empty list turns RPS off, so the sender's CPU does the receive work in its softirq.
     pub fn steer_receive(&self, cpus: &CpuList) -> Result<(), LabError> {

@@ -26,24 +26,40 @@ pub(super) fn figures(r: &AppsLabReport) -> Vec<Figure> {
     apps.dedup();
     for app in apps {
         let rows: Vec<&AppRow> = r.rows.iter().filter(|row| row.app == app).collect();
-        let bars = rows
-            .iter()
-            .map(|row| Bar::new(label(row), role(row.lane), row.rps.median, &row.rps.each));
-        out.push(Figure::Bars(Bars {
-            id: format!("rate-{app}"),
-            title: format!("{app}: requests/s by placement and syscall lane"),
-            unit: "requests/s (median over trials; whiskers: min–max)".into(),
-            bars: bars.collect(),
-            ceiling: None,
-        }));
+        let job = rows.iter().any(|row| row.job.is_some());
+        // A job's figure is its time; a server's, its rate.
+        let (id, title, unit, bars): (String, String, &str, Vec<Bar>) = if job {
+            let bars = rows.iter().filter_map(|row| {
+                let j = row.job.as_ref()?;
+                Some(Bar::new(label(row), role(row.lane), j.job_secs.median, &j.job_secs.each))
+            });
+            (
+                format!("job-{app}"),
+                format!("{app}: job time by placement and syscall lane (Spark, shuffle over TCP)"),
+                "seconds (median over trials; whiskers: min–max)",
+                bars.collect(),
+            )
+        } else {
+            let bars = rows
+                .iter()
+                .map(|row| Bar::new(label(row), role(row.lane), row.rps.median, &row.rps.each));
+            (
+                format!("rate-{app}"),
+                format!("{app}: requests/s by placement and syscall lane"),
+                "requests/s (median over trials; whiskers: min–max)",
+                bars.collect(),
+            )
+        };
+        out.push(Figure::Bars(Bars { id, title, unit: unit.into(), bars, ceiling: None }));
+        let (what, per) = if job { ("cluster", "record") } else { ("server", "request") };
         let parts = rows.iter().map(|row| StackedBar {
             label: label(row),
             values: vec![row.program_us_per_request, row.lane_us_per_request],
         });
         out.push(Figure::Stacked(Stacked {
             id: format!("cpu-{app}"),
-            title: format!("{app}: server CPU per request (exact, schedstat), program and lane"),
-            unit: "µs per request".into(),
+            title: format!("{app}: {what} CPU per {per} (exact, schedstat), program and lane"),
+            unit: format!("µs per {per}"),
             parts: vec!["program's threads".into(), "syscall lane's threads".into()],
             bars: parts.collect(),
         }));

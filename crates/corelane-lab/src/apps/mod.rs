@@ -1,5 +1,6 @@
 //! `corelane lab apps`: seed 003's applications — unmodified nginx, memcached, redis and
-//! Apache from their Debian packages — under its placements (NS, NC, NZ; see `placement`),
+//! Apache from their Debian packages, and MapReduce as Apache Spark's standalone cluster
+//! running a shuffle-heavy job (`spark`, `job`) — under its placements (NS, NC, NZ; see `placement`),
 //! each with and without the syscall lane (`corelane run --syscall-lane threads|uring`),
 //! driven by the load generators people use with them (wrk, memcaslap, redis-benchmark),
 //! every row's answers checked; and the seed's micro-benchmark side-effect check, a UDP
@@ -11,12 +12,14 @@
 //! the findings turn those into a per-core model of a machine with a spare core near the NIC.
 
 mod figures;
+mod job;
 mod model;
 pub mod placement;
 pub mod programs;
 mod report;
 mod rows;
 mod scratch;
+pub mod spark;
 mod table;
 pub mod threads;
 mod trial;
@@ -44,8 +47,8 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<AppsArgs>(
     "apps",
     "003",
     "core partitioning and syscall threads",
-    "unmodified nginx, memcached, redis, Apache placed NS/NC/NZ, with and without the syscall lane (corelane run); ping-pong side-effect check",
-    "the testbed, every program it started and their private directory were removed",
+    "unmodified nginx, memcached, redis, Apache and a Spark MapReduce job placed NS/NC/NZ, with and without the syscall lane (corelane run); ping-pong side-effect check",
+    "the testbed, every program it started (every JVM of the Spark cluster too) and their private directory were removed",
 );
 
 /// `corelane lab apps`'s options.
@@ -53,16 +56,17 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<AppsArgs>(
 pub struct AppsArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
-    /// Programs to serve with: nginx, memcached, redis, apache, or none (default: every
-    /// one installed; `apt-get install nginx-light wrk curl memcached libmemcached-tools
-    /// redis-server redis-tools apache2`).
+    /// Programs to serve with: nginx, memcached, redis, apache, mapreduce, or none
+    /// (default: every one installed; `apt-get install nginx-light wrk curl memcached
+    /// libmemcached-tools redis-server redis-tools apache2 openjdk-17-jre-headless`, and
+    /// pyspark in a virtual environment: see `--spark-venv`).
     #[arg(long, value_delimiter = ',', value_name = "APPS")]
     pub apps: Option<Vec<String>>,
     /// Placements: NS, NC, NZ (default all three; NC alone with --quick).
     #[arg(long, value_delimiter = ',', value_name = "PLACEMENTS")]
     pub placements: Option<Vec<String>>,
     /// Syscall lanes: none (the program makes its own calls), threads, uring (default all
-    /// three).
+    /// three; mapreduce with --quick: none and threads).
     #[arg(long, value_delimiter = ',', value_name = "LANES")]
     pub lanes: Option<Vec<String>>,
     /// Load-generator connections.
@@ -71,10 +75,19 @@ pub struct AppsArgs {
     /// Size of the file the web servers serve (generated, random bytes).
     #[arg(long, default_value = "4K", value_parser = corelane::units::parse_size)]
     pub file_size: usize,
+    /// Records of the MapReduce job (default 6000000; 1000000 with --quick).
+    #[arg(long, value_parser = corelane::units::parse_count)]
+    pub records: Option<usize>,
+    /// The virtual environment holding pyspark (default: target/spark/venv beside this
+    /// binary, where `.ci/spark.sh` installs it).
+    #[arg(long, value_name = "DIR")]
+    pub spark_venv: Option<PathBuf>,
 }
 
 /// Largest `--file-size`: the file is held in memory to compare what is served.
 const MAX_FILE: usize = 64 << 20;
+/// Most `--records`: the answer is computed here with a table of half as many keys.
+const MAX_RECORDS: usize = 50_000_000;
 
 impl Options for AppsArgs {
     type Report = AppsLabReport;
@@ -100,6 +113,7 @@ impl AppsArgs {
         }
         if let Some(names) = &self.lanes {
             opts.lanes = names.iter().map(|n| Lane::named(n)).collect::<Result<_, _>>()?;
+            opts.job_lanes = opts.lanes.clone();
         }
         if self.connections == 0 {
             return Err(LabError::Options("--connections must be above 0".into()));
@@ -112,6 +126,15 @@ impl AppsArgs {
             )));
         }
         opts.file_size = self.file_size;
+        if let Some(records) = self.records {
+            if records == 0 || records > MAX_RECORDS {
+                return Err(LabError::Options(format!(
+                    "--records must be 1 to {MAX_RECORDS} (the answer is checked against a table of half as many keys)"
+                )));
+            }
+            opts.records = records as u64;
+        }
+        opts.spark_venv = self.spark_venv;
         Ok(opts)
     }
 }
@@ -127,6 +150,13 @@ pub struct AppsLabOptions {
     pub lanes: Vec<Lane>,
     pub connections: usize,
     pub file_size: usize,
+    /// The lanes of the MapReduce rows (JVMs are slow to start: with --quick, none and
+    /// threads only).
+    pub job_lanes: Vec<Lane>,
+    /// Records of the MapReduce job.
+    pub records: u64,
+    /// Where pyspark is (`None`: `spark::default_venv`).
+    pub spark_venv: Option<PathBuf>,
 }
 
 impl AppsLabOptions {
@@ -139,6 +169,9 @@ impl AppsLabOptions {
             lanes: Lane::ALL.to_vec(),
             connections: 16,
             file_size: 4096,
+            job_lanes: Lane::ALL.to_vec(),
+            records: 6_000_000,
+            spark_venv: None,
         }
     }
 
@@ -148,6 +181,8 @@ impl AppsLabOptions {
             trials: 1,
             duration: Duration::from_secs(2),
             placements: vec![CoreKind::Nc],
+            job_lanes: vec![Lane::None, Lane::Threads],
+            records: 1_000_000,
             ..Self::full()
         }
     }
@@ -185,6 +220,8 @@ struct AppsLab<'a> {
     dir: WorkDir,
     file: Vec<u8>,
     echo: Option<PathBuf>,
+    /// pyspark, once the MapReduce rows found it.
+    spark: Option<spark::Spark>,
     skipped: Vec<String>,
 }
 
@@ -214,7 +251,7 @@ impl<'a> AppsLab<'a> {
             }
         };
         progress(&format!("[apps] programs start under {}", launcher.name()));
-        Ok(Self { opts, testbed, cpus, launcher, dir, file, echo, skipped })
+        Ok(Self { opts, testbed, cpus, launcher, dir, file, echo, spark: None, skipped })
     }
 
     fn port(&self, app: App) -> Result<u16, LabError> {
@@ -238,7 +275,7 @@ impl<'a> AppsLab<'a> {
             .map(|(_, need)| *need)
             .collect();
         if missing.is_empty() {
-            return true;
+            return app != App::Mapreduce || self.found_spark();
         }
         let programs: Vec<&str> = missing.iter().map(|m| m.0).collect();
         let mut packages: Vec<&str> = missing.iter().map(|m| m.1).collect();
@@ -250,6 +287,30 @@ impl<'a> AppsLab<'a> {
             packages.join(" ")
         ));
         false
+    }
+
+    /// Whether pyspark is where `--spark-venv` (or the default) says; if not, says why.
+    fn found_spark(&mut self) -> bool {
+        let venv = match &self.opts.spark_venv {
+            Some(dir) => dir.clone(),
+            None => match spark::default_venv() {
+                Ok(dir) => dir,
+                Err(e) => {
+                    self.skipped.push(format!("mapreduce: {e}"));
+                    return false;
+                }
+            },
+        };
+        match spark::Spark::find(&venv) {
+            Ok(found) => {
+                self.spark = Some(found);
+                true
+            }
+            Err(why) => {
+                self.skipped.push(format!("mapreduce: {why}"));
+                false
+            }
+        }
     }
 
     fn placed(&self, placement: CoreKind, lane: Lane, tag: String) -> Placed<'_> {
@@ -267,7 +328,7 @@ impl<'a> AppsLab<'a> {
         app: App,
         placement: CoreKind,
         lane: Lane,
-        index: usize,
+        (index, stop): (usize, &StopSignal),
     ) -> Result<ServeTrial, LabError> {
         let (rx, tx) = (self.testbed.rx(), self.testbed.tx());
         let stage = programs::Stage {
@@ -285,7 +346,38 @@ impl<'a> AppsLab<'a> {
         let suite =
             app == App::Memcached && index == 0 && self.opts.placements.first() == Some(&placement);
         let tag = format!("{}-{}-{}-{index}", app.id(), placement.id(), lane.id());
-        trial::serve(app, &stage, &self.placed(placement, lane, tag), suite, index)
+        let placed = self.placed(placement, lane, tag);
+        if app == App::Mapreduce {
+            return self.job(&stage, &placed, stop);
+        }
+        trial::serve(app, &stage, &placed, suite, index)
+    }
+
+    /// One MapReduce trial on the stage a server would have.
+    fn job(
+        &self,
+        stage: &programs::Stage<'_>,
+        placed: &Placed<'_>,
+        stop: &StopSignal,
+    ) -> Result<ServeTrial, LabError> {
+        let spark = self.spark.as_ref().ok_or_else(|| LabError::Options("no pyspark".into()))?;
+        let driver = self.testbed.tx_addr().ok_or_else(|| {
+            LabError::Options("mapreduce runs on this machine's testbed only".into())
+        })?;
+        let at = job::JobStage {
+            rx: stage.rx,
+            tx: stage.tx,
+            cluster: stage.addr,
+            driver,
+            port: stage.port,
+            dir: stage.dir,
+            records: self.opts.records,
+            driver_cpu: stage.load_cpu,
+            spark,
+            java: &programs::locate(stage.rx, "java", "openjdk-17-jre-headless")?,
+            stop,
+        };
+        job::run(&at, placed)
     }
 
     fn ping(&self, lane: Lane, index: usize) -> Result<PingTrial, LabError> {
@@ -332,8 +424,13 @@ impl Experiment for AppsLab<'_> {
             if !self.installed(app) {
                 continue;
             }
+            let lanes: Vec<Lane> = if app == App::Mapreduce {
+                runnable.iter().copied().filter(|l| self.opts.job_lanes.contains(l)).collect()
+            } else {
+                runnable.clone()
+            };
             for &placement in &self.opts.placements {
-                cases.extend(runnable.iter().map(|&lane| Case::Serve { app, placement, lane }));
+                cases.extend(lanes.iter().map(|&lane| Case::Serve { app, placement, lane }));
             }
         }
         if self.echo.is_some() {
@@ -351,12 +448,17 @@ impl Experiment for AppsLab<'_> {
         }
     }
 
-    fn trial(&mut self, case: &Case, index: usize, _: &StopSignal) -> Result<CaseTrial, LabError> {
+    fn trial(
+        &mut self,
+        case: &Case,
+        index: usize,
+        stop: &StopSignal,
+    ) -> Result<CaseTrial, LabError> {
         // Receive processing on the softirq CPU, as every placement assumes.
         self.testbed.steer_receive_where_possible(&CpuList::new(vec![self.cpus.softirq]))?;
         match *case {
             Case::Serve { app, placement, lane } => {
-                self.serve(app, placement, lane, index).map(CaseTrial::Serve)
+                self.serve(app, placement, lane, (index, stop)).map(CaseTrial::Serve)
             }
             Case::Ping { lane } => self.ping(lane, index).map(CaseTrial::Ping),
         }
@@ -364,6 +466,15 @@ impl Experiment for AppsLab<'_> {
 
     fn describe(&self, trial: &CaseTrial) -> String {
         match trial {
+            CaseTrial::Serve(t @ ServeTrial { job: Some(j), .. }) => format!(
+                "job {:.1} s, {:.0} MB shuffled, CPU {:.2} us/record ({:.2} of it the lane's) over {} JVMs, {}",
+                j.job_secs,
+                j.shuffle_write_bytes as f64 / 1e6,
+                t.program_us_per_request + t.lane_us_per_request,
+                t.lane_us_per_request,
+                j.jvms,
+                t.checked
+            ),
             CaseTrial::Serve(t) => format!(
                 "{:.0} req/s, server CPU {:.2} us/request ({:.2} of it the lane's), {}",
                 t.rps,

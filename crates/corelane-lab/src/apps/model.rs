@@ -34,7 +34,11 @@ pub struct ModelRow {
 /// row.
 pub fn spare_core(rows: &[AppRow]) -> Vec<ModelRow> {
     let mut out = Vec::new();
-    for base in rows.iter().filter(|r| r.lane == Lane::None && r.cpu_us_per_request > 0.0) {
+    // A batch job has no request rate to model per core (its findings say what it shows).
+    let served = |r: &&AppRow| r.job.is_none();
+    for base in
+        rows.iter().filter(served).filter(|r| r.lane == Lane::None && r.cpu_us_per_request > 0.0)
+    {
         let nc_measured = rows.iter().any(|r| r.app == base.app && r.placement == CoreKind::Nc);
         if nc_measured && base.placement != CoreKind::Nc {
             continue;
@@ -86,6 +90,10 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
                 .collect::<Vec<_>>()
                 .join("; ")
         ));
+        if of_app.iter().any(|r| r.job.is_some()) {
+            out.extend(job_sentences(&of_app));
+            continue;
+        }
         let plain: Vec<&&AppRow> = of_app.iter().filter(|r| r.lane == Lane::None).collect();
         if plain.len() > 1 {
             let best = plain.iter().max_by(|a, b| a.rps.median.total_cmp(&b.rps.median));
@@ -105,6 +113,12 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
     if let Some(p) = ping_sentence(ping) {
         out.push(p);
     }
+    if rows.iter().any(|r| r.job.is_some()) {
+        out.push(format!(
+            "What 2 CPUs cannot show of MapReduce: the job is CPU-bound, and placed NS or NC the cluster's JVMs (master, workers, executors) share one CPU (in NC with the driver too), where NZ gives them both CPUs; so its job time mostly says how many CPUs a placement leaves the executors. With a lane every JVM process has its own syscall thread on the softirq CPU {}; the exact CPU per record, split between the JVMs' threads and those carriers, is what carries over to a machine where each executor has cores of its own and the shuffle crosses a real NIC.",
+            cpus.softirq
+        ));
+    }
     if rows.iter().any(|r| r.lane != Lane::None) || ping.iter().any(|p| p.lane != Lane::None) {
         out.push(format!(
             "What 2 CPUs cannot show: there is no spare core near the NIC. The syscall threads run on the softirq CPU {} — beside the bottom halves in NC and NZ, beside the application itself in NS — and the load generator takes CPU {}, so requests/s here measures who shares a CPU with whom; the exact CPU per request, split between the program's threads and the lane's, is what carries over to a larger machine.",
@@ -115,6 +129,53 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
         out.push(format!(
             "model (not measured; per-core arithmetic on this run's CPU per request, no cache effects): {} with the {} lane on a machine with a spare core near the NIC and the load generator elsewhere: the program's core would sustain {:.0} req/s and the syscall core {:.0}, so ≈{:.0} req/s, {:+.0}% against one core doing everything without a lane ({:.0} req/s); the same two cores running the program alone would give up to ≈{:.0}.",
             m.app, m.lane, m.app_core_rps, m.syscall_core_rps, m.predicted_rps, m.gain_pct, m.one_core_rps, 2.0 * m.one_core_rps
+        ));
+    }
+    out
+}
+
+/// The MapReduce rows of one program: each placement without a lane, then each lane row
+/// against its no-lane row (job time, CPU per record, where the CPU went, calls carried).
+fn job_sentences(rows: &[&AppRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    let secs = |r: &AppRow| r.job.as_ref().map_or(0.0, |j| j.job_secs.median);
+    let plain: Vec<String> = rows
+        .iter()
+        .filter(|r| r.lane == Lane::None)
+        .map(|r| {
+            format!(
+                "{} {:.1} s ({:.2} us CPU per record)",
+                r.placement,
+                secs(r),
+                r.cpu_us_per_request
+            )
+        })
+        .collect();
+    if !plain.is_empty() {
+        out.push(format!(
+            "{} without a lane, job time by placement: {}.",
+            rows[0].app,
+            plain.join(", ")
+        ));
+    }
+    for r in rows.iter().filter(|r| r.lane != Lane::None) {
+        let base = rows.iter().find(|b| b.lane == Lane::None && b.placement == r.placement);
+        let time_change = base.and_then(|b| crate::summary::change_pct(secs(r), secs(b)));
+        let calls: u64 = r.delegated.as_ref().map_or(0, |d| d.values().sum());
+        let (jvms, shuffled) =
+            r.job.as_ref().map_or((0, 0.0), |j| (j.jvms, j.shuffle_write_bytes / 1e6));
+        out.push(format!(
+            "{} {} with the {} lane: job {:.1} s ({} against no lane), {:.2} us CPU per record ({}), {:.2} us of it on {} syscall thread(s) of {jvms} JVMs on CPU {}; {calls} calls carried; {shuffled:.0} MB shuffled over TCP.",
+            r.app,
+            r.placement,
+            r.lane,
+            secs(r),
+            crate::report::pct(time_change),
+            r.cpu_us_per_request,
+            crate::report::pct(r.cpu_change_pct),
+            r.lane_us_per_request,
+            r.lane_threads,
+            r.syscall_cpus.as_deref().unwrap_or("-")
         ));
     }
     out
@@ -196,6 +257,7 @@ mod tests {
             lane_threads: 1,
             checked: vec!["ok".into()],
             delegated: None,
+            job: None,
         }
     }
 

@@ -2,6 +2,8 @@
 //! Debian installs them: each one's configuration in the lab's private directory, its
 //! command line, the load generator people drive it with, and the check that its answers
 //! are right (a row whose check fails is an error naming the program and what was wrong).
+//! MapReduce (Apache Spark) is one more program here; its cluster and job are `spark.rs` and
+//! `job.rs`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,8 @@ pub enum App {
     Memcached,
     Redis,
     Apache,
+    /// Apache Spark's standalone cluster running a shuffle-heavy job.
+    Mapreduce,
 }
 
 /// The name of the file the web servers serve (generated, in `www/` of the private
@@ -31,7 +35,7 @@ impl std::fmt::Display for App {
 }
 
 impl App {
-    pub const ALL: [App; 4] = [App::Nginx, App::Memcached, App::Redis, App::Apache];
+    pub const ALL: [App; 5] = [App::Nginx, App::Memcached, App::Redis, App::Apache, App::Mapreduce];
 
     /// How rows and `--apps` name it.
     pub fn id(&self) -> &'static str {
@@ -40,6 +44,7 @@ impl App {
             Self::Memcached => "memcached",
             Self::Redis => "redis",
             Self::Apache => "apache",
+            Self::Mapreduce => "mapreduce",
         }
     }
 
@@ -58,6 +63,10 @@ impl App {
                 ("redis-cli", "redis-tools"),
             ],
             Self::Apache => &[("apache2", "apache2"), ("wrk", "wrk"), ("curl", "curl")],
+            // The cluster's JVMs and the driver's (pyspark itself: `spark::Spark::find`).
+            Self::Mapreduce => {
+                &[("java", "openjdk-17-jre-headless"), ("java", "openjdk-17-jre-headless")]
+            }
         }
     }
 
@@ -68,6 +77,7 @@ impl App {
             Self::Memcached => 11211,
             Self::Redis => 6379,
             Self::Apache => 8081,
+            Self::Mapreduce => 7077,
         }
     }
 
@@ -77,12 +87,13 @@ impl App {
             Self::Nginx | Self::Apache => "wrk --latency",
             Self::Memcached => "memcaslap (10% sets, 10% verified)",
             Self::Redis => "redis-benchmark -t set,get",
+            Self::Mapreduce => "pyspark driver (group-by over generated records)",
         }
     }
 
     /// Whether the load generator reports a p99.
     pub fn reports_p99(&self) -> bool {
-        !matches!(self, Self::Memcached)
+        !matches!(self, Self::Memcached | Self::Mapreduce)
     }
 }
 
@@ -147,6 +158,7 @@ pub fn server_command(app: App, stage: &Stage<'_>) -> Result<(String, Vec<String
             let conf = apache_conf(stage)?.display().to_string();
             vec!["-f".into(), conf, "-DFOREGROUND".into()]
         }
+        App::Mapreduce => return Err(not_a_server()),
     };
     Ok((exe, args))
 }
@@ -251,7 +263,13 @@ pub fn load(app: App, stage: &Stage<'_>, requests: Option<u64>) -> Result<Load, 
             parse_memcaslap(&run_load(stage, "memcaslap", "libmemcached-tools", args, takes)?)
         }
         App::Redis => redis_benchmark(stage, requests.unwrap_or(20_000)),
+        App::Mapreduce => Err(not_a_server()),
     }
+}
+
+/// MapReduce is a cluster running a job, not one server under load (see `job.rs`).
+fn not_a_server() -> LabError {
+    LabError::Options("mapreduce runs as a Spark cluster and job, not as one server".into())
 }
 
 fn bad_output(child: &str, problem: String) -> LabError {
@@ -376,6 +394,7 @@ pub fn check(app: App, stage: &Stage<'_>, suite: bool, trial: usize) -> Result<S
             Ok(format!("memccapable passed ({passed} tests); memcaslap verified 10% of gets"))
         }
         App::Memcached => Ok("memcaslap verified 10% of gets".into()),
+        App::Mapreduce => Err(not_a_server()),
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::model::{self, ModelRow};
 use super::placement::{CoreKind, Cpus, Lane};
 use super::programs::App;
-use super::rows::{AppRow, PingRow};
+use super::rows::{AppRow, JobRow, PingRow};
 use super::trial::{PingTrial, RunSummary, ServeTrial};
 use super::{AppsLabOptions, Case, CaseTrial};
 use crate::experiment::Measured;
@@ -151,7 +151,23 @@ fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &
         lane_threads: t.iter().map(|x| x.lane_threads).max().unwrap_or(0),
         checked,
         delegated: delegated(runs),
+        job: job_row(t),
     }
+}
+
+/// The MapReduce figures of `t`, if its trials are a job's.
+fn job_row(t: &[&ServeTrial]) -> Option<JobRow> {
+    let jobs: Vec<&super::trial::JobTrial> = t.iter().filter_map(|x| x.job.as_ref()).collect();
+    if jobs.is_empty() {
+        return None;
+    }
+    Some(JobRow {
+        records: t.iter().map(|x| x.requests).max().unwrap_or(0),
+        job_secs: Trials::of(jobs.iter().map(|j| j.job_secs)),
+        shuffle_write_bytes: median_of(jobs.iter().map(|j| j.shuffle_write_bytes as f64)),
+        shuffle_read_bytes: median_of(jobs.iter().map(|j| j.shuffle_read_bytes as f64)),
+        jvms: jobs.iter().map(|j| j.jvms).max().unwrap_or(0),
+    })
 }
 
 fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::placement::{CoreKind, Lane};
 use super::programs::App;
-use crate::summary::{P50Us, Rps, Trials};
+use crate::summary::{P50Us, Rps, Secs, Trials};
 
 /// One program under one placement and lane, over all trials.
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +44,25 @@ pub struct AppRow {
     pub checked: Vec<String>,
     /// Calls the lane carried, by kind, summed over trials (`corelane run`'s summary).
     pub delegated: Option<BTreeMap<String, u64>>,
+    /// The MapReduce row's own figures (its "requests" are records, its rate records per
+    /// second of job time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRow>,
+}
+
+/// What a MapReduce row measured beyond the common figures, over all trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    pub records: u64,
+    /// The measured job's time per trial (as the driver timed it), and their median.
+    #[serde(flatten)]
+    pub job_secs: Trials<Secs>,
+    /// Medians over trials of the bytes the job's stages wrote to and read from the shuffle.
+    pub shuffle_write_bytes: f64,
+    pub shuffle_read_bytes: f64,
+    /// JVMs whose threads were read and checked (master, workers, executors; most in one
+    /// trial).
+    pub jvms: usize,
 }
 
 /// The side-effect check under one lane.

@@ -22,6 +22,26 @@ const APP_COLUMNS: [report::Column<AppRow>; 10] = [
     ("checked", |r| Cell::new(if r.checked.is_empty() { "—" } else { "ok" })),
 ];
 
+/// The MapReduce rows: one line per placement and lane.
+const JOB_COLUMNS: [report::Column<AppRow>; 10] = [
+    ("MapReduce (Spark)", |r| Cell::new(r.app)),
+    ("place", |r| Cell::new(r.placement)),
+    ("lane", |r| Cell::new(r.lane)),
+    ("job s", |r| {
+        report::right(r.job.as_ref().map_or("—".into(), |j| format!("{:.2}", j.job_secs.median)))
+    }),
+    ("vs no lane", |r| report::right(report::pct(r.rps_change_pct))),
+    ("shuffle MB", |r| {
+        report::right(
+            r.job.as_ref().map_or("—".into(), |j| format!("{:.1}", j.shuffle_write_bytes / 1e6)),
+        )
+    }),
+    ("CPU us/record", |r| report::right(format!("{:.3}", r.cpu_us_per_request))),
+    ("lane us/record", |r| report::right(format!("{:.3}", r.lane_us_per_request))),
+    ("JVMs", |r| report::right(r.job.as_ref().map_or(0, |j| j.jvms).to_string())),
+    ("checked", |r| Cell::new(if r.checked.is_empty() { "—" } else { "ok" })),
+];
+
 /// The side-effect check: one line per lane.
 const PING_COLUMNS: [report::Column<PingRow>; 6] = [
     ("side-effect check", |p| Cell::new(format!("UDP ping-pong, lane {}", p.lane))),
@@ -54,8 +74,16 @@ impl Report for AppsLabReport {
             out.push_str(&format!("- {p}\n"));
         }
         out.push('\n');
-        out.push_str(&report::table_of(&APP_COLUMNS, &self.rows).to_string());
-        out.push('\n');
+        let (jobs, served): (Vec<&AppRow>, Vec<&AppRow>) =
+            self.rows.iter().partition(|r| r.job.is_some());
+        if !served.is_empty() {
+            out.push_str(&report::table_of(&APP_COLUMNS, served).to_string());
+            out.push('\n');
+        }
+        if !jobs.is_empty() {
+            out.push_str(&report::table_of(&JOB_COLUMNS, jobs).to_string());
+            out.push_str("\n(records/s of job time count as req/s in the CSV and JSON; \"vs no lane\" is that rate's change)\n");
+        }
         if !self.ping.is_empty() {
             out.push_str(&report::table_of(&PING_COLUMNS, &self.ping).to_string());
             out.push('\n');
@@ -71,9 +99,10 @@ impl Report for AppsLabReport {
         super::figures::figures(self)
     }
 
-    /// One record per program row, then one per side-effect row.
+    /// One record per program row (a MapReduce row's rate is records/s of job time), then
+    /// one per side-effect row.
     fn csv_table(&self) -> report::Csv {
-        let header = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct";
+        let header = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct,job_secs,shuffle_write_bytes";
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         let mut records: Vec<Vec<String>> = self
             .rows
@@ -98,6 +127,10 @@ impl Report for AppsLabReport {
                     row.rps.joined(1),
                     String::new(),
                     String::new(),
+                    row.job.as_ref().map_or(String::new(), |j| format!("{:.3}", j.job_secs.median)),
+                    row.job
+                        .as_ref()
+                        .map_or(String::new(), |j| format!("{:.0}", j.shuffle_write_bytes)),
                 ]
             })
             .collect();
@@ -119,6 +152,8 @@ impl Report for AppsLabReport {
                 String::new(),
                 format!("{:.2}", p.p50_us.median),
                 opt(p.p50_change_pct),
+                String::new(),
+                String::new(),
             ]);
         }
         report::Csv::with_header(header, records)

@@ -41,8 +41,8 @@ pub struct RunSummary {
 }
 
 /// A program running placed, with what it needs to be stopped and read.
-struct Running {
-    child: ChildProcess,
+pub(super) struct Running {
+    pub(super) child: ChildProcess,
     /// How errors name it.
     name: String,
     /// Whether the child is `corelane run` (its own threads are not the program's).
@@ -64,10 +64,23 @@ pub struct ServeTrial {
     pub lane_threads: usize,
     pub checked: String,
     pub run: Option<RunSummary>,
+    /// The MapReduce row's own figures (`None` for the servers).
+    pub job: Option<JobTrial>,
+}
+
+/// What a MapReduce trial measured beyond a row's common figures.
+#[derive(Debug, Clone)]
+pub struct JobTrial {
+    /// The measured job's time, as the driver timed it.
+    pub job_secs: f64,
+    pub shuffle_write_bytes: u64,
+    pub shuffle_read_bytes: u64,
+    /// JVM processes seen in the cluster's trees during the job (master, workers, executors).
+    pub jvms: usize,
 }
 
 /// Starts `program args` on `rx` placed as `placed` says.
-fn start(
+pub(super) fn start(
     rx: &Host,
     name: &str,
     placed: &Placed<'_>,
@@ -91,8 +104,19 @@ fn start(
 }
 
 impl Running {
-    fn threads(&self) -> Vec<threads::Thread> {
+    /// A child the lab started itself, not placed (a client): ended as a placed one is.
+    pub(super) fn unplaced(child: ChildProcess, name: &str) -> Self {
+        Running { child, name: name.into(), supervised: false, summary: None, ended: false }
+    }
+
+    pub(super) fn threads(&self) -> Vec<threads::Thread> {
         threads::threads_of(self.child.pid(), self.supervised)
+    }
+
+    /// The error for the program having exited already, if it has.
+    pub(super) fn exited(&mut self) -> Option<LabError> {
+        let status = self.child.wait_timeout(Duration::ZERO)?;
+        Some(self.child.failed(status))
     }
 
     /// Runs `work` (the load) and returns what it gave, the CPU the program's threads and its
@@ -115,9 +139,18 @@ impl Running {
     /// Waits until `ready` says the program serves (polled every 20 ms), or fails with why.
     fn wait_until(
         &mut self,
+        ready: impl FnMut() -> Result<bool, LabError>,
+    ) -> Result<(), LabError> {
+        self.wait_until_within(Duration::from_secs(15), ready)
+    }
+
+    /// [`wait_until`](Self::wait_until) for at most `waited` (a JVM takes longer than 15 s
+    /// to listen on a busy machine).
+    pub(super) fn wait_until_within(
+        &mut self,
+        waited: Duration,
         mut ready: impl FnMut() -> Result<bool, LabError>,
     ) -> Result<(), LabError> {
-        let waited = Duration::from_secs(15);
         let end = Instant::now() + waited;
         while Instant::now() < end {
             if ready()? {
@@ -133,7 +166,7 @@ impl Running {
 
     /// Stops the program (SIGINT, which `corelane run` forwards), ends by PID any process
     /// of its tree still running after 10 s, and reads `corelane run`'s summary.
-    fn stop(mut self) -> Result<Option<RunSummary>, LabError> {
+    pub(super) fn stop(mut self) -> Result<Option<RunSummary>, LabError> {
         let exited = self.end();
         let Some(path) = self.summary.take() else { return Ok(None) };
         let text = std::fs::read(&path);
@@ -209,11 +242,12 @@ pub fn serve(
         lane_threads,
         checked,
         run,
+        job: None,
     })
 }
 
-/// `used` in µs per unit (request, round trip) over `units`.
-fn us_per(used: Duration, units: u64) -> f64 {
+/// `used` in µs per unit (request, round trip, record) over `units`.
+pub(super) fn us_per(used: Duration, units: u64) -> f64 {
     used.as_secs_f64() * 1e6 / units.max(1) as f64
 }
 
