@@ -283,7 +283,7 @@ impl<'a> AffinityLab<'a> {
             for case in [
                 "interrupts on the NIC's package vs the other package",
                 "a syscall thread on the NIC's package serving an application on the other package",
-                "cross-package cache-coherence traffic (the seed's 70 % figure needs PMU uncore counters and two packages)",
+                "cross-package cache-coherence traffic (the study's 70 % figure needs PMU uncore counters and two packages)",
             ] {
                 out.push(format!("{case}: not measurable here ({packages} package, {numa_nodes} NUMA node)"));
             }
@@ -440,15 +440,15 @@ fn findings(
             .max_by(|a, b| a.rate.median.total_cmp(&b.rate.median));
         if let Some(best) = best {
             out.push(format!(
-                "{workload}: best process-core placement here is {} ({:.0} {unit}); the seed found NC best, NS worst (context switches between the interrupt work and the application on one core), NZ between.",
+                "{workload}: best process-core placement here is {} ({:.0} {unit}); the study found NC best, NS worst (context switches between the interrupt work and the application on one core), NZ between.",
                 best.kind, best.rate.median
             ));
         }
         if let (Some(ns), Some(_)) = (get(workload, "NS"), get(workload, "NC")) {
             let why = if load_generator_beside {
-                format!("NC shares CPU {other_cpu} with the load generator, so NC trades the softirq's CPU {irq_cpu} for the client's; the seed's NC had cores to spare")
+                format!("NC shares CPU {other_cpu} with the load generator, so NC trades the softirq's CPU {irq_cpu} for the client's; the study's NC had cores to spare")
             } else {
-                format!("the load generator runs on another host, so NC's CPU {other_cpu} is the application's alone, as in the seed")
+                format!("the load generator runs on another host, so NC's CPU {other_cpu} is the application's alone, as in the study")
             };
             out.push(format!(
                 "{workload}: NS {:+.1}% against NC: {why}.",
@@ -465,7 +465,7 @@ fn findings(
         let why = if lane.rate.median > plain.rate.median {
             "the SQPOLL thread took the lane's submissions off the application CPU, which here it shares with the load generator, and paid for it in polling time on the softirq CPU"
         } else {
-            "the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the seed had a spare core sharing the LLC"
+            "the thread polls for a second after each submission, so on 2 CPUs it takes cycles from the softirq work it sits beside, where the study had a spare core sharing the LLC"
         };
         out.push(format!(
             "{workload} syscall lane: {:.0} vs {:.0} {unit} ({:+.1}%) and {:.0} vs {:.0} ns CPU per unit with the SQPOLL thread on the softirq CPU: {why}.",

@@ -101,7 +101,7 @@ pub fn findings(rows: &[AppRow], ping: &[PingRow], model: &[ModelRow], cpus: &Cp
                 plain.iter().min_by(|a, b| a.cpu_us_per_request.total_cmp(&b.cpu_us_per_request));
             if let (Some(best), Some(cheapest)) = (best, cheapest) {
                 out.push(format!(
-                    "{app} without a lane: most requests/s placed {} ({:.0}), least server CPU per request placed {} ({:.2} us); the seed found NC best and NS worst.",
+                    "{app} without a lane: most requests/s placed {} ({:.0}), least server CPU per request placed {} ({:.2} us); the core-partitioning study found NC best and NS worst.",
                     best.placement, best.rps.median, cheapest.placement, cheapest.cpu_us_per_request
                 ));
             }
@@ -225,7 +225,7 @@ fn ping_sentence(ping: &[PingRow]) -> Option<String> {
         return None;
     }
     Some(format!(
-        "side-effect check (UDP ping-pong, 64 B, the C echo placed NC): without a lane p50 {:.1} us and {:.2} us of echo CPU per round trip; {}. The seed measured at most ~4 % loss from the messaging with a syscall thread on its own core; here every call also crosses to the softirq CPU and back, and the lane's threads count in the CPU.",
+        "side-effect check (UDP ping-pong, 64 B, the C echo placed NC): without a lane p50 {:.1} us and {:.2} us of echo CPU per round trip; {}. The core-partitioning study measured at most ~4 % loss from the messaging with a syscall thread on its own core; here every call also crosses to the softirq CPU and back, and the lane's threads count in the CPU.",
         base.p50_us.median,
         base.cpu_us_per_round_trip,
         lanes.join("; ")

@@ -90,7 +90,7 @@ impl CoreKind {
                 "NS: application, its bottom halves and (with a lane) its syscall threads all on the softirq CPU {s}; load generator alone on CPU {o}"
             ),
             Self::Nc => format!(
-                "NC: application on CPU {o} beside the load generator; bottom halves and (with a lane) syscall threads on the softirq CPU {s} (the seed's partition, without its spare cores)"
+                "NC: application on CPU {o} beside the load generator; bottom halves and (with a lane) syscall threads on the softirq CPU {s} (the core-partitioning study's partition, without its spare cores)"
             ),
             Self::Nz => format!(
                 "NZ: application unpinned (CPUs {}); bottom halves and (with a lane) syscall threads on the softirq CPU {s}; load generator on CPU {o}",

@@ -707,7 +707,7 @@ fn findings(rows: &[CopyRow], memcpy_gbps: f64) -> Vec<String> {
     {
         let diff = (o.secs.median / c.secs.median.max(1e-9) - 1.0) * 100.0;
         let verdict = if diff.abs() < 10.0 {
-            "within the noise: creat(2) is open(2) with O_CREAT|O_WRONLY|O_TRUNC in the kernel, as the seed found"
+            "within the noise: creat(2) is open(2) with O_CREAT|O_WRONLY|O_TRUNC in the kernel, as the large-file study found"
         } else {
             "a gap this large between two spellings of one kernel call is this machine's run-to-run noise; compare the other buffer sizes"
         };
