@@ -106,7 +106,9 @@ pub fn supervise(program: Program<'_>, watch: Arc<dyn Watch>) -> Result<Ended, S
         }
     };
     let ticker = Ticker::start(watch.clone());
-    lock(&targets).leader = Pid::from_raw(child.id() as i32);
+    if let Some(leader) = Pid::from_raw(child.id() as i32) {
+        lock(&targets).started(leader);
+    }
     let (exit_status, signal, reaped) = reap(child.id(), &targets, watch.as_ref());
     let wall = started.elapsed();
     ticker.stop();
@@ -191,21 +193,35 @@ fn spawn_error(name: &OsStr, env: &[(OsString, OsString)], e: io::Error) -> Supe
 /// to each child corelane has left (the daemons reparented to it), through a pidfd, and to
 /// the whole group too when one of those children is still in it (an unreaped child keeps
 /// its group, so the number is still that group's). The reaper holds the lock while it
-/// reaps, the forwarder while it signals, so no target's PID is freed in between.
+/// reaps, the forwarder while it signals, so no target's PID is freed in between. A signal
+/// that comes before the program's PID is known (while it is being started, even after it
+/// runs: `spawn` returns after the exec) is kept and sent as soon as it is.
 #[derive(Debug, Default)]
 struct Targets {
     leader: Option<Pid>,
     leader_reaped: bool,
+    /// Signals received before the leader was known, in their order (each at most once, as
+    /// the kernel keeps a pending signal).
+    early: Vec<Signal>,
 }
 
 impl Targets {
-    fn forward(&self, sig: Signal) {
+    fn forward(&mut self, sig: Signal) {
         match self.leader {
             Some(leader) if !self.leader_reaped => {
                 let _ = rustix::process::kill_process_group(leader, sig);
             }
             Some(leader) => signal_children(sig, leader),
+            None if !self.early.contains(&sig) => self.early.push(sig),
             None => {}
+        }
+    }
+
+    /// The program started as `leader`: the signals that came meanwhile go to it now.
+    fn started(&mut self, leader: Pid) {
+        self.leader = Some(leader);
+        for sig in std::mem::take(&mut self.early) {
+            self.forward(sig);
         }
     }
 }
@@ -379,6 +395,23 @@ mod tests {
         let ended = run(&["sh", "-c", "kill -TERM $$"], Arc::new(NoWatch)).unwrap();
         assert_eq!((ended.exit_status, ended.signal), (128 + 15, Some(15)));
         assert!(ended.started_ns > 0 && ended.started_ns <= monotonic_ns());
+    }
+
+    /// A signal that comes while the program is being started (before `spawn` returns, which
+    /// is after the exec: the program may be running already) reaches it once it is known.
+    #[test]
+    fn a_signal_before_the_program_is_known_reaches_it_when_it_is() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let mut targets = Targets::default();
+        for sig in [Signal::USR1, Signal::USR2, Signal::USR1] {
+            targets.forward(sig);
+        }
+        assert_eq!(targets.early, [Signal::USR1, Signal::USR2], "kept once each, in order");
+        let mut child = Command::new("sleep").arg("10").process_group(0).spawn().unwrap();
+        targets.started(Pid::from_raw(child.id() as i32).unwrap());
+        assert!(targets.early.is_empty());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGUSR1), "{status:?}");
     }
 
     #[test]
