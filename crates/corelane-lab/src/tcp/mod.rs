@@ -57,9 +57,13 @@ pub struct TcpArgs {
     pub select: experiment::SelectArgs,
 }
 
-impl TcpArgs {
-    /// The options these arguments describe, with the corelane binary `exe`.
-    pub fn options(self, exe: PathBuf) -> Result<TcpLabOptions, LabError> {
+impl Options for TcpArgs {
+    type Settings = TcpLabOptions;
+    type Lab<'s> = TcpLab<'s>;
+    type Report = TcpLabReport;
+    /// The settings these arguments describe, with the corelane binary that serves and loads.
+    fn settings(self) -> Result<TcpLabOptions, LabError> {
+        let exe = crate::corelane_exe()?;
         let mut opts =
             if self.run.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
@@ -68,13 +72,14 @@ impl TcpArgs {
             self.select.choose(&Peer::ALL.map(|p| (p.program(), p)), CONFIG_IDS)?;
         Ok(opts)
     }
-}
-
-impl Options for TcpArgs {
-    type Report = TcpLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options(crate::corelane_exe()?)?;
-        experiment::run(TcpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
+    fn prepare<'s>(
+        opts: &'s TcpLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<TcpLab<'s>, LabError> {
+        TcpLab::prepare(opts, progress)
+    }
+    fn trials(opts: &TcpLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -275,7 +280,8 @@ impl CaseTrial {
 }
 
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
-struct TcpLab<'a> {
+#[derive(Debug)]
+pub struct TcpLab<'a> {
     opts: &'a TcpLabOptions,
     /// What the file servers serve on the rx host, readable by the user they run as: made
     /// when the first scale or file row runs, removed before the testbed goes.
