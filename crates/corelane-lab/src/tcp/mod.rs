@@ -843,3 +843,38 @@ fn largest_spread_pct(rows: &[TcpRow], workload: Workload) -> f64 {
         })
         .fold(0.0, f64::max)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::files::Backend;
+    use super::scale::DecidedBy;
+    use super::*;
+
+    /// `value` as its JSON string, checked against how tables and CSV print it.
+    fn written<T: Serialize + std::fmt::Display>(value: T) -> String {
+        let json = serde_json::to_value(&value).unwrap();
+        let text = json.as_str().expect("a string").to_string();
+        assert_eq!(text, value.to_string(), "JSON and table differ");
+        text
+    }
+
+    #[test]
+    fn rows_write_their_workload_server_configuration_backend_tool_and_limit_as_strings() {
+        let ids: Vec<String> = CONFIGS.iter().map(|c| written(c.id)).collect();
+        assert_eq!(ids, CONFIG_IDS[..8]);
+        for c in CONFIGS {
+            assert_eq!(written(RowConfig::of(ServerKind::Corelane(*c))), c.id.id());
+        }
+        assert_eq!(written(RowConfig::of(ServerKind::Nginx)), "nginx");
+        assert_eq!(written(RowConfig::of(ServerKind::Lighttpd)), "lighttpd");
+        assert_eq!(Workload::ALL.map(written), ["keep-alive", "close"]);
+        let servers = [Server::Corelane, Server::Nginx, Server::Lighttpd];
+        assert_eq!(servers.map(written), ["corelane", "nginx", "lighttpd"]);
+        let backends = [Backend::Epoll, Backend::Uring, Backend::Sendfile];
+        assert_eq!(backends.map(written), ["epoll", "uring", "sendfile"]);
+        assert_eq!([Loadgen::Corelane, Loadgen::Wrk].map(written), ["corelane load", "wrk -t1"]);
+        assert_eq!(written(DecidedBy::Chosen), "chosen");
+        let limit = "the server side: hard RLIMIT_NOFILE 1048576";
+        assert_eq!(written(DecidedBy::Limit(limit.into())), limit);
+    }
+}
