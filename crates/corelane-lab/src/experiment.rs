@@ -136,7 +136,7 @@ pub fn step_of(line: &str) -> Option<(usize, usize)> {
 
 /// An experiment's command-line options (`corelane lab NAME --help`): parsed by clap, they
 /// settle into the experiment's settings, the settings prepare its stage, and the
-/// [runner](run) measures there. Each experiment states its settings, its stage and its
+/// [runner](fn@run) measures there. Each experiment states its settings, its stage and its
 /// trials; [`Options::run`] is the one way they are put together.
 pub trait Options: clap::Args + clap::FromArgMatches {
     /// How the experiment runs: its quick or full defaults with the options over them.
