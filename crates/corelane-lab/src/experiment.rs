@@ -135,11 +135,36 @@ pub fn step_of(line: &str) -> Option<(usize, usize)> {
 }
 
 /// An experiment's command-line options (`corelane lab NAME --help`): parsed by clap, they
-/// prepare the stage and run the experiment.
+/// settle into the experiment's settings, the settings prepare its stage, and the
+/// [runner](fn@run) measures there. Each experiment states its settings, its stage and its
+/// trials; [`Options::run`] is the one way they are put together.
 pub trait Options: clap::Args + clap::FromArgMatches {
+    /// How the experiment runs: its quick or full defaults with the options over them.
+    type Settings;
+    /// The experiment on its prepared stage, reading its settings.
+    type Lab<'s>: Experiment<Report = Self::Report>
+    where
+        Self::Settings: 's;
     type Report: Report;
-    /// Runs the experiment these options describe.
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError>;
+
+    /// The settings these options describe; an option out of range is refused here, before
+    /// anything is prepared.
+    fn settings(self) -> Result<Self::Settings, LabError>;
+    /// Prepares the stage `settings` describe (testbed, scratch, peers), with progress lines.
+    fn prepare<'s>(
+        settings: &'s Self::Settings,
+        progress: Progress<'_>,
+    ) -> Result<Self::Lab<'s>, LabError>;
+    /// Trials per configuration.
+    fn trials(settings: &Self::Settings) -> usize;
+
+    /// Runs the experiment these options describe: settles the settings, prepares the stage
+    /// and runs every configuration [`trials`](Options::trials) times.
+    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
+        let settings = self.settings()?;
+        let lab = Self::prepare(&settings, progress)?;
+        run(lab, Self::trials(&settings), stop, progress)
+    }
 }
 
 /// The options every measuring experiment shares: how long and how often.

@@ -48,8 +48,10 @@ pub struct AffinityArgs {
 }
 
 impl Options for AffinityArgs {
+    type Settings = AffinityLabOptions;
+    type Lab<'s> = AffinityLab<'s>;
     type Report = AffinityLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
+    fn settings(self) -> Result<AffinityLabOptions, LabError> {
         let exe = crate::corelane_exe()?;
         let mut opts = if self.run.quick {
             AffinityLabOptions::quick(exe)
@@ -63,7 +65,16 @@ impl Options for AffinityArgs {
         }
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
-        experiment::run(AffinityLab::prepare(&opts, progress)?, opts.trials, stop, progress)
+        Ok(opts)
+    }
+    fn prepare<'s>(
+        opts: &'s AffinityLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<AffinityLab<'s>, LabError> {
+        AffinityLab::prepare(opts, progress)
+    }
+    fn trials(opts: &AffinityLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -146,7 +157,8 @@ pub enum Placed {
 }
 
 /// The prepared stage: testbed with receive work steered to the softirq CPU.
-struct AffinityLab<'a> {
+#[derive(Debug)]
+pub struct AffinityLab<'a> {
     opts: &'a AffinityLabOptions,
     testbed: Testbed,
     /// Processor packages and NUMA nodes of the application's host.

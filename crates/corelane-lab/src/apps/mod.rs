@@ -90,17 +90,11 @@ const MAX_FILE: usize = 64 << 20;
 const MAX_RECORDS: usize = 50_000_000;
 
 impl Options for AppsArgs {
+    type Settings = AppsLabOptions;
+    type Lab<'s> = AppsLab<'s>;
     type Report = AppsLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options()?;
-        let lab = AppsLab::prepare(&opts, progress)?;
-        experiment::run(lab, opts.trials, stop, progress)
-    }
-}
-
-impl AppsArgs {
-    /// The options these arguments describe.
-    pub fn options(self) -> Result<AppsLabOptions, LabError> {
+    /// The settings these arguments describe.
+    fn settings(self) -> Result<AppsLabOptions, LabError> {
         let mut opts =
             if self.run.quick { AppsLabOptions::quick() } else { AppsLabOptions::full() };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
@@ -136,6 +130,15 @@ impl AppsArgs {
         }
         opts.spark_venv = self.spark_venv;
         Ok(opts)
+    }
+    fn prepare<'s>(
+        opts: &'s AppsLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<AppsLab<'s>, LabError> {
+        AppsLab::prepare(opts, progress)
+    }
+    fn trials(opts: &AppsLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -210,7 +213,8 @@ pub enum CaseTrial {
 }
 
 /// The prepared stage.
-struct AppsLab<'a> {
+#[derive(Debug)]
+pub struct AppsLab<'a> {
     opts: &'a AppsLabOptions,
     testbed: Testbed,
     cpus: Cpus,

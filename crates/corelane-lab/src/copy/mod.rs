@@ -55,8 +55,10 @@ pub struct CopyArgs {
 }
 
 impl Options for CopyArgs {
+    type Settings = CopyLabOptions;
+    type Lab<'s> = CopyLab<'s>;
     type Report = CopyLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
+    fn settings(self) -> Result<CopyLabOptions, LabError> {
         let mut opts = if self.quick { CopyLabOptions::quick() } else { CopyLabOptions::full() };
         if let Some(size) = self.size {
             if size < 1 << 20 {
@@ -70,8 +72,16 @@ impl Options for CopyArgs {
             Some(dir) => opts.real_tree = Some(dir),
             None => {}
         }
-        let lab = CopyLab::prepare(&opts, progress)?;
-        experiment::run(lab, opts.trials, stop, progress)
+        Ok(opts)
+    }
+    fn prepare<'s>(
+        opts: &'s CopyLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<CopyLab<'s>, LabError> {
+        CopyLab::prepare(opts, progress)
+    }
+    fn trials(opts: &CopyLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -365,7 +375,8 @@ fn path_text(p: &Path) -> String {
 
 /// The prepared stage: a private tmpfs holding the source file and trees, a huge-page tmpfs
 /// when one can be mounted, and the memcpy ceiling.
-struct CopyLab<'a> {
+#[derive(Debug)]
+pub struct CopyLab<'a> {
     opts: &'a CopyLabOptions,
     scratch: Scratch,
     huge: Scratch,

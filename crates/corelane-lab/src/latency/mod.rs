@@ -60,19 +60,6 @@ pub struct LatencyArgs {
     pub select: experiment::SelectArgs,
 }
 
-impl LatencyArgs {
-    /// The options these arguments describe.
-    pub fn options(self) -> Result<LatencyOptions, LabError> {
-        let mut opts =
-            if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
-        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
-        opts.connections = self.connections;
-        (opts.peers, opts.only, opts.remote) =
-            self.select.choose(&Peer::ALL.map(|p| (p.id(), p)), &CONFIG_IDS)?;
-        Ok(opts)
-    }
-}
-
 /// The corelane servers `--configs` names: the echo rows, then corelane's HTTP server.
 pub const CONFIG_IDS: [&str; 5] =
     ["echo", "echo+coalesce-50us", "echo+busy-poll-50us", "echo+uring", "corelane-serve"];
@@ -98,12 +85,27 @@ impl Peer {
 }
 
 impl Options for LatencyArgs {
+    type Settings = LatencyOptions;
+    type Lab<'s> = LatencyLab<'s>;
     type Report = LatencyReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options()?;
-        let lab = LatencyLab::prepare(opts, progress)?;
-        let trials = lab.opts.trials;
-        experiment::run(lab, trials, stop, progress)
+    /// The settings these arguments describe.
+    fn settings(self) -> Result<LatencyOptions, LabError> {
+        let mut opts =
+            if self.run.quick { LatencyOptions::quick() } else { LatencyOptions::full() };
+        self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
+        opts.connections = self.connections;
+        (opts.peers, opts.only, opts.remote) =
+            self.select.choose(&Peer::ALL.map(|p| (p.id(), p)), &CONFIG_IDS)?;
+        Ok(opts)
+    }
+    fn prepare<'s>(
+        opts: &'s LatencyOptions,
+        progress: Progress<'_>,
+    ) -> Result<LatencyLab<'s>, LabError> {
+        LatencyLab::prepare(opts, progress)
+    }
+    fn trials(opts: &LatencyOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -173,8 +175,9 @@ impl Pair {
 }
 
 /// The prepared stage.
-struct LatencyLab {
-    opts: LatencyOptions,
+#[derive(Debug)]
+pub struct LatencyLab<'a> {
+    opts: &'a LatencyOptions,
     testbed: Testbed,
     server_cpu: usize,
     client_cpu: usize,
@@ -200,10 +203,10 @@ fn refuse_unsplittable(opts: &LatencyOptions, hosts: usize) -> Result<(), LabErr
     Ok(())
 }
 
-impl LatencyLab {
-    fn prepare(opts: LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
+impl<'a> LatencyLab<'a> {
+    fn prepare(opts: &'a LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
-        refuse_unsplittable(&opts, testbed.load_hosts().len())?;
+        refuse_unsplittable(opts, testbed.load_hosts().len())?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
         let server_cpu = *testbed.rx().online_cpus()?.cpus().last().unwrap_or(&client_cpu);
         let udp_port = crate::stage::udp_port(&testbed)?;
@@ -358,7 +361,7 @@ impl LatencyLab {
     }
 }
 
-impl Experiment for LatencyLab {
+impl Experiment for LatencyLab<'_> {
     type Config = Pair;
     type Trial = Vec<Point>;
     type Report = LatencyReport;
@@ -415,7 +418,7 @@ impl Experiment for LatencyLab {
         let mut testbed = self.testbed.report(None);
         if testbed.is_dry_run() {
             testbed.peer_steps =
-                self.at(|at| plan::steps(at, &self.stage(), &self.planned, &self.opts))?;
+                self.at(|at| plan::steps(at, &self.stage(), &self.planned, self.opts))?;
         }
         Ok(LatencyReport {
             header: Header::of(testbed, self.opts.trials, self.opts.duration),

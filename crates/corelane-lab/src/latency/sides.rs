@@ -14,7 +14,7 @@ use crate::host::Host;
 use crate::output;
 use crate::process::{strings, ChildProcess};
 use crate::stage::load;
-use crate::stage::servers::{self, Launch, ServerKind, Stage, CONFIGS};
+use crate::stage::servers::{self, Launch, ServerKind, Stage};
 use crate::testbed::LoadHost;
 use crate::LabError;
 
@@ -296,10 +296,7 @@ pub fn start_http(stage: &Stage<'_>, server: HttpServer) -> Result<ChildProcess,
 /// The server kind `server` runs as.
 pub fn http_kind(server: HttpServer) -> ServerKind {
     match server {
-        HttpServer::Corelane => {
-            let default = CONFIGS.iter().find(|c| c.id == "recycling").copied();
-            ServerKind::Corelane(default.unwrap_or(CONFIGS[0]))
-        }
+        HttpServer::Corelane => ServerKind::Corelane(servers::default_config()),
         HttpServer::Nginx => ServerKind::Nginx,
     }
 }

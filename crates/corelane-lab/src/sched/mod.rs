@@ -48,8 +48,12 @@ pub struct SchedArgs {
     pub vs: Option<String>,
 }
 
-impl SchedArgs {
-    pub fn options(self) -> Result<SchedLabOptions, LabError> {
+impl Options for SchedArgs {
+    type Settings = SchedLabOptions;
+    type Lab<'s> = SchedLab<'s>;
+    type Report = SchedLabReport;
+    /// The settings these arguments describe.
+    fn settings(self) -> Result<SchedLabOptions, LabError> {
         let mut opts = if self.quick { SchedLabOptions::quick() } else { SchedLabOptions::full() };
         if let Some(workers) = self.workers {
             if workers.is_empty() || !workers.iter().all(|w| (1..=1024).contains(w)) {
@@ -86,17 +90,15 @@ impl SchedArgs {
         }
         Ok(opts)
     }
-}
-
-impl Options for SchedArgs {
-    type Report = SchedLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options()?;
-        // Every case once: the simulation is deterministic; the threaded runs are measured
-        // over `thread_duration` each.
+    fn prepare<'s>(opts: &'s SchedLabOptions, _: Progress<'_>) -> Result<SchedLab<'s>, LabError> {
         let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
         let cpus: Vec<usize> = online.cpus().iter().copied().take(2).collect();
-        experiment::run(SchedLab { opts: &opts, cpus, skipped: Vec::new() }, 1, stop, progress)
+        Ok(SchedLab { opts, cpus, skipped: Vec::new() })
+    }
+    /// Every case once: the simulation is deterministic; the threaded runs are measured over
+    /// `thread_duration` each.
+    fn trials(_: &SchedLabOptions) -> usize {
+        1
     }
 }
 
@@ -195,7 +197,8 @@ pub enum CaseResult {
     Dpdk(Option<DpdkRun>),
 }
 
-struct SchedLab<'a> {
+#[derive(Debug)]
+pub struct SchedLab<'a> {
     opts: &'a SchedLabOptions,
     cpus: Vec<usize>,
     skipped: Vec<String>,

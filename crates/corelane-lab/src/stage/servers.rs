@@ -17,10 +17,46 @@ use crate::LabError;
 /// The body every server answers with (13 bytes, as in the figures).
 pub const BODY: &str = "Hello, World!";
 
+/// Which of corelane's configurations a row of seed 001's table is (by its `id` in rows,
+/// tables and `--configs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConfigId {
+    Baseline,
+    FlowToCore,
+    Buffers,
+    Fd,
+    Events,
+    Recycling,
+    All,
+    Uring,
+}
+
+impl ConfigId {
+    pub fn id(&self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::FlowToCore => "flow-to-core",
+            Self::Buffers => "buffers",
+            Self::Fd => "fd",
+            Self::Events => "events",
+            Self::Recycling => "recycling",
+            Self::All => "all",
+            Self::Uring => "uring",
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
 /// A corelane configuration: one row of seed 001's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
-    pub id: &'static str,
+    pub id: ConfigId,
     pub label: &'static str,
     /// `--recycle` value.
     pub recycle: &'static str,
@@ -35,7 +71,7 @@ pub struct Config {
 
 pub const CONFIGS: &[Config] = &[
     Config {
-        id: "baseline",
+        id: ConfigId::Baseline,
         label: "baseline: no recycling, one shared accept path",
         recycle: "none",
         listen: "shared",
@@ -43,7 +79,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "flow-to-core",
+        id: ConfigId::FlowToCore,
         label: "+ flow-to-core (RPS to the server CPU, CPU-steered listener)",
         recycle: "none",
         listen: "reuseport-cpu",
@@ -51,7 +87,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "buffers",
+        id: ConfigId::Buffers,
         label: "+ buffer recycling (sk_buff analog)",
         recycle: "buffers",
         listen: "shared",
@@ -59,7 +95,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "fd",
+        id: ConfigId::Fd,
         label: "+ fd recycling (slab slots)",
         recycle: "fd",
         listen: "shared",
@@ -67,7 +103,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "events",
+        id: ConfigId::Events,
         label: "+ epoll_event recycling",
         recycle: "events",
         listen: "shared",
@@ -75,7 +111,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "recycling",
+        id: ConfigId::Recycling,
         label: "+ all three recycling methods (the default)",
         recycle: "all",
         listen: "reuseport",
@@ -83,7 +119,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "all",
+        id: ConfigId::All,
         label: "+ all: flow-to-core and all recycling",
         recycle: "all",
         listen: "reuseport-cpu",
@@ -91,7 +127,7 @@ pub const CONFIGS: &[Config] = &[
         backend: "epoll",
     },
     Config {
-        id: "uring",
+        id: ConfigId::Uring,
         label: "all recycling, io_uring backend",
         recycle: "all",
         listen: "reuseport",
@@ -114,6 +150,11 @@ pub const CONFIG_IDS: &[&str] = &[
     "files",
 ];
 
+/// The configuration every peer is compared with: all recycling, epoll (the default).
+pub fn default_config() -> Config {
+    CONFIGS.iter().find(|c| c.id == ConfigId::Recycling).copied().unwrap_or(CONFIGS[0])
+}
+
 /// Where a corelane server runs and how it submits, for the affinity lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerPin {
@@ -135,18 +176,47 @@ pub enum ServerKind {
     Lighttpd,
 }
 
-impl ServerKind {
-    pub fn name(&self) -> &'static str {
+/// Which program serves (by its `id` in rows and tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Server {
+    Corelane,
+    Nginx,
+    Lighttpd,
+}
+
+impl Server {
+    pub fn id(&self) -> &'static str {
         match self {
-            Self::Corelane(_) | Self::Placed(_) => "corelane",
+            Self::Corelane => "corelane",
             Self::Nginx => "nginx",
             Self::Lighttpd => "lighttpd",
         }
     }
+}
+
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl ServerKind {
+    pub fn server(&self) -> Server {
+        match self {
+            Self::Corelane(_) | Self::Placed(_) => Server::Corelane,
+            Self::Nginx => Server::Nginx,
+            Self::Lighttpd => Server::Lighttpd,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.server().id()
+    }
 
     pub fn config_id(&self) -> &'static str {
         match self {
-            Self::Corelane(c) => c.id,
+            Self::Corelane(c) => c.id.id(),
             Self::Placed(_) => "placed",
             Self::Nginx => "nginx (1 worker, return 200)",
             Self::Lighttpd => "lighttpd (1 process, static file)",

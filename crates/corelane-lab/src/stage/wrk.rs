@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::load::{self, HostClock, HttpHostFigures};
 use super::servers::{
-    run_corelane_load, start_server, wait_listening, Launch, Peer, ServerKind, Stage, CONFIGS,
+    run_corelane_load, start_server, wait_listening, Launch, Peer, ServerKind, Stage,
 };
 use crate::host::Host;
 use crate::LabError;
@@ -32,8 +32,7 @@ pub fn measure_load_generators(
     stage: &Stage<'_>,
     wrk_first: bool,
 ) -> Result<(LoadgenTrial, LoadgenTrial), LabError> {
-    let default = CONFIGS.iter().find(|c| c.id == "recycling").copied().unwrap_or(CONFIGS[0]);
-    let server = start_server(stage, ServerKind::Corelane(default))?;
+    let server = start_server(stage, ServerKind::Corelane(super::servers::default_config()))?;
     let server = wait_listening(stage, server)?;
     let ours = |stage: &Stage<'_>| {
         run_corelane_load(stage, false).map(|(l, hosts)| LoadgenTrial {

@@ -2,26 +2,27 @@
 //! request by configuration beside nginx and lighttpd, and the latency percentiles the load
 //! generator saw; then the load generators against the same server.
 
-use super::{TcpLabReport, TcpRow, WORKLOADS};
+use super::{Loadgen, RowConfig, TcpLabReport, TcpRow, Workload};
 use crate::report::figure::{Bar, Bars, Figure, Lines, Role, Series};
+use crate::stage::servers::{ConfigId, Server};
 
 pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
     let mut out = Vec::new();
-    for (workload, _) in WORKLOADS {
+    for workload in Workload::ALL {
         let rows: Vec<&TcpRow> = r.rows.iter().filter(|row| row.workload == workload).collect();
         if rows.is_empty() {
             continue;
         }
         let label = |row: &TcpRow| {
-            if row.server == "corelane" {
-                row.config.clone()
+            if row.server == Server::Corelane {
+                row.config.to_string()
             } else {
-                row.server.clone()
+                row.server.to_string()
             }
         };
-        let role = |row: &TcpRow| match (row.server.as_str(), row.config.as_str()) {
-            ("corelane", "baseline") => Role::Default,
-            ("corelane", _) => Role::Config,
+        let role = |row: &TcpRow| match (row.server, row.config) {
+            (Server::Corelane, RowConfig::Corelane(ConfigId::Baseline)) => Role::Default,
+            (Server::Corelane, _) => Role::Config,
             _ => Role::Peer,
         };
         let bars = |value: fn(&TcpRow) -> f64, trials: bool| {
@@ -67,8 +68,8 @@ pub(super) fn figures(r: &TcpLabReport) -> Vec<Figure> {
     }
     if !r.load_generators.is_empty() {
         let bars = r.load_generators.iter().map(|l| {
-            let role = if l.tool.starts_with("corelane") { Role::Config } else { Role::Peer };
-            Bar::new(&l.tool, role, l.rps.median, &l.rps.each)
+            let role = if l.tool == Loadgen::Corelane { Role::Config } else { Role::Peer };
+            Bar::new(l.tool.to_string(), role, l.rps.median, &l.rps.each)
         });
         out.push(Figure::Bars(Bars {
             id: "load-generators".into(),

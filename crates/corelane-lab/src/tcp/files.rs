@@ -10,7 +10,7 @@ use corelane::tcp::load::LoadSummary;
 use serde::Serialize;
 
 use super::served::FILES;
-use super::servers::{self, wait_listening, LoadRun, Stage};
+use super::servers::{self, wait_listening, LoadRun, Server, Stage};
 use crate::process::{strings, ChildProcess};
 use crate::stage::load::HttpHostFigures;
 use crate::summary::{Rps, Trials};
@@ -20,27 +20,53 @@ use crate::{median_of, report, LabError};
 /// A server of files: corelane on one backend, or nginx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileServer {
-    /// `--backend` value.
-    Corelane(&'static str),
+    /// Its `--backend`: [`Backend::Epoll`] or [`Backend::Uring`] ([`FileServer::COREL`]).
+    Corelane(Backend),
     Nginx,
+}
+
+/// How a file server answers (by its `id` in rows and tables): corelane's `--backend`, or
+/// nginx's sendfile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Epoll,
+    Uring,
+    Sendfile,
+}
+
+impl Backend {
+    pub fn id(&self) -> &'static str {
+        match self {
+            Self::Epoll => "epoll",
+            Self::Uring => "uring",
+            Self::Sendfile => "sendfile",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
 }
 
 impl FileServer {
     pub const COREL: [FileServer; 2] =
-        [FileServer::Corelane("epoll"), FileServer::Corelane("uring")];
+        [FileServer::Corelane(Backend::Epoll), FileServer::Corelane(Backend::Uring)];
 
-    pub fn name(&self) -> &'static str {
+    pub fn server(&self) -> Server {
         match self {
-            Self::Corelane(_) => "corelane",
-            Self::Nginx => "nginx",
+            Self::Corelane(_) => Server::Corelane,
+            Self::Nginx => Server::Nginx,
         }
     }
 
     /// `epoll`, `uring`, or how nginx sends files.
-    pub fn backend(&self) -> &'static str {
+    pub fn backend(&self) -> Backend {
         match self {
-            Self::Corelane(backend) => backend,
-            Self::Nginx => "sendfile",
+            Self::Corelane(backend) => *backend,
+            Self::Nginx => Backend::Sendfile,
         }
     }
 }
@@ -73,9 +99,8 @@ pub struct FileRow {
     /// `4 KiB` or `1 MiB`.
     pub file: String,
     pub bytes: usize,
-    pub server: String,
-    /// `epoll`, `uring` or `sendfile` (nginx).
-    pub backend: String,
+    pub server: Server,
+    pub backend: Backend,
     /// Per trial and their median.
     #[serde(flatten)]
     pub rps: Trials<Rps>,
@@ -125,7 +150,7 @@ pub fn launch(
     match server {
         FileServer::Corelane(backend) => {
             let mut args = strings(&["serve", "http", "--port", &stage.port.to_string()]);
-            args.extend(strings(&["--lanes", "1", "--pin", &cpu, "--backend", backend]));
+            args.extend(strings(&["--lanes", "1", "--pin", &cpu, "--backend", backend.id()]));
             args.extend(strings(&["--root", root]));
             args.extend(strings(&["--max-connections", &(connections + 64).to_string()]));
             args.extend(strings(&["--idle-timeout", "600s", "--json"]));
@@ -180,7 +205,7 @@ pub fn steps(stage: &Stage<'_>, servers: &[FileServer]) -> Result<Vec<PeerStep>,
     };
     let mut out = Vec::new();
     for &server in servers {
-        let row = format!("files: {} {}, 4 KiB then 1 MiB", server.name(), server.backend());
+        let row = format!("files: {} {}, 4 KiB then 1 MiB", server.server(), server.backend());
         let mut step = |host: &crate::host::Host, command: String| {
             out.push(PeerStep { row: row.clone(), host: host.name(), command })
         };
@@ -240,8 +265,8 @@ pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
     FileRow {
         file: file.into(),
         bytes: FILES.iter().find(|(n, _)| *n == name).map_or(0, |(_, size)| *size),
-        server: case.server.name().into(),
-        backend: case.server.backend().into(),
+        server: case.server.server(),
+        backend: case.server.backend(),
         rps: Trials::of(trials.iter().map(|t| t.rps)),
         cpu_ns_per_request: median_of(trials.iter().map(|t| t.cpu_ns_per_request)),
         trials_cpu_ns: trials.iter().map(|t| t.cpu_ns_per_request).collect(),
@@ -257,13 +282,14 @@ pub fn summarize(case: FileCase, trials: &[FileTrial]) -> FileRow {
 pub fn findings(rows: &[FileRow]) -> Vec<String> {
     let mut out = Vec::new();
     for (file, _) in MEASURED {
-        let find = |backend: &str| rows.iter().find(|r| r.file == file && r.backend == backend);
-        let Some(uring) = find("uring") else { continue };
-        let others: Vec<String> = ["epoll", "sendfile"]
+        let find = |backend| rows.iter().find(|r| r.file == file && r.backend == backend);
+        let Some(uring) = find(Backend::Uring) else { continue };
+        let others: Vec<String> = [Backend::Epoll, Backend::Sendfile]
             .into_iter()
             .filter_map(find)
             .map(|o| {
-                let who = if o.server == "nginx" { "nginx (sendfile)" } else { "epoll (sendfile)" };
+                let who =
+                    if o.server == Server::Nginx { "nginx (sendfile)" } else { "epoll (sendfile)" };
                 format!(
                     "{:.2}x {who}'s {:.0} ns",
                     uring.cpu_ns_per_request / o.cpu_ns_per_request.max(1.0),
@@ -290,8 +316,8 @@ pub fn table(rows: &[FileRow]) -> String {
     for row in rows {
         table.add_row(vec![
             Cell::new(&row.file),
-            Cell::new(&row.server),
-            Cell::new(&row.backend),
+            Cell::new(row.server),
+            Cell::new(row.backend),
             report::right(format!("{:.0}", row.rps.median)),
             report::right(format!("{:.0}", row.cpu_ns_per_request)),
             report::right(format!("{}", row.errors + row.non_2xx)),
@@ -314,8 +340,8 @@ pub fn csv_records(rows: &[FileRow]) -> Vec<Vec<String>> {
         .map(|row| {
             let mut record = vec![String::new(); 16];
             record[0] = format!("file {}", row.file);
-            record[1] = row.server.clone();
-            record[2] = row.backend.clone();
+            record[1] = row.server.to_string();
+            record[2] = row.backend.to_string();
             record[3] = format!("{:.1}", row.rps.median);
             record[6] = format!("{:.3}", row.cpu_ns_per_request / 1000.0);
             record[9] = row.errors.to_string();

@@ -24,7 +24,7 @@ use corelane::lane::StopSignal;
 use corelane::topology::CpuList;
 use serde::Serialize;
 
-use crate::stage::servers::{self, Config, Measured, ServerKind, Stage, CONFIGS};
+use crate::stage::servers::{self, Config, ConfigId, Measured, Server, ServerKind, Stage, CONFIGS};
 pub use crate::stage::servers::{Peer, CONFIG_IDS};
 use crate::stage::wrk::{self, LoadgenTrial};
 use crate::summary::{change_pct, Header, Outcome, Rps, Trials};
@@ -57,9 +57,13 @@ pub struct TcpArgs {
     pub select: experiment::SelectArgs,
 }
 
-impl TcpArgs {
-    /// The options these arguments describe, with the corelane binary `exe`.
-    pub fn options(self, exe: PathBuf) -> Result<TcpLabOptions, LabError> {
+impl Options for TcpArgs {
+    type Settings = TcpLabOptions;
+    type Lab<'s> = TcpLab<'s>;
+    type Report = TcpLabReport;
+    /// The settings these arguments describe, with the corelane binary that serves and loads.
+    fn settings(self) -> Result<TcpLabOptions, LabError> {
+        let exe = crate::corelane_exe()?;
         let mut opts =
             if self.run.quick { TcpLabOptions::quick(exe) } else { TcpLabOptions::full(exe) };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(1))?;
@@ -68,13 +72,14 @@ impl TcpArgs {
             self.select.choose(&Peer::ALL.map(|p| (p.program(), p)), CONFIG_IDS)?;
         Ok(opts)
     }
-}
-
-impl Options for TcpArgs {
-    type Report = TcpLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options(crate::corelane_exe()?)?;
-        experiment::run(TcpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
+    fn prepare<'s>(
+        opts: &'s TcpLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<TcpLab<'s>, LabError> {
+        TcpLab::prepare(opts, progress)
+    }
+    fn trials(opts: &TcpLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -127,11 +132,9 @@ impl TcpLabOptions {
 /// One server configuration under one workload, over all trials.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpRow {
-    /// `keep-alive` or `close`.
-    pub workload: String,
-    /// `corelane`, `nginx` or `lighttpd`.
-    pub server: String,
-    pub config: String,
+    pub workload: Workload,
+    pub server: Server,
+    pub config: RowConfig,
     pub label: String,
     /// Per trial and their median.
     #[serde(flatten)]
@@ -167,7 +170,7 @@ pub struct TcpRow {
 /// connections split over them, started together).
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadgenRow {
-    pub tool: String,
+    pub tool: Loadgen,
     /// Per trial (all hosts' requests/s added up) and their median.
     #[serde(flatten)]
     pub rps: Trials<Rps>,
@@ -184,11 +187,35 @@ pub struct LoadgenRow {
     pub hosts: Vec<crate::stage::load::HttpHostFigures>,
 }
 
+/// A load generator (by how rows and tables name it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Loadgen {
+    #[serde(rename = "corelane load")]
+    Corelane,
+    #[serde(rename = "wrk -t1")]
+    Wrk,
+}
+
+impl Loadgen {
+    pub fn id(&self) -> &'static str {
+        match self {
+            Self::Corelane => "corelane load",
+            Self::Wrk => "wrk -t1",
+        }
+    }
+}
+
+impl std::fmt::Display for Loadgen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
 impl LoadgenRow {
-    fn of(tool: &str, trials: &[LoadgenTrial]) -> Self {
+    fn of(tool: Loadgen, trials: &[LoadgenTrial]) -> Self {
         let of = |f: fn(&LoadgenTrial) -> f64| median_of(trials.iter().map(f));
         Self {
-            tool: tool.into(),
+            tool,
             rps: Trials::of(trials.iter().map(|t| t.rps)),
             p50_us: of(|t| t.p50_us),
             p99_us: of(|t| t.p99_us),
@@ -223,16 +250,93 @@ pub struct TcpLabReport {
     pub outcome: Outcome,
 }
 
-const WORKLOADS: [(&str, bool); 2] = [("keep-alive", false), ("close", true)];
+/// How the load uses its connections (by its `id` in rows and tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// Every connection kept open, one request in flight on each.
+    KeepAlive,
+    /// `Connection: close`: a new connection per request.
+    Close,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 2] = [Workload::KeepAlive, Workload::Close];
+
+    pub fn id(&self) -> &'static str {
+        match self {
+            Self::KeepAlive => "keep-alive",
+            Self::Close => "close",
+        }
+    }
+
+    /// Whether every request closes its connection.
+    pub fn close(&self) -> bool {
+        *self == Self::Close
+    }
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// What a row of seed 001's table measured (its `config` in rows and tables): one of
+/// corelane's configurations, corelane placed by the affinity lab, or a peer by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowConfig {
+    Corelane(ConfigId),
+    Placed,
+    Peer(Server),
+}
+
+impl RowConfig {
+    fn of(kind: ServerKind) -> Self {
+        match kind {
+            ServerKind::Corelane(c) => Self::Corelane(c.id),
+            ServerKind::Placed(_) => Self::Placed,
+            ServerKind::Nginx | ServerKind::Lighttpd => Self::Peer(kind.server()),
+        }
+    }
+
+    pub fn id(&self) -> &'static str {
+        match self {
+            Self::Corelane(c) => c.id(),
+            Self::Placed => "placed",
+            Self::Peer(server) => server.id(),
+        }
+    }
+}
+
+impl From<ConfigId> for RowConfig {
+    fn from(c: ConfigId) -> Self {
+        Self::Corelane(c)
+    }
+}
+
+impl From<Server> for RowConfig {
+    fn from(s: Server) -> Self {
+        Self::Peer(s)
+    }
+}
+
+impl std::fmt::Display for RowConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for RowConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.id())
+    }
+}
 
 /// One measurement: a server under one workload, or the two load generators.
 #[derive(Debug, Clone, Copy)]
 pub enum Case {
-    /// `workload` indexes `WORKLOADS`.
-    Serve {
-        workload: usize,
-        kind: ServerKind,
-    },
+    Serve { workload: Workload, kind: ServerKind },
     LoadGenerators,
     Scale(scale::ScaleCase),
     File(files::FileCase),
@@ -275,7 +379,8 @@ impl CaseTrial {
 }
 
 /// The prepared stage: testbed, CPUs, port, scratch for peer configurations.
-struct TcpLab<'a> {
+#[derive(Debug)]
+pub struct TcpLab<'a> {
     opts: &'a TcpLabOptions,
     /// What the file servers serve on the rx host, readable by the user they run as: made
     /// when the first scale or file row runs, removed before the testbed goes.
@@ -304,7 +409,7 @@ impl<'a> TcpLab<'a> {
             skipped.push("one CPU only: client and server share it".into());
         }
         if opts.remote.as_ref().is_some_and(|r| r.dry_run) {
-            let flow_to_core = CONFIGS.iter().filter(|c| c.flow_to_core).map(|c| c.id);
+            let flow_to_core = CONFIGS.iter().filter(|c| c.flow_to_core).map(|c| c.id.id());
             let rows = flow_to_core.collect::<Vec<_>>().join(", ");
             testbed.preview(&[(format!("rows {rows}"), CpuList::new(vec![server_cpu]))])?;
         }
@@ -353,10 +458,9 @@ impl Experiment for TcpLab<'_> {
         if self.testbed.is_dry_run() {
             return Ok(Vec::new());
         }
-        let only = self.opts.only.clone();
         let mut kinds: Vec<ServerKind> = CONFIGS
             .iter()
-            .filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|id| id == c.id)))
+            .filter(|c| self.asked(c.id.id()))
             .map(|c| ServerKind::Corelane(*c))
             .collect();
         let nginx = self.peer_runs(Peer::Nginx);
@@ -366,7 +470,8 @@ impl Experiment for TcpLab<'_> {
         if self.peer_runs(Peer::Lighttpd) {
             kinds.push(ServerKind::Lighttpd);
         }
-        let mut cases: Vec<Case> = (0..WORKLOADS.len())
+        let mut cases: Vec<Case> = Workload::ALL
+            .into_iter()
             .flat_map(|workload| kinds.iter().map(move |&kind| Case::Serve { workload, kind }))
             .collect();
         if self.peer_runs(Peer::Wrk) {
@@ -379,16 +484,16 @@ impl Experiment for TcpLab<'_> {
     fn label(&self, case: &Case) -> String {
         match case {
             Case::Serve { workload, kind } => {
-                format!("{} {}", WORKLOADS[*workload].0, kind.config_id())
+                format!("{workload} {}", kind.config_id())
             }
             Case::LoadGenerators => "load generators".into(),
             Case::Scale(c) => {
-                format!("scale {} {} {}", c.connections, c.server.name(), c.server.backend())
+                format!("scale {} {} {}", c.connections, c.server.server(), c.server.backend())
             }
             Case::File(c) => format!(
                 "file {} {} {}",
                 files::MEASURED[c.file].0,
-                c.server.name(),
+                c.server.server(),
                 c.server.backend()
             ),
         }
@@ -398,7 +503,7 @@ impl Experiment for TcpLab<'_> {
         match *case {
             Case::Serve { workload, kind } => {
                 steer(&self.testbed, kind.flow_to_core(), self.server_cpu)?;
-                servers::measure(&self.stage(), kind, WORKLOADS[workload].1).map(CaseTrial::Serve)
+                servers::measure(&self.stage(), kind, workload.close()).map(CaseTrial::Serve)
             }
             Case::LoadGenerators => {
                 steer(&self.testbed, false, self.server_cpu)?;
@@ -447,7 +552,7 @@ impl Experiment for TcpLab<'_> {
             match m.config {
                 Case::Serve { workload, kind } => {
                     let ms: Vec<Measured> = m.trials.iter().filter_map(CaseTrial::serve).collect();
-                    rows.push(summarize(WORKLOADS[workload].0, kind, &ms));
+                    rows.push(summarize(workload, kind, &ms));
                 }
                 Case::LoadGenerators => {
                     for t in &m.trials {
@@ -471,7 +576,7 @@ impl Experiment for TcpLab<'_> {
         let load_generators = if ours.is_empty() {
             Vec::new()
         } else {
-            vec![LoadgenRow::of("corelane load", &ours), LoadgenRow::of("wrk -t1", &wrk)]
+            vec![LoadgenRow::of(Loadgen::Corelane, &ours), LoadgenRow::of(Loadgen::Wrk, &wrk)]
         };
         let interrupt_moderation = format!(
             "not applicable on {}: a veth or loopback device raises no interrupts and has no ethtool coalescing (ITR) to tune; on a NIC, `ethtool -C IFACE rx-usecs N` is the web-serving study's knob (interrupt moderation)",
@@ -585,11 +690,9 @@ impl TcpLab<'_> {
 /// Each row's change in requests/s and CPU per request against corelane's baseline row of
 /// the same workload.
 fn gains_against_baseline(rows: &mut [TcpRow]) {
-    for (workload, _) in WORKLOADS {
-        let base = rows
-            .iter()
-            .find(|r| r.workload == workload && r.config == "baseline")
-            .map(|r| (r.rps.median, r.cpu_us_per_request));
+    for workload in Workload::ALL {
+        let base =
+            find(rows, workload, ConfigId::Baseline).map(|r| (r.rps.median, r.cpu_us_per_request));
         let Some((rps, cpu)) = base else { continue };
         for r in rows.iter_mut().filter(|r| r.workload == workload) {
             r.gain_pct = change_pct(r.rps.median, rps);
@@ -605,7 +708,7 @@ fn steer(testbed: &Testbed, flow_to_core: bool, server_cpu: usize) -> Result<(),
     testbed.steer_receive_where_possible(&CpuList::new(cpus))
 }
 
-fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
+fn summarize(workload: Workload, kind: ServerKind, ms: &[Measured]) -> TcpRow {
     let of = |f: fn(&Measured) -> f64| median_of(ms.iter().map(f));
     let label = match kind {
         ServerKind::Corelane(Config { label, .. }) => label.to_string(),
@@ -614,9 +717,9 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
         ServerKind::Lighttpd => "lighttpd, same CPU, body and load".into(),
     };
     TcpRow {
-        workload: workload.into(),
-        server: kind.name().into(),
-        config: kind.config_id().split(' ').next().unwrap_or("").into(),
+        workload,
+        server: kind.server(),
+        config: RowConfig::of(kind),
         label,
         rps: Trials::of(ms.iter().map(|m| m.rps)),
         gain_pct: None,
@@ -635,30 +738,30 @@ fn summarize(workload: &str, kind: ServerKind, ms: &[Measured]) -> TcpRow {
     }
 }
 
-fn find<'a>(rows: &'a [TcpRow], workload: &str, config: &str) -> Option<&'a TcpRow> {
+fn find(rows: &[TcpRow], workload: Workload, config: impl Into<RowConfig>) -> Option<&TcpRow> {
+    let config = config.into();
     rows.iter().find(|r| r.workload == workload && r.config == config)
 }
 
 /// Sentences derived from the figures.
 fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
     let mut out = Vec::new();
-    for (workload, _) in WORKLOADS {
-        if let (Some(all), Some(base)) =
-            (find(rows, workload, "all"), find(rows, workload, "baseline"))
-        {
-            let shares: Vec<String> =
-                ["flow-to-core", "buffers", "fd", "events", "recycling", "uring"]
-                    .iter()
-                    .filter_map(|id| find(rows, workload, id))
-                    .map(|r| {
-                        format!(
-                            "{} {:+.1}% req/s, {:+.1}% CPU/request",
-                            r.config,
-                            r.gain_pct.unwrap_or(0.0),
-                            r.cpu_gain_pct.unwrap_or(0.0)
-                        )
-                    })
-                    .collect();
+    for workload in Workload::ALL {
+        let base = find(rows, workload, ConfigId::Baseline);
+        if let (Some(all), Some(base)) = (find(rows, workload, ConfigId::All), base) {
+            use ConfigId::{Buffers, Events, Fd, FlowToCore, Recycling, Uring};
+            let shares: Vec<String> = [FlowToCore, Buffers, Fd, Events, Recycling, Uring]
+                .into_iter()
+                .filter_map(|id| find(rows, workload, id))
+                .map(|r| {
+                    format!(
+                        "{} {:+.1}% req/s, {:+.1}% CPU/request",
+                        r.config,
+                        r.gain_pct.unwrap_or(0.0),
+                        r.cpu_gain_pct.unwrap_or(0.0)
+                    )
+                })
+                .collect();
             out.push(format!(
                 "{workload}: all methods together {:+.1}% requests/s and {:+.1}% server CPU per request against the baseline ({:.0} vs {:.0} req/s, {:.2} vs {:.2} us); each alone: {}.",
                 all.gain_pct.unwrap_or(0.0),
@@ -670,9 +773,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 shares.join("; ")
             ));
         }
-        if let (Some(rec), Some(base)) =
-            (find(rows, workload, "recycling"), find(rows, workload, "baseline"))
-        {
+        if let (Some(rec), Some(base)) = (find(rows, workload, ConfigId::Recycling), base) {
             let kernel_share = 1.0 - base.user_us_per_request / base.cpu_us_per_request.max(1e-9);
             out.push(format!(
                 "{workload}: recycling changed the server's own (user-space) CPU per request by {:+.1}% ({:.2} vs {:.2} us); the rest of a request's server CPU, {:.0}% of it in the baseline, is the kernel's TCP work, the same for every configuration. The trials of one row spread by up to {:.0}% in this run, so smaller requests/s differences between rows are noise.",
@@ -683,9 +784,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 largest_spread_pct(rows, workload)
             ));
         }
-        if let (Some(flow), Some(base)) =
-            (find(rows, workload, "flow-to-core"), find(rows, workload, "baseline"))
-        {
+        if let (Some(flow), Some(base)) = (find(rows, workload, ConfigId::FlowToCore), base) {
             if flow.rps.median < base.rps.median {
                 out.push(format!(
                     "{workload}: flow-to-core cost {:.1}% here: with one server lane, steering the server's receive processing to its own CPU (RPS) takes work off the client's CPU — where the veth delivers it for free inside the client's send — and puts it on the server's; on a multi-queue NIC with one lane per core the same steering keeps each flow's packets and its lane on one core instead.",
@@ -693,9 +792,9 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
                 ));
             }
         }
-        for (ours, what) in [("recycling", "epoll"), ("uring", "io_uring")] {
+        for (ours, what) in [(ConfigId::Recycling, "epoll"), (ConfigId::Uring, "io_uring")] {
             let Some(ours) = find(rows, workload, ours) else { continue };
-            for peer in ["nginx", "lighttpd"] {
+            for peer in [Server::Nginx, Server::Lighttpd] {
                 let Some(p) = find(rows, workload, peer) else { continue };
                 out.push(format!(
                     "{workload} vs {peer} (same testbed, CPU, body and load): corelane on {what} answers {:.2}x its requests/s ({:.0} vs {:.0}) at {:.2}x its server CPU per request ({:.2} vs {:.2} us; user space alone {:.2}x: {:.2} vs {:.2} us), p99 {:.0} vs {:.0} us.",
@@ -715,8 +814,8 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
         }
     }
     if let (Some(ours), Some(wrk)) = (
-        loadgens.iter().find(|l| l.tool.starts_with("corelane")),
-        loadgens.iter().find(|l| l.tool.starts_with("wrk")),
+        loadgens.iter().find(|l| l.tool == Loadgen::Corelane),
+        loadgens.iter().find(|l| l.tool == Loadgen::Wrk),
     ) {
         let ratio = ours.rps.median / wrk.rps.median.max(1.0);
         let verdict = if ratio >= 1.0 {
@@ -734,7 +833,7 @@ fn findings(rows: &[TcpRow], loadgens: &[LoadgenRow]) -> Vec<String> {
 
 /// The largest spread of one row's trials in `workload` (max / min − 1, in %): this run's
 /// own measure of its noise.
-fn largest_spread_pct(rows: &[TcpRow], workload: &str) -> f64 {
+fn largest_spread_pct(rows: &[TcpRow], workload: Workload) -> f64 {
     rows.iter()
         .filter(|r| r.workload == workload)
         .filter_map(|r| {
@@ -743,4 +842,39 @@ fn largest_spread_pct(rows: &[TcpRow], workload: &str) -> f64 {
             (min > 0.0 && min.is_finite()).then(|| (max / min - 1.0) * 100.0)
         })
         .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::files::Backend;
+    use super::scale::DecidedBy;
+    use super::*;
+
+    /// `value` as its JSON string, checked against how tables and CSV print it.
+    fn written<T: Serialize + std::fmt::Display>(value: T) -> String {
+        let json = serde_json::to_value(&value).unwrap();
+        let text = json.as_str().expect("a string").to_string();
+        assert_eq!(text, value.to_string(), "JSON and table differ");
+        text
+    }
+
+    #[test]
+    fn rows_write_their_workload_server_configuration_backend_tool_and_limit_as_strings() {
+        let ids: Vec<String> = CONFIGS.iter().map(|c| written(c.id)).collect();
+        assert_eq!(ids, CONFIG_IDS[..8]);
+        for c in CONFIGS {
+            assert_eq!(written(RowConfig::of(ServerKind::Corelane(*c))), c.id.id());
+        }
+        assert_eq!(written(RowConfig::of(ServerKind::Nginx)), "nginx");
+        assert_eq!(written(RowConfig::of(ServerKind::Lighttpd)), "lighttpd");
+        assert_eq!(Workload::ALL.map(written), ["keep-alive", "close"]);
+        let servers = [Server::Corelane, Server::Nginx, Server::Lighttpd];
+        assert_eq!(servers.map(written), ["corelane", "nginx", "lighttpd"]);
+        let backends = [Backend::Epoll, Backend::Uring, Backend::Sendfile];
+        assert_eq!(backends.map(written), ["epoll", "uring", "sendfile"]);
+        assert_eq!([Loadgen::Corelane, Loadgen::Wrk].map(written), ["corelane load", "wrk -t1"]);
+        assert_eq!(written(DecidedBy::Chosen), "chosen");
+        let limit = "the server side: hard RLIMIT_NOFILE 1048576";
+        assert_eq!(written(DecidedBy::Limit(limit.into())), limit);
+    }
 }

@@ -68,8 +68,7 @@ pub fn steps(stage: &Stage<'_>, peers: &[Peer]) -> Result<Vec<PeerStep>, LabErro
             Peer::Nginx => ServerKind::Nginx,
             Peer::Lighttpd => ServerKind::Lighttpd,
             Peer::Wrk => {
-                let default = servers::CONFIGS.iter().find(|c| c.id == "recycling");
-                let server = ServerKind::Corelane(*default.unwrap_or(&servers::CONFIGS[0]));
+                let server = ServerKind::Corelane(servers::default_config());
                 steps.push(step(&rx, servers::server_launch(stage, server)?.shown()));
                 let parts = wrk::connections(stage.connections, load.len())?;
                 for (l, &n) in load.iter().zip(&parts) {

@@ -10,8 +10,8 @@ use comfy_table::Cell;
 use corelane::tcp::load::{LoadInterval, LoadSummary};
 use serde::Serialize;
 
-use super::files::{self, FileServer};
-use super::servers::{self, Stage};
+use super::files::{self, Backend, FileServer};
+use super::servers::{self, Server, Stage};
 use crate::host::Host;
 use crate::process::ChildProcess;
 use crate::stage::load::HttpHostFigures;
@@ -53,13 +53,10 @@ pub struct ScaleTrial {
 /// One server at one connection count, over all trials.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScaleRow {
-    pub server: String,
-    /// `epoll`, `uring`, or `sendfile` (nginx).
-    pub backend: String,
+    pub server: Server,
+    pub backend: Backend,
     pub connections: usize,
-    /// `chosen`, or the limit that set the largest count (hard RLIMIT_NOFILE, local ports,
-    /// memory).
-    pub decided_by: String,
+    pub decided_by: DecidedBy,
     /// RSS growth of all the server's processes per idle keep-alive connection, in bytes;
     /// median over trials.
     pub bytes_per_idle_connection: f64,
@@ -418,13 +415,48 @@ pub fn describe(t: &ScaleTrial) -> String {
     )
 }
 
+/// What set a scale row's connection count (its `decided_by` in rows and tables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// One of the fixed counts (`chosen`).
+    Chosen,
+    /// The largest count the machine allows, and the limit that set it (hard
+    /// RLIMIT_NOFILE, local ports, memory).
+    Limit(String),
+}
+
+impl DecidedBy {
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Chosen => "chosen",
+            Self::Limit(why) => why,
+        }
+    }
+}
+
+impl std::fmt::Display for DecidedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for DecidedBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.id())
+    }
+}
+
 /// `decided_by`: the limit that set the largest count (for the other counts: `chosen`).
 pub fn summarize(case: &ScaleCase, decided_by: &str, trials: &[ScaleTrial]) -> ScaleRow {
     ScaleRow {
-        server: case.server.name().into(),
-        backend: case.server.backend().into(),
+        server: case.server.server(),
+        backend: case.server.backend(),
         connections: case.connections,
-        decided_by: if case.largest { decided_by.into() } else { "chosen".into() },
+        decided_by: if case.largest {
+            DecidedBy::Limit(decided_by.into())
+        } else {
+            DecidedBy::Chosen
+        },
         bytes_per_idle_connection: median_of(trials.iter().map(|t| t.bytes_per_idle_connection)),
         answered_after_idle: trials.iter().all(|t| t.answered),
         rps: Trials::of(trials.iter().map(|t| t.rps)),
@@ -440,8 +472,8 @@ pub fn summarize(case: &ScaleCase, decided_by: &str, trials: &[ScaleTrial]) -> S
 /// Per connection count: each corelane backend's bytes per idle connection and requests/s
 /// against nginx's.
 pub fn findings(rows: &[ScaleRow]) -> Vec<String> {
-    let mut counts: Vec<(usize, &str)> =
-        rows.iter().map(|r| (r.connections, r.decided_by.as_str())).collect();
+    let mut counts: Vec<(usize, &DecidedBy)> =
+        rows.iter().map(|r| (r.connections, &r.decided_by)).collect();
     counts.dedup();
     let mut out = Vec::new();
     for (n, decided_by) in counts {
@@ -460,13 +492,12 @@ pub fn findings(rows: &[ScaleRow]) -> Vec<String> {
                 )
             })
             .collect();
-        let why = if decided_by == "chosen" {
-            String::new()
-        } else {
-            format!(" (the largest: {decided_by})")
+        let why = match decided_by {
+            DecidedBy::Chosen => String::new(),
+            DecidedBy::Limit(limit) => format!(" (the largest: {limit})"),
         };
         let unanswered: Vec<&str> =
-            at.iter().filter(|r| !r.answered_after_idle).map(|r| r.backend.as_str()).collect();
+            at.iter().filter(|r| !r.answered_after_idle).map(|r| r.backend.id()).collect();
         let answered = if unanswered.is_empty() {
             "a new request was answered beside the idle ones on every server".to_string()
         } else {
@@ -492,8 +523,8 @@ pub fn table(rows: &[ScaleRow]) -> String {
     for row in rows {
         table.add_row(vec![
             report::right(row.connections.to_string()),
-            Cell::new(&row.server),
-            Cell::new(&row.backend),
+            Cell::new(row.server),
+            Cell::new(row.backend),
             report::right(format!("{:.0}", row.bytes_per_idle_connection)),
             report::right(format!("{:.0}", row.rps.median)),
             report::right(format!("{:.2}", row.cpu_us_per_request)),
@@ -520,15 +551,15 @@ pub fn csv_records(rows: &[ScaleRow]) -> Vec<Vec<String>> {
         .map(|row| {
             let mut record = vec![String::new(); 16];
             record[0] = "scale".into();
-            record[1] = row.server.clone();
-            record[2] = row.backend.clone();
+            record[1] = row.server.to_string();
+            record[2] = row.backend.to_string();
             record[3] = format!("{:.1}", row.rps.median);
             record[6] = format!("{:.3}", row.cpu_us_per_request);
             record[9] = row.errors.to_string();
             record[11] = row.rps.joined(1);
             record[12] = row.connections.to_string();
             record[13] = format!("{:.0}", row.bytes_per_idle_connection);
-            record[15] = row.decided_by.clone();
+            record[15] = row.decided_by.to_string();
             record
         })
         .collect()

@@ -8,8 +8,8 @@ use crate::report;
 
 /// Seed 001's table: one line per server configuration and workload.
 const COLUMNS: [report::Column<TcpRow>; 10] = [
-    ("workload", |r| Cell::new(&r.workload)),
-    ("server", |r| Cell::new(&r.server)),
+    ("workload", |r| Cell::new(r.workload)),
+    ("server", |r| Cell::new(r.server)),
     ("configuration", |r| Cell::new(&r.label)),
     ("req/s", |r| report::right(format!("{:.0}", r.rps.median))),
     ("gain", |r| report::right(report::pct(r.gain_pct))),
@@ -74,9 +74,9 @@ impl Report for TcpLabReport {
             .iter()
             .map(|row| {
                 vec![
-                    row.workload.clone(),
-                    row.server.clone(),
-                    row.config.clone(),
+                    row.workload.to_string(),
+                    row.server.to_string(),
+                    row.config.to_string(),
                     format!("{:.1}", row.rps.median),
                     opt(row.gain_pct),
                     format!("{:.1}", row.p99_us),

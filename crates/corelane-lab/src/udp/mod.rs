@@ -63,9 +63,13 @@ pub struct UdpArgs {
     pub select: experiment::SelectArgs,
 }
 
-impl UdpArgs {
-    /// The options these arguments describe, with the corelane binary `exe`.
-    pub fn options(self, exe: PathBuf) -> Result<UdpLabOptions, LabError> {
+impl Options for UdpArgs {
+    type Settings = UdpLabOptions;
+    type Lab<'s> = UdpLab<'s>;
+    type Report = UdpLabReport;
+    /// The settings these arguments describe, with the corelane binary that serves and loads.
+    fn settings(self) -> Result<UdpLabOptions, LabError> {
+        let exe = crate::corelane_exe()?;
         let mut opts =
             if self.run.quick { UdpLabOptions::quick(exe) } else { UdpLabOptions::full(exe) };
         self.run.apply(&mut opts.trials, &mut opts.duration, Duration::from_secs(3))?;
@@ -83,13 +87,14 @@ impl UdpArgs {
             self.select.choose(&Peer::ALL.map(|p| (p.name(), p)), &CONFIG_IDS)?;
         Ok(opts)
     }
-}
-
-impl Options for UdpArgs {
-    type Report = UdpLabReport;
-    fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
-        let opts = self.options(crate::corelane_exe()?)?;
-        experiment::run(UdpLab::prepare(&opts, progress)?, opts.trials, stop, progress)
+    fn prepare<'s>(
+        opts: &'s UdpLabOptions,
+        progress: Progress<'_>,
+    ) -> Result<UdpLab<'s>, LabError> {
+        UdpLab::prepare(opts, progress)
+    }
+    fn trials(opts: &UdpLabOptions) -> usize {
+        opts.trials
     }
 }
 
@@ -228,7 +233,8 @@ pub enum RowTrial {
 }
 
 /// The prepared stage: testbed, CPUs, the configurations that can run here, the peers.
-struct UdpLab<'a> {
+#[derive(Debug)]
+pub struct UdpLab<'a> {
     opts: &'a UdpLabOptions,
     testbed: Testbed,
     online: CpuList,
