@@ -124,12 +124,25 @@ fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Where CI keeps this test's reports, as `lab all --json STEM.json --csv STEM.csv --report
+/// STEM.html` would write the apps experiment's (`STEM.apps.json`, …): CI runs `lab all
+/// --quick --skip apps` and reports these, so the quick apps run (Spark's JVMs the longest
+/// of it) is made once. Unset, they go to a temporary directory.
+const KEEP_REPORTS: &str = "CORELANE_CI_LAB_STEM";
+
 #[test]
 fn every_installed_program_is_checked_or_skipped_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let (json, csv) = (dir.path().join("apps.json"), dir.path().join("apps.csv"));
-    let json_arg = ["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()];
-    let (child, pid, watch) = start_lab_apps(&json_arg, Stdio::piped());
+    let stem = std::env::var_os(KEEP_REPORTS)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("lab"));
+    let [json, csv, html] =
+        ["json", "csv", "html"].map(|ext| stem.with_extension(format!("apps.{ext}")));
+    let mut args = vec!["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()];
+    if std::env::var_os(KEEP_REPORTS).is_some() {
+        args.extend(["--report", html.to_str().unwrap()]);
+    }
+    let (child, pid, watch) = start_lab_apps(&args, Stdio::piped());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
