@@ -12,7 +12,7 @@ use crate::args::parse_duration;
 pub struct GuardArgs {
     /// End the program after this long, whatever else happens (with --revert-on-close, restore
     /// then; without it, a revert keeper holds until stdin closes).
-    #[arg(long, value_parser = parse_duration, required_unless_present_any = ["revert_on_close", "clock"])]
+    #[arg(long, value_parser = parse_duration, required_unless_present_any = ["revert_on_close", "clock", "remove_on_close"])]
     life: Option<Duration>,
     /// Run no program: for each line read, print this host's wall clock (nanoseconds since the
     /// Unix epoch), until stdin closes; how the lab measures the host's clock against its own.
@@ -21,13 +21,17 @@ pub struct GuardArgs {
     /// Run no program: hold until stdin closes, then restore what this revert file saved.
     #[arg(long, value_name = "FILE", conflicts_with = "command")]
     revert_on_close: Option<std::path::PathBuf>,
+    /// Run no program: hold until stdin closes, then, if the lab run that made this private
+    /// directory is gone (killed), remove the directory whole.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "revert_on_close", "clock"])]
+    remove_on_close: Option<std::path::PathBuf>,
     /// Start the program at this time (nanoseconds since the Unix epoch on this host's
     /// clock), not now: how the lab starts the load on several hosts together.
     #[arg(long, value_name = "EPOCH_NS", conflicts_with = "revert_on_close")]
     start_at: Option<u64>,
     /// The program and its arguments.
     #[arg(
-        required_unless_present_any = ["revert_on_close", "clock"],
+        required_unless_present_any = ["revert_on_close", "clock", "remove_on_close"],
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
@@ -37,6 +41,10 @@ pub struct GuardArgs {
 pub fn run(args: GuardArgs) -> anyhow::Result<ExitCode> {
     if args.clock {
         corelane_lab::remote::clock::answer(&mut std::io::stdin().lock(), &mut std::io::stdout())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(dir) = &args.remove_on_close {
+        corelane_lab::workdir::remove_when_closed(dir, std::io::stdin().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(file) = &args.revert_on_close {

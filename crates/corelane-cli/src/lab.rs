@@ -42,6 +42,14 @@ impl clap::Args for LabArgs {
             .arg(Arg::new("quick").long("quick").action(ArgAction::SetTrue).help(
                 "Each experiment's short run for CI",
             ))
+            .arg(
+                Arg::new("skip")
+                    .long("skip")
+                    .value_name("NAMES")
+                    .value_delimiter(',')
+                    .value_parser(EXPERIMENTS.iter().map(|e| e.name).collect::<Vec<_>>())
+                    .help("Leave these experiments out (comma-separated), e.g. one already run on its own"),
+            )
             .args(report_args());
         cmd.subcommands(experiments).subcommand(all).args_conflicts_with_subcommands(true)
     }
@@ -123,18 +131,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     };
     let outputs = Outputs::of(&matches);
     if name == "all" {
-        return run_all(matches.get_flag("quick"), &outputs);
+        let skip: Vec<&String> = matches.get_many::<String>("skip").into_iter().flatten().collect();
+        return run_all(matches.get_flag("quick"), &skip, &outputs);
     }
     let entry =
         EXPERIMENTS.iter().find(|e| e.name == name).expect("clap only accepts listed names");
     conduct(entry, &matches, &outputs)
 }
 
-/// Every experiment in turn with its defaults (from its own options, so nothing is
-/// repeated here), each writing its own report files; stops at the first that does not
-/// succeed.
-fn run_all(quick: bool, outputs: &Outputs) -> anyhow::Result<ExitCode> {
-    for entry in EXPERIMENTS {
+/// Every experiment in turn (but those in `skip`) with its defaults (from its own options, so
+/// nothing is repeated here), each writing its own report files; stops at the first that
+/// does not succeed.
+fn run_all(quick: bool, skip: &[&String], outputs: &Outputs) -> anyhow::Result<ExitCode> {
+    for entry in EXPERIMENTS.iter().filter(|e| !skip.iter().any(|s| *s == e.name)) {
         let argv: Vec<&str> = if quick { vec![entry.name, "--quick"] } else { vec![entry.name] };
         let matches = (entry.command)().try_get_matches_from(argv)?;
         let code = conduct(entry, &matches, &outputs.for_experiment(entry.name))?;

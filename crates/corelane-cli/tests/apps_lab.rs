@@ -67,11 +67,28 @@ impl Watch {
     }
 
     /// Stops watching; returns every process seen that still runs.
-    fn left(mut self) -> Vec<String> {
+    fn left(self) -> Vec<String> {
+        self.left_within(Duration::ZERO)
+    }
+
+    /// Stops watching; returns every process seen that still runs `grace` later (or sooner,
+    /// once none does).
+    fn left_within(mut self, grace: Duration) -> Vec<String> {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap();
         let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|(p, _)| alive(**p)).map(|(p, c)| format!("{c} (pid {})", p.0)).collect()
+        let end = Instant::now() + grace;
+        loop {
+            let left: Vec<String> = seen
+                .iter()
+                .filter(|(p, _)| alive(**p))
+                .map(|(p, c)| format!("{c} (pid {})", p.0))
+                .collect();
+            if left.is_empty() || Instant::now() >= end {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -107,12 +124,25 @@ fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Where CI keeps this test's reports, as `lab all --json STEM.json --csv STEM.csv --report
+/// STEM.html` would write the apps experiment's (`STEM.apps.json`, …): CI runs `lab all
+/// --quick --skip apps` and reports these, so the quick apps run (Spark's JVMs the longest
+/// of it) is made once. Unset, they go to a temporary directory.
+const KEEP_REPORTS: &str = "CORELANE_CI_LAB_STEM";
+
 #[test]
 fn every_installed_program_is_checked_or_skipped_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let (json, csv) = (dir.path().join("apps.json"), dir.path().join("apps.csv"));
-    let json_arg = ["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()];
-    let (child, pid, watch) = start_lab_apps(&json_arg, Stdio::piped());
+    let stem = std::env::var_os(KEEP_REPORTS)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("lab"));
+    let [json, csv, html] =
+        ["json", "csv", "html"].map(|ext| stem.with_extension(format!("apps.{ext}")));
+    let mut args = vec!["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()];
+    if std::env::var_os(KEEP_REPORTS).is_some() {
+        args.extend(["--report", html.to_str().unwrap()]);
+    }
+    let (child, pid, watch) = start_lab_apps(&args, Stdio::piped());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -228,52 +258,58 @@ fn spark_entries_in_tmp() -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The lab's stderr lines, as read after the start.
+type Lines = std::io::Lines<BufReader<std::process::ChildStderr>>;
+
+/// Starts the MapReduce row under the threads lane with a job long enough to stop in, and
+/// waits until its executors run (a JVM under each worker; with the master, the workers and
+/// the driver's, six), then 5 s more: mid-job. `None`, after saying why, when mapreduce
+/// cannot run here.
+fn lab_mid_job() -> Option<(std::process::Child, u32, Watch, Lines)> {
+    if !is_root() || !std::path::Path::new("/usr/bin/java").exists() {
+        eprintln!("skipped: needs root and Java (apt-get install openjdk-17-jre-headless)");
+        return None;
+    }
+    let args = ["--apps", "mapreduce", "--lanes", "threads", "--records", "20000000"];
+    let (mut child, pid, watch) = start_lab_apps(&args, Stdio::null());
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    if !lines.by_ref().map_while(Result::ok).any(|l| l.contains("programs start under")) {
+        let status = child.wait().unwrap();
+        panic!("the lab never got to its trials ({status})");
+    }
+    let end = Instant::now() + Duration::from_secs(300);
+    let jvms = || watch.seen.lock().unwrap().values().filter(|c| *c == "java").count();
+    while jvms() < 6 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if jvms() < 6 {
+        signal(pid, rustix::process::Signal::INT);
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let _ = child.wait();
+        if rest.iter().any(|l| l.contains("mapreduce: ")) {
+            eprintln!("skipped: mapreduce cannot run here: {rest:?}");
+            return None;
+        }
+        panic!("the cluster's JVMs never started: {rest:?}");
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    Some((child, pid, watch, lines))
+}
+
+fn signal(pid: u32, signal: rustix::process::Signal) {
+    let lab = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(lab, signal).unwrap();
+}
+
 /// Ctrl-C while the MapReduce job runs under the threads lane: no JVM of the lab's (master,
 /// workers, executors, the driver's) is left, and no directory of Spark's in the lab's
 /// private directory (removed whole) or in /tmp.
 #[test]
 fn ctrl_c_mid_job_leaves_no_jvm_and_no_spark_directory() {
-    if !is_root() || !std::path::Path::new("/usr/bin/java").exists() {
-        eprintln!("skipped: needs root and Java (apt-get install openjdk-17-jre-headless)");
-        return;
-    }
     let before = spark_entries_in_tmp();
-    let args = ["--apps", "mapreduce", "--lanes", "threads", "--records", "20000000"];
-    let (mut child, pid, watch) = start_lab_apps(&args, Stdio::null());
-    let lines: Vec<String> = {
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut lines = stderr.lines().map_while(Result::ok);
-        let started = lines.by_ref().find(|l| l.contains("programs start under"));
-        if started.is_none() {
-            let status = child.wait().unwrap();
-            panic!("the lab never got to its trials ({status})");
-        }
-        // Until the job's executors run (a JVM under each worker; with the master, the workers and the driver, six), then mid-job.
-        let end = Instant::now() + Duration::from_secs(300);
-        let executors = || watch.seen.lock().unwrap().values().filter(|c| *c == "java").count();
-        while executors() < 6 && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let skipped = executors() < 6;
-        if skipped {
-            rustix::process::kill_process(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::Signal::INT,
-            )
-            .unwrap();
-            let rest: Vec<String> = lines.collect();
-            let _ = child.wait();
-            if rest.iter().any(|l| l.contains("mapreduce: ")) {
-                eprintln!("skipped: mapreduce cannot run here: {rest:?}");
-                return;
-            }
-            panic!("the cluster's JVMs never started: {rest:?}");
-        }
-        std::thread::sleep(Duration::from_secs(5));
-        let lab = rustix::process::Pid::from_raw(pid as i32).unwrap();
-        rustix::process::kill_process(lab, rustix::process::Signal::INT).unwrap();
-        lines.collect()
-    };
+    let Some((mut child, pid, watch, lines)) = lab_mid_job() else { return };
+    signal(pid, rustix::process::Signal::INT);
+    let lines: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{lines:?}");
     assert!(watch.saw("java"), "no JVM was watched");
@@ -282,4 +318,28 @@ fn ctrl_c_mid_job_leaves_no_jvm_and_no_spark_directory() {
     let new: Vec<String> = spark_entries_in_tmp().difference(&before).cloned().collect();
     assert_eq!(new, Vec::<String>::new(), "Spark wrote into /tmp");
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
+
+/// SIGKILL of the lab while the MapReduce job runs: it cannot clean up, yet within seconds no
+/// process it started is left (each had a parent-death signal: the JVMs through `corelane
+/// run`, which passes it on to their process group, the driver's Python, whose JVM ends with
+/// its stdin) and its private directory, Spark's directories in it, is gone (removed by the
+/// guard it left for that). Its namespaces stay until the next lab start removes them.
+#[test]
+fn sigkill_mid_job_leaves_no_jvm_and_no_spark_directory() {
+    let before = spark_entries_in_tmp();
+    let Some((mut child, pid, watch, _lines)) = lab_mid_job() else { return };
+    signal(pid, rustix::process::Signal::KILL);
+    let status = child.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    assert!(watch.saw("java") && watch.saw("python"), "no JVM or driver was watched");
+    let left = watch.left_within(Duration::from_secs(30));
+    assert_eq!(left, Vec::<String>::new(), "processes left running");
+    let end = Instant::now() + Duration::from_secs(10);
+    while dir_left(pid) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!dir_left(pid), "the private directory (Spark's directories in it) was left behind");
+    let new: Vec<String> = spark_entries_in_tmp().difference(&before).cloned().collect();
+    assert_eq!(new, Vec::<String>::new(), "Spark wrote into /tmp");
 }

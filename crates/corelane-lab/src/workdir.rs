@@ -3,8 +3,11 @@
 //! random name, mode 0700 whatever the umask, and the mkdir itself must succeed, so a directory another user prepared
 //! under /tmp (with planted configs, binaries or symlinks) is never adopted.
 
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::LabError;
 
@@ -61,6 +64,95 @@ impl WorkDir {
     pub fn keep(self) -> std::path::PathBuf {
         self.0.keep()
     }
+
+    /// Starts the process that removes this directory if the lab is killed (see [`Remover`]);
+    /// `None` when it cannot start (the next run's [`remove_stale_trees`] then removes it).
+    pub fn remover(&self) -> Option<Remover> {
+        let exe = crate::corelane_exe().ok()?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["guard", "--remove-on-close"]).arg(self.path());
+        // Its own process group: a Ctrl-C at the terminal is the lab's to handle, not its.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+        child.spawn().ok().map(|child| Remover { child })
+    }
+}
+
+/// A `corelane guard --remove-on-close DIR` the lab started: it outlives a killed lab (no
+/// parent-death signal), sees the pipe from the lab close, and removes the lab's directory
+/// once the programs in it have ended (see [`remove_when_closed`]). Dropped while the lab
+/// lives (which removes the directory itself), it is ended and reaped, by its PID.
+#[derive(Debug)]
+pub struct Remover {
+    child: Child,
+}
+
+impl Drop for Remover {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How long a remover tries, once the lab is gone: the programs the lab started end within
+/// seconds of their parent-death signal and may write in the directory until then.
+const REMOVER_TRIES_FOR: Duration = Duration::from_secs(60);
+
+/// What `corelane guard --remove-on-close DIR` does: waits for `input` to close (the lab
+/// holds the other end), then, if the run that made `dir` is dead (its name says which, see
+/// `corelane::fs::run_is_dead`), removes it whole through descriptors, trying again while
+/// its programs still write there. Returns whether it removed `dir`; a living run's
+/// directory, or a name not the lab's, stays.
+pub fn remove_when_closed(dir: &Path, input: impl Read) -> Result<bool, LabError> {
+    let mut input = input;
+    let _ = std::io::copy(&mut input, &mut std::io::sink());
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
+    else {
+        return Ok(false);
+    };
+    // `corelane-lab-<what>-` then the run's `<pid>-<start>-<random>` (no dash in the random).
+    let run = name.rsplitn(4, '-').take(3).map(|p| p.len() + 1).sum::<usize>() - 1;
+    let prefix = &name[..name.len().saturating_sub(run)];
+    if !prefix.starts_with("corelane-lab-") {
+        return Ok(false);
+    }
+    let end = Instant::now() + REMOVER_TRIES_FOR;
+    loop {
+        let tried = corelane::fs::remove_dead_run(
+            parent,
+            name,
+            prefix,
+            &TREE_MODES,
+            corelane::fs::Contents::Tree,
+        );
+        match tried {
+            Ok(removed) => return Ok(removed),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if Instant::now() >= end => {
+                return Err(LabError::io(format!("cannot remove {}", dir.display()), e))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+/// The modes of the lab's directories that hold trees: private (0700), traversable for the
+/// web servers' workers (0711), served (0755).
+const TREE_MODES: [u32; 3] = [0o700, 0o711, 0o755];
+
+/// Removes `what`'s work directories that killed runs left in `$TMPDIR`, whole: as
+/// [`remove_stale`] does, for directories holding programs' own directories (a web server's
+/// files, Spark's local and work directories), every level opened without following a
+/// symlink. Returns their paths.
+pub fn remove_stale_trees(what: &str) -> Vec<PathBuf> {
+    let tmp = std::env::temp_dir();
+    let removed = corelane::fs::remove_dead_runs(
+        &tmp,
+        &prefix(what),
+        &TREE_MODES,
+        corelane::fs::Contents::Tree,
+    );
+    removed.unwrap_or_default().into_iter().map(|name| tmp.join(name)).collect()
 }
 
 /// Removes `what`'s work directories in `$TMPDIR` left by runs that were killed (their
@@ -117,6 +209,23 @@ mod tests {
         assert!(!dead.exists() && !reused.exists());
         assert!(alive.path().join("f").exists() && target.path().exists());
         std::fs::remove_file(&link).unwrap();
+    }
+
+    /// A remover leaves a living run's directory alone when its input closes, and removes a
+    /// dead run's tree.
+    #[test]
+    fn a_remover_removes_only_a_dead_runs_directory() {
+        let alive = WorkDir::create("remover").unwrap();
+        std::fs::create_dir(alive.path().join("sub")).unwrap();
+        assert!(!remove_when_closed(alive.path(), std::io::empty()).unwrap());
+        assert!(alive.path().join("sub").exists());
+        let tmp = std::env::temp_dir();
+        let dead = tmp.join(format!("{}4000000000-1-t{}", prefix("remover"), std::process::id()));
+        std::fs::create_dir_all(dead.join("spark-t/local-driver")).unwrap();
+        std::fs::set_permissions(&dead, std::fs::Permissions::from_mode(0o711)).unwrap();
+        std::fs::write(dead.join("spark-t/local-driver/f"), "x").unwrap();
+        assert!(remove_when_closed(&dead, std::io::empty()).unwrap());
+        assert!(!dead.exists());
     }
 
     #[test]

@@ -39,7 +39,7 @@ use trial::{PingTrial, Placed, ServeTrial};
 
 use crate::experiment::{self, Experiment, Measured, Options, Progress};
 use crate::testbed::{Network, Testbed};
-use crate::workdir::WorkDir;
+use crate::workdir::{Remover, WorkDir};
 use crate::LabError;
 
 /// `corelane lab apps` in the list of experiments.
@@ -222,6 +222,9 @@ pub struct AppsLab<'a> {
     /// Configurations, the served file, the compiled echo, run summaries (mode 0711: the
     /// web servers' worker users traverse it to `www/`; nothing in it is writable by them).
     dir: WorkDir,
+    /// Removes `dir` if the lab is killed (dropped after it, so it never races the lab's own
+    /// removal).
+    _remover: Option<Remover>,
     file: Vec<u8>,
     echo: Option<PathBuf>,
     /// pyspark, once the MapReduce rows found it.
@@ -242,7 +245,11 @@ impl<'a> AppsLab<'a> {
             skipped.push("one CPU only: every placement is the same CPU".into());
         }
         let launcher = Launcher::detect(&crate::corelane_exe()?.display().to_string());
+        for stale in crate::workdir::remove_stale_trees("apps") {
+            progress(&format!("removed a killed run's directory: {}", stale.display()));
+        }
         let dir = scratch::private_dir()?;
+        let _remover = dir.remover();
         let file = scratch::generated_file(opts.file_size);
         let www = dir.path().join("www");
         scratch::make_www(&www)?;
@@ -255,7 +262,8 @@ impl<'a> AppsLab<'a> {
             }
         };
         progress(&format!("[apps] programs start under {}", launcher.name()));
-        Ok(Self { opts, testbed, cpus, launcher, dir, file, echo, spark: None, skipped })
+        let spark = None;
+        Ok(Self { opts, testbed, cpus, launcher, dir, _remover, file, echo, spark, skipped })
     }
 
     fn port(&self, app: App) -> Result<u16, LabError> {

@@ -159,8 +159,7 @@ fn job_sentences(rows: &[&AppRow]) -> Vec<String> {
         ));
     }
     for r in rows.iter().filter(|r| r.lane != Lane::None) {
-        let base = rows.iter().find(|b| b.lane == Lane::None && b.placement == r.placement);
-        let time_change = base.and_then(|b| crate::summary::change_pct(secs(r), secs(b)));
+        let time_change = r.job.as_ref().and_then(|j| j.median_secs_change_pct);
         let calls: u64 = r.delegated.as_ref().map_or(0, |d| d.values().sum());
         let (jvms, shuffled) =
             r.job.as_ref().map_or((0, 0.0), |j| (j.jvms, j.shuffle_write_bytes / 1e6));

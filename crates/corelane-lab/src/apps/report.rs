@@ -164,6 +164,7 @@ fn job_row(t: &[&ServeTrial]) -> Option<JobRow> {
     Some(JobRow {
         records: t.iter().map(|x| x.requests).max().unwrap_or(0),
         job_secs: Trials::of(jobs.iter().map(|j| j.job_secs)),
+        median_secs_change_pct: None,
         shuffle_write_bytes: median_of(jobs.iter().map(|j| j.shuffle_write_bytes as f64)),
         shuffle_read_bytes: median_of(jobs.iter().map(|j| j.shuffle_read_bytes as f64)),
         jvms: jobs.iter().map(|j| j.jvms).max().unwrap_or(0),
@@ -190,15 +191,19 @@ fn ping_row(t: &[&PingTrial], lane: Lane) -> PingRow {
 
 /// Each lane row against its program and placement without a lane.
 fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
-    let bases: Vec<(App, CoreKind, f64, f64)> = rows
+    let secs = |r: &AppRow| r.job.as_ref().map(|j| j.job_secs.median);
+    let bases: Vec<(App, CoreKind, f64, f64, Option<f64>)> = rows
         .iter()
         .filter(|r| r.lane == Lane::None)
-        .map(|r| (r.app, r.placement, r.rps.median, r.cpu_us_per_request))
+        .map(|r| (r.app, r.placement, r.rps.median, r.cpu_us_per_request, secs(r)))
         .collect();
     for r in rows.iter_mut().filter(|r| r.lane != Lane::None) {
         if let Some(b) = bases.iter().find(|b| b.0 == r.app && b.1 == r.placement) {
             r.rps_change_pct = change_pct(r.rps.median, b.2);
             r.cpu_change_pct = change_pct(r.cpu_us_per_request, b.3);
+            if let (Some(job), Some(base)) = (r.job.as_mut(), b.4) {
+                job.median_secs_change_pct = change_pct(job.job_secs.median, base);
+            }
         }
     }
     let base = ping
@@ -210,5 +215,57 @@ fn changes_against_no_lane(rows: &mut [AppRow], ping: &mut [PingRow]) {
             p.p50_change_pct = change_pct(p.p50_us.median, p50);
             p.cpu_change_pct = change_pct(p.cpu_us_per_round_trip, cpu);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::Trials;
+
+    /// A MapReduce row over trials of `secs` for `records` records.
+    fn job(lane: Lane, records: f64, secs: [f64; 2]) -> AppRow {
+        AppRow {
+            app: App::Mapreduce,
+            placement: CoreKind::Nc,
+            lane,
+            lane_ran: Some(lane.id().into()),
+            lane_notes: Vec::new(),
+            app_cpus: "0".into(),
+            syscall_cpus: None,
+            load_cpu: 0,
+            load_generator: String::new(),
+            rps: Trials::of(secs.map(|s| records / s)),
+            p99_us: None,
+            cpu_us_per_request: 1.0,
+            program_us_per_request: 1.0,
+            lane_us_per_request: 0.0,
+            rps_change_pct: None,
+            cpu_change_pct: None,
+            lane_threads: 0,
+            checked: Vec::new(),
+            delegated: None,
+            job: Some(JobRow {
+                records: records as u64,
+                job_secs: Trials::of(secs),
+                median_secs_change_pct: None,
+                shuffle_write_bytes: 0.0,
+                shuffle_read_bytes: 0.0,
+                jvms: 5,
+            }),
+        }
+    }
+
+    /// A lane row's job is compared by its median time, as the findings say, even where the
+    /// median of the trials' rates (two trials: the mean of the two) points the other way.
+    #[test]
+    fn a_jobs_change_is_its_median_times() {
+        let mut rows =
+            [job(Lane::None, 1.2e7, [8.0, 16.0]), job(Lane::Threads, 1.2e7, [11.0, 11.0])];
+        changes_against_no_lane(&mut rows, &mut []);
+        let change = rows[1].job.as_ref().unwrap().median_secs_change_pct.unwrap();
+        assert!((change - (11.0 / 12.0 - 1.0) * 100.0).abs() < 1e-9, "{change}");
+        assert!(rows[1].rps_change_pct.unwrap() < 0.0, "the rates' medians say slower");
+        assert_eq!(rows[0].job.as_ref().unwrap().median_secs_change_pct, None);
     }
 }

@@ -57,6 +57,9 @@ pub struct JobRow {
     /// The measured job's time per trial (as the driver timed it), and their median.
     #[serde(flatten)]
     pub job_secs: Trials<Secs>,
+    /// A lane row's median job time against its placement's without a lane, in percent
+    /// (positive: slower), the measure the table and the findings compare by.
+    pub median_secs_change_pct: Option<f64>,
     /// Medians over trials of the bytes the job's stages wrote to and read from the shuffle.
     pub shuffle_write_bytes: f64,
     pub shuffle_read_bytes: f64,

@@ -30,7 +30,9 @@ const JOB_COLUMNS: [report::Column<AppRow>; 10] = [
     ("job s", |r| {
         report::right(r.job.as_ref().map_or("—".into(), |j| format!("{:.2}", j.job_secs.median)))
     }),
-    ("vs no lane", |r| report::right(report::pct(r.rps_change_pct))),
+    ("job s vs no lane", |r| {
+        report::right(report::pct(r.job.as_ref().and_then(|j| j.median_secs_change_pct)))
+    }),
     ("shuffle MB", |r| {
         report::right(
             r.job.as_ref().map_or("—".into(), |j| format!("{:.1}", j.shuffle_write_bytes / 1e6)),
@@ -82,7 +84,7 @@ impl Report for AppsLabReport {
         }
         if !jobs.is_empty() {
             out.push_str(&report::table_of(&JOB_COLUMNS, jobs).to_string());
-            out.push_str("\n(records/s of job time count as req/s in the CSV and JSON; \"vs no lane\" is that rate's change)\n");
+            out.push_str("\n(\"job s vs no lane\": the median job time's change, positive when slower; records/s of job time count as req/s in the CSV and JSON)\n");
         }
         if !self.ping.is_empty() {
             out.push_str(&report::table_of(&PING_COLUMNS, &self.ping).to_string());
@@ -102,7 +104,7 @@ impl Report for AppsLabReport {
     /// One record per program row (a MapReduce row's rate is records/s of job time), then
     /// one per side-effect row.
     fn csv_table(&self) -> report::Csv {
-        let header = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct,job_secs,shuffle_write_bytes";
+        let header = "kind,app,placement,lane,median_rps,rps_change_pct,p99_us,cpu_us_per_request,program_us_per_request,lane_us_per_request,cpu_change_pct,lane_threads,delegated_calls,trials_rps,p50_us,p50_change_pct,job_secs,shuffle_write_bytes,job_secs_change_pct";
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.2}"));
         let mut records: Vec<Vec<String>> = self
             .rows
@@ -131,6 +133,7 @@ impl Report for AppsLabReport {
                     row.job
                         .as_ref()
                         .map_or(String::new(), |j| format!("{:.0}", j.shuffle_write_bytes)),
+                    opt(row.job.as_ref().and_then(|j| j.median_secs_change_pct)),
                 ]
             })
             .collect();
@@ -152,6 +155,7 @@ impl Report for AppsLabReport {
                 String::new(),
                 format!("{:.2}", p.p50_us.median),
                 opt(p.p50_change_pct),
+                String::new(),
                 String::new(),
                 String::new(),
             ]);

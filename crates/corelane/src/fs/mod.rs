@@ -11,8 +11,8 @@
 //!   is (never created through, nor following, a planted name).
 //! - [`read_capped`]: a file the user named (plan, revert file, saved run, inventory), a
 //!   regular one only and never more than a cap.
-//! - [`remove_dead_runs`]: the directories killed runs left in /tmp, removed through
-//!   descriptors, never through a symlink, never another user's.
+//! - [`remove_dead_runs`] and [`remove_dead_run`]: the directories killed runs left in /tmp,
+//!   removed through descriptors, never through a symlink, never another user's.
 
 mod atomic;
 mod dir;
@@ -22,4 +22,6 @@ mod stale;
 pub use atomic::{create_new, write_atomic, write_in_place, OutputFile};
 pub use dir::{check_name, random_name, Dir, Node};
 pub use read::{read_capped, ReadCappedError};
-pub use stale::{own_start, process_start, remove_dead_runs, run_is_dead, Contents};
+pub use stale::{
+    own_start, process_start, remove_dead_run, remove_dead_runs, run_is_dead, Contents, TREE_DEPTH,
+};

@@ -3,7 +3,8 @@
 //! opened `O_DIRECTORY|O_NOFOLLOW` in it (a symlink is never followed), checked through that
 //! descriptor to be the caller's and of a mode such a run makes, its files unlinked in that
 //! descriptor and the directory itself in the base's. Another user's directory, a symlink, a
-//! directory holding a subdirectory, or one whose run lives, stays.
+//! directory holding a subdirectory (unless the caller allows a tree: each subdirectory is
+//! opened the same way, to a bounded depth), or one whose run lives, stays.
 //!
 //! A run's name holds its PID and, since PIDs are reused, its start time (field 22 of
 //! /proc/PID/stat): `PREFIX<pid>-<start>-<random>`. A run is dead when no process has that
@@ -22,7 +23,16 @@ pub enum Contents<'a> {
     Named(&'a [&'a str]),
     /// Any files (no subdirectory).
     Files,
+    /// Files and directories to a depth of [`TREE_DEPTH`] (a lab's private directory with a
+    /// program's own directories in it), every subdirectory opened in its parent's
+    /// descriptor `O_NOFOLLOW`: a symlink in the tree is unlinked, never followed.
+    Tree,
 }
+
+/// How deep a [`Contents::Tree`] is removed (Spark's block manager nests files 6 deep).
+pub const TREE_DEPTH: usize = 16;
+/// The most entries read from one directory of a stale run.
+const MAX_ENTRIES: usize = 1 << 16;
 
 /// The start time of process `pid` in clock ticks after boot (field 22 of /proc/PID/stat),
 /// `None` when there is no such process.
@@ -76,6 +86,26 @@ pub fn remove_dead_runs(
     Ok(removed)
 }
 
+/// Removes the one directory `base/name` as [`remove_dead_runs`] would (its name `prefix` +
+/// a dead run's suffix, this user's, of one of `modes`, holding nothing but `contents`):
+/// `Ok(true)` when it was removed, `Ok(false)` when its run still lives or the name is not a
+/// run's, an error when it could not be removed (yet: a program may still be writing in it).
+pub fn remove_dead_run(
+    base: &Path,
+    name: &str,
+    prefix: &str,
+    modes: &[u32],
+    contents: Contents<'_>,
+) -> io::Result<bool> {
+    let Some(rest) = name.strip_prefix(prefix) else { return Ok(false) };
+    if run_is_dead(rest) != Some(true) || name.contains('/') {
+        return Ok(false);
+    }
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
+    let base = rustix::fs::open(base, flags, Mode::empty())?;
+    remove_one(&base, name, modes, contents).map(|()| true)
+}
+
 fn remove_one(
     base: &rustix::fd::OwnedFd,
     name: &str,
@@ -96,19 +126,42 @@ fn remove_one(
             }
         }
         Contents::Files => {
-            let names: Vec<std::ffi::CString> = rustix::fs::Dir::read_from(&dir)?
-                .take(4096)
-                .filter_map(Result::ok)
-                .map(|e| e.file_name().to_owned())
-                .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
-                .collect();
-            for file in names {
+            for file in entries(&dir, 4096)? {
                 // Not AT_REMOVEDIR: a subdirectory stays, and so does this directory.
                 let _ = rustix::fs::unlinkat(&dir, file.as_c_str(), AtFlags::empty());
             }
         }
+        Contents::Tree => empty_tree(&dir, TREE_DEPTH)?,
     }
     Ok(rustix::fs::unlinkat(base, name, AtFlags::REMOVEDIR)?)
+}
+
+/// The names in `dir` (at most `cap`), `.` and `..` left out.
+fn entries(dir: &rustix::fd::OwnedFd, cap: usize) -> io::Result<Vec<std::ffi::CString>> {
+    Ok(rustix::fs::Dir::read_from(dir)?
+        .take(cap)
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect())
+}
+
+/// Unlinks everything in `dir`, going down `depth` more levels: each name is unlinked as a
+/// file (a symlink is such a name), and one that is a directory opened in `dir` with
+/// `O_NOFOLLOW`, emptied and removed. What cannot be removed stays (its parent then too).
+fn empty_tree(dir: &rustix::fd::OwnedFd, depth: usize) -> io::Result<()> {
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
+    for name in entries(dir, MAX_ENTRIES)? {
+        match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()) {
+            Err(rustix::io::Errno::ISDIR) if depth > 0 => {
+                let sub = rustix::fs::openat(dir, name.as_c_str(), flags, Mode::empty())?;
+                empty_tree(&sub, depth - 1)?;
+                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -182,6 +235,29 @@ mod tests {
         let removed = remove_dead_runs(base.path(), PREFIX, &[0o700], Contents::Files).unwrap();
         assert_eq!(removed.len(), 1);
         assert!(!dir.exists());
+    }
+
+    /// A tree (a lab's private directory with Spark's directories in it) goes whole when the
+    /// caller allows one; a symlink in it is unlinked, and what it points to stays.
+    #[test]
+    fn a_tree_goes_whole_and_no_symlink_in_it_is_followed() {
+        let base = tempfile::tempdir().unwrap();
+        let name = format!("{PREFIX}4000000000-1-0123456789abcdef");
+        let dir = made(base.path(), &name, 0o711);
+        let deep = dir.join("spark-t/local-worker-1/blockmgr-x/0a");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("shuffle_0_0_0.data"), b"x").unwrap();
+        let outside = made(base.path(), "elsewhere", 0o700);
+        std::os::unix::fs::symlink(&outside, dir.join("spark-t/link")).unwrap();
+        let live = format!("{PREFIX}{}-{}-00000000000000bb", std::process::id(), own_start());
+        let live_dir = made(base.path(), &live, 0o711);
+        let allowed = [0o700, 0o711];
+        assert!(!remove_dead_run(base.path(), &live, PREFIX, &allowed, Contents::Tree).unwrap());
+        assert!(remove_dead_run(base.path(), &name, PREFIX, &allowed, Contents::Files).is_err());
+        assert!(deep.exists(), "a Files removal went into a subdirectory");
+        assert!(remove_dead_run(base.path(), &name, PREFIX, &allowed, Contents::Tree).unwrap());
+        assert!(!dir.exists());
+        assert!(outside.join(FILE).exists() && live_dir.join(FILE).exists());
     }
 
     #[test]
