@@ -12,7 +12,11 @@
 //! count per CPU, which a thread keeps itself in while awake and a waking caller counts it
 //! into before FUTEX_WAKE) — those it hands the CPU to (sched_yield) and spins on. A caller
 //! whose syscall thread was awake spins about one wake-up (45 µs) whatever else wants its CPU:
-//! sleeping would cost it two context switches there (`sys/spin.rs`).
+//! sleeping would cost it two context switches there (`sys/spin.rs`). When several processes'
+//! syscall threads are awake on one CPU (a pre-forking server: one process per connection),
+//! callers spin only a round trip and then take turns with their CPU, and a syscall thread that
+//! has been busy naps (25 µs timed waits, up to 5 ms) before it sleeps, so neither side needs
+//! the other's FUTEX_WAKE.
 //! Every sleep is a Dekker pair of sequentially consistent flags, so no wake-up is lost.
 //! A caller that waits a second for a request the thread has not even taken cancels it, runs
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.
@@ -223,7 +227,8 @@ fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
         }
         asleep
     };
-    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed));
+    let shared = carriers_sharing(index % THREADS.load(Relaxed).max(1));
+    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed), shared);
     if outcome.is_none() {
         // Not taken after a second: the thread is gone or starved.
         state::stop(CARRIER_STALLED);
@@ -330,6 +335,8 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
     let awake = stats::awake_on(cpu).map(|count| (count, 1));
     count_awake(n, true);
     let mut served = 0u64;
+    // What had been served when the thread last woke from a sleep.
+    let mut served_at_wake = 0u64;
     while GENERATION.load(Relaxed) == generation {
         if serve_pending(n, &mut served) {
             continue;
@@ -342,8 +349,11 @@ extern "C" fn serve(arg: *mut c_void) -> *mut c_void {
                 break;
             }
         }
-        if !asked {
+        // A thread that has been busy naps, rather than sleeps, while it shares its CPU.
+        let napped = || served - served_at_wake >= NAP_AFTER_CALLS && carriers_sharing(n) && nap(n);
+        if !asked && !napped() {
             sleep(n);
+            served_at_wake = served;
         }
     }
     count_awake(n, false);
@@ -367,6 +377,41 @@ fn serve_pending(n: usize, served: &mut u64) -> bool {
         }
     }
     any
+}
+
+/// Whether syscall thread `n`'s CPU has other processes' carriers awake on it too (the run's
+/// count there above one: each process has one carrier per syscall CPU). Then callers take
+/// turns with their CPU and carriers nap (`spin::CALLER_SHARED`).
+fn carriers_sharing(n: usize) -> bool {
+    stats::awake_on(CPUS[n].load(Relaxed) as usize).is_some_and(|count| count.load(Relaxed) > 1)
+}
+
+/// A syscall thread that served this many calls since it last slept naps before it sleeps
+/// (one that served a periodic timer's lone call sleeps at once: an idle program's carrier
+/// costs next to nothing).
+const NAP_AFTER_CALLS: u64 = 4;
+/// One nap: a timed wait, which no caller needs to end.
+const NAP_NS: u64 = 25_000;
+/// Naps go on this long without a call before the thread sleeps.
+const NAPS_NS: u64 = 5_000_000;
+
+/// Between its spin and its sleep, syscall thread `n`, sharing its CPU with other processes'
+/// carriers, naps (short timed waits; still counted awake): a caller posting meanwhile is
+/// served within a nap and never pays the FUTEX_WAKE a sleeping thread needs (13–19 µs on
+/// the application CPU here), and the CPU stays free for the other carriers. Returns whether
+/// a call came.
+fn nap(n: usize) -> bool {
+    let worker = &WORKERS[n];
+    let start = monotonic_ns();
+    let nap = Timespec { tv_sec: 0, tv_nsec: NAP_NS as _ };
+    while monotonic_ns().saturating_sub(start) < NAPS_NS {
+        if worker.pending.iter().any(|w| w.load(SeqCst) != 0) {
+            return true;
+        }
+        let seen = worker.bell.load(SeqCst);
+        sys_futex_wait(&worker.bell, seen, Some(&nap));
+    }
+    false
 }
 
 /// Syscall thread `n` sleeps on its doorbell until a caller rings it (Dekker: `sleeping`

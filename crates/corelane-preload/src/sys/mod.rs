@@ -50,6 +50,7 @@ pub const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
 pub const MADV_DONTFORK: c_int = 10;
 
 pub const PR_SET_NAME: c_int = 15;
+pub const PR_SET_TIMERSLACK: c_int = 29;
 pub const CLOCK_MONOTONIC: c_int = 1;
 pub const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
 pub const FUTEX_WAIT_PRIVATE: c_int = 128;

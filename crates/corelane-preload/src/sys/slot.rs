@@ -6,7 +6,7 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
-use super::spin::{Budget, Spinner, CALLER};
+use super::spin::{Budget, Spinner, CALLER, CALLER_SHARED};
 use super::*;
 
 const FREE: u32 = 0;
@@ -57,8 +57,9 @@ impl Slot {
 
     /// Posts `call`, runs `notify` (which tells a syscall thread, and returns whether it had
     /// to wake it), and waits for the answer: spinning first if `spin` (as long as
-    /// `spin::CALLER` allows; only its short budget for a thread just woken, whose answer
-    /// comes a wake-up later), then sleeping on the slot's futex. A request no syscall thread
+    /// `spin::CALLER` allows, `spin::CALLER_SHARED` if the carrier's CPU is `shared` with other
+    /// processes' carriers; only the short budget for a thread just woken, whose answer comes
+    /// a wake-up later), then sleeping on the slot's futex. A request no syscall thread
     /// has taken after a second is taken back: None, and the caller makes the call itself.
     /// A request a thread has taken is always waited for (it never blocks: `exec.rs`).
     pub fn post_and_wait(
@@ -66,6 +67,7 @@ impl Slot {
         call: &Call,
         notify: impl FnOnce() -> bool,
         spin: bool,
+        shared: bool,
     ) -> Option<Outcome> {
         self.op.store(call.op(), Relaxed);
         for (a, v) in self.args.iter().zip(call.args()) {
@@ -75,7 +77,8 @@ impl Slot {
         self.state.store(POSTED, SeqCst);
         let woken = notify();
         if spin {
-            let budget = if woken { Budget { long_ns: CALLER.short_ns, ..CALLER } } else { CALLER };
+            let budget = if shared { CALLER_SHARED } else { CALLER };
+            let budget = if woken { Budget { long_ns: budget.short_ns, ..budget } } else { budget };
             let mut spinner = Spinner::new(budget, None);
             while spinner.go_on() {
                 if self.state.load(Acquire) == DONE {

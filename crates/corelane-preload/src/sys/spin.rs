@@ -16,9 +16,17 @@
 //!   spins at most about one wake-up.
 //!
 //! While the long spin goes on both are looked at again: the count at every clock read, the
-//! preemptions every [`LOOK_NS`]. A syscall thread (a budget that `yields`) crowded only by
-//! other syscall threads of the run hands them the CPU (sched_yield) and spins on instead of
-//! sleeping: a sleeping carrier costs its next caller a FUTEX_WAKE on the application CPU.
+//! preemptions every [`LOOK_NS`]. A syscall thread crowded only by other syscall threads of
+//! the run hands them the CPU (sched_yield) and spins on instead of sleeping: a sleeping
+//! carrier costs its next caller a FUTEX_WAKE on the application CPU.
+//!
+//! When several processes' carriers share the syscall CPU (the run's count there is above
+//! one: Apache prefork, eight processes and their eight carriers), a caller's spin would take
+//! its CPU from the other processes on it, and every sleep on either side costs the other a
+//! FUTEX_WAKE. Then a caller spins only a call's round trip ([`CALLER_SHARED`]) and after it
+//! takes turns with whatever else its CPU has to run (sched_yield, which returns at once when
+//! nothing is), and only then sleeps; its carrier naps (`lane.rs`). A single process's lane
+//! (the count at most one) never takes turns and never naps.
 
 use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::Relaxed;
@@ -36,28 +44,47 @@ pub const LOOK_NS: u64 = 25_000;
 /// The clock is read once every this many spins (a read costs 80–110 ns in this VM).
 const SPINS_PER_READ: u32 = 16;
 
+/// When a spinner past its short budget hands its CPU over (sched_yield) and spins on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Yield {
+    /// Never: past the short budget it spins on only while its CPU has nothing else to run.
+    Never,
+    /// While other syscall threads of the run are awake on the CPU, rather than sleep: every
+    /// carrier that sleeps costs its next caller a futex wake-up on the application CPU.
+    ToCarriers,
+    /// Always, up to the long budget: whatever else is runnable runs first.
+    Always,
+}
+
 /// How long one kind of spinner spins.
 #[derive(Clone, Copy)]
 pub struct Budget {
     /// While another thread is runnable on the CPU.
     pub short_ns: u64,
-    /// While the CPU has nothing else to run.
+    /// While the CPU has nothing else to run (`Yield::Always`: in turns with what else is).
     pub long_ns: u64,
-    /// While other syscall threads of the run are awake on the CPU, hand it to them
-    /// (sched_yield) and spin on, rather than sleep: every carrier that sleeps costs its next
-    /// caller a futex wake-up on the application CPU.
-    pub yields: bool,
+    pub yields: Yield,
 }
 
 /// A syscall thread after its last request (a server's next call usually follows at once):
 /// its former budget of 20,000 spins took 0.5 ms here.
-pub const CARRIER: Budget = Budget { short_ns: WAKE_NS, long_ns: 500_000, yields: true };
+pub const CARRIER: Budget =
+    Budget { short_ns: WAKE_NS, long_ns: 500_000, yields: Yield::ToCarriers };
 /// A caller waiting for its carrier's answer: about one wake-up as it sleeps on a busy CPU
 /// (41-44 µs), whatever else wants its CPU, when its carrier was awake (sleeping instead would
 /// cost it two context switches there: redis under the threads lane lost half its requests/s).
-pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 45_000, yields: false };
+pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 45_000, yields: Yield::Never };
+/// A caller whose carrier shares the syscall CPU with other processes' carriers: a carried
+/// call's round trip to an awake carrier (a few µs), then in turns with whatever else its
+/// CPU has to run for a few of its carrier's naps (`lane.rs`), then it sleeps. Measured with
+/// Apache prefork (eight processes and the client on one CPU, their carriers on the other):
+/// program CPU per request 215 → 148 µs on one machine (129 without the lane), 73 → 58 µs on
+/// another (27 without): docs/RESULTS.md.
+pub const CALLER_SHARED: Budget =
+    Budget { short_ns: 3_000, long_ns: 200_000, yields: Yield::Always };
 /// A uring lane caller waiting for its completion.
-pub const URING_WAITER: Budget = Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: false };
+pub const URING_WAITER: Budget =
+    Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: Yield::Never };
 
 thread_local! {
     /// This thread's involuntary switches when last read (None: never), and when (monotonic
@@ -125,7 +152,15 @@ impl Spinner {
         let spun = now.saturating_sub(self.start);
         let go_on = if spun < self.budget.short_ns {
             true
-        } else if self.budget.yields && spun < self.budget.long_ns && self.crowded() {
+        } else if self.budget.yields == Yield::Always {
+            if spun < self.budget.long_ns {
+                sys_sched_yield();
+            }
+            spun < self.budget.long_ns
+        } else if self.budget.yields == Yield::ToCarriers
+            && spun < self.budget.long_ns
+            && self.crowded()
+        {
             yield_cpu();
             true
         } else if !self.long {
@@ -134,7 +169,9 @@ impl Spinner {
             self.long = self.awake.is_none() || (!self.crowded() && !preempted_lately(now));
             self.next_look = spun.saturating_add(LOOK_NS);
             self.long
-        } else if spun >= self.budget.long_ns || (!self.budget.yields && self.crowded()) {
+        } else if spun >= self.budget.long_ns
+            || (self.budget.yields == Yield::Never && self.crowded())
+        {
             false
         } else if spun >= self.next_look && self.awake.is_some() {
             self.next_look = spun.saturating_add(LOOK_NS);

@@ -78,15 +78,18 @@ pub fn spawn_detached(
     started
 }
 
-/// Pins the calling thread to `cpu` (below 1024) and names it `name` (what /proc shows).
+/// Pins the calling thread to `cpu` (below 1024), names it `name` (what /proc shows) and
+/// gives its timed waits no slack (a syscall thread's naps are 25 µs; the default slack is
+/// 50 µs).
 pub fn pin_and_name(cpu: usize, name: &core::ffi::CStr) {
     let mut mask = Bits1024([0; 16]);
     mask.0[cpu / 64 % 16] |= 1 << (cpu % 64);
     // SAFETY: the mask and the NUL-terminated name outlive the calls; PR_SET_NAME reads at
-    // most 16 bytes of the name, up to its NUL.
+    // most 16 bytes of the name, up to its NUL; PR_SET_TIMERSLACK takes a number.
     unsafe {
         sched_setaffinity(0, core::mem::size_of::<Bits1024>(), &mask);
         prctl(PR_SET_NAME, name.as_ptr());
+        prctl(PR_SET_TIMERSLACK, 1usize);
     }
 }
 
