@@ -109,6 +109,10 @@ def main():
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", str(executors))
         .config("spark.sql.shuffle.partitions", str(partitions))
+        # Both workers share one host here: by default each executor would read the other's
+        # shuffle blocks from the local disk. The row measures the shuffle a cluster makes,
+        # fetched over TCP from the other executor.
+        .config("spark.shuffle.readHostLocalDisk", "false")
         .config("spark.ui.port", "0")
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
