@@ -135,14 +135,14 @@ pub fn step_of(line: &str) -> Option<(usize, usize)> {
 }
 
 /// An experiment's command-line options (`corelane lab NAME --help`): parsed by clap, they
-/// settle into the experiment's settings, the settings prepare its stage, and the
-/// [runner](fn@run) measures there. Each experiment states its settings, its stage and its
-/// trials; [`Options::run`] is the one way they are put together.
+/// settle into the experiment's settings, the settings [prepare](Prepare) its stage, and the
+/// [runner](fn@run) measures there. Each experiment states its settings; [`Options::run`] is
+/// the one way they are put together.
 pub trait Options: clap::Args + clap::FromArgMatches {
     /// How the experiment runs: its quick or full defaults with the options over them.
-    type Settings;
+    type Settings: Trials;
     /// The experiment on its prepared stage, reading its settings.
-    type Lab<'s>: Experiment<Report = Self::Report>
+    type Lab<'s>: Prepare<'s, Settings = Self::Settings> + Experiment<Report = Self::Report>
     where
         Self::Settings: 's;
     type Report: Report;
@@ -150,21 +150,27 @@ pub trait Options: clap::Args + clap::FromArgMatches {
     /// The settings these options describe; an option out of range is refused here, before
     /// anything is prepared.
     fn settings(self) -> Result<Self::Settings, LabError>;
-    /// Prepares the stage `settings` describe (testbed, scratch, peers), with progress lines.
-    fn prepare<'s>(
-        settings: &'s Self::Settings,
-        progress: Progress<'_>,
-    ) -> Result<Self::Lab<'s>, LabError>;
-    /// Trials per configuration.
-    fn trials(settings: &Self::Settings) -> usize;
 
     /// Runs the experiment these options describe: settles the settings, prepares the stage
-    /// and runs every configuration [`trials`](Options::trials) times.
+    /// and runs every configuration [`Trials::trials`] times.
     fn run(self, stop: &StopSignal, progress: Progress<'_>) -> Result<Self::Report, LabError> {
         let settings = self.settings()?;
-        let lab = Self::prepare(&settings, progress)?;
-        run(lab, Self::trials(&settings), stop, progress)
+        let lab = Self::Lab::prepare(&settings, progress)?;
+        run(lab, settings.trials(), stop, progress)
     }
+}
+
+/// An experiment's settings, as far as the runner reads them.
+pub trait Trials {
+    /// Trials per configuration.
+    fn trials(&self) -> usize;
+}
+
+/// An experiment prepared on its stage (testbed, scratch, peers) from its settings.
+pub trait Prepare<'s>: Sized {
+    type Settings: 's;
+    /// Prepares the stage `settings` describe, with progress lines.
+    fn prepare(settings: &'s Self::Settings, progress: Progress<'_>) -> Result<Self, LabError>;
 }
 
 /// The options every measuring experiment shares: how long and how often.

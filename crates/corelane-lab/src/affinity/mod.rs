@@ -18,7 +18,7 @@ use corelane::lane::StopSignal;
 use corelane::topology::{CpuList, Topology};
 use serde::Serialize;
 
-use crate::experiment::{self, Experiment, Measured, Options, Progress};
+use crate::experiment::{self, Experiment, Measured, Options, Prepare, Progress};
 use crate::stage::servers::{self, ServerKind, ServerPin, Stage};
 use crate::stage::{self, udp::Config as UdpConfig};
 use crate::summary::{Header, Rate, Trials};
@@ -47,6 +47,12 @@ pub struct AffinityArgs {
     pub remote: crate::remote::RemoteArgs,
 }
 
+impl experiment::Trials for AffinityLabOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for AffinityArgs {
     type Settings = AffinityLabOptions;
     type Lab<'s> = AffinityLab<'s>;
@@ -66,15 +72,6 @@ impl Options for AffinityArgs {
         opts.offered_pps = self.offered;
         opts.remote = self.remote.spec()?;
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s AffinityLabOptions,
-        progress: Progress<'_>,
-    ) -> Result<AffinityLab<'s>, LabError> {
-        AffinityLab::prepare(opts, progress)
-    }
-    fn trials(opts: &AffinityLabOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -172,7 +169,9 @@ pub struct AffinityLab<'a> {
     scratch: WorkDir,
 }
 
-impl<'a> AffinityLab<'a> {
+impl<'a> Prepare<'a> for AffinityLab<'a> {
+    type Settings = AffinityLabOptions;
+
     fn prepare(opts: &'a AffinityLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options("--duration must be at least 3s".into()));
@@ -203,7 +202,9 @@ impl<'a> AffinityLab<'a> {
             scratch,
         })
     }
+}
 
+impl<'a> AffinityLab<'a> {
     /// The UDP receiver on the softirq CPU, on the other CPU, unpinned; then io_uring
     /// without and with a syscall lane.
     fn udp_placements(&self) -> Vec<UdpConfig> {

@@ -37,7 +37,7 @@ pub use report::AppsLabReport;
 pub use rows::{AppRow, PingRow};
 use trial::{PingTrial, Placed, ServeTrial};
 
-use crate::experiment::{self, Experiment, Measured, Options, Progress};
+use crate::experiment::{self, Experiment, Measured, Options, Prepare, Progress};
 use crate::testbed::{Network, Testbed};
 use crate::workdir::{Remover, WorkDir};
 use crate::LabError;
@@ -89,6 +89,12 @@ const MAX_FILE: usize = 64 << 20;
 /// Most `--records`: the answer is computed here with a table of half as many keys.
 const MAX_RECORDS: usize = 50_000_000;
 
+impl experiment::Trials for AppsLabOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for AppsArgs {
     type Settings = AppsLabOptions;
     type Lab<'s> = AppsLab<'s>;
@@ -130,15 +136,6 @@ impl Options for AppsArgs {
         }
         opts.spark_venv = self.spark_venv;
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s AppsLabOptions,
-        progress: Progress<'_>,
-    ) -> Result<AppsLab<'s>, LabError> {
-        AppsLab::prepare(opts, progress)
-    }
-    fn trials(opts: &AppsLabOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -232,7 +229,9 @@ pub struct AppsLab<'a> {
     skipped: Vec<String>,
 }
 
-impl<'a> AppsLab<'a> {
+impl<'a> Prepare<'a> for AppsLab<'a> {
+    type Settings = AppsLabOptions;
+
     fn prepare(opts: &'a AppsLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let testbed = Testbed::create();
         testbed.announce(progress);
@@ -265,7 +264,9 @@ impl<'a> AppsLab<'a> {
         let spark = None;
         Ok(Self { opts, testbed, cpus, launcher, dir, _remover, file, echo, spark, skipped })
     }
+}
 
+impl<'a> AppsLab<'a> {
     fn port(&self, app: App) -> Result<u16, LabError> {
         match self.testbed.network {
             Network::Loopback { .. } => crate::stage::free_tcp_port(),

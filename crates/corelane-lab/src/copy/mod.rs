@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use compare::{compare, Comparison};
 pub use scratch::{remove_stale_mounts, Scratch};
 
-use crate::experiment::{self, Experiment, Measured, Options, Progress};
+use crate::experiment::{self, Experiment, Measured, Options, Prepare, Progress};
 use crate::host::Host;
 use crate::process::strings;
 use crate::summary::{Secs, Trials};
@@ -54,6 +54,12 @@ pub struct CopyArgs {
     pub real_tree: Option<PathBuf>,
 }
 
+impl experiment::Trials for CopyLabOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for CopyArgs {
     type Settings = CopyLabOptions;
     type Lab<'s> = CopyLab<'s>;
@@ -73,15 +79,6 @@ impl Options for CopyArgs {
             None => {}
         }
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s CopyLabOptions,
-        progress: Progress<'_>,
-    ) -> Result<CopyLab<'s>, LabError> {
-        CopyLab::prepare(opts, progress)
-    }
-    fn trials(opts: &CopyLabOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -387,7 +384,9 @@ pub struct CopyLab<'a> {
     real: Option<(Scratch, RealTree)>,
 }
 
-impl<'a> CopyLab<'a> {
+impl<'a> Prepare<'a> for CopyLab<'a> {
+    type Settings = CopyLabOptions;
+
     fn prepare(opts: &'a CopyLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let removed_stale_mounts = remove_stale_mounts();
         for m in &removed_stale_mounts {
@@ -432,7 +431,9 @@ impl<'a> CopyLab<'a> {
         };
         Ok(Self { opts, scratch, huge, memcpy_gbps, removed_stale_mounts, trees, real })
     }
+}
 
+impl<'a> CopyLab<'a> {
     /// Stages `dir` on its own scratch tmpfs with `cp -a`, then copies it once with
     /// `corelane copy -a` and once with `cp -a` and compares the two entry by entry.
     fn stage_real_tree(

@@ -28,7 +28,7 @@ pub use point::{HostPoint, Point};
 pub use rows::{Knee, LatencyReport, LatencyRow};
 pub use sides::{HttpServer, UdpClient, UdpServer};
 
-use crate::experiment::{self, Experiment, Options, Progress};
+use crate::experiment::{self, Experiment, Options, Prepare, Progress};
 use crate::host::Host;
 use crate::remote::RemoteSpec;
 use crate::stage::servers::{self, Stage};
@@ -84,6 +84,12 @@ impl Peer {
     }
 }
 
+impl experiment::Trials for LatencyOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for LatencyArgs {
     type Settings = LatencyOptions;
     type Lab<'s> = LatencyLab<'s>;
@@ -97,15 +103,6 @@ impl Options for LatencyArgs {
         (opts.peers, opts.only, opts.remote) =
             self.select.choose(&Peer::ALL.map(|p| (p.id(), p)), &CONFIG_IDS)?;
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s LatencyOptions,
-        progress: Progress<'_>,
-    ) -> Result<LatencyLab<'s>, LabError> {
-        LatencyLab::prepare(opts, progress)
-    }
-    fn trials(opts: &LatencyOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -203,7 +200,9 @@ fn refuse_unsplittable(opts: &LatencyOptions, hosts: usize) -> Result<(), LabErr
     Ok(())
 }
 
-impl<'a> LatencyLab<'a> {
+impl<'a> Prepare<'a> for LatencyLab<'a> {
+    type Settings = LatencyOptions;
+
     fn prepare(opts: &'a LatencyOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         refuse_unsplittable(opts, testbed.load_hosts().len())?;
@@ -236,7 +235,9 @@ impl<'a> LatencyLab<'a> {
             planned: Vec::new(),
         })
     }
+}
 
+impl<'a> LatencyLab<'a> {
     fn target(&self) -> SocketAddr {
         SocketAddr::new(self.testbed.rx_addrs()[0], self.udp_port)
     }

@@ -14,7 +14,7 @@ use corelane::sched::{simulate, Kind, RunMode, RunResult, SimConfig, Workload};
 use corelane::topology::Topology;
 use serde::Serialize;
 
-use crate::experiment::{self, Experiment, Measured, Options, Progress};
+use crate::experiment::{self, Experiment, Measured, Options, Prepare, Progress};
 use crate::host::Host;
 use crate::summary::Outcome;
 use crate::LabError;
@@ -90,15 +90,22 @@ impl Options for SchedArgs {
         }
         Ok(opts)
     }
-    fn prepare<'s>(opts: &'s SchedLabOptions, _: Progress<'_>) -> Result<SchedLab<'s>, LabError> {
+}
+
+impl experiment::Trials for SchedLabOptions {
+    /// Every case once: the simulation is deterministic; the threaded runs are measured over
+    /// `thread_duration` each.
+    fn trials(&self) -> usize {
+        1
+    }
+}
+
+impl<'a> Prepare<'a> for SchedLab<'a> {
+    type Settings = SchedLabOptions;
+    fn prepare(opts: &'a SchedLabOptions, _: Progress<'_>) -> Result<Self, LabError> {
         let online = Topology::read().map_err(|e| LabError::Topology(e.to_string()))?.online();
         let cpus: Vec<usize> = online.cpus().iter().copied().take(2).collect();
         Ok(SchedLab { opts, cpus, skipped: Vec::new() })
-    }
-    /// Every case once: the simulation is deterministic; the threaded runs are measured over
-    /// `thread_duration` each.
-    fn trials(_: &SchedLabOptions) -> usize {
-        1
     }
 }
 

@@ -29,7 +29,7 @@ pub use crate::stage::servers::{Peer, CONFIG_IDS};
 use crate::stage::wrk::{self, LoadgenTrial};
 use crate::summary::{change_pct, Header, Outcome, Rps, Trials};
 
-use crate::experiment::{self, Experiment, Options, Progress};
+use crate::experiment::{self, Experiment, Options, Prepare, Progress};
 use crate::testbed::Testbed;
 use crate::workdir::WorkDir;
 use crate::{median_of, LabError};
@@ -57,6 +57,12 @@ pub struct TcpArgs {
     pub select: experiment::SelectArgs,
 }
 
+impl experiment::Trials for TcpLabOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for TcpArgs {
     type Settings = TcpLabOptions;
     type Lab<'s> = TcpLab<'s>;
@@ -71,15 +77,6 @@ impl Options for TcpArgs {
         (opts.peers, opts.only, opts.remote) =
             self.select.choose(&Peer::ALL.map(|p| (p.program(), p)), CONFIG_IDS)?;
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s TcpLabOptions,
-        progress: Progress<'_>,
-    ) -> Result<TcpLab<'s>, LabError> {
-        TcpLab::prepare(opts, progress)
-    }
-    fn trials(opts: &TcpLabOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -397,7 +394,9 @@ pub struct TcpLab<'a> {
     largest_decided_by: String,
 }
 
-impl<'a> TcpLab<'a> {
+impl<'a> Prepare<'a> for TcpLab<'a> {
+    type Settings = TcpLabOptions;
+
     fn prepare(opts: &'a TcpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         let mut testbed = Testbed::prepare(opts.remote.as_ref(), opts.duration, progress)?;
         let client_cpu = testbed.tx().online_cpus()?.cpus()[0];
@@ -430,7 +429,9 @@ impl<'a> TcpLab<'a> {
             largest_decided_by,
         })
     }
+}
 
+impl<'a> TcpLab<'a> {
     fn stage(&self) -> Stage<'_> {
         Stage {
             testbed: &self.testbed,

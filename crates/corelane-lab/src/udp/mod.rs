@@ -27,7 +27,7 @@ use serde::Serialize;
 pub use configs::IDS as CONFIG_IDS;
 pub use peers::Peer;
 
-use crate::experiment::{self, Experiment, Measured, Options, Progress};
+use crate::experiment::{self, Experiment, Measured, Options, Prepare, Progress};
 use crate::stage::udp::{self as trial, Config};
 use crate::summary::{change_pct, Header, Outcome, Pps, Trials};
 use crate::testbed::Testbed;
@@ -63,6 +63,12 @@ pub struct UdpArgs {
     pub select: experiment::SelectArgs,
 }
 
+impl experiment::Trials for UdpLabOptions {
+    fn trials(&self) -> usize {
+        self.trials
+    }
+}
+
 impl Options for UdpArgs {
     type Settings = UdpLabOptions;
     type Lab<'s> = UdpLab<'s>;
@@ -86,15 +92,6 @@ impl Options for UdpArgs {
         (opts.peers, opts.only, opts.remote) =
             self.select.choose(&Peer::ALL.map(|p| (p.name(), p)), &CONFIG_IDS)?;
         Ok(opts)
-    }
-    fn prepare<'s>(
-        opts: &'s UdpLabOptions,
-        progress: Progress<'_>,
-    ) -> Result<UdpLab<'s>, LabError> {
-        UdpLab::prepare(opts, progress)
-    }
-    fn trials(opts: &UdpLabOptions) -> usize {
-        opts.trials
     }
 }
 
@@ -246,7 +243,9 @@ pub struct UdpLab<'a> {
     xdp_steps: Vec<crate::testbed::PeerStep>,
 }
 
-impl<'a> UdpLab<'a> {
+impl<'a> Prepare<'a> for UdpLab<'a> {
+    type Settings = UdpLabOptions;
+
     fn prepare(opts: &'a UdpLabOptions, progress: Progress<'_>) -> Result<Self, LabError> {
         if opts.duration < Duration::from_secs(3) {
             return Err(LabError::Options(
