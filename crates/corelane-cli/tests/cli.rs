@@ -151,6 +151,12 @@ fn bad_input_gets_one_clear_line_and_a_nonzero_exit() {
             "unknown peer `netperf`",
         ),
         (
+            ["lab", "apps", "--apps", "mapreduce", "--spark-venv", "/nonexistent-corelane"]
+                .map(String::from)
+                .to_vec(),
+            "--spark-venv /nonexistent-corelane: no virtual environment there",
+        ),
+        (
             vec!["load".into(), "http".into(), "https://127.0.0.1/".into()],
             "only http:// is supported",
         ),

@@ -134,6 +134,9 @@ impl Options for AppsArgs {
             }
             opts.records = records as u64;
         }
+        if let Some(venv) = &self.spark_venv {
+            spark::check_named_venv(venv)?;
+        }
         opts.spark_venv = self.spark_venv;
         Ok(opts)
     }

@@ -86,6 +86,20 @@ fn install_hint(venv: &Path) -> String {
     )
 }
 
+/// A `--spark-venv` the user named must be a virtual environment: refused before anything is
+/// prepared (only the default place, when empty, makes the row a skip).
+pub fn check_named_venv(venv: &Path) -> Result<(), LabError> {
+    if venv.join("bin").join("python").is_file() {
+        return Ok(());
+    }
+    Err(LabError::Options(format!(
+        "--spark-venv {0}: no virtual environment there ({0}/bin/python is missing): make one with \
+         python3 -m venv {0} && {0}/bin/pip install pyspark=={PINNED}, or leave the flag out for \
+         the one .ci/spark.sh makes",
+        venv.display()
+    )))
+}
+
 impl Spark {
     /// pyspark in the virtual environment `venv`, or why it is not usable (one line).
     pub fn find(venv: &Path) -> Result<Spark, String> {
