@@ -213,8 +213,8 @@ fn same_table() -> bool {
 
 fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
     let slot = slot(index)?;
+    let n = index % THREADS.load(Relaxed).max(1);
     let notify = || {
-        let n = index % THREADS.load(Relaxed).max(1);
         let worker = &WORKERS[n];
         worker.pending[index / 64].fetch_or(1 << (index % 64), SeqCst);
         // One caller wakes it (and counts it awake, before it runs: a carrier spinning on
@@ -227,8 +227,7 @@ fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
         }
         asleep
     };
-    let shared = carriers_sharing(index % THREADS.load(Relaxed).max(1));
-    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed), shared);
+    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed), carriers_sharing(n));
     if outcome.is_none() {
         // Not taken after a second: the thread is gone or starved.
         state::stop(CARRIER_STALLED);
