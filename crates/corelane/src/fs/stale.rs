@@ -148,17 +148,26 @@ fn entries(dir: &rustix::fd::OwnedFd, cap: usize) -> io::Result<Vec<std::ffi::CS
 
 /// Unlinks everything in `dir`, going down `depth` more levels: each name is unlinked as a
 /// file (a symlink is such a name), and one that is a directory opened in `dir` with
-/// `O_NOFOLLOW`, emptied and removed. What cannot be removed stays (its parent then too).
+/// `O_NOFOLLOW`, emptied and removed. What cannot be removed stays (its parent then too). A
+/// subdirectory that vanishes meanwhile (a program removing its own, as Spark's JVMs do as
+/// they end) is already what was wanted.
 fn empty_tree(dir: &rustix::fd::OwnedFd, depth: usize) -> io::Result<()> {
+    use rustix::io::Errno;
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
     for name in entries(dir, MAX_ENTRIES)? {
-        match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()) {
-            Err(rustix::io::Errno::ISDIR) if depth > 0 => {
-                let sub = rustix::fs::openat(dir, name.as_c_str(), flags, Mode::empty())?;
-                empty_tree(&sub, depth - 1)?;
-                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR)?;
-            }
-            _ => {}
+        if rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()) != Err(Errno::ISDIR)
+            || depth == 0
+        {
+            continue;
+        }
+        let sub = match rustix::fs::openat(dir, name.as_c_str(), flags, Mode::empty()) {
+            Err(Errno::NOENT) => continue,
+            opened => opened?,
+        };
+        empty_tree(&sub, depth - 1)?;
+        match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
