@@ -14,9 +14,9 @@
 //! whose syscall thread was awake spins about one wake-up (45 µs) whatever else wants its CPU:
 //! sleeping would cost it two context switches there (`sys/spin.rs`). When several processes'
 //! syscall threads are awake on one CPU (a pre-forking server: one process per connection),
-//! callers spin only a round trip and then take turns with their CPU, and a syscall thread that
-//! has been busy naps (25 µs timed waits, up to 5 ms) before it sleeps, so neither side needs
-//! the other's FUTEX_WAKE.
+//! callers take turns with their CPU from the start, syscall threads hand theirs to each other
+//! at once (one of them may hold a posted call), and one that has been busy naps (25 µs timed
+//! waits, up to 5 ms) before it sleeps, so neither side needs the other's FUTEX_WAKE.
 //! Every sleep is a Dekker pair of sequentially consistent flags, so no wake-up is lost.
 //! A caller that waits a second for a request the thread has not even taken cancels it, runs
 //! the call itself and turns the lane off for the process: a failing lane never becomes a hang.

@@ -17,16 +17,17 @@
 //!
 //! While the long spin goes on both are looked at again: the count at every clock read, the
 //! preemptions every [`LOOK_NS`]. A syscall thread crowded only by other syscall threads of
-//! the run hands them the CPU (sched_yield) and spins on instead of sleeping: a sleeping
+//! the run hands them the CPU (sched_yield) from its first look, not after its short spin
+//! (one of them may hold a posted call), and spins on instead of sleeping: a sleeping
 //! carrier costs its next caller a FUTEX_WAKE on the application CPU.
 //!
 //! When several processes' carriers share the syscall CPU (the run's count there is above
 //! one: Apache prefork, eight processes and their eight carriers), a caller's spin would take
 //! its CPU from the other processes on it, and every sleep on either side costs the other a
-//! FUTEX_WAKE. Then a caller spins only a call's round trip ([`CALLER_SHARED`]) and after it
-//! takes turns with whatever else its CPU has to run (sched_yield, which returns at once when
-//! nothing is), and only then sleeps; its carrier naps (`lane.rs`). A single process's lane
-//! (the count at most one) never takes turns and never naps.
+//! FUTEX_WAKE. Then a caller takes turns with whatever else its CPU has to run from the start
+//! ([`CALLER_SHARED`]: sched_yield, which returns at once when nothing is), and only then
+//! sleeps; its carrier naps (`lane.rs`). A single process's lane (the count at most one)
+//! never takes turns and never naps.
 
 use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::Relaxed;
@@ -74,14 +75,14 @@ pub const CARRIER: Budget =
 /// (41-44 µs), whatever else wants its CPU, when its carrier was awake (sleeping instead would
 /// cost it two context switches there: redis under the threads lane lost half its requests/s).
 pub const CALLER: Budget = Budget { short_ns: WAKE_NS, long_ns: 45_000, yields: Yield::Never };
-/// A caller whose carrier shares the syscall CPU with other processes' carriers: a carried
-/// call's round trip to an awake carrier (a few µs), then in turns with whatever else its
-/// CPU has to run for a few of its carrier's naps (`lane.rs`), then it sleeps. Measured with
+/// A caller whose carrier shares the syscall CPU with other processes' carriers: in turns
+/// with whatever else its CPU has to run from the start (its carrier is seldom the one on
+/// the syscall CPU when the call is posted, so a spin only keeps the CPU from the other
+/// processes), for a few of its carrier's naps (`lane.rs`), then it sleeps. Measured with
 /// Apache prefork (eight processes and the client on one CPU, their carriers on the other):
-/// program CPU per request 215 → 148 µs on one machine (129 without the lane), 73 → 58 µs on
-/// another (27 without): docs/RESULTS.md.
-pub const CALLER_SHARED: Budget =
-    Budget { short_ns: 3_000, long_ns: 200_000, yields: Yield::Always };
+/// 10.3k → 12.0k requests/s, program CPU per request 60 → 44 µs (28 without the lane); with
+/// the client on the carriers' CPU 10.1k → 17.6k (docs/RESULTS.md).
+pub const CALLER_SHARED: Budget = Budget { short_ns: 0, long_ns: 200_000, yields: Yield::Always };
 /// A uring lane caller waiting for its completion.
 pub const URING_WAITER: Budget =
     Budget { short_ns: WAKE_NS, long_ns: 100_000, yields: Yield::Never };
@@ -104,6 +105,8 @@ fn preempted_lately(now: u64) -> bool {
 /// Hands the CPU to whatever else is runnable on it; the switches this makes are not
 /// preemptions (the baseline of `preempted_lately` moves past them).
 fn yield_cpu() {
+    #[cfg(test)]
+    tests::YIELDS.with(|y| y.set(y.get() + 1));
     sys_sched_yield();
     if let Some(switches) = involuntary_switches() {
         PREEMPTED.with(|p| p.set((Some(switches), p.get().1)));
@@ -150,10 +153,15 @@ impl Spinner {
             self.start = now;
         }
         let spun = now.saturating_sub(self.start);
-        let go_on = if spun < self.budget.short_ns {
+        // A carrier crowded by other carriers of the run hands them the CPU from its first
+        // look: one of them may hold a posted call, and a spin here only delays it.
+        let hand_over = self.budget.yields == Yield::ToCarriers && self.crowded();
+        let go_on = if spun < self.budget.short_ns && !hand_over {
             true
         } else if self.budget.yields == Yield::Always {
             if spun < self.budget.long_ns {
+                #[cfg(test)]
+                tests::YIELDS.with(|y| y.set(y.get() + 1));
                 sys_sched_yield();
             }
             spun < self.budget.long_ns
@@ -184,5 +192,42 @@ impl Spinner {
         }
         self.spent = !go_on;
         go_on
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicU32;
+
+    thread_local! {
+        /// How many times this thread handed its CPU over.
+        pub static YIELDS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Spins `budget` for `ns` or until it says stop; returns the yields it made.
+    fn yields_within(budget: Budget, awake: &'static AtomicU32, ns: u64) -> u32 {
+        YIELDS.with(|y| y.set(0));
+        let mut spinner = Spinner::new(budget, Some((awake, 1)));
+        let start = monotonic_ns();
+        while monotonic_ns() - start < ns && spinner.go_on() {}
+        YIELDS.with(Cell::get)
+    }
+
+    #[test]
+    fn a_carrier_crowded_by_other_carriers_hands_over_its_cpu_at_once() {
+        static CROWDED: AtomicU32 = AtomicU32::new(3);
+        static ALONE: AtomicU32 = AtomicU32::new(1);
+        // Well inside the short budget: only a crowded carrier yields there.
+        let within = CARRIER.short_ns / 4;
+        assert!(yields_within(CARRIER, &CROWDED, within) > 0);
+        assert_eq!(yields_within(CARRIER, &ALONE, within), 0);
+    }
+
+    #[test]
+    fn a_caller_sharing_the_syscall_cpu_takes_turns_from_the_start_and_one_alone_never() {
+        static NONE: AtomicU32 = AtomicU32::new(0);
+        assert!(yields_within(CALLER_SHARED, &NONE, 2_000) > 0);
+        assert_eq!(yields_within(CALLER, &NONE, 2_000), 0);
     }
 }
