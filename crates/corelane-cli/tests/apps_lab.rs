@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::is_root;
 
-const APPS: [&str; 5] = ["nginx", "memcached", "redis", "apache", "mapreduce"];
+const APPS: [&str; 6] = ["nginx", "memcached", "redis", "apache", "apache-prefork", "mapreduce"];
 
 /// A process: PID and start time (so a reused PID is not mistaken for it).
 type Proc = (u32, u64);

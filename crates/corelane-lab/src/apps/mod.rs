@@ -1,5 +1,5 @@
 //! `corelane lab apps`: seed 003's applications — unmodified nginx, memcached, redis and
-//! Apache from their Debian packages, and MapReduce as Apache Spark's standalone cluster
+//! Apache (event and prefork MPMs) from their Debian packages, and MapReduce as Apache Spark's standalone cluster
 //! running a shuffle-heavy job (`spark`, `job`) — under its placements (NS, NC, NZ; see `placement`),
 //! each with and without the syscall lane (`corelane run --syscall-lane threads|uring`),
 //! driven by the load generators people use with them (wrk, memcaslap, redis-benchmark),
@@ -47,7 +47,7 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<AppsArgs>(
     "apps",
     "003",
     "core partitioning and syscall threads",
-    "unmodified nginx, memcached, redis, Apache and a Spark MapReduce job placed NS/NC/NZ, with and without the syscall lane (corelane run); ping-pong side-effect check",
+    "unmodified nginx, memcached, redis, Apache (event and prefork) and a Spark MapReduce job placed NS/NC/NZ, with and without the syscall lane (corelane run); ping-pong side-effect check",
     "the testbed, every program it started (every JVM of the Spark cluster too) and their private directory were removed",
 );
 
@@ -56,7 +56,7 @@ pub const ENTRY: experiment::Entry = experiment::Entry::of::<AppsArgs>(
 pub struct AppsArgs {
     #[command(flatten)]
     pub run: experiment::TrialArgs,
-    /// Programs to serve with: nginx, memcached, redis, apache, mapreduce, or none
+    /// Programs to serve with: nginx, memcached, redis, apache, apache-prefork, mapreduce, or none
     /// (default: every one installed; `apt-get install nginx-light wrk curl memcached
     /// libmemcached-tools redis-server redis-tools apache2 openjdk-17-jre-headless`, and
     /// pyspark in a virtual environment: see `--spark-venv`).

@@ -1,4 +1,5 @@
-//! The unmodified programs `lab apps` serves with — nginx, memcached, redis, Apache — as
+//! The unmodified programs `lab apps` serves with — nginx, memcached, redis, Apache (event and
+//! prefork) — as
 //! Debian installs them: each one's configuration in the lab's private directory, its
 //! command line, the load generator people drive it with, and the check that its answers
 //! are right (a row whose check fails is an error naming the program and what was wrong).
@@ -20,6 +21,10 @@ pub enum App {
     Memcached,
     Redis,
     Apache,
+    /// Apache with the prefork MPM: eight single-threaded processes, a new connection per
+    /// request (several processes' carriers on one syscall CPU).
+    #[serde(rename = "apache-prefork")]
+    ApachePrefork,
     /// Apache Spark's standalone cluster running a shuffle-heavy job.
     Mapreduce,
 }
@@ -35,7 +40,8 @@ impl std::fmt::Display for App {
 }
 
 impl App {
-    pub const ALL: [App; 5] = [App::Nginx, App::Memcached, App::Redis, App::Apache, App::Mapreduce];
+    pub const ALL: [App; 6] =
+        [App::Nginx, App::Memcached, App::Redis, App::Apache, App::ApachePrefork, App::Mapreduce];
 
     /// How rows and `--apps` name it.
     pub fn id(&self) -> &'static str {
@@ -44,6 +50,7 @@ impl App {
             Self::Memcached => "memcached",
             Self::Redis => "redis",
             Self::Apache => "apache",
+            Self::ApachePrefork => "apache-prefork",
             Self::Mapreduce => "mapreduce",
         }
     }
@@ -62,7 +69,9 @@ impl App {
                 ("redis-benchmark", "redis-tools"),
                 ("redis-cli", "redis-tools"),
             ],
-            Self::Apache => &[("apache2", "apache2"), ("wrk", "wrk"), ("curl", "curl")],
+            Self::Apache | Self::ApachePrefork => {
+                &[("apache2", "apache2"), ("wrk", "wrk"), ("curl", "curl")]
+            }
             // The cluster's JVMs and the driver's (pyspark itself: `spark::Spark::find`).
             Self::Mapreduce => {
                 &[("java", "openjdk-17-jre-headless"), ("java", "openjdk-17-jre-headless")]
@@ -77,6 +86,7 @@ impl App {
             Self::Memcached => 11211,
             Self::Redis => 6379,
             Self::Apache => 8081,
+            Self::ApachePrefork => 8082,
             Self::Mapreduce => 7077,
         }
     }
@@ -85,6 +95,7 @@ impl App {
     pub fn load_generator(&self) -> &'static str {
         match self {
             Self::Nginx | Self::Apache => "wrk --latency",
+            Self::ApachePrefork => "wrk --latency, a new connection per request",
             Self::Memcached => "memcaslap (10% sets, 10% verified)",
             Self::Redis => "redis-benchmark -t set,get",
             Self::Mapreduce => "pyspark driver (group-by over generated records)",
@@ -154,8 +165,8 @@ pub fn server_command(app: App, stage: &Stage<'_>) -> Result<(String, Vec<String
             let b = ["--dir", &dir, "--daemonize", "no", "--protected-mode", "no"];
             a.iter().chain(&b).map(|s| s.to_string()).collect()
         }
-        App::Apache => {
-            let conf = apache_conf(stage)?.display().to_string();
+        App::Apache | App::ApachePrefork => {
+            let conf = apache_conf(stage, app == App::ApachePrefork)?.display().to_string();
             vec!["-f".into(), conf, "-DFOREGROUND".into()]
         }
         App::Mapreduce => return Err(not_a_server()),
@@ -180,22 +191,38 @@ fn nginx_conf(stage: &Stage<'_>) -> Result<PathBuf, LabError> {
 }
 
 /// Apache: the event MPM, one child process with 64 threads (more than the load's
-/// connections, so none waits for a thread), keep-alive unlimited, serving the file.
-fn apache_conf(stage: &Stage<'_>) -> Result<PathBuf, LabError> {
+/// connections, so none waits for a thread), keep-alive unlimited, serving the file; or
+/// (`prefork`) the prefork MPM as sites run it: eight single-threaded processes, all started
+/// at once and kept, each connection closed after its answer.
+fn apache_conf(stage: &Stage<'_>, prefork: bool) -> Result<PathBuf, LabError> {
     let d = stage.dir.display();
     let modules = "/usr/lib/apache2/modules";
+    let mpm = if prefork {
+        format!(
+            "LoadModule mpm_prefork_module {modules}/mod_mpm_prefork.so\nStartServers {PREFORK}\n\
+             MinSpareServers {PREFORK}\nMaxSpareServers {PREFORK}\nServerLimit {PREFORK}\n\
+             MaxRequestWorkers {PREFORK}\nMaxConnectionsPerChild 0\nKeepAlive Off\n"
+        )
+    } else {
+        format!(
+            "LoadModule mpm_event_module {modules}/mod_mpm_event.so\nStartServers 1\n\
+             ServerLimit 1\nThreadsPerChild 64\nThreadLimit 64\nMaxRequestWorkers 64\n\
+             KeepAlive On\nMaxKeepAliveRequests 0\nKeepAliveTimeout 30\n"
+        )
+    };
     let text = format!(
         "ServerRoot {d}\nListen {}:{}\nPidFile {d}/apache.pid\nErrorLog {d}/apache-error.log\n\
-         DefaultRuntimeDir {d}\nLoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
+         DefaultRuntimeDir {d}\n{mpm}\
          LoadModule authz_core_module {modules}/mod_authz_core.so\nUser daemon\nGroup daemon\n\
-         ServerName corelane-lab\nDocumentRoot {d}/www\nStartServers 1\nServerLimit 1\n\
-         ThreadsPerChild 64\nThreadLimit 64\nMaxRequestWorkers 64\nKeepAlive On\n\
-         MaxKeepAliveRequests 0\nKeepAliveTimeout 30\n\
+         ServerName corelane-lab\nDocumentRoot {d}/www\n\
          <Directory {d}/www>\n  Require all granted\n</Directory>\n",
         stage.addr, stage.port
     );
     write_private(stage.dir, "apache.conf", text.as_bytes())
 }
+
+/// Apache prefork's processes (a pre-forking site's usual few per CPU).
+const PREFORK: usize = 8;
 
 /// What one load run measured.
 #[derive(Debug, Clone, Copy, Default)]
@@ -251,9 +278,12 @@ pub fn load(app: App, stage: &Stage<'_>, requests: Option<u64>) -> Result<Load, 
     let target = format!("{}:{}", stage.addr, stage.port);
     let takes = stage.duration;
     match app {
-        App::Nginx | App::Apache => {
+        App::Nginx | App::Apache | App::ApachePrefork => {
             let args = ["-t1", &format!("-c{conns}"), &format!("-d{secs}s"), "--latency"];
             let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            if app == App::ApachePrefork {
+                args.extend(["-H".into(), "Connection: close".into()]);
+            }
             args.extend(["--timeout".into(), "5s".into(), stage.url()]);
             parse_wrk(&run_load(stage, "wrk", "wrk", args, takes)?)
         }
@@ -378,7 +408,7 @@ pub fn parse_redis_benchmark(lines: &[String]) -> Result<Load, LabError> {
 /// `suite`). Returns what was checked.
 pub fn check(app: App, stage: &Stage<'_>, suite: bool, trial: usize) -> Result<String, LabError> {
     match app {
-        App::Nginx | App::Apache => check_file(app, stage, trial),
+        App::Nginx | App::Apache | App::ApachePrefork => check_file(app, stage, trial),
         App::Redis => check_redis(stage, trial),
         App::Memcached if suite => {
             let exe = locate(stage.tx, "memccapable", "libmemcached-tools")?;
