@@ -93,6 +93,12 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
                 count(LaneMode::UringUnavailable)
             ));
         }
+        if count(LaneMode::UringSqpoll) > 1 {
+            notes.push(format!(
+                "{} processes each ran an SQPOLL thread on the syscall CPU: each polls its ring for 10 ms after its process's last call, so busy ones take that CPU from each other and from whatever else runs there (a pre-forking server placed with its processes on the syscall CPU kept 0.04x of its requests/s); --syscall-lane threads shares a CPU among processes",
+                count(LaneMode::UringSqpoll)
+            ));
+        }
     }
     (!notes.is_empty()).then(|| notes.join("; "))
 }

@@ -122,6 +122,41 @@ fn the_uring_lane_carries_accept_and_vectors_and_finishes_long_blocking_sends() 
     assert!(delegated(&summary, "read") >= 1, "readv: {summary}");
 }
 
+/// Four processes at once under the uring lane (a parent and three children, as a pre-forking
+/// server runs): every call is carried, and the summary says that four SQPOLL threads shared
+/// the syscall CPU and what that costs.
+#[test]
+fn several_processes_under_the_uring_lane_are_carried_and_their_shared_cpu_is_named() {
+    let prog = match program() {
+        Ok(p) => p.to_str().unwrap().to_string(),
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
+        .args(uring_args(json.path()))
+        .args([&prog, "forked"])
+        .env_remove("LD_LIBRARY_PATH")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child, Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let summary = summary(json.path());
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(stdout.trim(), "forked ok");
+    let note = summary["lane_note"].as_str().unwrap_or("").to_string();
+    if note.contains("refused SQPOLL") || note.contains("no io_uring") {
+        return eprintln!("skipped the lanes' modes: {note}");
+    }
+    assert!(note.contains("4 processes each ran an SQPOLL thread on the syscall CPU"), "{summary}");
+    assert!(stderr.contains("--syscall-lane threads shares a CPU among processes"), "{stderr}");
+    // Every exchange's 50 sends and receives: the parent's two rounds, each child's two.
+    assert_eq!(delegated(&summary, "send"), 8 * 50, "{summary}");
+    assert_eq!(delegated(&summary, "recv"), 8 * 50, "{summary}");
+}
+
 /// A free UDP port on loopback (bound and let go: another program could take it meanwhile,
 /// which fails the peer's start, not the check).
 fn free_udp_port() -> u16 {

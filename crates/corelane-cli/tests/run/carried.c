@@ -1,6 +1,7 @@
 /* The calls the uring lane carries beyond send/recv: sendto/recvfrom and sendmsg/recvmsg
  * with addresses, readv/writev, accept4 on non-blocking and blocking listeners, and a
- * blocking writev larger than the socket buffer (a short send the caller finishes).
+ * blocking writev larger than the socket buffer (a short send the caller finishes); and
+ * several processes at once, as a pre-forking server runs.
  * Each mode prints "MODE ok" or the first thing that differs, and exits non-zero then. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -17,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CHECK(cond, ...) do { if (!(cond)) { printf(__VA_ARGS__); printf("\n"); exit(1); } } while (0)
@@ -260,7 +262,57 @@ static int splices(void) {
     return 0;
 }
 
+/* Several processes at once, each making carried calls (a pre-forking server): the parent's
+ * lane starts first; then three children, alive together, each send and receive on a socket
+ * pair of their own while the parent's lane still runs. */
+static int exchange(void) {
+    int sv[2];
+    char buf[8];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair errno %d", errno);
+    for (int i = 0; i < 50; i++) {
+        CHECK(send(sv[0], "ping", 4, 0) == 4, "send errno %d", errno);
+        CHECK(recv(sv[1], buf, sizeof buf, 0) == 4 && memcmp(buf, "ping", 4) == 0, "recv errno %d", errno);
+    }
+    close(sv[0]);
+    close(sv[1]);
+    return 0;
+}
+
+static int forked(void) {
+    int ready[2], go[2];
+    pid_t kids[3];
+    exchange();
+    CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe errno %d", errno);
+    for (int k = 0; k < 3; k++) {
+        kids[k] = fork();
+        CHECK(kids[k] >= 0, "fork errno %d", errno);
+        if (kids[k] == 0) {
+            char c;
+            exchange();                           /* each child's lane starts here */
+            CHECK(write(ready[1], "r", 1) == 1, "ready");
+            CHECK(read(go[0], &c, 1) == 1, "go"); /* stay alive until all have started */
+            exchange();
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        char c;
+        CHECK(read(ready[0], &c, 1) == 1, "a child never started");
+    }
+    CHECK(write(go[1], "ggg", 3) == 3, "go");
+    exchange();
+    for (int k = 0; k < 3; k++) {
+        int status;
+        CHECK(waitpid(kids[k], &status, 0) == kids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child %d failed", k);
+    }
+    printf("forked ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "forked") == 0)
+        return forked();
     if (argc > 1 && strcmp(argv[1], "fds") == 0)
         return fds();
     if (argc > 1 && strcmp(argv[1], "select") == 0)
@@ -271,6 +323,6 @@ int main(int argc, char **argv) {
         return udp();
     if (argc > 1 && strcmp(argv[1], "stream") == 0)
         return stream();
-    fprintf(stderr, "usage: carried udp|stream|fds|select|splice\n");
+    fprintf(stderr, "usage: carried udp|stream|fds|select|splice|forked\n");
     return 2;
 }
