@@ -71,6 +71,17 @@ fn run_mode(mode: &str) -> Option<(String, serde_json::Value)> {
 }
 
 fn run_mode_in(mode: &str, lane: &str) -> Option<(String, serde_json::Value)> {
+    let (stdout, _, summary) = run_program(mode, lane)?;
+    if summary["lane_note"].is_string() {
+        eprintln!("skipped the counts: {}", summary["lane_note"]);
+        return None;
+    }
+    Some((stdout, summary))
+}
+
+/// Runs carried.c's `mode` under `lane` (exit status 0 checked): its output, error output and
+/// summary, or None (printed why) when there is no compiler.
+fn run_program(mode: &str, lane: &str) -> Option<(String, String, serde_json::Value)> {
     let prog = match program() {
         Ok(p) => p.to_str().unwrap().to_string(),
         Err(why) => {
@@ -89,14 +100,11 @@ fn run_mode_in(mode: &str, lane: &str) -> Option<(String, serde_json::Value)> {
         .unwrap();
     let out = wait_bounded(child, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stdout}{stderr}");
     let summary = summary(json.path());
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    if summary["lane_note"].is_string() {
-        eprintln!("skipped the counts: {}", summary["lane_note"]);
-        return None;
-    }
-    Some((stdout, summary))
+    Some((stdout, stderr, summary))
 }
 
 /// sendto/recvfrom with an address (also one too small for it), sendmsg/recvmsg with one,
@@ -127,24 +135,7 @@ fn the_uring_lane_carries_accept_and_vectors_and_finishes_long_blocking_sends() 
 /// the syscall CPU and what that costs.
 #[test]
 fn several_processes_under_the_uring_lane_are_carried_and_their_shared_cpu_is_named() {
-    let prog = match program() {
-        Ok(p) => p.to_str().unwrap().to_string(),
-        Err(why) => return eprintln!("skipped: {why}"),
-    };
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_corelane"))
-        .args(uring_args(json.path()))
-        .args([&prog, "forked"])
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_bounded(child, Duration::from_secs(30));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let summary = summary(json.path());
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let Some((stdout, stderr, summary)) = run_program("forked", "uring") else { return };
     assert_eq!(stdout.trim(), "forked ok");
     let note = summary["lane_note"].as_str().unwrap_or("").to_string();
     if note.contains("refused SQPOLL") || note.contains("no io_uring") {
