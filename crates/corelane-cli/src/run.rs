@@ -93,14 +93,19 @@ fn lane_note(kind: LaneKind, report: &LaneReport) -> Option<String> {
                 count(LaneMode::UringUnavailable)
             ));
         }
-        if count(LaneMode::UringSqpoll) > 1 {
-            notes.push(format!(
-                "{} processes each ran an SQPOLL thread on the syscall CPU: each polls its ring for 10 ms after its process's last call, so busy ones take that CPU from each other and from whatever else runs there (a pre-forking server placed with its processes on the syscall CPU kept 0.04x of its requests/s); --syscall-lane threads shares a CPU among processes",
-                count(LaneMode::UringSqpoll)
-            ));
-        }
     }
     (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// What the lane as it ran may cost this program, when the run shows it: several processes
+/// with an SQPOLL thread each on the syscall CPU.
+fn lane_warning(kind: LaneKind, report: &LaneReport) -> Option<String> {
+    let sqpoll = report.lane_modes[LaneMode::UringSqpoll as usize];
+    (matches!(kind, LaneKind::Uring) && sqpoll > 1).then(|| {
+        format!(
+            "{sqpoll} processes each ran an SQPOLL thread on the syscall CPU: each polls its ring for 10 ms after its process's last call, so where busy ones run at once they take that CPU from each other and from whatever else runs there (a pre-forking server placed with its processes on the syscall CPU kept 0.04x of its requests/s); --syscall-lane threads shares a CPU among processes"
+        )
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -113,6 +118,8 @@ struct Summary {
     syscall_cpus: String,
     syscall_lane: &'static str,
     lane_note: Option<String>,
+    /// What the lane as it ran may cost (`lane_warning`).
+    lane_warning: Option<String>,
     delegated: Delegated,
     syscall_threads: SyscallThreads,
     program: ProgramCpu,
@@ -316,6 +323,7 @@ fn summarize(
         syscall_cpus: syscall.map(ToString::to_string).unwrap_or_default(),
         syscall_lane: if syscall.is_some() { args.syscall_lane.name() } else { "none" },
         lane_note: syscall.and_then(|_| lane_note(args.syscall_lane, report)),
+        lane_warning: syscall.and_then(|_| lane_warning(args.syscall_lane, report)),
         delegated: report.delegated.clone(),
         syscall_threads: SyscallThreads {
             count: report.syscall_threads,
@@ -374,8 +382,8 @@ fn summary_text(s: &Summary) -> String {
         );
         return out.join("\n") + "\n";
     }
-    if let Some(note) = &s.lane_note {
-        out.push(format!("  {note}"));
+    for line in s.lane_note.iter().chain(&s.lane_warning) {
+        out.push(format!("  {line}"));
     }
     let d = &s.delegated;
     out.push(format!(

@@ -141,7 +141,13 @@ fn several_processes_under_the_uring_lane_are_carried_and_their_shared_cpu_is_na
     if note.contains("refused SQPOLL") || note.contains("no io_uring") {
         return eprintln!("skipped the lanes' modes: {note}");
     }
-    assert!(note.contains("4 processes each ran an SQPOLL thread on the syscall CPU"), "{summary}");
+    // The lane ran as asked (no note); what it may cost is a warning of its own.
+    assert!(summary["lane_note"].is_null(), "{summary}");
+    let warning = summary["lane_warning"].as_str().unwrap_or("");
+    assert!(
+        warning.contains("4 processes each ran an SQPOLL thread on the syscall CPU"),
+        "{summary}"
+    );
     assert!(stderr.contains("--syscall-lane threads shares a CPU among processes"), "{stderr}");
     // Every exchange's 50 sends and receives: the parent's two rounds, each child's two.
     assert_eq!(delegated(&summary, "send"), 8 * 50, "{summary}");

@@ -1,7 +1,7 @@
 //! `corelane lab apps`: seed 003's applications — unmodified nginx, memcached, redis and
-//! Apache (event and prefork MPMs) from their Debian packages, and MapReduce as Apache Spark's standalone cluster
-//! running a shuffle-heavy job (`spark`, `job`) — under its placements (NS, NC, NZ; see `placement`),
-//! each with and without the syscall lane (`corelane run --syscall-lane threads|uring`),
+//! Apache (event and prefork MPMs) from their Debian packages, and MapReduce as Apache
+//! Spark's standalone cluster running a shuffle-heavy job (`spark`, `job`) — under its
+//! placements (NS, NC, NZ; see `placement`), each with and without the syscall lane (`corelane run --syscall-lane threads|uring`),
 //! driven by the load generators people use with them (wrk, memcaslap, redis-benchmark),
 //! every row's answers checked; and the seed's micro-benchmark side-effect check, a UDP
 //! ping-pong through the lane and without it.

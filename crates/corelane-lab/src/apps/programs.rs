@@ -1,8 +1,7 @@
 //! The unmodified programs `lab apps` serves with — nginx, memcached, redis, Apache (event and
-//! prefork) — as
-//! Debian installs them: each one's configuration in the lab's private directory, its
-//! command line, the load generator people drive it with, and the check that its answers
-//! are right (a row whose check fails is an error naming the program and what was wrong).
+//! prefork) — as Debian installs them: each one's configuration in the lab's private
+//! directory, its command line, the load generator people drive it with, and the check that
+//! its answers are right (a row whose check fails is an error naming the program and what was wrong).
 //! MapReduce (Apache Spark) is one more program here; its cluster and job are `spark.rs` and
 //! `job.rs`.
 
