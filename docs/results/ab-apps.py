@@ -37,19 +37,22 @@ def main():
                 rows = run(binary, seconds, apps, os.path.join(tmp, f"{name}{r}.json"))
                 for row in rows:
                     key = (row["app"], row["lane"])
+                    carried = sum((row.get("delegated") or {}).values())
                     seen[name].setdefault(key, []).append(
-                        (row["median_rps"], row["cpu_us_per_request"], row["lane_us_per_request"]))
+                        (row["median_rps"], row["cpu_us_per_request"], row["lane_us_per_request"],
+                         carried))
                     print(f"round {r} {name} {row['app']} {row['lane']}: {row['median_rps']:.0f} req/s, "
-                          f"{row['cpu_us_per_request']:.2f} us/req (lane {row['lane_us_per_request']:.2f})",
-                          flush=True)
-    print("\napp lane | old req/s, us/req | new req/s, us/req | new/old req/s, us/req")
+                          f"{row['cpu_us_per_request']:.2f} us/req (lane {row['lane_us_per_request']:.2f}), "
+                          f"{carried} calls carried", flush=True)
+    print("\napp lane | old req/s, us/req, carried | new req/s, us/req, carried | new/old req/s, us/req")
     for key in sorted(seen["old"]):
         if key not in seen["new"]:
             continue
         o, n = seen["old"][key], seen["new"][key]
         med = lambda xs, i: statistics.median(x[i] for x in xs)
         orps, ocpu, nrps, ncpu = med(o, 0), med(o, 1), med(n, 0), med(n, 1)
-        print(f"{key[0]} {key[1]} | {orps:,.0f}, {ocpu:.2f} | {nrps:,.0f}, {ncpu:.2f} | "
+        print(f"{key[0]} {key[1]} | {orps:,.0f}, {ocpu:.2f}, {med(o, 3):,.0f} | "
+              f"{nrps:,.0f}, {ncpu:.2f}, {med(n, 3):,.0f} | "
               f"{nrps / orps:.3f}, {ncpu / ocpu:.3f}")
 
 

@@ -128,6 +128,9 @@ struct Summary {
     lane_off: Vec<LaneOffEntry>,
     /// Times the carriers were rebuilt after a change of credentials every thread followed.
     rebuilt: u64,
+    /// Calls the program's threads made themselves because several processes' syscall threads
+    /// contended for the syscall CPU (the threads lane stepped aside).
+    in_place: u64,
     /// Whether the library could carry the program's calls (false: a static or Go program).
     carried: bool,
     /// Why not, when `carried` is false.
@@ -336,6 +339,7 @@ fn summarize(
         wall_ns: ended.wall.as_nanos() as u64,
         lane_off: lane_off_entries(&report.lane_off, ended.started_ns),
         rebuilt: report.rebuilt,
+        in_place: report.in_place,
         carried: true,
         not_carried: None,
     })
@@ -410,7 +414,8 @@ fn summary_text(s: &Summary) -> String {
     out.join("\n") + "\n"
 }
 
-/// The lanes that turned themselves off, and the carriers' rebuilds.
+/// The lanes that turned themselves off, the carriers' rebuilds, and the calls the lane left
+/// in place.
 fn lane_changes(s: &Summary, out: &mut Vec<String>) {
     for off in &s.lane_off {
         out.push(format!(
@@ -422,6 +427,12 @@ fn lane_changes(s: &Summary, out: &mut Vec<String>) {
         out.push(format!(
             "  carriers rebuilt {} time(s) after a change of credentials every thread followed",
             s.rebuilt
+        ));
+    }
+    if s.in_place > 0 {
+        out.push(format!(
+            "  {} calls made in the program's own threads, not carried: several processes' syscall threads contended for the syscall CPU, and there a carried call costs the program's CPU more than the call itself (a process switch or a spin for each); the lane carries where one busy process has a syscall CPU",
+            s.in_place
         ));
     }
 }

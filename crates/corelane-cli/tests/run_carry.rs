@@ -303,6 +303,34 @@ fn splice_is_carried_only_when_it_cannot_block() {
     assert_eq!(delegated(&summary, "other"), 2, "{summary}");
 }
 
+fn carried_total(summary: &serde_json::Value) -> u64 {
+    summary["delegated"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum()
+}
+
+/// Four processes exchanging at once under the threads lane, their carriers on one syscall
+/// CPU: the lane steps aside (the processes make calls themselves, counted as in place, and
+/// the summary says why), every answer is right, and every call is either carried or made in
+/// place — none lost, none counted twice. One process alone never steps aside.
+#[test]
+fn the_threads_lane_steps_aside_where_several_processes_contend_for_its_cpu() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return eprintln!("skipped: one CPU (the program and its carriers would share it)");
+    }
+    let Some((stdout, stderr, summary)) = run_program("contended", "threads") else { return };
+    assert_eq!(stdout.trim(), "contended ok");
+    // Each exchange: 50 sends, 50 receives and two closes of a socket pair; 4 x 40 of them.
+    let in_place = summary["in_place"].as_u64().unwrap();
+    assert_eq!(carried_total(&summary) + in_place, 4 * 40 * 102, "{summary}");
+    assert!(in_place > 0, "nothing made in place: {summary}");
+    assert!(carried_total(&summary) > 0, "until the contention is seen, calls are carried");
+    assert!(stderr.contains("calls made in the program's own threads"), "{stderr}");
+
+    let Some((stdout, stderr, summary)) = run_program("select", "threads") else { return };
+    assert_eq!(stdout.trim(), "select ok");
+    assert_eq!(summary["in_place"], 0, "{summary}");
+    assert!(!stderr.contains("calls made in the program's own threads"), "{stderr}");
+}
+
 /// carried.c linked statically (`cc -static`), or why there is none.
 fn static_program() -> Result<PathBuf, String> {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run/carried.c");

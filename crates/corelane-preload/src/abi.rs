@@ -129,12 +129,15 @@ pub mod stats {
     pub const RECORD: usize = 384;
     /// At most this many processes are counted; more run, uncounted.
     pub const MAX_RECORDS: usize = 256;
-    /// After the records: one 32-bit word per CPU, each on a cache line of its own: how many
-    /// syscall threads of the run are awake (running, spinning or woken) on that CPU, so a
-    /// carrier knows whether another needs its CPU. Only carriers read it; `corelane run`
-    /// does not.
+    /// After the records: one cache line per CPU, which only the library reads (`corelane
+    /// run` does not). At [`CPU_AWAKE`], how many syscall threads of the run are awake
+    /// (running, spinning or woken) on that CPU, so a carrier knows whether another needs its
+    /// CPU; at [`CPU_CONTENDED_UNTIL`], until when (CLOCK_MONOTONIC_COARSE in ms, wrapping; 0:
+    /// never) the CPU counts as contended by several processes' carriers.
     pub const CPU_WORDS: usize = HEADER + RECORD * MAX_RECORDS;
     pub const CPU_STRIDE: usize = 64;
+    pub const CPU_AWAKE: usize = 0;
+    pub const CPU_CONTENDED_UNTIL: usize = 4;
     /// CPUs from this one on have no word (their carriers count only themselves).
     pub const MAX_CPUS: usize = 256;
     pub const SIZE: usize = CPU_WORDS + CPU_STRIDE * MAX_CPUS;
@@ -164,9 +167,12 @@ pub mod stats {
     pub const SQPOLL_TID: usize = REBUILT + 8;
     /// Each syscall thread's id (the threads lane), likewise.
     pub const THREAD_TIDS: usize = SQPOLL_TID + 8;
-    const END: usize = THREAD_TIDS + 4 * super::MAX_THREADS;
+    /// Calls the program's threads made themselves because the syscall CPU was contended by
+    /// several processes' carriers (the threads lane steps aside there).
+    pub const IN_PLACE: usize = THREAD_TIDS + 4 * super::MAX_THREADS;
+    const END: usize = IN_PLACE + 8;
 
-    const _: () = assert!(END <= RECORD);
-    // Each CPU's word on a cache line of its own, after the last record.
-    const _: () = assert!(CPU_WORDS % CPU_STRIDE == 0 && CPU_STRIDE >= 4);
+    const _: () = assert!(END <= RECORD && IN_PLACE % 8 == 0);
+    // Each CPU's words on a cache line of its own, after the last record.
+    const _: () = assert!(CPU_WORDS % CPU_STRIDE == 0 && CPU_CONTENDED_UNTIL + 4 <= CPU_STRIDE);
 }

@@ -27,6 +27,7 @@ use std::cell::Cell;
 
 use crate::abi::off_reason::CARRIER_STALLED;
 use crate::abi::{lane_mode, MAX_THREADS};
+use crate::contention;
 use crate::state::{self, LANE, LANE_IDLE, LANE_RUNNING, LANE_STARTING};
 use crate::stats;
 use crate::sys::spin::{self, Spinner};
@@ -153,10 +154,17 @@ pub fn delegate(call: &Call) -> Option<Outcome> {
     }
     // A vfork child shares our memory but not our file table: it must never hand its fds to
     // the parent's syscall threads.
-    if !state::in_owner() || !ensure_started() || !same_table() {
+    if !state::in_owner() {
         return None;
     }
     let index = my_slot()?;
+    if stepped_aside(index) {
+        stats::count_in_place();
+        return None;
+    }
+    if !ensure_started() || !same_table() {
+        return None;
+    }
     BUSY.with(|b| b.set(true));
     let outcome = if URING_RUNNING.load(Acquire) {
         through_uring(index, call)
@@ -167,6 +175,16 @@ pub fn delegate(call: &Call) -> Option<Outcome> {
     };
     BUSY.with(|b| b.set(false));
     outcome
+}
+
+/// Whether the threads lane leaves slot `index`'s call to its caller: its syscall CPU is
+/// contended by several processes' carriers (`contention.rs`). Asked before the lane starts,
+/// so a process forked meanwhile does not start carriers it would leave idle.
+fn stepped_aside(index: usize) -> bool {
+    let uring =
+        URING_RUNNING.load(Acquire) || (WANT_URING.load(Relaxed) && !THREADS_RUNNING.load(Acquire));
+    !uring
+        && contention::contended(CPUS[index % THREADS.load(Relaxed).max(1)].load(Relaxed) as usize)
 }
 
 /// The uring lane: the slot only carries the completion (whichever waiting thread drains the
@@ -227,7 +245,11 @@ fn post_and_wait(index: usize, call: &Call) -> Option<Outcome> {
         }
         asleep
     };
-    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed), carriers_sharing(n));
+    let shared = carriers_sharing(n);
+    if shared {
+        contention::crowded_post(CPUS[n].load(Relaxed) as usize);
+    }
+    let outcome = slot.post_and_wait(call, notify, CALLER_SPINS.load(Relaxed), shared);
     if outcome.is_none() {
         // Not taken after a second: the thread is gone or starved.
         state::stop(CARRIER_STALLED);

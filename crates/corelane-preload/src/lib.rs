@@ -26,6 +26,7 @@ mod sys;
 #[allow(dead_code)]
 mod abi;
 mod config;
+mod contention;
 mod environ;
 mod exec;
 mod exit;

@@ -141,6 +141,21 @@ pub fn set_thread_tid(n: usize, tid: u32) {
     }
 }
 
+/// A call the threads lane left to its caller on a contended syscall CPU.
+pub fn count_in_place() {
+    if let Some(w) = word(layout::IN_PLACE) {
+        w.fetch_add(1, Relaxed);
+    }
+}
+
+/// Until when `cpu` counts as contended by several processes' carriers
+/// (`abi::stats::CPU_CONTENDED_UNTIL`); None without the run's area (a process alone cannot
+/// see other processes' carriers).
+pub fn contended_until(cpu: usize) -> Option<&'static AtomicU32> {
+    let offset = layout::CPU_WORDS + cpu * layout::CPU_STRIDE + layout::CPU_CONTENDED_UNTIL;
+    (cpu < layout::MAX_CPUS).then(|| area()?.u32_at(offset))?
+}
+
 /// The run's count of awake syscall threads on `cpu` (`abi::stats::CPU_WORDS`), shared by every
 /// process of the run; a process without the area counts its own carriers only. The program
 /// can write it too: a wrong count only makes carriers spin less or more.
@@ -150,7 +165,7 @@ pub fn awake_on(cpu: usize) -> Option<&'static AtomicU32> {
         return None;
     }
     match area() {
-        Some(area) => area.u32_at(layout::CPU_WORDS + cpu * layout::CPU_STRIDE),
+        Some(area) => area.u32_at(layout::CPU_WORDS + cpu * layout::CPU_STRIDE + layout::CPU_AWAKE),
         None => OWN.get(cpu),
     }
 }

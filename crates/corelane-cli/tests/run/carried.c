@@ -310,9 +310,36 @@ static int forked(void) {
     return 0;
 }
 
+/* Four processes (a parent and three children, as a pre-forking server) exchanging at once
+ * for ROUNDS rounds each: their carriers crowd one syscall CPU. Every answer is checked. */
+static int contended(void) {
+    enum { ROUNDS = 40 };
+    pid_t kids[3];
+    for (int k = 0; k < 3; k++) {
+        kids[k] = fork();
+        CHECK(kids[k] >= 0, "fork errno %d", errno);
+        if (kids[k] == 0) {
+            for (int r = 0; r < ROUNDS; r++)
+                exchange();
+            _exit(0);
+        }
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        exchange();
+    for (int k = 0; k < 3; k++) {
+        int status;
+        CHECK(waitpid(kids[k], &status, 0) == kids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child %d failed", k);
+    }
+    printf("contended ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "forked") == 0)
         return forked();
+    if (argc > 1 && strcmp(argv[1], "contended") == 0)
+        return contended();
     if (argc > 1 && strcmp(argv[1], "fds") == 0)
         return fds();
     if (argc > 1 && strcmp(argv[1], "select") == 0)
@@ -323,6 +350,6 @@ int main(int argc, char **argv) {
         return udp();
     if (argc > 1 && strcmp(argv[1], "stream") == 0)
         return stream();
-    fprintf(stderr, "usage: carried udp|stream|fds|select|splice|forked\n");
+    fprintf(stderr, "usage: carried udp|stream|fds|select|splice|forked|contended\n");
     return 2;
 }

@@ -53,6 +53,7 @@ pub const PR_SET_NAME: c_int = 15;
 pub const PR_SET_TIMERSLACK: c_int = 29;
 pub const CLOCK_MONOTONIC: c_int = 1;
 pub const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
+pub const CLOCK_MONOTONIC_COARSE: c_int = 6;
 pub const FUTEX_WAIT_PRIVATE: c_int = 128;
 pub const FUTEX_WAKE_PRIVATE: c_int = 129;
 

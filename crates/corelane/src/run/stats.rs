@@ -93,6 +93,8 @@ pub struct ProcessRecord {
     pub rebuilt: u64,
     pub sqpoll_tid: u32,
     pub thread_tids: [u32; MAX_THREADS],
+    /// Calls its threads made themselves on a contended syscall CPU.
+    pub in_place: u64,
 }
 
 impl ProcessRecord {
@@ -135,6 +137,9 @@ pub struct LaneReport {
     pub lane_off: Vec<LaneOff>,
     /// Times the carriers were rebuilt after a change every thread followed, summed.
     pub rebuilt: u64,
+    /// Calls the program's threads made themselves because several processes' syscall
+    /// threads contended for the syscall CPU (the threads lane stepped aside), summed.
+    pub in_place: u64,
 }
 
 /// A copy of `fd` (close-on-exec) out of the program's way: the lowest free number from
@@ -224,6 +229,7 @@ fn record(bytes: &[u8], base: usize) -> ProcessRecord {
         rights_change: at(layout::RIGHTS_CHANGE),
         rebuilt: at(layout::REBUILT),
         sqpoll_tid: u32::try_from(at(layout::SQPOLL_TID)).unwrap_or(0),
+        in_place: at(layout::IN_PLACE),
         ..ProcessRecord::default()
     };
     for (kind, count) in r.counts.iter_mut().enumerate() {
@@ -260,6 +266,7 @@ pub fn parse(bytes: &[u8]) -> LaneReport {
             report.syscall_thread_cpu_ns = report.syscall_thread_cpu_ns.saturating_add(*ns);
         }
         report.rebuilt = report.rebuilt.saturating_add(r.rebuilt);
+        report.in_place = report.in_place.saturating_add(r.in_place);
         if r.off_reason != 0 {
             let off = LaneOff {
                 pid: r.pid,
@@ -301,6 +308,7 @@ mod tests {
         assert_eq!(report.delegated.total(), u64::MAX);
         assert_eq!(report.syscall_thread_cpu_ns, u64::MAX);
         assert_eq!(report.rebuilt, u64::MAX);
+        assert_eq!(report.in_place, u64::MAX);
         assert_eq!(report.lane_off.len(), MAX_RECORDS, "one per record at most");
         assert_eq!(report.lane_off[0].pid, 0, "a word past u32 is no pid");
         assert_eq!(
@@ -333,6 +341,7 @@ mod tests {
         put(&mut bytes, at(layout::OFF_AT_NS), 7_000_000);
         put(&mut bytes, at(layout::RIGHTS_CHANGE), abi::rights_change::CAPSET);
         put(&mut bytes, at(layout::REBUILT), 2);
+        put(&mut bytes, at(layout::IN_PLACE), 11);
         bytes[at(layout::THREAD_TIDS + 4)..at(layout::THREAD_TIDS + 8)]
             .copy_from_slice(&4244u32.to_ne_bytes());
         let r = parse(&bytes);
@@ -340,7 +349,7 @@ mod tests {
         assert_eq!((r.delegated.send, r.delegated.close, r.delegated.total()), (5, 3, 8));
         assert_eq!((r.processes, r.syscall_threads, r.syscall_thread_cpu_ns), (1, 2, 150));
         let off = LaneOff { pid: 4242, reason: 1, change: 2, at_ns: 7_000_000 };
-        assert_eq!((r.lane_off, r.rebuilt), (vec![off], 2));
+        assert_eq!((r.lane_off, r.rebuilt, r.in_place), (vec![off], 2, 11));
         let threads: Vec<_> = records(&bytes)[0].thread_ids().collect();
         assert_eq!(threads, [(0, 0, "cl-sys-"), (1, 4244, "cl-sys-")]);
     }
