@@ -61,7 +61,7 @@ fn distinct_cpus(text: &str) -> Result<CpuList, corelane::topology::CpuListError
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum LaneKind {
-    /// Syscall threads of the library's own, one per syscall CPU (the core-partitioning study's design).
+    /// Syscall threads of the library's own, one per syscall CPU (the core-partitioning study's design); where several processes' threads contend for one CPU, their calls are made in place.
     Threads,
     /// An io_uring per process whose SQPOLL thread is pinned to the first syscall CPU.
     Uring,

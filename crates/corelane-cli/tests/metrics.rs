@@ -291,6 +291,7 @@ fn prometheus_scrapes_every_command_under_load() {
         run_metrics,
         &[
             "corelane_run_carried_calls_total",
+            "corelane_run_in_place_calls_total",
             "corelane_run_carrier_cpu_seconds_total",
             "corelane_run_program_cpu_seconds_total",
             "corelane_run_processes",

@@ -104,6 +104,12 @@ impl Collector for RunMetrics {
                 ([("kind", KINDS[kind]), ("mode", mode)], Value::Count(n))
             }),
         )?;
+        let in_place = records.iter().fold(0u64, |sum, r| sum.saturating_add(r.in_place));
+        Family::counter(
+            "run_in_place_calls",
+            "Calls the program's threads made themselves because several processes' syscall threads contended for a syscall CPU (the threads lane stepped aside)",
+        )
+        .single(e, Value::Count(in_place))?;
         let (lanes, program_ns) = self.cpu(&records);
         let threads = records.iter().map(|r| r.threads).max().unwrap_or(0);
         Family::counter("run_carrier_cpu", "CPU time of the syscall threads by index (the lane on the index-th syscall CPU), over every process (schedstat, exact; the largest seen per thread)")
