@@ -180,8 +180,8 @@ fn window(
     Ok((used, jvms, lane_threads))
 }
 
-/// The run summaries of the cluster's JVMs as one: the calls every JVM's lane carried
-/// added up; the lane and the first note as they reported them.
+/// The run summaries of the cluster's JVMs as one: the calls every JVM's lane carried (or
+/// left in place) added up; the lane and the first note as they reported them.
 fn merged(summaries: Vec<RunSummary>) -> Option<RunSummary> {
     let mut all = summaries.into_iter();
     let mut first = all.next()?;
@@ -190,6 +190,7 @@ fn merged(summaries: Vec<RunSummary>) -> Option<RunSummary> {
             *first.delegated.entry(kind).or_default() += n;
         }
         first.lane_note = first.lane_note.or(s.lane_note);
+        first.in_place += s.in_place;
     }
     Some(first)
 }
@@ -295,9 +296,11 @@ mod tests {
             syscall_lane: "threads".into(),
             lane_note: note.map(String::from),
             delegated: [("send".to_string(), send)].into_iter().collect(),
+            in_place: send * 10,
         };
         let m = merged(vec![summary(3, None), summary(4, Some("n")), summary(5, None)]).unwrap();
         assert_eq!((m.delegated["send"], m.lane_note.as_deref()), (12, Some("n")));
+        assert_eq!(m.in_place, 120);
         assert!(merged(Vec::new()).is_none());
     }
 }

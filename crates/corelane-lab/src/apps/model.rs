@@ -200,6 +200,16 @@ fn lane_sentence(r: &AppRow) -> String {
         r.lane_us_per_request,
         r.lane_threads,
         r.syscall_cpus.as_deref().unwrap_or("-")
+    ) + &in_place_clause(r.in_place_calls)
+}
+
+/// What the threads lane left to the program on a contended syscall CPU, if anything.
+fn in_place_clause(calls: u64) -> String {
+    if calls == 0 {
+        return String::new();
+    }
+    format!(
+        " {calls} calls made in the program's own threads: several processes' syscall threads contended for the syscall CPU, where a carried call costs the program's CPU more than the call."
     )
 }
 
@@ -256,6 +266,7 @@ mod tests {
             lane_threads: 1,
             checked: vec!["ok".into()],
             delegated: None,
+            in_place_calls: 0,
             job: None,
         }
     }
@@ -284,5 +295,15 @@ mod tests {
             spare_core(&[row(CoreKind::Nc, Lane::Threads, 9.0, 3.0, 0.0)]).is_empty(),
             "no base, no lane CPU"
         );
+    }
+
+    #[test]
+    fn a_lane_row_says_what_it_left_in_place_only_when_it_did() {
+        let mut r = row(CoreKind::Nc, Lane::Threads, 12.0, 4.0, 8.0);
+        assert!(!lane_sentence(&r).contains("own threads"), "{}", lane_sentence(&r));
+        r.in_place_calls = 1871;
+        let said = lane_sentence(&r);
+        assert!(said.contains("1871 calls made in the program's own threads"), "{said}");
+        assert!(said.contains("contended for the syscall CPU"), "{said}");
     }
 }

@@ -150,7 +150,8 @@ fn app_row(t: &[&ServeTrial], app: App, placement: CoreKind, lane: Lane, cpus: &
         cpu_change_pct: None,
         lane_threads: t.iter().map(|x| x.lane_threads).max().unwrap_or(0),
         checked,
-        delegated: delegated(runs),
+        delegated: delegated(runs.clone()),
+        in_place_calls: runs.map(|r| r.in_place).sum(),
         job: job_row(t),
     }
 }
@@ -245,6 +246,7 @@ mod tests {
             lane_threads: 0,
             checked: Vec::new(),
             delegated: None,
+            in_place_calls: 0,
             job: Some(JobRow {
                 records: records as u64,
                 job_secs: Trials::of(secs),

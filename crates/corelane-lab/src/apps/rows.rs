@@ -44,6 +44,9 @@ pub struct AppRow {
     pub checked: Vec<String>,
     /// Calls the lane carried, by kind, summed over trials (`corelane run`'s summary).
     pub delegated: Option<BTreeMap<String, u64>>,
+    /// Calls the threads lane left to the program's own threads because several processes'
+    /// syscall threads contended for the syscall CPU, summed over trials.
+    pub in_place_calls: u64,
     /// The MapReduce row's own figures (its "requests" are records, its rate records per
     /// second of job time).
     #[serde(skip_serializing_if = "Option::is_none")]

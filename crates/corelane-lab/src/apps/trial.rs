@@ -38,6 +38,9 @@ pub struct RunSummary {
     pub syscall_lane: String,
     pub lane_note: Option<String>,
     pub delegated: BTreeMap<String, u64>,
+    /// Calls left to the program's own threads on a contended syscall CPU.
+    #[serde(default)]
+    pub in_place: u64,
 }
 
 /// A program running placed, with what it needs to be stopped and read.
