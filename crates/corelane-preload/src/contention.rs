@@ -14,9 +14,10 @@
 //! So a process whose callers keep posting while another process's carrier is awake on the
 //! same CPU (the run's count there above one: `stats::awake_on`) marks the CPU contended for
 //! [`WINDOW_MS`], and meanwhile the callers whose carriers run there make their calls
-//! themselves (counted: `corelane run` shows them). Their carriers drain and sleep; when the window ends unrenewed, calls are
-//! carried again, and if the contention comes back with them, so does the mark. A single
-//! process's lane never sees two processes' carriers on one CPU and is never affected.
+//! themselves (counted: `corelane run` shows them). Their carriers drain and sleep; when the
+//! window ends unrenewed, calls are carried again, and if the contention comes back with
+//! them, so does the mark. A single process's lane never sees two processes' carriers on one
+//! CPU and is never affected.
 //!
 //! The mark lives in the run's shared area, which every program of the run can write: a
 //! wrong mark only makes calls go uncarried for at most one window, and one further than a
@@ -30,10 +31,10 @@ use crate::sys::{clock_ns, CLOCK_MONOTONIC_COARSE};
 
 /// How long a CPU stays contended after two processes' carriers were last seen awake on it
 /// together (each end of a window costs one round of wake-ups, one per process).
-pub const WINDOW_MS: u32 = 100;
+const WINDOW_MS: u32 = 100;
 /// How many posts crowded by another process's carrier, within how long, make a CPU contended.
-pub const CROWDED_POSTS: u32 = 4;
-pub const CROWDED_SPAN_MS: u32 = 10;
+const CROWDED_POSTS: u32 = 4;
+const CROWDED_SPAN_MS: u32 = 10;
 /// A mark is moved on at most this often (it shares a cache line every caller reads).
 const RENEW_MS: u32 = 10;
 
@@ -72,8 +73,11 @@ pub fn crowded_post(cpu: usize) {
 /// One crowded post at `now`, over a span begun at `since` holding `posts`: the span and
 /// count after it, and whether they make the CPU contended.
 fn count_post(since: u32, posts: u32, now: u32) -> (u32, u32, bool) {
-    let (since, posts) =
-        if now.wrapping_sub(since) > CROWDED_SPAN_MS { (now, 1) } else { (since, posts + 1) };
+    let (since, posts) = if now.wrapping_sub(since) > CROWDED_SPAN_MS {
+        (now, 1)
+    } else {
+        (since, posts.saturating_add(1))
+    };
     (since, posts, posts >= CROWDED_POSTS)
 }
 

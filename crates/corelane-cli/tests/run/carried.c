@@ -278,6 +278,15 @@ static int exchange(void) {
     return 0;
 }
 
+/* Waits for the three children, each of which must have exited 0. */
+static void reap(const pid_t kids[3]) {
+    for (int k = 0; k < 3; k++) {
+        int status;
+        CHECK(waitpid(kids[k], &status, 0) == kids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child %d failed", k);
+    }
+}
+
 static int forked(void) {
     int ready[2], go[2];
     pid_t kids[3];
@@ -301,11 +310,7 @@ static int forked(void) {
     }
     CHECK(write(go[1], "ggg", 3) == 3, "go");
     exchange();
-    for (int k = 0; k < 3; k++) {
-        int status;
-        CHECK(waitpid(kids[k], &status, 0) == kids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "child %d failed", k);
-    }
+    reap(kids);
     printf("forked ok\n");
     return 0;
 }
@@ -326,11 +331,7 @@ static int contended(void) {
     }
     for (int r = 0; r < ROUNDS; r++)
         exchange();
-    for (int k = 0; k < 3; k++) {
-        int status;
-        CHECK(waitpid(kids[k], &status, 0) == kids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "child %d failed", k);
-    }
+    reap(kids);
     printf("contended ok\n");
     return 0;
 }

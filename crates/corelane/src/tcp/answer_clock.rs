@@ -9,7 +9,7 @@
 //! never written (the connection failed or was closed first) is never counted.
 
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::counters::ServerCounters;
 
@@ -61,10 +61,15 @@ pub(crate) struct AnswerClock {
     flying: Rounds,
 }
 
-/// The clock every round is read against (the first reading in the process).
+/// The clock every round is read against: a minute before its first use in the process, so
+/// that no clock a lane read before that use (its wake-up's, taken before it parsed the first
+/// request) comes out before it and counts as 0 (which made a round look shorter than it was).
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(60)).unwrap_or(now)
+    })
 }
 
 fn ns_of(at: Instant) -> u64 {
@@ -128,6 +133,14 @@ mod tests {
         // Two requests took 3 ms (≤ 5 ms: bucket 8), one took 1 ms (≤ 1 ms: bucket 6).
         assert_eq!(counted(&counters), vec![(6, 1), (8, 2)]);
         assert_eq!(counters.durations().1, 2 * 3_000_000 + 1_000_000);
+    }
+
+    #[test]
+    fn a_clock_read_before_the_epochs_first_use_still_counts_from_it() {
+        let before = Instant::now();
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(ns_of(before) > 0, "read before the epoch was set, it must not saturate");
+        assert!(ns_of(before + Duration::from_micros(20)) - ns_of(before) == 20_000);
     }
 
     #[test]
