@@ -89,9 +89,11 @@ fn note(cpu: usize) {
     }
 }
 
-/// Whether `cpu` counts as contended now.
+/// Whether `cpu` counts as contended now. Asked before every carried call: the clock is read
+/// only when there is a mark (a single process's never has one).
 pub fn contended(cpu: usize) -> bool {
-    stats::contended_until(cpu).is_some_and(|word| holds(word.load(Relaxed), now_ms()))
+    let until = stats::contended_until(cpu).map_or(0, |word| word.load(Relaxed));
+    until != 0 && holds(until, now_ms())
 }
 
 #[cfg(test)]
